@@ -1,0 +1,84 @@
+"""grapheval-plugins: knowledge-graph based hallucination detection (GraphEval) and correction (GraphCorrect).
+
+>>> from grapheval_plugins import GraphEval
+>>> from grapheval_plugins.testing import ScriptedChatModel, KeywordScorer
+>>> llm = ScriptedChatModel(responses=['<python>[["The Eiffel Tower", "located in", "Rome"]]</python>'])
+>>> report = GraphEval(llm=llm, scorer=KeywordScorer()).evaluate(
+...     context="The Eiffel Tower is in Paris.", output="The Eiffel Tower is located in Rome.")
+>>> report.hallucinated, [c.triple.object for c in report.unsupported]
+(True, ['Rome'])
+
+Importing this package loads neither torch, transformers, deepeval nor ragas: the optional parts load when used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .cache import CachedKG, KGCache, MemoryKGCache, SQLiteKGCache
+from .check.base import ClaimScore, Scorer
+from .exceptions import (
+    CorrectionError,
+    ExtractionError,
+    GraphEvalError,
+    InputError,
+    MissingDependencyError,
+    ModelLoadError,
+    ScoringError,
+    WeightsIntegrityError,
+)
+from .extract.prompts import KG_PROMPT, KG_PROMPT_PAPER, KGPrompt
+from .models import DEFAULT_LLM, DEFAULT_SCORER, resolve_llm, resolve_scorer
+from .pipeline import GraphEval
+from .types import ClaimCheck, Extraction, Mode, Report, StageError, Triple
+
+__version__ = "0.1.0"
+
+# Optional parts: name -> module (imported on first attribute access).
+_LAZY: dict[str, str] = {
+    "HHEMScorer": "grapheval_plugins.check.hf",
+    "T5NLIScorer": "grapheval_plugins.check.hf",
+    "CrossEncoderNLIScorer": "grapheval_plugins.check.hf",
+}
+
+__all__ = [
+    "DEFAULT_LLM",
+    "DEFAULT_SCORER",
+    "KG_PROMPT",
+    "KG_PROMPT_PAPER",
+    "CachedKG",
+    "ClaimCheck",
+    "ClaimScore",
+    "CorrectionError",
+    "CrossEncoderNLIScorer",
+    "Extraction",
+    "ExtractionError",
+    "GraphEval",
+    "GraphEvalError",
+    "HHEMScorer",
+    "InputError",
+    "KGCache",
+    "KGPrompt",
+    "MemoryKGCache",
+    "MissingDependencyError",
+    "Mode",
+    "ModelLoadError",
+    "Report",
+    "SQLiteKGCache",
+    "Scorer",
+    "ScoringError",
+    "StageError",
+    "T5NLIScorer",
+    "Triple",
+    "WeightsIntegrityError",
+    "__version__",
+    "resolve_llm",
+    "resolve_scorer",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,125 @@
+"""Caches of extracted knowledge graphs, so a re-run (or a new scorer) costs no LLM call.
+
+A key is ``(llm id, prompt version, output text)``. Two implementations:
+
+* :class:`MemoryKGCache` — per process, the default of :class:`~grapheval_plugins.GraphEval`;
+* :class:`SQLiteKGCache` — on disk, shared between runs and processes (benchmarks, the CLI's ``--cache``).
+
+>>> cache = MemoryKGCache()
+>>> cache.set("llm", "v1", "text", CachedKG(triples=[["a", "b", "c"]], raw_text="<python>...</python>"))
+>>> cache.get("llm", "v1", "text").triples
+[['a', 'b', 'c']]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+__all__ = ["CachedKG", "KGCache", "MemoryKGCache", "SQLiteKGCache", "cache_key"]
+
+
+@dataclass(frozen=True)
+class CachedKG:
+    """A cached extraction: the parsed triples and the answer they came from."""
+
+    triples: list[list[str]]
+    raw_text: str | None = None
+
+
+def cache_key(llm_id: str, prompt_version: str, text: str) -> str:
+    """A stable hex digest for ``(llm id, prompt version, text)``."""
+    h = hashlib.sha256()
+    for part in (llm_id, prompt_version, text):
+        h.update(part.encode("utf-8"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+@runtime_checkable
+class KGCache(Protocol):
+    """What the extractor needs of a cache."""
+
+    def get(self, llm_id: str, prompt_version: str, text: str) -> CachedKG | None: ...
+
+    def set(self, llm_id: str, prompt_version: str, text: str, value: CachedKG) -> None: ...
+
+
+class MemoryKGCache:
+    """A bounded in-process LRU cache."""
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self.max_entries = max_entries
+        self._data: OrderedDict[str, CachedKG] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, llm_id: str, prompt_version: str, text: str) -> CachedKG | None:
+        key = cache_key(llm_id, prompt_version, text)
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def set(self, llm_id: str, prompt_version: str, text: str, value: CachedKG) -> None:
+        key = cache_key(llm_id, prompt_version, text)
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class SQLiteKGCache:
+    """A persistent cache in one SQLite file; safe across threads and processes.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "kg.sqlite")
+    >>> SQLiteKGCache(path).set("m", "v", "t", CachedKG([["x", "y", "z"]]))
+    >>> SQLiteKGCache(path).get("m", "v", "t").triples
+    [['x', 'y', 'z']]
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        with self._connect() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS kg (key TEXT PRIMARY KEY, llm TEXT, prompt TEXT, "
+                "triples TEXT NOT NULL, raw_text TEXT)"
+            )
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        return conn
+
+    def get(self, llm_id: str, prompt_version: str, text: str) -> CachedKG | None:
+        key = cache_key(llm_id, prompt_version, text)
+        with self._lock, self._connect() as conn:
+            row = conn.execute("SELECT triples, raw_text FROM kg WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        return CachedKG(triples=json.loads(row[0]), raw_text=row[1])
+
+    def set(self, llm_id: str, prompt_version: str, text: str, value: CachedKG) -> None:
+        key = cache_key(llm_id, prompt_version, text)
+        with self._lock, self._connect() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO kg (key, llm, prompt, triples, raw_text) VALUES (?, ?, ?, ?, ?)",
+                (key, llm_id, prompt_version, json.dumps(value.triples), value.raw_text),
+            )
+
+    def __len__(self) -> int:
+        with self._lock, self._connect() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM kg").fetchone()[0])

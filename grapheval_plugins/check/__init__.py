@@ -1,0 +1,23 @@
+"""Stage 2: scoring claims against the context.
+
+The interface (:class:`Scorer`) is light; the HuggingFace backends (``HHEMScorer``, ``T5NLIScorer``,
+``CrossEncoderNLIScorer``) load torch and transformers only when first used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import ClaimScore, Scorer, split_context
+
+__all__ = ["ClaimScore", "CrossEncoderNLIScorer", "HHEMScorer", "Scorer", "T5NLIScorer", "split_context"]
+
+_LAZY = {"HHEMScorer": ".hf", "T5NLIScorer": ".hf", "CrossEncoderNLIScorer": ".hf"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,163 @@
+"""Stage 2: the scorer interface.
+
+A backend implements one method, :meth:`Scorer.predict_support` — P(supported) for a list of
+``(premise, hypothesis)`` pairs, batched however suits it. The base class does the rest for every backend:
+empty input, splitting a context longer than the model's window into overlapping chunks (never silent
+truncation), scoring every claim against every chunk of its context in one call, keeping each claim's best chunk
+(max P(supported)) as its evidence, validating the numbers, and serialising access from threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..exceptions import ScoringError
+
+__all__ = ["ClaimScore", "Scorer", "split_context"]
+
+
+@dataclass(frozen=True)
+class ClaimScore:
+    """One claim's verdict: P(unsupported) and the chunk of the context that decided it."""
+
+    p_unsupported: float
+    chunk_index: int
+    chunk: str
+
+
+def _approx_tokens(text: str) -> int:
+    return max(1, math.ceil(len(text.split()) * 4 / 3))
+
+
+@lru_cache(maxsize=64)
+def _splitter(max_tokens: int, overlap: int, counter: object):  # type: ignore[no-untyped-def]
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    return RecursiveCharacterTextSplitter(
+        chunk_size=max_tokens,
+        chunk_overlap=min(overlap, max_tokens // 2),
+        length_function=counter,  # type: ignore[arg-type]
+        separators=["\n\n", "\n", ". ", "? ", "! ", "; ", ", ", " ", ""],
+        keep_separator="end",
+    )
+
+
+def split_context(context: str, max_tokens: int | None, count_tokens=_approx_tokens, overlap: int = 48) -> list[str]:  # type: ignore[no-untyped-def]
+    """Split ``context`` into overlapping chunks of at most ``max_tokens`` (by ``count_tokens``).
+
+    Paragraphs, then sentences, then words are kept whole where they fit. ``max_tokens=None`` returns the
+    context as one chunk.
+
+    >>> split_context("One. Two. Three.", max_tokens=None)
+    ['One. Two. Three.']
+    >>> len(split_context(" ".join(["word"] * 300), max_tokens=100)) > 3
+    True
+    """
+    if max_tokens is None or count_tokens(context) <= max_tokens:
+        return [context]
+    if max_tokens < 8:
+        raise ValueError("max_tokens must be at least 8")
+    chunks = [c.strip() for c in _splitter(max_tokens, overlap, count_tokens).split_text(context)]
+    return [c for c in chunks if c] or [context]
+
+
+class Scorer(ABC):
+    """Scores claims against a grounding context: P(unsupported) per claim.
+
+    Subclasses implement :meth:`predict_support`, and set ``max_premise_tokens`` (and override
+    :meth:`count_tokens`) when the model has a bounded window.
+
+    Example:
+        >>> class ContainsScorer(Scorer):
+        ...     name = "contains"
+        ...     def predict_support(self, pairs):
+        ...         return [1.0 if h.lower() in p.lower() else 0.0 for p, h in pairs]
+        >>> s = ContainsScorer()
+        >>> [round(c.p_unsupported, 2) for c in s.check(["Paris is in France."], ["Paris is in France"])]
+        [0.0]
+    """
+
+    name: str = "scorer"
+    max_premise_tokens: int | None = None
+    """Largest premise, in :meth:`count_tokens` units, the model reads without truncation; ``None``: unbounded."""
+    chunk_overlap_tokens: int = 48
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Serialises model access across threads (created on first use for subclasses that skip ``__init__``)."""
+        lock = self.__dict__.get("_lock")
+        if lock is None:
+            lock = self.__dict__.setdefault("_lock", threading.RLock())
+        return lock
+
+    def count_tokens(self, text: str) -> int:
+        """Token count used for chunking. Default: an estimate from whitespace words."""
+        return _approx_tokens(text)
+
+    @abstractmethod
+    def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """P(supported) in [0, 1] for each ``(premise, hypothesis)`` pair, in order."""
+
+    def chunks(self, context: str) -> list[str]:
+        """The chunks ``context`` is scored in."""
+        return split_context(context, self.max_premise_tokens, self.count_tokens, self.chunk_overlap_tokens)
+
+    def check(self, contexts: Sequence[str], claims: Sequence[str]) -> list[ClaimScore]:
+        """Score ``claims[i]`` against ``contexts[i]`` for every i, in one batched model pass.
+
+        Each distinct context is chunked once; every claim is scored against every chunk of its context and keeps
+        its best chunk (the one with the highest P(supported)).
+
+        Raises:
+            ScoringError: the backend raised or returned an invalid number.
+        """
+        if len(contexts) != len(claims):
+            raise ValueError("contexts and claims must have the same length")
+        if not claims:
+            return []
+        chunked: dict[str, list[str]] = {}
+        pair_index: dict[tuple[str, str], int] = {}
+        pairs: list[tuple[str, str]] = []
+        for context, claim in zip(contexts, claims):
+            if context not in chunked:
+                chunked[context] = self.chunks(context)
+            for chunk in chunked[context]:
+                key = (chunk, claim)
+                if key not in pair_index:
+                    pair_index[key] = len(pairs)
+                    pairs.append(key)
+        with self.lock:
+            try:
+                support = list(self.predict_support(pairs))
+            except ScoringError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - translated at this boundary
+                raise ScoringError(f"scorer {self.name!r} failed on {len(pairs)} pair(s): {exc}") from exc
+        if len(support) != len(pairs):
+            raise ScoringError(f"scorer {self.name!r} returned {len(support)} scores for {len(pairs)} pairs")
+        for value in support:
+            if not isinstance(value, (int, float)) or math.isnan(value) or not -1e-6 <= value <= 1 + 1e-6:
+                raise ScoringError(f"scorer {self.name!r} returned an invalid probability: {value!r}")
+        results: list[ClaimScore] = []
+        for context, claim in zip(contexts, claims):
+            options = [(support[pair_index[(chunk, claim)]], i, chunk) for i, chunk in enumerate(chunked[context])]
+            best, index, chunk = max(options, key=lambda o: (o[0], -o[1]))
+            p_unsupported = min(1.0, max(0.0, 1.0 - float(best)))
+            results.append(ClaimScore(p_unsupported=p_unsupported, chunk_index=index, chunk=chunk))
+        return results
+
+    async def acheck(self, contexts: Sequence[str], claims: Sequence[str]) -> list[ClaimScore]:
+        """:meth:`check` in a worker thread, so the event loop is never blocked by model inference."""
+        return await asyncio.to_thread(self.check, contexts, claims)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"

@@ -1,0 +1,136 @@
+"""Stage 1 of GraphEval: one chat-model call turns an LLM output into a knowledge graph.
+
+The grounding context is never sent to the chat model: only the output and the fixed prompt A.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig
+
+from ..cache import CachedKG, KGCache
+from ..exceptions import ExtractionError
+from ..types import Extraction, Triple
+from .parser import parse_triples
+from .prompts import KG_PROMPT, KGPrompt
+
+__all__ = ["TripleExtractor", "describe_llm"]
+
+logger = logging.getLogger(__name__)
+
+
+def describe_llm(llm: Any) -> str:
+    """A short stable name for a chat model: its class and model id, e.g. ``ChatBedrockConverse(anthropic.claude-v2)``."""
+    name = getattr(llm, "model_label", None)
+    if isinstance(name, str) and name:
+        return name
+    for attr in ("model_id", "model", "model_name", "model_path"):
+        value = getattr(llm, attr, None)
+        if isinstance(value, str) and value:
+            return f"{type(llm).__name__}({value})"
+    return type(llm).__name__
+
+
+def _text_of(message: Any) -> str:
+    if isinstance(message, BaseMessage):
+        content = message.content
+        if isinstance(content, str):
+            return content
+        # Content blocks (Anthropic / Bedrock Converse): keep the text parts.
+        return "".join(
+            b.get("text", "") if isinstance(b, dict) else str(b) for b in content  # type: ignore[union-attr]
+        )
+    return str(message)
+
+
+class TripleExtractor:
+    """Prompt A + a chat model + the safe parser, with bounded retries and an optional cache.
+
+    Args:
+        llm: any LangChain chat model.
+        prompt: the prompt set (default :data:`~grapheval_plugins.extract.prompts.KG_PROMPT`).
+        max_retries: extra calls made when an answer cannot be parsed or the call raises (0 = one call only).
+        cache: a :class:`~grapheval_plugins.cache.KGCache`; ``None`` disables caching.
+
+    Example:
+        >>> from grapheval_plugins.testing import ScriptedChatModel
+        >>> llm = ScriptedChatModel(responses=['<python>[["Paris", "capital of", "France"]]</python>'])
+        >>> TripleExtractor(llm).extract("Paris is the capital of France.").triples[0].as_list()
+        ['Paris', 'capital of', 'France']
+    """
+
+    def __init__(
+        self,
+        llm: BaseChatModel,
+        prompt: KGPrompt = KG_PROMPT,
+        max_retries: int = 2,
+        cache: KGCache | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self.llm = llm
+        self.prompt = prompt
+        self.max_retries = max_retries
+        self.cache = cache
+        self.llm_id = describe_llm(llm)
+
+    def extract(self, text: str, config: RunnableConfig | None = None) -> Extraction:
+        """Synchronous :meth:`aextract`."""
+        from .._async import run_sync
+
+        return run_sync(self.aextract(text, config=config))
+
+    async def aextract(self, text: str, config: RunnableConfig | None = None) -> Extraction:
+        """Extract the knowledge graph of ``text``.
+
+        Returns an :class:`~grapheval_plugins.types.Extraction`; ``fallback=True`` with no triples when no answer
+        could be parsed after the retries (the caller then checks the whole text as one claim).
+
+        Raises:
+            ExtractionError: every call to the chat model raised.
+        """
+        if self.cache is not None:
+            hit = await asyncio.to_thread(self.cache.get, self.llm_id, self.prompt.version, text)
+            if hit is not None:
+                return Extraction(
+                    triples=[Triple.from_list(t) for t in hit.triples], raw_text=hit.raw_text, cached=True
+                )
+
+        messages: list[BaseMessage] = self.prompt.messages(text)
+        issues: list[str] = []
+        last_error: BaseException | None = None
+        raw: str | None = None
+        attempts = 0
+        for attempt in range(self.max_retries + 1):
+            attempts += 1
+            try:
+                answer = await self.llm.ainvoke(messages, config=config)
+            except Exception as exc:  # noqa: BLE001 - any provider error is retried, then reported
+                last_error = exc
+                issues.append(f"attempt {attempt + 1}: chat model raised {type(exc).__name__}: {exc}")
+                logger.warning("KG extraction call failed (attempt %d): %s", attempt + 1, exc)
+                await asyncio.sleep(min(0.25 * 2**attempt, 4.0))
+                continue
+            raw = _text_of(answer)
+            parsed = parse_triples(raw)
+            issues.extend(parsed.issues)
+            if parsed.triples:
+                if self.cache is not None:
+                    value = CachedKG(triples=[t.as_list() for t in parsed.triples], raw_text=raw)
+                    await asyncio.to_thread(self.cache.set, self.llm_id, self.prompt.version, text, value)
+                return Extraction(triples=parsed.triples, raw_text=raw, attempts=attempts, issues=issues)
+            reason = parsed.issues[-1] if parsed.issues else "no triple found"
+            messages = [*self.prompt.messages(text), AIMessage(raw), self.prompt.retry_message(reason)]
+
+        if raw is None and last_error is not None:
+            raise ExtractionError(
+                f"the chat model {self.llm_id} raised on all {attempts} attempt(s): "
+                f"{type(last_error).__name__}: {last_error}"
+            ) from last_error
+        issues.append("no parseable knowledge graph; the whole output is checked as one claim")
+        return Extraction(triples=[], raw_text=raw, attempts=attempts, fallback=True, issues=issues)

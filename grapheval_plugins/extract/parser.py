@@ -1,0 +1,159 @@
+"""Safe parsing of a chat model's knowledge-graph answer into triples.
+
+The answer should be a Python/JSON list of ``["entity 1", "relation", "entity 2"]`` lists inside
+``<python></python>`` tags. Real answers come with code fences, missing tags, smart quotes, trailing commas, a
+last triple cut off at ``max_tokens``, or prose around the list. Nothing here ever evaluates the text as code:
+only :func:`ast.literal_eval` (literals only) and :func:`json.loads` are used, on bounded input.
+
+>>> parse_triples('<python>[["Paris", "capital of", "France"]]</python>').triples[0].as_list()
+['Paris', 'capital of', 'France']
+>>> parse_triples('Sure! [["a", "b", "c"], ["d", "e"').triples[0].as_list()
+['a', 'b', 'c']
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..types import Triple
+
+__all__ = ["ParseResult", "parse_triples", "parse_single_triple"]
+
+MAX_ANSWER_CHARS = 200_000
+"""Longer answers are cut before parsing, so a runaway generation cannot stall the parser."""
+
+_SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'", "\u2019": "'", "\u00ab": '"', "\u00bb": '"'})
+_TAG_BLOCK = re.compile(r"<python>(.*?)(?:</python>|$)", re.S | re.I)
+_FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)(?:```|$)", re.S)
+_STR = r"(?:\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*')"
+_INNER = re.compile(r"[\[(]\s*(" + _STR + r"(?:\s*,\s*" + _STR + r")*)\s*,?\s*[\])]")
+_TRAILING_COMMA = re.compile(r",\s*([\]\)])")
+
+
+@dataclass
+class ParseResult:
+    """Triples read from one answer, and notes on what was repaired or dropped."""
+
+    triples: list[Triple] = field(default_factory=list)
+    issues: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.triples)
+
+
+def _candidate_body(text: str) -> tuple[str, list[str]]:
+    issues: list[str] = []
+    blocks = [b for b in _TAG_BLOCK.findall(text) if "[" in b]
+    if blocks:
+        if "</python>" not in text.lower():
+            issues.append("missing closing </python> tag")
+        return "\n".join(blocks), issues
+    issues.append("no <python> tags")
+    fences = [b for b in _FENCE.findall(text) if "[" in b]
+    if fences:
+        issues.append("code fence used")
+        return "\n".join(fences), issues
+    return text, issues
+
+
+def _literal(text: str) -> Any:
+    """Parse a literal with json, then ast.literal_eval. Returns None when neither reads it."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def _as_triple(item: Any) -> Triple | None:
+    if not isinstance(item, (list, tuple)) or len(item) != 3:
+        return None
+    if not all(isinstance(part, str) for part in item):
+        return None
+    parts = [" ".join(part.split()) for part in item]
+    if not all(parts):
+        return None
+    return Triple.from_list(parts)  # type: ignore[arg-type]
+
+
+def _collect(items: list[Any], result: ParseResult) -> None:
+    seen = {tuple(p.casefold() for p in t.as_list()) for t in result.triples}
+    dropped = 0
+    for item in items:
+        triple = _as_triple(item)
+        if triple is None:
+            dropped += 1
+            continue
+        key = tuple(p.casefold() for p in triple.as_list())
+        if key in seen:
+            result.issues.append("duplicate triple removed")
+            continue
+        seen.add(key)
+        result.triples.append(triple)
+    if dropped:
+        result.issues.append(f"{dropped} malformed item(s) dropped")
+
+
+def parse_triples(text: str) -> ParseResult:
+    """Read the triples in a chat model's answer. Never raises on any string input; never executes code.
+
+    Keeps items that are exactly three non-empty strings, with whitespace collapsed, de-duplicated
+    (case-insensitively) in order of appearance.
+    """
+    result = ParseResult()
+    if not isinstance(text, str) or not text.strip():
+        result.issues.append("empty answer")
+        return result
+    if len(text) > MAX_ANSWER_CHARS:
+        text = text[:MAX_ANSWER_CHARS]
+        result.issues.append("answer truncated before parsing")
+    body, notes = _candidate_body(text.translate(_SMART))
+    result.issues.extend(notes)
+
+    start = body.find("[")
+    if start >= 0:
+        end = body.rfind("]")
+        whole = body[start : end + 1] if end > start else ""
+        value = _literal(whole) if whole else None
+        if value is None and whole:
+            repaired = _TRAILING_COMMA.sub(r"\1", whole)
+            value = _literal(repaired)
+            if value is not None:
+                result.issues.append("trailing comma repaired")
+        if isinstance(value, (list, tuple)):
+            if len(value) == 3 and all(isinstance(v, str) for v in value):
+                value = [value]  # a single bare triple
+            _collect(list(value), result)
+            if result.triples:
+                return result
+
+    # Fallback: read each inner ["a", "b", "c"] on its own (handles truncation, prose, missing outer brackets).
+    items = []
+    for match in _INNER.finditer(body):
+        value = _literal("[" + match.group(1) + "]")
+        if isinstance(value, list):
+            items.append(value)
+    if items:
+        result.issues.append("list recovered item by item")
+        _collect(items, result)
+    if not result.triples:
+        result.issues.append("no triple could be parsed")
+    return result
+
+
+def parse_single_triple(text: str) -> Triple | None:
+    """Read one triple from an answer (GraphCorrect's step 1). The first valid triple, or ``None``.
+
+    >>> parse_single_triple('<triple>["Paris", "capital of", "France"]</triple>').as_list()
+    ['Paris', 'capital of', 'France']
+    """
+    parsed = parse_triples(text)
+    return parsed.triples[0] if parsed.triples else None

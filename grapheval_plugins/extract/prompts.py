@@ -1,0 +1,155 @@
+"""Prompt A of the paper (knowledge-graph construction) as typed, versioned data.
+
+The wording is the paper's (``shared/paper/PROMPTS.md``). Two message orders exist:
+
+* :data:`KG_PROMPT_PAPER` — the order of the paper's appendix: system, input, tips, examples;
+* :data:`KG_PROMPT` (the default) — system, tips, examples, then the input last, so that everything before the
+  output is a fixed prefix that a provider's prompt cache (or llama.cpp's KV cache) reuses across calls.
+
+Swap in your own with ``dataclasses.replace(KG_PROMPT, examples=...)`` or a new :class:`KGPrompt`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+__all__ = ["KG_PROMPT", "KG_PROMPT_PAPER", "FewShotExample", "KGPrompt"]
+
+
+@dataclass(frozen=True)
+class FewShotExample:
+    """One demonstration: an input text and the triples it should yield."""
+
+    input: str
+    triples: tuple[tuple[str, str, str], ...]
+
+    def render(self, number: int) -> str:
+        listed = json.dumps([list(t) for t in self.triples], ensure_ascii=False)
+        return f'## Example {number}.\nInput: "{self.input}"\nOutput: <python>{listed}</python>'
+
+
+_SYSTEM = (
+    "You are an expert at extracting information in structured formats to build a knowledge graph.\n"
+    "Step 1 – Entity detection: Identify all entities in the raw text. Make sure not to miss any out. "
+    "Entities should be basic and simple, they are akin to Wikipedia nodes.\n"
+    "Step 2 – Coreference resolution: Find all expressions in the text that refer to the same entity. "
+    "Make sure entities are not duplicated. In particular do not include entities that are more specific "
+    'versions themselves, e.g. "a detailed view of jupiter\'s atmosphere" and "jupiter\'s atmosphere", '
+    "only include the most specific version of the entity.\n"
+    "Step 3 – Relation extraction: Identify semantic relationships between the entities you have identified.\n"
+    'Format: Return the knowledge graph as a list of triples, i.e. ["entity 1", "relation 1-2", "entity 2"], '
+    "in Python code."
+)
+
+_INSTRUCTION = (
+    "Use the given format to extract information from the following input: <input>{input}</input>. "
+    "Skip the preamble and output the result as a list within <python></python> tags."
+)
+
+_TIPS = (
+    "Important Tips:\n"
+    "1. Make sure all information is included in the knowledge graph.\n"
+    "2. Each triple must only contain three strings! None of the strings should be empty.\n"
+    "3. Do not split up related information into separate triples because this could change the meaning.\n"
+    "4. Make sure all brackets and quotation marks are matched.\n"
+    "5. Before adding a triple to the knowledge graph, check the concatenated triple makes sense as a sentence. "
+    "If not, discard it."
+)
+
+_EXAMPLES_HEADER = "Here are some example input and output pairs."
+
+_EXAMPLES: tuple[FewShotExample, ...] = (
+    FewShotExample(
+        "The Walt Disney Company, commonly known as Disney, is an American multinational mass media and "
+        "entertainment conglomerate that is headquartered at the Walt Disney Studios complex in Burbank, California.",
+        (
+            ("The Walt Disney Company", "headquartered at", "Walt Disney Studios complex in Burbank, California"),
+            ("The Walt Disney Company", "commonly known as", "Disney"),
+            ("The Walt Disney Company", "instance of", "American multinational mass media and entertainment conglomerate"),
+        ),
+    ),
+    FewShotExample(
+        "Amanda Jackson was born in Springfield, Ohio, USA on June 1, 1985. She was a basketball player for the "
+        "U.S. women's team.",
+        (
+            ("Amanda Jackson", "born in", "Springfield, Ohio, USA"),
+            ("Amanda Jackson", "born on", "June 1, 1985"),
+            ("Amanda Jackson", "occupation", "basketball player"),
+            ("Amanda Jackson", "played for", "U.S. women's basketball team"),
+        ),
+    ),
+    FewShotExample(
+        "Music executive Darius Van Arman was born in Pennsylvania. He attended Gonzaga College High School and "
+        "is a human being.",
+        (
+            ("Darius Van Arman", "occupation", "Music executive"),
+            ("Darius Van Arman", "born in", "Pennsylvania"),
+            ("Darius Van Arman", "attended", "Gonzaga College High School"),
+            ("Darius Van Arman", "instance of", "human being"),
+        ),
+    ),
+    FewShotExample(
+        "Italy had 3.6x times more cases of coronavirus than China.",
+        (("Italy", "had 3.6x times more cases of coronavirus than", "China"),),
+    ),
+)
+
+_RETRY = (
+    "Your previous answer could not be read as a list of triples ({reason}). Answer again with only the list "
+    'of ["entity 1", "relation 1-2", "entity 2"] triples inside <python></python> tags.'
+)
+
+
+@dataclass(frozen=True)
+class KGPrompt:
+    """Prompt A: the messages that ask a chat model for the knowledge graph of one text.
+
+    ``version`` enters the extraction cache key: change it whenever the wording changes.
+
+    >>> msgs = KG_PROMPT.messages("Paris is the capital of France.")
+    >>> [m.type for m in msgs]
+    ['system', 'human', 'human', 'human']
+    >>> "Paris is the capital of France." in msgs[-1].content
+    True
+    """
+
+    version: str
+    system: str = _SYSTEM
+    instruction: str = _INSTRUCTION
+    tips: str = _TIPS
+    examples_header: str = _EXAMPLES_HEADER
+    examples: tuple[FewShotExample, ...] = _EXAMPLES
+    examples_first: bool = True
+    retry_instruction: str = _RETRY
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def examples_text(self) -> str:
+        parts = [self.examples_header]
+        parts += [ex.render(i) for i, ex in enumerate(self.examples, start=1)]
+        return "\n\n".join(parts)
+
+    def messages(self, text: str) -> list[BaseMessage]:
+        """The chat messages for ``text`` (the LLM output to turn into a knowledge graph)."""
+        system = SystemMessage(self.system)
+        ask = HumanMessage(self.instruction.replace("{input}", text))
+        tips = HumanMessage(self.tips)
+        if not self.examples:
+            return [system, tips, ask] if self.examples_first else [system, ask, tips]
+        shots = HumanMessage(self.examples_text())
+        if self.examples_first:
+            return [system, tips, shots, ask]
+        return [system, ask, tips, shots]
+
+    def retry_message(self, reason: str) -> HumanMessage:
+        """The follow-up message sent after an answer that could not be parsed."""
+        return HumanMessage(self.retry_instruction.replace("{reason}", reason))
+
+
+KG_PROMPT = KGPrompt(version="kg-a/1-examples-first", examples_first=True)
+"""Default prompt A: the paper's wording, with the fixed instructions and examples before the input."""
+
+KG_PROMPT_PAPER = KGPrompt(version="kg-a/1-paper-order", examples_first=False)
+"""Prompt A in the order of the paper's appendix (input, then tips, then examples)."""

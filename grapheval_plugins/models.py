@@ -1,0 +1,150 @@
+"""One door for model names: chat models and scorers from objects or specs.
+
+Chat models (:func:`resolve_llm`):
+
+========================================  =====================================================================
+``None``                                  the offline default, :data:`DEFAULT_LLM`
+a ``BaseChatModel``                       used as is (any LangChain provider)
+``"local:qwen2.5-coder-1.5b"``            llama.cpp over embedded GGUF weights (``local`` extra)
+``"local:/path/to/model.gguf"``           any GGUF file
+``"bedrock:<model id>"``                  Amazon Bedrock Converse (``aws`` extra)
+``"<provider>:<model>"``                  ``langchain.chat_models.init_chat_model`` (needs ``langchain``)
+========================================  =====================================================================
+
+Scorers (:func:`resolve_scorer`):
+
+========================================  =====================================================================
+``None``                                  the offline default, :data:`DEFAULT_SCORER`
+a :class:`~grapheval_plugins.check.Scorer`  used as is
+``"hhem"``                                HHEM-2.1-Open (``vectara/hallucination_evaluation_model``; ``hf`` extra)
+``"true"`` / ``"trueteacher"``            the TRUE / TrueTeacher T5 NLI models
+``"hhem:<name or path>"``                 an HHEM-layout checkpoint
+``"t5:<name or path>"``                   a T5 model answering "1"/"0"
+``"nli:<name or path>"``                  an MNLI-style sequence-classification cross-encoder
+``"hf:<name or path>"`` or ``"org/name"``  a HuggingFace model, its kind read from its config
+``"judge:<llm spec>"``                    an LLM judge over a local model, e.g. ``"judge:local:qwen2.5-coder-1.5b"``
+========================================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .check.base import Scorer
+from .exceptions import ModelLoadError
+
+__all__ = ["DEFAULT_LLM", "DEFAULT_SCORER", "SCORER_ALIASES", "resolve_llm", "resolve_scorer"]
+
+DEFAULT_LLM = "local:qwen2.5-coder-1.5b"
+"""The chat model used when none is given: runs offline, no API key."""
+
+DEFAULT_SCORER = "judge:local:qwen2.5-coder-1.5b"
+"""The scorer used when none is given: an LLM judge over the same local model."""
+
+SCORER_ALIASES: dict[str, str] = {
+    "hhem": "hhem:vectara/hallucination_evaluation_model",
+    "hhem-2.1-open": "hhem:vectara/hallucination_evaluation_model",
+    "vectara/hallucination_evaluation_model": "hhem:vectara/hallucination_evaluation_model",
+    "true": "t5:google/t5_xxl_true_nli_mixture",
+    "google/t5_xxl_true_nli_mixture": "t5:google/t5_xxl_true_nli_mixture",
+    "trueteacher": "t5:google/t5_11b_trueteacher_and_anli",
+    "google/t5_11b_trueteacher_and_anli": "t5:google/t5_11b_trueteacher_and_anli",
+    "judge": DEFAULT_SCORER,
+    "local-judge": DEFAULT_SCORER,
+}
+
+# spec prefix -> "module:callable"; each callable takes the rest of the spec (and keyword options).
+_LLM_FACTORIES: dict[str, str] = {
+    "local": "grapheval_plugins.local.chat:load_local_chat_model",
+    "bedrock": "grapheval_plugins.bedrock:chat_bedrock",
+}
+_SCORER_FACTORIES: dict[str, str] = {
+    "hhem": "grapheval_plugins.check.hf:HHEMScorer",
+    "t5": "grapheval_plugins.check.hf:T5NLIScorer",
+    "nli": "grapheval_plugins.check.hf:CrossEncoderNLIScorer",
+    "hf": "grapheval_plugins.check.hf:load_hf_scorer",
+    "judge": "grapheval_plugins.local.judge:load_judge_scorer",
+}
+
+
+def _load(target: str) -> Any:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _split(spec: str) -> tuple[str, str]:
+    prefix, sep, rest = spec.partition(":")
+    return (prefix.lower(), rest) if sep else ("", spec)
+
+
+def resolve_llm(spec: Any = None, **options: Any) -> Any:
+    """A LangChain chat model from an object or a spec string (see the module docs).
+
+    >>> from grapheval_plugins.testing import ScriptedChatModel
+    >>> llm = ScriptedChatModel(responses=["ok"])
+    >>> resolve_llm(llm) is llm
+    True
+
+    Raises:
+        ModelLoadError: unknown spec, or the model could not be loaded.
+        MissingDependencyError: the extra that provides this kind of model is not installed.
+    """
+    if spec is None:
+        spec = DEFAULT_LLM
+    if not isinstance(spec, str):
+        if hasattr(spec, "ainvoke") and hasattr(spec, "invoke"):
+            return spec
+        raise ModelLoadError(f"cannot use {type(spec).__name__} as a chat model: pass a LangChain chat model or a spec")
+    prefix, rest = _split(spec.strip())
+    if prefix in _LLM_FACTORIES:
+        if not rest:
+            raise ModelLoadError(f"chat model spec {spec!r} names no model after {prefix!r}:")
+        return _load(_LLM_FACTORIES[prefix])(rest, **options)
+    if prefix:
+        try:
+            from langchain.chat_models import init_chat_model
+        except ImportError as exc:
+            raise ModelLoadError(
+                f"unknown chat model spec {spec!r}. Known prefixes: {sorted(_LLM_FACTORIES)}; other providers "
+                "need the 'langchain' package (init_chat_model), or pass a chat model object."
+            ) from exc
+        try:
+            return init_chat_model(spec, **options)
+        except Exception as exc:  # noqa: BLE001 - translated with its cause
+            raise ModelLoadError(f"could not create chat model {spec!r}: {exc}") from exc
+    raise ModelLoadError(
+        f"unknown chat model spec {spec!r}: use 'local:<name>', 'bedrock:<model id>', "
+        "'<provider>:<model>', or pass a LangChain chat model"
+    )
+
+
+def resolve_scorer(spec: Any = None, **options: Any) -> Scorer:
+    """A :class:`~grapheval_plugins.check.Scorer` from an object or a spec string (see the module docs).
+
+    >>> from grapheval_plugins.testing import KeywordScorer
+    >>> s = KeywordScorer()
+    >>> resolve_scorer(s) is s
+    True
+
+    Raises:
+        ModelLoadError: unknown spec, or the model could not be loaded.
+        MissingDependencyError: the extra that provides this kind of scorer is not installed.
+    """
+    if spec is None:
+        spec = DEFAULT_SCORER
+    if isinstance(spec, Scorer):
+        return spec
+    if not isinstance(spec, str):
+        raise ModelLoadError(f"cannot use {type(spec).__name__} as a scorer: pass a Scorer or a spec string")
+    spec = SCORER_ALIASES.get(spec.strip().lower(), spec.strip())
+    prefix, rest = _split(spec)
+    if prefix in _SCORER_FACTORIES:
+        if not rest:
+            raise ModelLoadError(f"scorer spec {spec!r} names no model after {prefix!r}:")
+        return _load(_SCORER_FACTORIES[prefix])(rest, **options)
+    if not prefix:  # a bare hub name or path: read its kind from its config
+        return _load(_SCORER_FACTORIES["hf"])(rest, **options)
+    raise ModelLoadError(
+        f"unknown scorer spec {spec!r}: use one of {sorted(SCORER_ALIASES)} or a prefix of {sorted(_SCORER_FACTORIES)}"
+    )

@@ -1,0 +1,154 @@
+"""Typed, serialisable results of GraphEval. Imports nothing else from the package.
+
+Every model here is a pydantic model: ``report.model_dump()`` gives plain JSON-ready data and
+``Report.model_validate(data)`` reads it back.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+__all__ = [
+    "ClaimCheck",
+    "Extraction",
+    "Mode",
+    "Report",
+    "StageError",
+    "Triple",
+]
+
+Mode = Literal["graph", "raw"]
+"""``"graph"``: check each extracted triple (GraphEval). ``"raw"``: check the whole output as one claim (baseline)."""
+
+
+class Triple(BaseModel):
+    """One knowledge-graph edge: ``[subject, relation, object]``, each a non-empty string.
+
+    >>> Triple(subject="Amanda Jackson", relation="born in", object="Springfield").sentence()
+    'Amanda Jackson born in Springfield'
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    subject: str
+    relation: str
+    object: str
+
+    def sentence(self) -> str:
+        """The triple read as a sentence: its three parts joined by spaces (the paper's concatenation)."""
+        return f"{self.subject} {self.relation} {self.object}"
+
+    def as_list(self) -> list[str]:
+        """``[subject, relation, object]``, the format of the paper's prompts."""
+        return [self.subject, self.relation, self.object]
+
+    @classmethod
+    def from_list(cls, parts: list[str] | tuple[str, str, str]) -> Triple:
+        """Build from ``[subject, relation, object]``."""
+        subject, relation, obj = parts
+        return cls(subject=subject, relation=relation, object=obj)
+
+
+class StageError(BaseModel):
+    """An error that happened in one stage for one sample, recorded instead of raised."""
+
+    stage: Literal["input", "extract", "check", "correct"]
+    type: str
+    message: str
+
+
+class Extraction(BaseModel):
+    """What the knowledge-graph extraction stage produced for one output."""
+
+    triples: list[Triple] = Field(default_factory=list)
+    raw_text: str | None = None
+    """The chat model's last answer, verbatim (``None`` when no call was made)."""
+    attempts: int = 0
+    """Chat-model calls made for this output (0 when served from the cache or in raw mode)."""
+    cached: bool = False
+    fallback: bool = False
+    """True when nothing could be parsed and the whole output was checked as one claim instead."""
+    issues: list[str] = Field(default_factory=list)
+    """Parser notes: repaired defects, dropped malformed items, retries."""
+
+
+class ClaimCheck(BaseModel):
+    """One claim (a triple's sentence, or the whole output) scored against the context."""
+
+    claim: str
+    """The hypothesis text given to the scorer."""
+    triple: Triple | None = None
+    """The triple the claim was read from; ``None`` for a whole-output claim (raw mode or fallback)."""
+    p_unsupported: float
+    """Probability in [0, 1] that the context does not support the claim."""
+    unsupported: bool
+    """``p_unsupported > threshold``."""
+    evidence: str | None = None
+    """The context passage (chunk) that decided the score: the one that best supports the claim."""
+    evidence_index: int | None = None
+    """Index of that chunk among the context's chunks."""
+    span: tuple[int, int] | None = None
+    """Character span ``[start, end)`` of the claim in the output, when it could be located."""
+
+
+class Report(BaseModel):
+    """GraphEval's verdict on one ``(context, output)`` pair.
+
+    ``score`` follows the convention of DeepEval and Ragas: 1 = faithful. ``hallucinated`` is the paper's rule:
+    true iff some claim's ``p_unsupported`` exceeds ``threshold``. Both are ``None`` when the sample errored.
+    """
+
+    output: str
+    mode: Mode
+    threshold: float
+    hallucinated: bool | None = None
+    score: float | None = None
+    """``1 − max p_unsupported`` over the claims (``None`` on error)."""
+    claims: list[ClaimCheck] = Field(default_factory=list)
+    extraction: Extraction | None = None
+    llm: str | None = None
+    scorer: str | None = None
+    timings: dict[str, float] = Field(default_factory=dict)
+    """Seconds spent per stage: ``extract``, ``check``, ``total``."""
+    errors: list[StageError] = Field(default_factory=list)
+    id: str | None = None
+    """Optional identifier of the sample, carried through batch runs."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ok(self) -> bool:
+        """True when a verdict was reached (no stage failed fatally)."""
+        return self.hallucinated is not None
+
+    @property
+    def unsupported(self) -> list[ClaimCheck]:
+        """The claims judged unsupported: the explanation of a positive verdict."""
+        return [c for c in self.claims if c.unsupported]
+
+    @property
+    def triples(self) -> list[Triple]:
+        """The triples that were checked (empty in raw mode)."""
+        return [c.triple for c in self.claims if c.triple is not None]
+
+    def explain(self, max_claims: int = 10) -> str:
+        """A short human-readable explanation of the verdict.
+
+        >>> r = Report(output="x", mode="raw", threshold=0.5, hallucinated=False, score=0.9)
+        >>> r.explain()
+        'faithful (score 0.900): no unsupported claims'
+        """
+        if not self.ok:
+            msg = "; ".join(f"{e.stage}: {e.message}" for e in self.errors) or "no verdict"
+            return f"error: {msg}"
+        bad = sorted(self.unsupported, key=lambda c: -c.p_unsupported)
+        if not bad:
+            return f"faithful (score {self.score:.3f}): no unsupported claims"
+        lines = [f"hallucination (score {self.score:.3f}): {len(bad)} unsupported claim(s)"]
+        for c in bad[:max_claims]:
+            what = str(c.triple.as_list()) if c.triple is not None else repr(c.claim)
+            lines.append(f"- {what} p_unsupported={c.p_unsupported:.3f}")
+        if len(bad) > max_claims:
+            lines.append(f"- … {len(bad) - max_claims} more")
+        return "\n".join(lines)
