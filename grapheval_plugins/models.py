@@ -9,6 +9,7 @@ a ``BaseChatModel``                       used as is (any LangChain provider)
 ``"local:/path/to/model.gguf"``           any GGUF file
 ``"bedrock:<model id>"``                  Amazon Bedrock Converse (``aws`` extra)
 ``"<provider>:<model>"``                  ``langchain.chat_models.init_chat_model`` (needs ``langchain``)
+``"py:package.module:factory"``           your own factory, called with no arguments (plugins, tests)
 ========================================  =====================================================================
 
 Scorers (:func:`resolve_scorer`):
@@ -23,6 +24,7 @@ a :class:`~grapheval_plugins.check.Scorer`  used as is
 ``"nli:<name or path>"``                  an MNLI-style sequence-classification cross-encoder
 ``"hf:<name or path>"`` or ``"org/name"``  a HuggingFace model, its kind read from its config
 ``"judge:<llm spec>"``                    an LLM judge over a local model, e.g. ``"judge:local:qwen2.5-coder-1.5b"``
+``"py:package.module:factory"``           your own factory, called with no arguments (plugins, tests)
 ========================================  =====================================================================
 """
 
@@ -73,6 +75,18 @@ def _load(target: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def _from_python(target: str, options: dict[str, Any]) -> Any:
+    """``package.module:factory`` → ``factory(**options)`` (an importable name the caller chose; nothing is eval'd)."""
+    module, sep, name = target.partition(":")
+    if not sep or not module or not name:
+        raise ModelLoadError(f"'py:' specs take 'package.module:factory', got {target!r}")
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ModelLoadError(f"cannot import {target!r}: {exc}") from exc
+    return factory(**options) if callable(factory) else factory
+
+
 def _split(spec: str) -> tuple[str, str]:
     prefix, sep, rest = spec.partition(":")
     return (prefix.lower(), rest) if sep else ("", spec)
@@ -97,6 +111,8 @@ def resolve_llm(spec: Any = None, **options: Any) -> Any:
             return spec
         raise ModelLoadError(f"cannot use {type(spec).__name__} as a chat model: pass a LangChain chat model or a spec")
     prefix, rest = _split(spec.strip())
+    if prefix == "py":
+        return resolve_llm(_from_python(rest, options))
     if prefix in _LLM_FACTORIES:
         if not rest:
             raise ModelLoadError(f"chat model spec {spec!r} names no model after {prefix!r}:")
@@ -139,6 +155,8 @@ def resolve_scorer(spec: Any = None, **options: Any) -> Scorer:
         raise ModelLoadError(f"cannot use {type(spec).__name__} as a scorer: pass a Scorer or a spec string")
     spec = SCORER_ALIASES.get(spec.strip().lower(), spec.strip())
     prefix, rest = _split(spec)
+    if prefix == "py":
+        return resolve_scorer(_from_python(rest, options))
     if prefix in _SCORER_FACTORIES:
         if not rest:
             raise ModelLoadError(f"scorer spec {spec!r} names no model after {prefix!r}:")

@@ -23,7 +23,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from .check.base import Scorer
 
-__all__ = ["FunctionScorer", "KeywordScorer", "ScriptedChatModel"]
+__all__ = ["FunctionScorer", "KeywordScorer", "ScriptedChatModel", "naive_triples_chat_model"]
 
 Responder = Callable[[list[BaseMessage]], str]
 
@@ -135,3 +135,37 @@ class KeywordScorer(FunctionScorer):
 
     def __init__(self, max_premise_tokens: int | None = None) -> None:
         super().__init__(keyword_support, name="keyword-overlap", max_premise_tokens=max_premise_tokens)
+
+
+_INPUT = re.compile(r"<input>(.*?)</input>", re.S)
+_SENTENCE = re.compile(r"[^.!?]+[.!?]?")
+
+
+def _naive_triples(messages: list[BaseMessage]) -> str:
+    """Answer prompt A by cutting each sentence of the input into (first two words, next word, rest)."""
+    text = ""
+    for message in messages:
+        found = _INPUT.findall(str(message.content))
+        if found:
+            text = found[-1]
+    triples = []
+    for sentence in _SENTENCE.findall(text):
+        words = sentence.strip().rstrip(".!?").split()
+        if len(words) >= 4:
+            triples.append([" ".join(words[:2]), words[2], " ".join(words[3:])])
+    import json
+
+    return "<python>" + json.dumps(triples) + "</python>"
+
+
+def naive_triples_chat_model() -> ScriptedChatModel:
+    """A fake chat model that answers prompt A with crude triples cut from each sentence of the input.
+
+    For demos and tests of the plumbing (CLI, adapters) without a real model: the spec
+    ``"py:grapheval_plugins.testing:naive_triples_chat_model"`` selects it.
+
+    >>> from grapheval_plugins.extract.prompts import KG_PROMPT
+    >>> naive_triples_chat_model().invoke(KG_PROMPT.messages("The cat sat on the mat.")).content
+    '<python>[["The cat", "sat", "on the mat"]]</python>'
+    """
+    return ScriptedChatModel(respond=_naive_triples, model_label="naive-triples")

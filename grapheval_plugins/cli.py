@@ -1,0 +1,161 @@
+"""The ``grapheval`` command line.
+
+``grapheval evaluate IN -o OUT.jsonl`` checks every row of a JSONL or CSV file and writes one report per row;
+an interrupted run resumes where it stopped (rows whose id is already in OUT are skipped).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    name="grapheval",
+    help="GraphEval: knowledge-graph based hallucination detection and correction for LLM outputs.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console(stderr=True)
+
+
+@app.callback()
+def _root() -> None:
+    """GraphEval: knowledge-graph based hallucination detection and correction for LLM outputs."""
+
+
+def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """Yield ``(line number, row, error)`` for each record of a JSONL or CSV file; bad lines give an error."""
+    if path.suffix.lower() == ".csv":
+        with path.open(newline="", encoding="utf-8") as fh:
+            for number, row in enumerate(csv.DictReader(fh), start=2):
+                yield number, dict(row), None
+        return
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield number, None, f"invalid JSON: {exc.msg}"
+                continue
+            if not isinstance(row, dict):
+                yield number, None, "not a JSON object"
+                continue
+            yield number, row, None
+
+
+def done_ids(path: Path) -> set[str]:
+    """Ids already written to an output file (for resuming)."""
+    ids: set[str] = set()
+    if not path.exists():
+        return ids
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                rid = json.loads(line).get("id")
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            if rid is not None:
+                ids.add(str(rid))
+    return ids
+
+
+def _summary_table(title: str, counts: dict[str, Any]) -> Table:
+    table = Table(title=title)
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for key, value in counts.items():
+        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    return table
+
+
+@app.command()
+def evaluate(
+    input: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL or CSV file of rows.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write one JSON report per line.")] = Path(
+        "grapheval-reports.jsonl"
+    ),
+    llm: Annotated[Optional[str], typer.Option(help="Chat model spec, e.g. local:qwen2.5-coder-1.5b or bedrock:<id>.")] = None,
+    scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, trueteacher, nli:<model>, judge:local:<name>.")] = None,
+    threshold: Annotated[float, typer.Option(help="Decision threshold on P(unsupported).")] = 0.5,
+    mode: Annotated[str, typer.Option(help="graph (GraphEval) or raw (whole output as one claim).")] = "graph",
+    context_field: Annotated[str, typer.Option(help="Field holding the grounding context.")] = "context",
+    output_field: Annotated[str, typer.Option(help="Field holding the LLM output to check.")] = "output",
+    id_field: Annotated[str, typer.Option(help="Field holding the row id (default: the line number).")] = "id",
+    limit: Annotated[Optional[int], typer.Option(help="Check only the first N rows.")] = None,
+    cache: Annotated[Optional[Path], typer.Option(help="SQLite file caching extracted knowledge graphs.")] = None,
+    batch_rows: Annotated[int, typer.Option(help="Rows processed (and written) per batch.")] = 16,
+    resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT.")] = True,
+) -> None:
+    """Check every row of INPUT and write a report per row to OUTPUT (JSONL)."""
+    from tqdm import tqdm
+
+    from .exceptions import GraphEvalError
+    from .pipeline import GraphEval
+
+    if mode not in ("graph", "raw"):
+        raise typer.BadParameter("mode must be 'graph' or 'raw'")
+    engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, mode=mode, cache=cache or True)  # type: ignore[arg-type]
+    skip = done_ids(output) if resume else set()
+    if not resume and output.exists():
+        output.unlink()
+    problems: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for number, row, error in read_rows(input):
+        if error is not None or row is None:
+            problems.append(f"line {number}: {error or 'unreadable'}")
+            continue
+        row.setdefault(id_field, str(number))
+        row[id_field] = str(row[id_field])
+        if row[id_field] in skip:
+            continue
+        rows.append(row)
+        if limit is not None and len(rows) + len(skip) >= limit:
+            break
+    counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": len(skip)}
+    with output.open("a", encoding="utf-8") as out, tqdm(total=len(rows), desc="grapheval", unit="row") as bar:
+        for start in range(0, len(rows), batch_rows):
+            batch = rows[start : start + batch_rows]
+            try:
+                reports = engine.evaluate_many(
+                    batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
+                )
+            except GraphEvalError as exc:  # a configuration error (model cannot load): stop, keep what is written
+                console.print(f"[red]error:[/red] {exc}")
+                raise typer.Exit(code=2) from exc
+            for row, report in zip(batch, reports):
+                data = report.model_dump(mode="json")
+                data["id"] = row[id_field]
+                out.write(json.dumps(data, ensure_ascii=False) + "\n")
+                counts["rows"] += 1
+                if not report.ok:
+                    counts["errors"] += 1
+                    problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in report.errors))
+                elif report.hallucinated:
+                    counts["flagged"] += 1
+                else:
+                    counts["faithful"] += 1
+            out.flush()
+            bar.update(len(batch))
+    console.print(_summary_table(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts))
+    for problem in problems:
+        console.print(f"[yellow]{problem}[/yellow]")
+    console.print(f"reports written to {output}")
+
+
+def main() -> None:
+    """Entry point of the ``grapheval`` script."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

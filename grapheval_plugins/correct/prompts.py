@@ -1,0 +1,210 @@
+"""Prompts B, C and D of the paper (GraphCorrect and the Direct Prompt baseline) as typed, versioned data.
+
+The wording is the paper's (``shared/paper/PROMPTS.md``):
+
+* :data:`TRIPLE_CORRECTION_PROMPT` (B) — correct one flagged triple from the grounding context;
+* :data:`SUBSTITUTION_PROMPT` (C) — replace the old triple's information with the new one in the output, changing
+  nothing else ("context" in this prompt means the output being corrected, as in the paper);
+* :data:`DIRECT_PROMPT` (D) — the Direct Prompt baseline: one call with the output and the context.
+
+:data:`BATCH_TRIPLE_CORRECTION_PROMPT` is not from the paper: prompt B's wording adapted to correct all flagged
+triples of one output in a single call (``GraphCorrect(batch_step1=True)``).
+
+Placeholders are ``{name}``; values are filled in one pass, so a value that itself contains ``{context}`` is left
+alone. Swap in your own with ``dataclasses.replace(TRIPLE_CORRECTION_PROMPT, template=..., version=...)`` and
+``CorrectionPrompts(triple=...)``; a template missing one of its placeholders is refused at construction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from ..types import Triple
+
+__all__ = [
+    "BATCH_TRIPLE_CORRECTION_PROMPT",
+    "CORRECTION_PROMPTS",
+    "DIRECT_PROMPT",
+    "SUBSTITUTION_PROMPT",
+    "TRIPLE_CORRECTION_PROMPT",
+    "CorrectionPrompts",
+    "TextPrompt",
+    "render_triple_list",
+]
+
+_FIELD = re.compile(r"\{([a-z_]+)\}")
+
+
+def render_triple_list(triple: Triple) -> str:
+    """A triple as the paper's prompts show it: ``["entity 1", "relation 1-2", "entity 2"]``.
+
+    >>> render_triple_list(Triple(subject="Paris", relation="capital of", object="France"))
+    '["Paris", "capital of", "France"]'
+    """
+    return json.dumps(triple.as_list(), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class TextPrompt:
+    """One prompt: a template with ``{placeholders}``, sent as one human message (after an optional system one).
+
+    ``version`` names the wording; change it whenever the wording changes. ``fields`` are the placeholders the
+    template must contain.
+
+    >>> p = TextPrompt(version="demo/1", template="Fix <x>{x}</x>", fields=("x",))
+    >>> p.render(x="a {x} b")
+    'Fix <x>a {x} b</x>'
+    >>> [m.type for m in p.messages(x="1")]
+    ['human']
+    """
+
+    version: str
+    template: str
+    fields: tuple[str, ...]
+    system: str | None = None
+
+    def __post_init__(self) -> None:
+        present = set(_FIELD.findall(self.template))
+        missing = [f for f in self.fields if f not in present]
+        if missing:
+            raise ValueError(f"prompt {self.version!r}: the template lacks the placeholder(s) {missing}")
+
+    def render(self, **values: str) -> str:
+        """The template with every ``{field}`` replaced in one pass (unknown ``{names}`` are left as they are)."""
+        missing = [f for f in self.fields if f not in values]
+        if missing:
+            raise ValueError(f"prompt {self.version!r}: no value for {missing}")
+        return _FIELD.sub(lambda m: values.get(m.group(1), m.group(0)), self.template)
+
+    def messages(self, **values: str) -> list[BaseMessage]:
+        """The chat messages: the optional system message, then the rendered template as a human message."""
+        human = HumanMessage(self.render(**values))
+        return [SystemMessage(self.system), human] if self.system else [human]
+
+
+_B = (
+    "You are an expert at extracting information in structured formats from text.\n"
+    "The following triple contains factually incorrect information. Correct it based on the provided context.\n"
+    "Important Tips:\n"
+    '1. A triple is defined as ["entity 1", "relation 1-2", "entity 2"].\n'
+    "2. A triple must only contain three strings! None of the strings should be empty.\n"
+    "3. The concatenated triple must make sense as a sentence.\n"
+    "4. Only return the corrected triple, nothing else.\n"
+    "<triple>{triple}</triple>\n"
+    "<context>{context}</context>\n"
+    "Remember, it is important that you only return the corrected triple."
+)
+
+_B_BATCH = (
+    "You are an expert at extracting information in structured formats from text.\n"
+    "Each of the following triples contains factually incorrect information. Correct each of them based on the "
+    "provided context.\n"
+    "Important Tips:\n"
+    '1. A triple is defined as ["entity 1", "relation 1-2", "entity 2"].\n'
+    "2. A triple must only contain three strings! None of the strings should be empty.\n"
+    "3. The concatenated triple must make sense as a sentence.\n"
+    "4. Return exactly one corrected triple for each triple given, in the same order, as a list of triples "
+    "within <python></python> tags, nothing else.\n"
+    "<triples>{triples}</triples>\n"
+    "<context>{context}</context>\n"
+    "Remember, it is important that you only return the list of corrected triples."
+)
+
+_C = (
+    "In the following context, replace the information of the old triple with the information of the new one.\n"
+    "Do not make any other modification to the context.\n"
+    "Only return the new context.\n"
+    "<context>{summary}</context>\n"
+    "<old_triple>{old_triple}</old_triple>\n"
+    "<new_triple>{new_triple}</new_triple>"
+)
+
+_D = (
+    "The following summary contains factually incorrect information. Correct it based on the context, but don't "
+    "change other parts of the summary.\n"
+    "Only return the corrected summary, nothing else.\n"
+    "<summary>{summary}</summary>\n"
+    "<context>{context}</context>\n"
+    "Remember, do minimal changes to the original summary, don't make it longer and keep as much of it as you can "
+    "exactly the same."
+)
+
+TRIPLE_CORRECTION_PROMPT = TextPrompt(version="correct-b/1", template=_B, fields=("triple", "context"))
+"""Prompt B (GraphCorrect step 1): ``{triple}`` (a JSON list) and ``{context}`` (the grounding context)."""
+
+BATCH_TRIPLE_CORRECTION_PROMPT = TextPrompt(
+    version="correct-b-batch/1", template=_B_BATCH, fields=("triples", "context")
+)
+"""Prompt B for several triples at once: ``{triples}`` is a JSON list of triples. Not from the paper."""
+
+SUBSTITUTION_PROMPT = TextPrompt(
+    version="correct-c/1", template=_C, fields=("summary", "old_triple", "new_triple")
+)
+"""Prompt C (GraphCorrect step 2): ``{summary}`` is the output being corrected (the prompt calls it "context")."""
+
+DIRECT_PROMPT = TextPrompt(version="correct-d/1", template=_D, fields=("summary", "context"))
+"""Prompt D (the Direct Prompt baseline): ``{summary}`` (the output) and ``{context}`` (the grounding context)."""
+
+
+@dataclass(frozen=True)
+class CorrectionPrompts:
+    """The prompt set used by :class:`~grapheval_plugins.correct.GraphCorrect`.
+
+    >>> CORRECTION_PROMPTS.version
+    'correct-b/1+correct-c/1+correct-d/1+correct-b-batch/1'
+    >>> msgs = CORRECTION_PROMPTS.substitute_messages(
+    ...     "Paris is in Italy.",
+    ...     Triple(subject="Paris", relation="is in", object="Italy"),
+    ...     Triple(subject="Paris", relation="is in", object="France"))
+    >>> "<old_triple>[\\"Paris\\", \\"is in\\", \\"Italy\\"]</old_triple>" in msgs[-1].content
+    True
+    """
+
+    triple: TextPrompt = TRIPLE_CORRECTION_PROMPT
+    substitute: TextPrompt = SUBSTITUTION_PROMPT
+    direct: TextPrompt = DIRECT_PROMPT
+    batch: TextPrompt = BATCH_TRIPLE_CORRECTION_PROMPT
+
+    def __post_init__(self) -> None:
+        for name, prompt, fields in (
+            ("triple", self.triple, ("triple", "context")),
+            ("substitute", self.substitute, ("summary", "old_triple", "new_triple")),
+            ("direct", self.direct, ("summary", "context")),
+            ("batch", self.batch, ("triples", "context")),
+        ):
+            lacking = [f for f in fields if f not in prompt.fields]
+            if lacking:
+                raise ValueError(f"CorrectionPrompts.{name} must declare the placeholder(s) {lacking}")
+
+    @property
+    def version(self) -> str:
+        """The versions of the four prompts joined: names the wording every correction depends on."""
+        return "+".join(p.version for p in (self.triple, self.substitute, self.direct, self.batch))
+
+    def triple_messages(self, triple: Triple, context: str) -> list[BaseMessage]:
+        """Prompt B for one flagged triple."""
+        return self.triple.messages(triple=render_triple_list(triple), context=context)
+
+    def batch_messages(self, triples: Sequence[Triple], context: str) -> list[BaseMessage]:
+        """Prompt B for several flagged triples in one call."""
+        listed = json.dumps([t.as_list() for t in triples], ensure_ascii=False)
+        return self.batch.messages(triples=listed, context=context)
+
+    def substitute_messages(self, summary: str, old: Triple, new: Triple) -> list[BaseMessage]:
+        """Prompt C: replace ``old``'s information with ``new``'s in ``summary``."""
+        return self.substitute.messages(
+            summary=summary, old_triple=render_triple_list(old), new_triple=render_triple_list(new)
+        )
+
+    def direct_messages(self, summary: str, context: str) -> list[BaseMessage]:
+        """Prompt D: correct ``summary`` from ``context`` in one call."""
+        return self.direct.messages(summary=summary, context=context)
+
+
+CORRECTION_PROMPTS = CorrectionPrompts()
+"""The default prompt set: the paper's prompts B, C and D."""

@@ -1,0 +1,1 @@
+"""Adapters for host frameworks (LangChain, DeepEval, Ragas). Each uses the core's public API only."""

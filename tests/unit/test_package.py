@@ -1,0 +1,104 @@
+"""The package surface: light import, complete __all__, model specs, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import grapheval_plugins
+from grapheval_plugins import ModelLoadError, resolve_llm, resolve_scorer
+from grapheval_plugins.cli import app
+from grapheval_plugins.testing import KeywordScorer
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "benchmarks" / "qags_x.jsonl"
+HEAVY = ("torch", "transformers", "deepeval", "ragas", "llama_cpp", "langchain_aws", "rouge_score")
+
+
+def test_import_grapheval_plugins_stays_light() -> None:
+    code = (
+        "import sys, grapheval_plugins, grapheval_plugins.check, grapheval_plugins.models, grapheval_plugins.cli;"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_all_names_resolve() -> None:
+    missing = []
+    for name in grapheval_plugins.__all__:
+        try:
+            getattr(grapheval_plugins, name)
+        except ImportError:  # an optional extra that is not installed is acceptable
+            continue
+        except AttributeError:
+            missing.append(name)
+    assert missing == []
+    assert len(set(grapheval_plugins.__all__)) == len(grapheval_plugins.__all__)
+
+
+def test_unknown_specs_are_clear_errors() -> None:
+    with pytest.raises(ModelLoadError, match="unknown scorer spec"):
+        resolve_scorer("nosuchprefix:thing")
+    with pytest.raises(ModelLoadError, match="names no model"):
+        resolve_llm("local:")
+    with pytest.raises(ModelLoadError, match="cannot use int"):
+        resolve_llm(3)
+    with pytest.raises(ModelLoadError, match="cannot import"):
+        resolve_scorer("py:grapheval_plugins.testing:NoSuchFactory")
+
+
+def test_python_factory_specs() -> None:
+    scorer = resolve_scorer("py:grapheval_plugins.testing:KeywordScorer")
+    assert isinstance(scorer, KeywordScorer)
+    llm = resolve_llm("py:grapheval_plugins.testing:naive_triples_chat_model")
+    assert llm.model_label == "naive-triples"
+
+
+FAKES = ["--llm", "py:grapheval_plugins.testing:naive_triples_chat_model",
+         "--scorer", "py:grapheval_plugins.testing:KeywordScorer"]
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="shared benchmark data not present")
+def test_cli_evaluate_writes_a_report_per_row_reports_bad_lines_and_resumes(tmp_path: Path) -> None:
+    rows = DATA.read_text(encoding="utf-8").splitlines()[:3]
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join([*rows, "{not json", json.dumps({"id": "empty", "context": "", "output": "x"})]) + "\n")
+    out = tmp_path / "out.jsonl"
+    runner = CliRunner()
+    result = runner.invoke(app, ["evaluate", str(src), "-o", str(out), *FAKES])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["id"] for r in lines] == ["qags_x-000", "qags_x-001", "qags_x-002", "empty"]
+    assert all(r["ok"] for r in lines[:3]) and not lines[3]["ok"]
+    assert all(r["claims"] and r["llm"] == "naive-triples" for r in lines[:3])
+    assert "line 4: invalid JSON" in result.output
+    again = runner.invoke(app, ["evaluate", str(src), "-o", str(out), *FAKES])
+    assert again.exit_code == 0
+    assert len(out.read_text().splitlines()) == 4  # resumed: nothing duplicated
+
+
+def test_cli_csv_input_custom_fields_raw_mode(tmp_path: Path) -> None:
+    src = tmp_path / "in.csv"
+    src.write_text("doc,answer\n\"Paris is in France.\",\"Paris is in France.\"\n\"Oslo is in Norway.\",\"Oslo is in Spain.\"\n")
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(
+        app, ["evaluate", str(src), "-o", str(out), "--mode", "raw", "--context-field", "doc", "--output-field",
+              "answer", "--scorer", "py:grapheval_plugins.testing:KeywordScorer"],
+    )
+    assert result.exit_code == 0, result.output
+    reports = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["hallucinated"] for r in reports] == [False, True]
+    assert all(r["mode"] == "raw" and r["llm"] is None for r in reports)
+
+
+def test_cli_reports_a_model_that_cannot_load_without_a_traceback(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"context": "c", "output": "o"}) + "\n")
+    result = CliRunner().invoke(app, ["evaluate", str(src), "-o", str(tmp_path / "o.jsonl"), "--mode", "raw", "--scorer", "bogus:x"])
+    assert result.exit_code == 2
+    assert "unknown scorer spec" in result.output

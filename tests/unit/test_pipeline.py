@@ -1,0 +1,197 @@
+"""Stages 2 and 3, and the engine's batch behaviour."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from langchain_core.documents import Document
+
+from grapheval_plugins import GraphEval, InputError, Report, Triple
+from grapheval_plugins.aggregate import any_above, faithfulness_score
+from grapheval_plugins.check.base import Scorer, split_context
+from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel
+
+
+def llm_for(triples: list[list[str]]) -> ScriptedChatModel:
+    return ScriptedChatModel(responses=["<python>" + json.dumps(triples) + "</python>"])
+
+
+class TableScorer(Scorer):
+    """P(supported) looked up per hypothesis; records batches."""
+
+    name = "table"
+
+    def __init__(self, table: dict[str, float], default: float = 1.0) -> None:
+        super().__init__()
+        self.table, self.default, self.batches = table, default, []
+
+    def predict_support(self, pairs):
+        self.batches.append(list(pairs))
+        return [self.table.get(h, self.default) for _, h in pairs]
+
+
+# --------------------------------------------------------------------------- decision rule
+def test_decision_rule_is_any_triple_strictly_above_the_threshold() -> None:
+    assert any_above([0.5, 0.2], 0.5) is False  # 0.5 is not above 0.5
+    assert any_above([0.5001], 0.5) is True
+    assert faithfulness_score([]) == 1.0
+    llm = llm_for([["A", "is", "x"], ["B", "is", "y"], ["C", "is", "z"]])
+    scorer = TableScorer({"A is x": 0.9, "B is y": 0.3, "C is z": 0.6})  # p_unsupported 0.1, 0.7, 0.4
+    report = GraphEval(llm=llm, scorer=scorer).evaluate("ctx", "A is x. B is y. C is z.")
+    assert report.hallucinated is True
+    assert report.score == pytest.approx(0.3)
+    assert [c.triple.as_list() for c in report.unsupported] == [["B", "is", "y"]]
+    strict = GraphEval(llm=llm, scorer=scorer, threshold=0.75).evaluate("ctx", "A is x. B is y. C is z.")
+    assert strict.hallucinated is False and strict.unsupported == []
+
+
+def test_raw_mode_scores_the_whole_output_once_and_calls_no_llm() -> None:
+    llm = ScriptedChatModel(responses=["unused"])
+    scorer = TableScorer({"The whole output.": 0.2})
+    report = GraphEval(llm=llm, scorer=scorer, mode="raw").evaluate("ctx", "The whole output.")
+    assert llm.calls == []
+    assert [c.claim for c in report.claims] == ["The whole output."] and report.claims[0].triple is None
+    assert report.mode == "raw" and report.hallucinated is True and report.score == pytest.approx(0.2)
+    assert report.llm is None and report.extraction is None
+
+
+# --------------------------------------------------------------------------- chunking
+def test_long_context_is_chunked_and_the_best_chunk_decides() -> None:
+    filler = " ".join(f"Sentence number {i} says nothing useful." for i in range(60))
+    context = filler + " The treaty was signed in Vienna in 1815. " + filler
+    scorer = FunctionScorer(lambda p, h: 0.95 if "Vienna" in p else 0.05, max_premise_tokens=80)
+    chunks = scorer.chunks(context)
+    assert len(chunks) > 5 and all(scorer.count_tokens(c) <= 80 for c in chunks)
+    report = GraphEval(llm=llm_for([["The treaty", "signed in", "Vienna"]]), scorer=scorer).evaluate(
+        context, "The treaty was signed in Vienna."
+    )
+    claim = report.claims[0]
+    assert claim.p_unsupported == pytest.approx(0.05)
+    assert "Vienna" in claim.evidence and chunks[claim.evidence_index] == claim.evidence
+    assert report.hallucinated is False
+
+
+def test_no_silent_truncation_every_word_of_the_context_is_in_some_chunk() -> None:
+    context = " ".join(f"w{i}" for i in range(1000))
+    chunks = split_context(context, max_tokens=64)
+    covered = set(" ".join(chunks).split())
+    assert covered == set(context.split())
+
+
+# --------------------------------------------------------------------------- batching
+ROWS = [
+    {"id": "a", "context": "Paris is the capital of France.", "output": "Paris is the capital of France."},
+    {"id": "b", "context": "Berlin is in Germany.", "output": "Berlin is in Austria."},
+    {"id": "c", "context": "Rome has the Colosseum.", "output": "Rome has the Colosseum and the Louvre."},
+]
+
+
+def naive_llm() -> ScriptedChatModel:
+    from grapheval_plugins.testing import naive_triples_chat_model
+
+    return naive_triples_chat_model()
+
+
+def test_batched_scores_equal_one_by_one_scores() -> None:
+    scorer = KeywordScorer()
+    engine = GraphEval(llm=naive_llm(), scorer=scorer, check_batch_rows=8)
+    batched = engine.evaluate_many(ROWS)
+    assert len(scorer.batches) == 1  # all rows' claims in one scorer pass
+    single = [GraphEval(llm=naive_llm(), scorer=KeywordScorer()).evaluate(r["context"], r["output"]) for r in ROWS]
+    assert [r.id for r in batched] == ["a", "b", "c"]
+    assert [[c.p_unsupported for c in r.claims] for r in batched] == [[c.p_unsupported for c in r.claims] for r in single]
+    assert [r.hallucinated for r in batched] == [False, True, True]
+
+
+def test_concurrent_aevaluate_calls_share_scorer_passes() -> None:
+    scorer = KeywordScorer()
+    engine = GraphEval(llm=naive_llm(), scorer=scorer)
+
+    async def run() -> list[Report]:
+        return await asyncio.gather(*(engine.aevaluate(r["context"], r["output"]) for r in ROWS * 5))
+
+    reports = asyncio.run(run())
+    assert len(reports) == 15 and all(r.ok for r in reports)
+    assert len(scorer.batches) < 5  # 15 samples, a handful of scorer passes
+
+
+def test_one_bad_row_never_sinks_the_batch() -> None:
+    class FailsOnBerlin(KeywordScorer):
+        def predict_support(self, pairs):
+            if any("Berlin" in p for p, _ in pairs):
+                raise RuntimeError("CUDA out of memory")
+            return super().predict_support(pairs)
+
+    rows = [*ROWS, {"id": "d", "context": "", "output": "x"}, {"id": "e", "context": "ctx"}, "not a row"]
+    reports = GraphEval(llm=naive_llm(), scorer=FailsOnBerlin()).evaluate_many(rows)
+    assert len(reports) == 6
+    by_id = {r.id: r for r in reports}
+    assert by_id["a"].ok and by_id["c"].ok
+    assert not by_id["b"].ok and by_id["b"].errors[0].stage == "check"
+    assert "out of memory" in by_id["b"].errors[0].message
+    assert by_id["d"].errors[0].stage == "input" and "rows[3].context" in by_id["d"].errors[0].message
+    assert "rows[4].output" in by_id["e"].errors[0].message
+    assert reports[5].errors[0].stage == "input"
+
+
+def test_invalid_probabilities_from_a_scorer_are_errors_not_verdicts() -> None:
+    report = GraphEval(llm=naive_llm(), scorer=FunctionScorer(lambda p, h: float("nan"))).evaluate_many(ROWS[:1])[0]
+    assert not report.ok and "invalid probability" in report.errors[0].message
+
+
+# --------------------------------------------------------------------------- inputs
+@pytest.mark.parametrize(
+    ("context", "output", "field"),
+    [
+        ("", "out", "context"),
+        ("   ", "out", "context"),
+        (None, "out", "context"),
+        ("ctx", "", "output"),
+        ("ctx", None, "output"),
+        ("ctx", 42, "output"),
+        (["", "  "], "out", "context"),
+        ([1, 2], "out", "context[0]"),
+        (b"bytes", "out", "context"),
+    ],
+)
+def test_bad_input_raises_a_typed_error_naming_the_field(context, output, field) -> None:
+    engine = GraphEval(llm=naive_llm(), scorer=KeywordScorer())
+    with pytest.raises(InputError) as info:
+        engine.evaluate(context, output)
+    assert info.value.field == field
+    assert isinstance(info.value, ValueError)
+
+
+def test_context_may_be_a_list_of_strings_or_documents_with_empty_items_skipped() -> None:
+    scorer = KeywordScorer()
+    docs = [Document(page_content="Paris is the capital"), Document(page_content=""), "of France."]
+    report = GraphEval(llm=naive_llm(), scorer=scorer).evaluate(docs, "Paris is the capital of France.")
+    assert report.hallucinated is False
+    assert scorer.batches[0][0][0] == "Paris is the capital\n\nof France."
+
+
+def test_constructor_validates_and_loads_nothing(monkeypatch) -> None:
+    import grapheval_plugins.models as models
+
+    calls = []
+    monkeypatch.setattr(models, "resolve_scorer", lambda spec=None, **kw: calls.append(spec))
+    GraphEval(llm="local:does-not-matter", scorer="hhem")
+    assert calls == []
+    with pytest.raises(InputError):
+        GraphEval(mode="tree")  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        GraphEval(threshold=1.5)
+
+
+def test_report_serialises_and_reads_back() -> None:
+    report = GraphEval(llm=naive_llm(), scorer=KeywordScorer()).evaluate(ROWS[1]["context"], ROWS[1]["output"])
+    data = json.loads(report.model_dump_json())
+    assert data["ok"] is True and data["hallucinated"] is True
+    back = Report.model_validate({k: v for k, v in data.items() if k != "ok"})
+    assert back.claims == report.claims
+    assert "unsupported claim" in report.explain()
+    span = report.claims[0].span
+    assert span is not None and ROWS[1]["output"][span[0] : span[1]].startswith("Berlin")
+    assert isinstance(report.claims[0].triple, Triple)
