@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -158,4 +157,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

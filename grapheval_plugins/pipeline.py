@@ -205,8 +205,31 @@ class GraphEval:
                     )
         return self._extractor
 
-    def describe(self) -> str:
-        """``"<llm> + <scorer>"`` (or ``"raw + <scorer>"``): names every model a verdict depends on."""
+    def describe(self, *, load: bool = True) -> str:
+        """``"<llm> + <scorer>"`` (or ``"raw + <scorer>"``): names every model a verdict depends on.
+
+        ``load=False`` names them from what was given to the constructor (spec strings, or the objects' names)
+        without loading anything; that name is the same before and after first use, so it suits cache keys.
+
+        >>> GraphEval(scorer="hhem").describe(load=False)
+        'local:qwen2.5-coder-1.5b + hhem'
+        """
+        if not load:
+            from .extract.extractor import describe_llm
+            from .models import DEFAULT_LLM, DEFAULT_SCORER
+
+            if self.mode == "raw":
+                llm = "raw"
+            elif self._llm_spec is None or isinstance(self._llm_spec, str):
+                llm = self._llm_spec or DEFAULT_LLM
+            else:
+                llm = describe_llm(self._llm_spec)
+            scorer = self._scorer_spec
+            if scorer is None or isinstance(scorer, str):
+                scorer_name = scorer or DEFAULT_SCORER
+            else:
+                scorer_name = str(getattr(scorer, "name", None) or type(scorer).__name__)
+            return f"{llm} + {scorer_name}"
         llm = "raw" if self.mode == "raw" else self.extractor.llm_id
         return f"{llm} + {self.scorer.name}"
 

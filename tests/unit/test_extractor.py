@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grapheval_plugins import GraphEval, KG_PROMPT, KG_PROMPT_PAPER, SQLiteKGCache
+from grapheval_plugins import KG_PROMPT, KG_PROMPT_PAPER, GraphEval, SQLiteKGCache
 from grapheval_plugins.exceptions import ExtractionError
 from grapheval_plugins.extract import TripleExtractor
 from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel

@@ -1,0 +1,590 @@
+"""Benchmarks of hallucination detection: the paper's Table 2 design, resumable, with its metrics.
+
+For a scorer S and a chat model L, every labelled row ``{"id", "context", "output", "label"}`` (label 1 =
+hallucination) is checked twice: by S alone on the whole output (``mode="raw"``, the paper's baseline) and by
+S + GraphEval (``mode="graph"``). One JSON line per row records both P(unsupported) scores and the scored triples,
+so every figure can be recomputed from the committed files without any model.
+
+* :func:`run_detection` — resumable and append-only: rows whose id is already in the output file are skipped, each
+  row is written (and flushed) as soon as it is done, a torn last line or an errored row is dropped and redone.
+  Extracted knowledge graphs go to an on-disk cache keyed by (LLM id, prompt version, output text) and are
+  exported to a small JSONL file (:func:`export_kg`) that :func:`seed_kg_cache` loads back, so a re-run or a new
+  scorer costs no LLM call.
+* Metrics: :func:`balanced_accuracy`, :func:`roc_auc`, :func:`fit_threshold` (fitted on one data set, applied to
+  another), :func:`bootstrap_lift` (size-weighted lift of balanced accuracy with a seeded bootstrap interval).
+
+>>> balanced_accuracy([1, 1, 0, 0], [True, False, False, False])
+0.75
+>>> roc_auc([1, 1, 0, 0], [0.9, 0.4, 0.3, 0.1])
+1.0
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._async import run_sync
+from .cache import CachedKG, KGCache, SQLiteKGCache
+from .exceptions import InputError
+from .extract.extractor import describe_llm
+from .extract.prompts import KG_PROMPT, KGPrompt
+from .types import Report, Triple
+
+__all__ = [
+    "DATASETS",
+    "RENDERERS",
+    "LiftInput",
+    "LiftResult",
+    "ResultStore",
+    "RunSummary",
+    "balanced_accuracy",
+    "bootstrap_lift",
+    "cache_only_chat_model",
+    "default_data_dir",
+    "export_kg",
+    "fit_threshold",
+    "load_dataset",
+    "load_results",
+    "rates",
+    "roc_auc",
+    "run_detection",
+    "seed_kg_cache",
+    "slug",
+    "stratified_sample",
+]
+
+logger = logging.getLogger(__name__)
+
+DATASETS: tuple[str, ...] = ("summeval", "qags_c", "qags_x")
+"""The paper's three benchmarks, as files ``<name>.jsonl`` in the data folder."""
+
+
+# --------------------------------------------------------------------------------------------- data
+def default_data_dir() -> Path:
+    """Where the benchmark files are: ``$GRAPHEVAL_BENCH_DATA``, else ``shared/data/benchmarks`` beside or inside
+    the repository."""
+    env = os.environ.get("GRAPHEVAL_BENCH_DATA")
+    if env:
+        return Path(env)
+    root = Path(__file__).resolve().parent.parent
+    for candidate in (root.parent / "shared" / "data" / "benchmarks", root / "shared" / "data" / "benchmarks"):
+        if candidate.is_dir():
+            return candidate
+    return root.parent / "shared" / "data" / "benchmarks"
+
+
+def load_dataset(name_or_path: str | Path, data_dir: str | Path | None = None) -> list[dict[str, Any]]:
+    """Rows of a benchmark file: a name of :data:`DATASETS` or a path to a JSONL file.
+
+    Every row must have ``id``, ``context``, ``output`` and ``label`` (0 or 1).
+
+    Raises:
+        InputError: the file is missing or a row is malformed (the message names the line).
+    """
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = Path(data_dir) if data_dir is not None else default_data_dir()
+        path = path / f"{name_or_path}.jsonl"
+    if not path.is_file():
+        raise InputError("dataset", f"no such file: {path}")
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path.name}:{number}", f"invalid JSON: {exc.msg}") from exc
+            missing = [k for k in ("id", "context", "output", "label") if k not in row]
+            if missing:
+                raise InputError(f"{path.name}:{number}", f"missing field(s) {missing}")
+            if row["label"] not in (0, 1):
+                raise InputError(f"{path.name}:{number}", f"label must be 0 or 1, got {row['label']!r}")
+            row["id"] = str(row["id"])
+            if row["id"] in seen:
+                raise InputError(f"{path.name}:{number}", f"duplicate id {row['id']!r}")
+            seen.add(row["id"])
+            rows.append(row)
+    return rows
+
+
+def stratified_sample(rows: Sequence[Mapping[str, Any]], n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """``n`` rows drawn without replacement, stratified by label (each label keeps its share, rounded), with a
+    fixed seed; returned in their original order.
+
+    >>> rows = [{"id": str(i), "label": int(i < 20)} for i in range(100)]
+    >>> sample = stratified_sample(rows, 10, seed=0)
+    >>> len(sample), sum(r["label"] for r in sample)
+    (10, 2)
+    """
+    if n >= len(rows):
+        return [dict(r) for r in rows]
+    rng = random.Random(seed)
+    by_label: dict[int, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_label.setdefault(int(row["label"]), []).append(i)
+    labels = sorted(by_label)
+    quotas = {lab: round(n * len(by_label[lab]) / len(rows)) for lab in labels}
+    # Fix rounding so the quotas add up to n (adjust the largest stratum).
+    largest = max(labels, key=lambda lab: len(by_label[lab]))
+    quotas[largest] += n - sum(quotas.values())
+    chosen: list[int] = []
+    for lab in labels:
+        chosen += rng.sample(by_label[lab], quotas[lab])
+    return [dict(rows[i]) for i in sorted(chosen)]
+
+
+def slug(text: str) -> str:
+    """A file-name friendly form of a model spec.
+
+    >>> slug("judge:local:qwen2.5-coder-0.5b")
+    'judge-local-qwen2.5-coder-0.5b'
+    """
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower()
+
+
+# --------------------------------------------------------------------------------------------- metrics
+def _arrays(labels: Sequence[int], values: Sequence[Any]):  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    y = np.asarray(labels, dtype=int)
+    v = np.asarray(values, dtype=float)
+    if y.shape != v.shape or y.ndim != 1:
+        raise ValueError("labels and values must be 1-d sequences of the same length")
+    return y, v
+
+
+def rates(labels: Sequence[int], predicted: Sequence[bool | int]) -> tuple[float, float]:
+    """(true-positive rate, true-negative rate), label 1 positive; ``nan`` for a class that is absent."""
+    y, p = _arrays(labels, predicted)
+    pos, neg = y == 1, y == 0
+    tpr = float(p[pos].mean()) if pos.any() else math.nan
+    tnr = float(1.0 - p[neg].mean()) if neg.any() else math.nan
+    return tpr, tnr
+
+
+def balanced_accuracy(labels: Sequence[int], predicted: Sequence[bool | int]) -> float:
+    """Mean of the true-positive and true-negative rates (label 1 = hallucination = positive).
+
+    >>> balanced_accuracy([1, 0, 0, 0], [1, 1, 0, 0])
+    0.8333333333333333
+    """
+    tpr, tnr = rates(labels, predicted)
+    return (tpr + tnr) / 2
+
+
+def roc_auc(labels: Sequence[int], scores: Sequence[float]) -> float:
+    """Area under the ROC curve of ``scores`` (higher = more likely label 1), ties counted half
+    (the Mann-Whitney U statistic); ``nan`` when one class is absent.
+
+    >>> roc_auc([0, 1, 0, 1], [0.5, 0.5, 0.5, 0.5])
+    0.5
+    """
+    import numpy as np
+
+    y, s = _arrays(labels, scores)
+    n_pos, n_neg = int((y == 1).sum()), int((y == 0).sum())
+    if n_pos == 0 or n_neg == 0:
+        return math.nan
+    order = np.argsort(s, kind="mergesort")
+    sorted_s = s[order]
+    ranks = np.empty(len(s), dtype=float)
+    # Average ranks (1-based) over runs of tied scores.
+    boundaries = np.flatnonzero(np.diff(sorted_s)) + 1
+    starts = np.concatenate(([0], boundaries))
+    ends = np.concatenate((boundaries, [len(s)]))
+    for start, end in zip(starts, ends):
+        ranks[order[start:end]] = (start + end + 1) / 2
+    u = ranks[y == 1].sum() - n_pos * (n_pos + 1) / 2
+    return float(u / (n_pos * n_neg))
+
+
+def fit_threshold(labels: Sequence[int], scores: Sequence[float]) -> float:
+    """The threshold t that maximises balanced accuracy of ``score > t`` on these rows.
+
+    Candidates are the midpoints between consecutive distinct scores (and just below the smallest); among equally
+    good thresholds the one closest to 0.5 wins, so the result is deterministic.
+
+    >>> fit_threshold([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.9])
+    0.25
+    """
+    import numpy as np
+
+    y, s = _arrays(labels, scores)
+    if len(s) == 0:
+        raise ValueError("cannot fit a threshold on no rows")
+    distinct = np.unique(s)
+    candidates = np.concatenate(([distinct[0] - 1e-9], (distinct[:-1] + distinct[1:]) / 2, [distinct[-1]]))
+    best_t, best_key = 0.5, (-math.inf, -math.inf)
+    for t in candidates:
+        ba = balanced_accuracy(y, s > t)
+        key = (round(ba, 12), -abs(float(t) - 0.5))
+        if key > best_key:
+            best_t, best_key = float(t), key
+    return min(1.0, max(0.0, best_t))
+
+
+@dataclass(frozen=True)
+class LiftResult:
+    """Size-weighted lift of balanced accuracy (graph − raw), in points, with a bootstrap interval."""
+
+    lift: float
+    se: float
+    ci_low: float
+    ci_high: float
+    per_dataset: dict[str, float]
+    n_boot: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class LiftInput:
+    """One data set's rows for :func:`bootstrap_lift`: labels, both scores, and each score's threshold."""
+
+    name: str
+    labels: Sequence[int]
+    raw: Sequence[float]
+    graph: Sequence[float]
+    raw_threshold: float = 0.5
+    graph_threshold: float = 0.5
+
+
+def _ba_points(y, raw, graph, t_raw, t_graph):  # type: ignore[no-untyped-def]
+    return 100 * balanced_accuracy(y, raw > t_raw), 100 * balanced_accuracy(y, graph > t_graph)
+
+
+def bootstrap_lift(sets: Sequence[LiftInput], n_boot: int = 2000, seed: int = 0) -> LiftResult:
+    """Size-weighted mean over data sets of BA(graph) − BA(raw), in balanced-accuracy points.
+
+    The interval resamples rows with replacement within each data set (thresholds held fixed), ``n_boot`` times
+    with a seeded generator; ``se`` is the standard deviation of the replicates, the interval their 2.5 and 97.5
+    percentiles.
+
+    >>> r = bootstrap_lift([LiftInput("a", [1, 0, 1, 0], [0.9, 0.8, 0.2, 0.1], [0.9, 0.1, 0.8, 0.2])], n_boot=200)
+    >>> r.lift
+    50.0
+    """
+    import numpy as np
+
+    if not sets:
+        raise ValueError("no data sets")
+    data = []
+    for s in sets:
+        y, raw = _arrays(s.labels, s.raw)
+        _, graph = _arrays(s.labels, s.graph)
+        data.append((s, y, raw, graph))
+    weights = np.array([len(y) for _, y, _, _ in data], dtype=float)
+    weights = weights / weights.sum()
+    per: dict[str, float] = {}
+    point = 0.0
+    for (s, y, raw, graph), w in zip(data, weights):
+        b_raw, b_graph = _ba_points(y, raw, graph, s.raw_threshold, s.graph_threshold)
+        per[s.name] = b_graph - b_raw
+        point += w * per[s.name]
+    rng = np.random.default_rng(seed)
+    reps = np.zeros(n_boot)
+    for (s, y, raw, graph), w in zip(data, weights):
+        n = len(y)
+        pred_raw = raw > s.raw_threshold
+        pred_graph = graph > s.graph_threshold
+        idx = rng.integers(0, n, size=(n_boot, n))
+        yb = y[idx]
+        pos = (yb == 1).sum(axis=1)
+        neg = (yb == 0).sum(axis=1)
+
+        def ba(pred, yb=yb, idx=idx, pos=pos, neg=neg):  # type: ignore[no-untyped-def]
+            pb = pred[idx]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                tpr = (pb & (yb == 1)).sum(axis=1) / pos
+                tnr = (~pb & (yb == 0)).sum(axis=1) / neg
+            return 100 * (tpr + tnr) / 2
+
+        reps += w * (ba(pred_graph) - ba(pred_raw))
+    reps = reps[~np.isnan(reps)]
+    return LiftResult(
+        lift=float(point),
+        se=float(reps.std(ddof=1)) if len(reps) > 1 else math.nan,
+        ci_low=float(np.percentile(reps, 2.5)) if len(reps) else math.nan,
+        ci_high=float(np.percentile(reps, 97.5)) if len(reps) else math.nan,
+        per_dataset=per,
+        n_boot=n_boot,
+        seed=seed,
+    )
+
+
+# --------------------------------------------------------------------------------------------- KG cache files
+def export_kg(path: str | Path, entries: Iterable[tuple[str, str, str, CachedKG]]) -> int:
+    """Append ``(llm id, prompt version, text, kg)`` entries not yet in the JSONL file at ``path``.
+
+    Returns the number of lines added. The file is the portable, committed form of the on-disk cache.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    known = {(e["llm"], e["prompt"], e["text"]) for e in _read_jsonl(path)}
+    added = 0
+    with path.open("a", encoding="utf-8") as fh:
+        for llm_id, prompt_version, text, kg in entries:
+            if (llm_id, prompt_version, text) in known:
+                continue
+            known.add((llm_id, prompt_version, text))
+            record = {"llm": llm_id, "prompt": prompt_version, "text": text, "triples": kg.triples,
+                      "raw_text": kg.raw_text}
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            added += 1
+        fh.flush()
+    return added
+
+
+def seed_kg_cache(path: str | Path, cache: KGCache) -> int:
+    """Load a JSONL file written by :func:`export_kg` into ``cache`` (entries already there are kept).
+
+    Returns the number of entries written to the cache.
+    """
+    added = 0
+    for e in _read_jsonl(Path(path)):
+        if cache.get(e["llm"], e["prompt"], e["text"]) is None:
+            cache.set(e["llm"], e["prompt"], e["text"], CachedKG(triples=e["triples"], raw_text=e.get("raw_text")))
+            added += 1
+    return added
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line of an interrupted write
+            if isinstance(value, dict):
+                out.append(value)
+    return out
+
+
+def cache_only_chat_model(llm_id: str):  # type: ignore[no-untyped-def]
+    """A chat model that stands for ``llm_id`` without loading it: every extraction must come from the cache
+    (a call raises), so a re-run from exported knowledge graphs provably makes no LLM call."""
+    from .testing import ScriptedChatModel
+
+    def refuse(messages: Any) -> str:
+        raise RuntimeError(f"cache-only run: no cached knowledge graph for this output under {llm_id!r}")
+
+    return ScriptedChatModel(respond=refuse, model_label=llm_id)
+
+
+# --------------------------------------------------------------------------------------------- results
+class ResultStore:
+    """An append-only JSONL file of per-row results, one line per id.
+
+    On opening, a torn last line (an interrupted write) and rows that recorded an error are dropped (the file
+    is rewritten without them), so they are redone; every other id counts as done.
+    """
+
+    def __init__(self, path: str | Path, *, redo_errors: bool = True) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        rows: dict[str, dict[str, Any]] = {}
+        dropped = 0
+        lines = 0
+        if self.path.exists():
+            with self.path.open(encoding="utf-8") as fh:
+                for line in fh:
+                    lines += 1
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError:
+                        dropped += 1
+                        continue
+                    if not isinstance(row, dict) or "id" not in row or (redo_errors and row.get("error")):
+                        dropped += 1
+                        continue
+                    if row["id"] in rows:
+                        dropped += 1
+                    rows[str(row["id"])] = row
+        self.rows = rows
+        if dropped:
+            tmp = self.path.with_suffix(self.path.suffix + ".tmp")
+            with tmp.open("w", encoding="utf-8") as fh:
+                for row in rows.values():
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            tmp.replace(self.path)
+            logger.info("%s: dropped %d torn/errored/duplicate line(s) of %d", self.path, dropped, lines)
+
+    def done(self) -> set[str]:
+        return set(self.rows)
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        rid = str(row["id"])
+        if rid in self.rows:
+            raise ValueError(f"row {rid!r} is already in {self.path}")
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.flush()
+        self.rows[rid] = dict(row)
+
+
+def load_results(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a result file (torn lines skipped; for an id written twice, the last one)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for row in _read_jsonl(Path(path)):
+        if "id" in row:
+            rows[str(row["id"])] = row
+    return list(rows.values())
+
+
+def _render_sentence(triple: Triple) -> str:
+    text = f"{triple.subject} {triple.relation} {triple.object}".strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+RENDERERS: dict[str, Callable[[Triple], str]] = {
+    "concat": Triple.sentence,
+    "sentence": _render_sentence,
+}
+"""How a triple becomes the scorer's hypothesis: ``concat`` (the paper: the three parts joined by spaces) or
+``sentence`` (the same, capitalised and ending with a full stop)."""
+
+
+@dataclass
+class RunSummary:
+    """What one :func:`run_detection` call did."""
+
+    path: Path
+    total: int
+    skipped: int = 0
+    done: int = 0
+    errors: int = 0
+    llm_calls: int = 0
+    seconds: float = 0.0
+    error_ids: list[str] = field(default_factory=list)
+
+
+def _result_row(
+    row: Mapping[str, Any], dataset: str, graph: Report, raw: Report, prompt: KGPrompt, render: str
+) -> dict[str, Any]:
+    errors = [f"{e.stage}: {e.type}: {e.message}" for e in (*graph.errors, *raw.errors)]
+    extraction = graph.extraction
+    return {
+        "id": str(row["id"]),
+        "dataset": dataset,
+        "label": int(row["label"]),
+        "p_raw": None if raw.score is None else round(1.0 - raw.score, 6),
+        "p_graph": None if graph.score is None else round(1.0 - graph.score, 6),
+        "triples": [[*c.triple.as_list(), round(c.p_unsupported, 6)] for c in graph.claims if c.triple is not None],
+        "fallback": bool(extraction.fallback) if extraction is not None else None,
+        "llm_calls": extraction.attempts if extraction is not None else 0,
+        "cached": bool(extraction.cached) if extraction is not None else False,
+        "llm": graph.llm,
+        "scorer": graph.scorer or raw.scorer,
+        "prompt": prompt.version,
+        "render": render,
+        "timings": {
+            "extract": round(graph.timings.get("extract", 0.0), 3),
+            "check_graph": round(graph.timings.get("check", 0.0), 3),
+            "check_raw": round(raw.timings.get("check", 0.0), 3),
+        },
+        "error": "; ".join(errors) or None,
+    }
+
+
+async def arun_detection(
+    rows: Sequence[Mapping[str, Any]],
+    out: str | Path,
+    *,
+    dataset: str,
+    llm: Any,
+    scorer: Any,
+    kg_cache: KGCache | str | Path,
+    kg_file: str | Path | None = None,
+    prompt: KGPrompt = KG_PROMPT,
+    render: str = "concat",
+    max_retries: int = 2,
+    show_progress: bool = True,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> RunSummary:
+    """Score every row raw and with GraphEval, appending one line per row to ``out`` (see :class:`ResultStore`).
+
+    ``llm`` and ``scorer`` are objects or specs (see :mod:`grapheval_plugins.models`); both engines share one
+    scorer object so models load once. Rows already in ``out`` are skipped. For each row: extraction (one LLM
+    call unless cached), the triples scored, then the whole output scored against the same context (so a judge
+    that keeps the context's prefix evaluated reuses it). New extractions are appended to ``kg_file``.
+    ``on_row`` is called with each result row after it is written.
+    """
+    from tqdm.auto import tqdm
+
+    from .models import resolve_llm, resolve_scorer
+    from .pipeline import GraphEval
+
+    if render not in RENDERERS:
+        raise InputError("render", f"must be one of {sorted(RENDERERS)}, got {render!r}")
+    store = ResultStore(out)
+    done = store.done()
+    todo = [r for r in rows if str(r["id"]) not in done]
+    summary = RunSummary(path=store.path, total=len(rows), skipped=len(rows) - len(todo))
+    if not todo:
+        return summary
+    cache = SQLiteKGCache(kg_cache) if isinstance(kg_cache, (str, Path)) else kg_cache
+    if kg_file is not None:
+        seeded = seed_kg_cache(kg_file, cache)
+        if seeded:
+            logger.info("seeded %d knowledge graph(s) from %s", seeded, kg_file)
+    shared_scorer = resolve_scorer(scorer)
+    chat = resolve_llm(llm)
+    graph = GraphEval(chat, shared_scorer, mode="graph", prompt=prompt, cache=cache, max_retries=max_retries,
+                      render_triple=RENDERERS[render], locate=False, show_progress=False)
+    raw = GraphEval(chat, shared_scorer, mode="raw", locate=False, show_progress=False)
+    llm_id = describe_llm(chat)
+    t0 = time.perf_counter()
+    bar = tqdm(total=len(todo), desc=f"{dataset} {render}", unit="row", disable=not show_progress)
+    try:
+        for row in todo:
+            g = await graph.aevaluate(row["context"], row["output"], id=str(row["id"]))
+            r = await raw.aevaluate(row["context"], row["output"], id=str(row["id"]))
+            result = _result_row(row, dataset, g, r, prompt, render)
+            store.append(result)
+            summary.done += 1
+            summary.llm_calls += result["llm_calls"]
+            if result["error"]:
+                summary.errors += 1
+                summary.error_ids.append(result["id"])
+            elif kg_file is not None and g.extraction is not None and not g.extraction.cached and g.extraction.triples:
+                kg = CachedKG(triples=[t.as_list() for t in g.extraction.triples], raw_text=g.extraction.raw_text)
+                export_kg(kg_file, [(llm_id, prompt.version, g.output, kg)])
+            if on_row is not None:
+                on_row(result)
+            bar.update(1)
+    finally:
+        bar.close()
+        summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def run_detection(rows: Sequence[Mapping[str, Any]], out: str | Path, **kwargs: Any) -> RunSummary:
+    """Synchronous :func:`arun_detection`.
+
+    Example:
+        >>> import tempfile, os
+        >>> from grapheval_plugins.testing import KeywordScorer, naive_triples_chat_model
+        >>> tmp = tempfile.mkdtemp()
+        >>> rows = [{"id": "a", "label": 1, "context": "The cat sat on the mat.", "output": "The dog sat on the mat."}]
+        >>> s = run_detection(rows, os.path.join(tmp, "out.jsonl"), dataset="toy", llm=naive_triples_chat_model(),
+        ...                   scorer=KeywordScorer(), kg_cache=os.path.join(tmp, "kg.sqlite"), show_progress=False)
+        >>> s.done, load_results(os.path.join(tmp, "out.jsonl"))[0]["triples"][0][:3]
+        (1, ['The dog', 'sat', 'on the mat'])
+    """
+    return run_sync(arun_detection(rows, out, **kwargs))
