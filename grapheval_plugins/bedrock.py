@@ -229,8 +229,11 @@ def chat_bedrock(
     from botocore.config import Config
 
     base = _as_sampling(sampling)
-    overrides = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
-    settings = Sampling(**{**base.as_dict(), **{k: v for k, v in overrides.items() if v is not None}})
+    settings = Sampling(
+        temperature=base.temperature if temperature is None else temperature,
+        top_p=base.top_p if top_p is None else top_p,
+        top_k=base.top_k if top_k is None else top_k,
+    )
 
     fields: dict[str, Any] = dict(kwargs.pop("additional_model_request_fields", None) or {})
     if settings.top_k is not None:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ._async import run_sync
+from ._imports import require
 from .cache import CachedKG, KGCache, SQLiteKGCache
 from .exceptions import InputError
 from .extract.extractor import describe_llm
@@ -156,8 +157,12 @@ def slug(text: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------- metrics
+def _numpy():  # type: ignore[no-untyped-def]
+    return require("numpy", "dev", "benchmark metrics")
+
+
 def _arrays(labels: Sequence[int], values: Sequence[Any]):  # type: ignore[no-untyped-def]
-    import numpy as np
+    np = _numpy()
 
     y = np.asarray(labels, dtype=int)
     v = np.asarray(values, dtype=float)
@@ -178,8 +183,8 @@ def rates(labels: Sequence[int], predicted: Sequence[bool | int]) -> tuple[float
 def balanced_accuracy(labels: Sequence[int], predicted: Sequence[bool | int]) -> float:
     """Mean of the true-positive and true-negative rates (label 1 = hallucination = positive).
 
-    >>> balanced_accuracy([1, 0, 0, 0], [1, 1, 0, 0])
-    0.8333333333333333
+    >>> round(balanced_accuracy([1, 0, 0, 0], [1, 1, 0, 0]), 4)
+    0.8333
     """
     tpr, tnr = rates(labels, predicted)
     return (tpr + tnr) / 2
@@ -192,7 +197,7 @@ def roc_auc(labels: Sequence[int], scores: Sequence[float]) -> float:
     >>> roc_auc([0, 1, 0, 1], [0.5, 0.5, 0.5, 0.5])
     0.5
     """
-    import numpy as np
+    np = _numpy()
 
     y, s = _arrays(labels, scores)
     n_pos, n_neg = int((y == 1).sum()), int((y == 0).sum())
@@ -220,7 +225,7 @@ def fit_threshold(labels: Sequence[int], scores: Sequence[float]) -> float:
     >>> fit_threshold([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.9])
     0.25
     """
-    import numpy as np
+    np = _numpy()
 
     y, s = _arrays(labels, scores)
     if len(s) == 0:
@@ -276,7 +281,7 @@ def bootstrap_lift(sets: Sequence[LiftInput], n_boot: int = 2000, seed: int = 0)
     >>> r.lift
     50.0
     """
-    import numpy as np
+    np = _numpy()
 
     if not sets:
         raise ValueError("no data sets")
@@ -523,19 +528,77 @@ async def arun_detection(
     scorer object so models load once. Rows already in ``out`` are skipped. For each row: extraction (one LLM
     call unless cached), the triples scored, then the whole output scored against the same context (so a judge
     that keeps the context's prefix evaluated reuses it). New extractions are appended to ``kg_file``.
-    ``on_row`` is called with each result row after it is written.
+    ``on_row`` is called with each result row after it is written. A lock (a file in the temporary folder named
+    after ``out``'s absolute path) keeps two runs from writing the same file.
+
+    Raises:
+        InputError: an unknown ``render``, or another run holds the lock on ``out``.
     """
+    if render not in RENDERERS:
+        raise InputError("render", f"must be one of {sorted(RENDERERS)}, got {render!r}")
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(_lock_path(out))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout as exc:
+        raise InputError("out", f"another run is writing {out} (lock {lock.lock_file} is held)") from exc
+    try:
+        return await _run_locked(rows, out, dataset=dataset, llm=llm, scorer=scorer, kg_cache=kg_cache,
+                                 kg_file=kg_file, prompt=prompt, render=render, max_retries=max_retries,
+                                 show_progress=show_progress, on_row=on_row)
+    finally:
+        lock.release()
+
+
+def _export_fallbacks(kg_file: str | Path, store: ResultStore, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Export an empty knowledge graph for done rows whose extraction fell back (files written before fallbacks
+    were exported)."""
+    from .inputs import normalize_output
+
+    by_id = {str(r["id"]): r for r in rows}
+    entries = []
+    for rid, result in store.rows.items():
+        if result.get("fallback") and not result.get("cached") and result.get("llm") and rid in by_id:
+            entries.append((result["llm"], result["prompt"], normalize_output(by_id[rid]["output"]), CachedKG([], None)))
+    if entries:
+        export_kg(kg_file, entries)
+
+
+def _lock_path(out: str | Path) -> str:
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha1(str(Path(out).resolve()).encode("utf-8")).hexdigest()[:16]  # noqa: S324 - a name
+    return str(Path(tempfile.gettempdir()) / f"grapheval-bench-{digest}.lock")
+
+
+async def _run_locked(
+    rows: Sequence[Mapping[str, Any]],
+    out: str | Path,
+    *,
+    dataset: str,
+    llm: Any,
+    scorer: Any,
+    kg_cache: KGCache | str | Path,
+    kg_file: str | Path | None,
+    prompt: KGPrompt,
+    render: str,
+    max_retries: int,
+    show_progress: bool,
+    on_row: Callable[[dict[str, Any]], None] | None,
+) -> RunSummary:
     from tqdm.auto import tqdm
 
     from .models import resolve_llm, resolve_scorer
     from .pipeline import GraphEval
 
-    if render not in RENDERERS:
-        raise InputError("render", f"must be one of {sorted(RENDERERS)}, got {render!r}")
     store = ResultStore(out)
     done = store.done()
     todo = [r for r in rows if str(r["id"]) not in done]
     summary = RunSummary(path=store.path, total=len(rows), skipped=len(rows) - len(todo))
+    if kg_file is not None:
+        _export_fallbacks(kg_file, store, rows)
     if not todo:
         return summary
     cache = SQLiteKGCache(kg_cache) if isinstance(kg_cache, (str, Path)) else kg_cache
@@ -562,7 +625,9 @@ async def arun_detection(
             if result["error"]:
                 summary.errors += 1
                 summary.error_ids.append(result["id"])
-            elif kg_file is not None and g.extraction is not None and not g.extraction.cached and g.extraction.triples:
+            elif kg_file is not None and g.extraction is not None and not g.extraction.cached:
+                # A fallback (nothing parsed) is exported too, with no triples: a re-run from the file then
+                # checks the whole output again, exactly as the first run did, without calling the model.
                 kg = CachedKG(triples=[t.as_list() for t in g.extraction.triples], raw_text=g.extraction.raw_text)
                 export_kg(kg_file, [(llm_id, prompt.version, g.output, kg)])
             if on_row is not None:

@@ -151,6 +151,165 @@ def evaluate(
     console.print(f"reports written to {output}")
 
 
+@app.command()
+def correct(
+    input: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL or CSV file of rows.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write one JSON correction report per line.")] = Path(
+        "grapheval-corrections.jsonl"
+    ),
+    method: Annotated[str, typer.Option(help="graph (GraphCorrect) or direct (the Direct Prompt baseline).")] = "graph",
+    llm: Annotated[Optional[str], typer.Option(help="Chat model spec (extraction and correction).")] = None,
+    scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, nli:<model>, judge:local:<name>.")] = None,
+    threshold: Annotated[float, typer.Option(help="Decision threshold on P(unsupported).")] = 0.5,
+    max_rounds: Annotated[int, typer.Option(help="Correct → re-check rounds (1 = the paper).")] = 1,
+    guard: Annotated[str, typer.Option(help="off, reject or flag a change that drops a supported triple.")] = "off",
+    batch_step1: Annotated[bool, typer.Option(help="Correct all flagged triples of an output in one call.")] = False,
+    context_field: Annotated[str, typer.Option(help="Field holding the grounding context.")] = "context",
+    output_field: Annotated[str, typer.Option(help="Field holding the LLM output to correct.")] = "output",
+    id_field: Annotated[str, typer.Option(help="Field holding the row id (default: the line number).")] = "id",
+    limit: Annotated[Optional[int], typer.Option(help="Correct only the first N rows.")] = None,
+    cache: Annotated[Optional[Path], typer.Option(help="SQLite file caching extracted knowledge graphs.")] = None,
+    batch_rows: Annotated[int, typer.Option(help="Rows processed (and written) per batch.")] = 16,
+    resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT.")] = True,
+) -> None:
+    """Detect and correct hallucinations in every row of INPUT; write a correction report per row to OUTPUT."""
+    from tqdm import tqdm
+
+    from .correct import GraphCorrect
+    from .exceptions import GraphEvalError
+    from .pipeline import GraphEval
+
+    if method not in ("graph", "direct"):
+        raise typer.BadParameter("method must be 'graph' or 'direct'")
+    if guard not in ("off", "reject", "flag"):
+        raise typer.BadParameter("guard must be 'off', 'reject' or 'flag'")
+    try:
+        engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, cache=cache or True)
+        fixer = GraphCorrect(
+            engine, method=method, max_rounds=max_rounds, guard=False if guard == "off" else guard,  # type: ignore[arg-type]
+            batch_step1=batch_step1, show_progress=False,
+        )
+    except GraphEvalError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    skip = done_ids(output) if resume else set()
+    if not resume and output.exists():
+        output.unlink()
+    problems: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for number, row, error in read_rows(input):
+        if error is not None or row is None:
+            problems.append(f"line {number}: {error or 'unreadable'}")
+            continue
+        row.setdefault(id_field, str(number))
+        row[id_field] = str(row[id_field])
+        if row[id_field] in skip:
+            continue
+        rows.append(row)
+        if limit is not None and len(rows) + len(skip) >= limit:
+            break
+    counts: dict[str, Any] = {"rows": 0, "flagged": 0, "pass after correction": 0, "changed": 0, "errors": 0}
+    rouge: dict[str, list[float]] = {"rouge1": [], "rouge2": [], "rougeL": []}
+    with output.open("a", encoding="utf-8") as out, tqdm(total=len(rows), desc="correct", unit="row") as bar:
+        for start in range(0, len(rows), batch_rows):
+            batch = rows[start : start + batch_rows]
+            try:
+                results = fixer.correct_many(
+                    batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
+                )
+            except GraphEvalError as exc:  # a configuration error (model cannot load): stop, keep what is written
+                console.print(f"[red]error:[/red] {exc}")
+                raise typer.Exit(code=2) from exc
+            for row, result in zip(batch, results):
+                data = result.model_dump(mode="json")
+                data["id"] = row[id_field]
+                out.write(json.dumps(data, ensure_ascii=False) + "\n")
+                counts["rows"] += 1
+                if result.status == "error":
+                    counts["errors"] += 1
+                    problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in result.errors))
+                    continue
+                if result.flagged:
+                    counts["flagged"] += 1
+                    counts["pass after correction"] += bool(result.passed)
+                    counts["changed"] += result.changed
+                    if result.rouge is not None:
+                        for key in rouge:
+                            rouge[key].append(getattr(result.rouge, key))
+            out.flush()
+            bar.update(len(batch))
+    if counts["flagged"]:
+        counts["% flagged that pass"] = 100.0 * counts["pass after correction"] / counts["flagged"]
+    for key, values in rouge.items():
+        if values:
+            counts[f"mean {key} (flagged rows)"] = sum(values) / len(values)
+    counts["skipped (already done)"] = len(skip)
+    title = f"{'GraphCorrect' if method == 'graph' else 'Direct Prompt'} ({fixer.describe() if counts['rows'] else method})"
+    console.print(_summary_table(title, counts))
+    for problem in problems:
+        console.print(f"[yellow]{problem}[/yellow]")
+    console.print(f"correction reports written to {output}")
+
+
+@app.command()
+def demo(
+    llm: Annotated[Optional[str], typer.Option(help="Chat model spec (default: the offline local model).")] = None,
+    scorer: Annotated[Optional[str], typer.Option(help="Scorer spec (default: the offline local LLM judge).")] = None,
+    fast: Annotated[bool, typer.Option("--fast", help="Use the small local 0.5B model for both (quicker, less accurate).")] = False,
+    examples: Annotated[Optional[Path], typer.Option(exists=True, dir_okay=False, help="Your own JSONL rows instead of the bundled ones.")] = None,
+    threshold: Annotated[float, typer.Option(help="Decision threshold on P(unsupported).")] = 0.5,
+) -> None:
+    """Check a few bundled examples (some faithful, some with planted errors) and print the verdicts."""
+    import time
+    from importlib.resources import files
+
+    from .exceptions import GraphEvalError
+    from .pipeline import GraphEval
+
+    source = examples if examples is not None else files("grapheval_plugins").joinpath("data", "demo.jsonl")
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if fast:
+        llm = llm or "local:qwen2.5-coder-0.5b"
+        scorer = scorer or "judge:local:qwen2.5-coder-0.5b"
+    engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold)
+    try:
+        for stage, get in (("extraction model", lambda: engine.llm), ("scorer", lambda: engine.scorer)):
+            started = time.perf_counter()
+            model = get()
+            label = getattr(model, "model_label", None) or getattr(model, "name", None) or type(model).__name__
+            console.print(f"[bold]Loading the {stage}[/bold] {label} …")
+            load = getattr(model, "load", None)
+            if callable(load):  # local models: weights assembled on first use (a progress bar shows), then loaded
+                load()
+            console.print(f"  ready in {time.perf_counter() - started:.1f} s")
+        console.print(f"[bold]Checking {len(rows)} examples[/bold] with {engine.describe()} …")
+        started = time.perf_counter()
+        reports = engine.evaluate_many(rows, show_progress=True)
+    except GraphEvalError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from exc
+    elapsed = time.perf_counter() - started
+    table = Table(title=f"GraphEval demo — {engine.describe()}", show_lines=True)
+    for column in ("example", "expected", "verdict", "score", "unsupported triples (P(unsupported))"):
+        table.add_column(column, justify="right" if column == "score" else "left")
+    agree = 0
+    for row, report in zip(rows, reports):
+        expected = str(row.get("expected", "?"))
+        if not report.ok:
+            verdict, score = "[red]error[/red]", "-"
+            detail = "; ".join(e.message for e in report.errors)
+        else:
+            verdict = "[red]hallucinated[/red]" if report.hallucinated else "[green]faithful[/green]"
+            score = f"{report.score:.2f}"
+            detail = "\n".join(
+                f"{' | '.join(c.triple.as_list()) if c.triple else c.claim}  ({c.p_unsupported:.2f})"
+                for c in sorted(report.unsupported, key=lambda c: -c.p_unsupported)
+            ) or "-"
+            agree += ("hallucinated" if report.hallucinated else "faithful") == expected
+        table.add_row(str(row.get("id", "")), expected, verdict, score, detail)
+    Console().print(table)
+    console.print(f"{agree}/{len(rows)} verdicts match the expected ones ({elapsed:.1f} s).")
+
+
 def main() -> None:
     """Entry point of the ``grapheval`` script."""
     app()

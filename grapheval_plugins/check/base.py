@@ -15,7 +15,6 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from ..exceptions import ScoringError
 
@@ -35,8 +34,8 @@ def _approx_tokens(text: str) -> int:
     return max(1, math.ceil(len(text.split()) * 4 / 3))
 
 
-@lru_cache(maxsize=64)
 def _splitter(max_tokens: int, overlap: int, counter: object):  # type: ignore[no-untyped-def]
+    # Built per call (cheap): caching it would keep scorers, and their models, alive through ``counter``.
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     return RecursiveCharacterTextSplitter(

@@ -74,13 +74,17 @@ def _literal(text: str) -> Any:
 
 
 def _as_triple(item: Any) -> Triple | None:
-    if not isinstance(item, (list, tuple)) or len(item) != 3:
+    """Three non-empty strings; a longer list of strings (small models write ``[s, r, o, "in 2021"]``) keeps
+    its extra items as part of the object."""
+    if not isinstance(item, (list, tuple)) or len(item) < 3:
         return None
     if not all(isinstance(part, str) for part in item):
         return None
     parts = [" ".join(part.split()) for part in item]
-    if not all(parts):
+    if not all(parts[:3]):
         return None
+    if len(parts) > 3:
+        parts = [parts[0], parts[1], " ".join(p for p in parts[2:] if p)]
     return Triple.from_list(parts)  # type: ignore[arg-type]
 
 
@@ -105,8 +109,8 @@ def _collect(items: list[Any], result: ParseResult) -> None:
 def parse_triples(text: str) -> ParseResult:
     """Read the triples in a chat model's answer. Never raises on any string input; never executes code.
 
-    Keeps items that are exactly three non-empty strings, with whitespace collapsed, de-duplicated
-    (case-insensitively) in order of appearance.
+    Keeps items of three non-empty strings (extra strings are appended to the object), with whitespace
+    collapsed, de-duplicated (case-insensitively) in order of appearance.
     """
     result = ParseResult()
     if not isinstance(text, str) or not text.strip():
@@ -129,7 +133,7 @@ def parse_triples(text: str) -> ParseResult:
             if value is not None:
                 result.issues.append("trailing comma repaired")
         if isinstance(value, (list, tuple)):
-            if len(value) == 3 and all(isinstance(v, str) for v in value):
+            if len(value) >= 3 and all(isinstance(v, str) for v in value):
                 value = [value]  # a single bare triple
             _collect(list(value), result)
             if result.triples:

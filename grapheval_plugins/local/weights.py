@@ -49,6 +49,7 @@ __all__ = [
     "file_sha256",
     "part_paths",
     "resolve_model_path",
+    "validate_reference",
 ]
 
 logger = logging.getLogger(__name__)
@@ -345,6 +346,34 @@ def _try_hub(fetch: HubFetcher | None, repo_id: str, filename: str | None, local
 _HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.\-]*/[\w.\-]*[A-Za-z0-9])(?:/(?P<file>[^/]+\.gguf))?$", re.IGNORECASE)
 
 
+def validate_reference(ref: str) -> str:
+    """Check, without touching disk beyond a stat or the network, that ``ref`` can name a local model.
+
+    Returns the stripped reference.
+
+    >>> validate_reference(" qwen2.5-coder-0.5b ")
+    'qwen2.5-coder-0.5b'
+    >>> validate_reference("gpt-4")
+    Traceback (most recent call last):
+    ...
+    grapheval_plugins.exceptions.ModelLoadError: unknown local model 'gpt-4': use one of ['qwen2.5-coder-0.5b', 'qwen2.5-coder-1.5b'], a path to a .gguf file, or a hub name 'org/repo' (optionally 'org/repo/file.gguf')
+    """
+    if not isinstance(ref, str) or not ref.strip():
+        raise ModelLoadError("a local model reference must be a non-empty string (a name, a path or org/repo)")
+    ref = ref.strip()
+    if canonical_name(ref) is not None or Path(ref).expanduser().is_file():
+        return ref
+    match = _HUB_ID.match(ref)
+    if match is None or ref.startswith((".", "~")) or (ref.lower().endswith(".gguf") and not match["file"]):
+        if ref.lower().endswith(".gguf") or "/" in ref or os.sep in ref:
+            raise ModelLoadError(f"model file not found: {Path(ref).expanduser()}")
+        raise ModelLoadError(
+            f"unknown local model {ref!r}: use one of {sorted(KNOWN_MODELS)}, a path to a .gguf file, or a "
+            "hub name 'org/repo' (optionally 'org/repo/file.gguf')"
+        )
+    return ref
+
+
 def resolve_model_path(
     ref: str,
     *,
@@ -365,26 +394,19 @@ def resolve_model_path(
         ModelLoadError: nothing provides the model; the message lists what was tried and how to fix it.
         WeightsIntegrityError: the assembled parts do not match the pinned digest (no file left behind).
     """
-    if not isinstance(ref, str) or not ref.strip():
-        raise ModelLoadError("a local model reference must be a non-empty string (a name, a path or org/repo)")
-    ref = ref.strip()
+    ref = validate_reference(ref)
     fetch: HubFetcher | None = _default_hub_fetch if hub is True else (hub or None)
     folder = Path(cache) if cache is not None else cache_dir()
     name = canonical_name(ref)
     notes: list[str] = []
 
     if name is None:
+        validate_reference(ref)
         path = Path(ref).expanduser()
         if path.is_file():
             return path
         match = _HUB_ID.match(ref)
-        if match is None or ref.startswith((".", "~")) or (ref.lower().endswith(".gguf") and not match["file"]):
-            if ref.lower().endswith(".gguf") or "/" in ref or os.sep in ref:
-                raise ModelLoadError(f"model file not found: {path}")
-            raise ModelLoadError(
-                f"unknown local model {ref!r}: use one of {sorted(KNOWN_MODELS)}, a path to a .gguf file, or a "
-                "hub name 'org/repo' (optionally 'org/repo/file.gguf')"
-            )
+        assert match is not None  # noqa: S101 - guaranteed by validate_reference
         repo, filename = match["repo"], match["file"]
         found = _try_hub(fetch, repo, filename, True, notes) if filename else None
         found = found or _try_hub(fetch, repo, filename, False, notes)

@@ -45,7 +45,7 @@ def test_truncated_last_triple_keeps_the_complete_ones() -> None:
 
 
 def test_malformed_items_are_dropped_and_reported() -> None:
-    answer = '<python>[["A", "knows", "B"], ["only", "two"], ["x", "", "y"], [1, 2, 3], ["a", "b", "c", "d"]]</python>'
+    answer = '<python>[["A", "knows", "B"], ["only", "two"], ["x", "", "y"], [1, 2, 3], ["", "b", "c", "d"]]</python>'
     result = parse_triples(answer)
     assert lists(result) == [["A", "knows", "B"]]
     assert any("malformed" in issue for issue in result.issues)
@@ -56,6 +56,13 @@ def test_whitespace_is_collapsed_and_duplicates_removed() -> None:
     result = parse_triples(answer)
     assert lists(result) == [["Paris", "capital of", "France"]]
     assert "duplicate triple removed" in result.issues
+
+
+def test_extra_items_are_kept_in_the_object() -> None:
+    answer = '<python>[["Nordlys Bikes", "opened its second factory", "Riga, Latvia", "in 2021"]]</python>'
+    assert lists(parse_triples(answer)) == [["Nordlys Bikes", "opened its second factory", "Riga, Latvia in 2021"]]
+    flat = '["Nordlys Bikes", "opened its second factory", "Riga, Latvia", "in 2021"]'
+    assert lists(parse_triples(flat)) == [["Nordlys Bikes", "opened its second factory", "Riga, Latvia in 2021"]]
 
 
 def test_a_single_bare_triple_is_accepted() -> None:
@@ -117,7 +124,7 @@ def test_property_mangled_answers_never_raise_or_execute(noise, cut, text, mode)
     for triple in result.triples:
         parts = triple.as_list()
         assert len(parts) == 3
-        assert all(isinstance(p, str) and p and p == p.strip() for p in parts)
+        assert all(isinstance(p, str) and p and p == p.strip() and "  " not in p for p in parts)
     keys = [tuple(p.casefold() for p in t.as_list()) for t in result.triples]
     assert len(keys) == len(set(keys))
 

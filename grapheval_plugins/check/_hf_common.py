@@ -1,0 +1,523 @@
+"""Shared machinery of the HuggingFace scorers: hub settings, device and precision, lazy loading, batching.
+
+Nothing here imports torch or transformers at module import; every heavy import happens inside a function.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Union
+
+from .._imports import require
+from ..exceptions import GraphEvalError, InputError, ModelLoadError
+from .base import Scorer
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
+logger = logging.getLogger("grapheval_plugins.check.hf")
+
+DeviceLike = Union[str, "torch.device", None]
+DTypeLike = Union[str, "torch.dtype", None]
+Features = dict[str, list[int]]
+
+_DTYPE_NAMES = {
+    "float32": "float32", "fp32": "float32", "float": "float32",
+    "float16": "float16", "fp16": "float16", "half": "float16",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+}
+# Exception class names, anywhere in a cause chain, that mean "not cached and the hub cannot be reached".
+_OFFLINE_ERRORS = {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectionError", "ConnectError",
+                   "ConnectTimeout", "SocketBlockedError", "NameResolutionError", "MaxRetryError"}
+
+
+def _torch() -> Any:
+    return require("torch", "hf", "the HuggingFace scorers")
+
+
+def _transformers() -> Any:
+    return require("transformers", "hf", "the HuggingFace scorers")
+
+
+@dataclass(frozen=True)
+class HubOptions:
+    """The hub settings passed alike to config, weights and tokenizer of one model."""
+
+    revision: str | None = None
+    local_files_only: bool | None = None
+    token: str | bool | None = None
+    cache_dir: str | os.PathLike[str] | None = None
+
+    def kwargs(self, revision: str | None = None, *, same_revision: bool = True) -> dict[str, Any]:
+        """Keyword arguments for ``from_pretrained`` / ``cached_file``.
+
+        >>> HubOptions(revision="abc", local_files_only=True).kwargs()
+        {'revision': 'abc', 'local_files_only': True}
+        >>> HubOptions(revision="abc").kwargs("def", same_revision=False)
+        {'revision': 'def'}
+        """
+        kw: dict[str, Any] = {}
+        rev = self.revision if same_revision else revision
+        if rev is not None:
+            kw["revision"] = rev
+        if self.local_files_only is not None:
+            kw["local_files_only"] = self.local_files_only
+        if self.token is not None:
+            kw["token"] = self.token
+        if self.cache_dir is not None:
+            kw["cache_dir"] = os.fspath(self.cache_dir)
+        return kw
+
+
+def looks_like_path(name: str) -> bool:
+    """True when ``name`` is meant as a local folder rather than a hub repository id.
+
+    >>> looks_like_path("org/model"), looks_like_path("./model"), looks_like_path("/abs/model")
+    (False, True, True)
+    """
+    return (
+        os.path.isabs(name)
+        or name.startswith(("./", "../", "~", ".\\", "..\\"))
+        or name in {".", ".."}
+        or name.count("/") > 1
+        or Path(name).expanduser().exists()
+    )
+
+
+def _cause_names(exc: BaseException) -> set[str]:
+    names: set[str] = set()
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        names.add(type(current).__name__)
+        current = current.__cause__ or current.__context__
+    return names
+
+
+def load_error(what: str, name: str, hub: HubOptions, exc: BaseException) -> ModelLoadError:
+    """A :class:`ModelLoadError` that says what to do, for a failure to load ``name``."""
+    if looks_like_path(name) and not Path(name).expanduser().exists():
+        return ModelLoadError(f"{what} {name!r}: no such folder. Pass the path of a folder holding the model files.")
+    offline_env = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+    text = str(exc).lower()
+    offline = (
+        bool(_cause_names(exc) & _OFFLINE_ERRORS)
+        or "couldn't connect" in text
+        or "offline" in text
+        or (not looks_like_path(name) and (hub.local_files_only or offline_env) and isinstance(exc, OSError))
+    )
+    revision = f" (revision {hub.revision})" if hub.revision else ""
+    if offline and not looks_like_path(name):
+        return ModelLoadError(
+            f"{what} {name!r}{revision} is not in the local Hugging Face cache, and the hub cannot be reached "
+            "from here (offline, no network, or local_files_only). Either download it once on a machine with hub "
+            f"access (`hf download {name}`) and point HF_HOME or cache_dir= at that cache, or save the model "
+            "files (config.json, weights, tokenizer) to a folder and pass its path instead of the hub name. "
+            f"Cause: {exc}"
+        )
+    return ModelLoadError(f"could not load {what} {name!r}{revision}: {exc}")
+
+
+def select_device(device: DeviceLike = None) -> torch.device:
+    """The device to run on: the one given, else cuda, then mps, then cpu (logged).
+
+    >>> str(select_device("cpu"))
+    'cpu'
+    """
+    torch = _torch()
+    if device is not None:
+        return torch.device(device)
+    if torch.cuda.is_available():
+        chosen = torch.device("cuda")
+    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        chosen = torch.device("mps")
+    else:
+        chosen = torch.device("cpu")
+    logger.info("using device %s", chosen)
+    return chosen
+
+
+def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = True) -> torch.dtype:
+    """The weights' precision: the one given, else half precision on a GPU, float32 on cpu.
+
+    ``allow_fp16=False`` (T5: float16 overflows in its feed-forward layers) keeps float32 where bfloat16 is
+    unavailable.
+
+    >>> import torch
+    >>> resolve_dtype(None, torch.device("cpu"))
+    torch.float32
+    >>> resolve_dtype("bf16", torch.device("cpu"))
+    torch.bfloat16
+    """
+    torch = _torch()
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str) and dtype.lower() != "auto":
+        key = _DTYPE_NAMES.get(dtype.lower())
+        if key is None:
+            raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(set(_DTYPE_NAMES))} or a torch.dtype")
+        return getattr(torch, key)
+    if dtype is not None and not isinstance(dtype, str):
+        raise TypeError(f"dtype must be a torch.dtype, a name or None, not {type(dtype).__name__}")
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float16 if allow_fp16 else torch.float32
+    if device.type == "mps":
+        return torch.float16 if allow_fp16 else torch.float32
+    return torch.float32
+
+
+def read_config_dict(name: str, hub: HubOptions) -> dict[str, Any]:
+    """The model's ``config.json`` as a dict, without instantiating (or trusting) any model class."""
+    if looks_like_path(name):
+        path = Path(name).expanduser() / "config.json"
+        try:
+            return dict(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise load_error("the config of model", name, hub, exc) from exc
+    transformers = _transformers()
+    try:
+        config_dict, _ = transformers.PretrainedConfig.get_config_dict(name, **hub.kwargs())
+    except Exception as exc:  # noqa: BLE001 - hub / IO errors translated with their cause
+        raise load_error("the config of model", name, hub, exc) from exc
+    return dict(config_dict)
+
+
+def find_weights(name: str, hub: HubOptions) -> list[str]:
+    """Local paths of the checkpoint files of ``name`` (safetensors preferred; sharded checkpoints supported)."""
+    from transformers.utils import cached_file
+
+    def fetch(filename: str) -> str | None:
+        return cached_file(name, filename, _raise_exceptions_for_missing_entries=False, **hub.kwargs())  # type: ignore[no-any-return]
+
+    for single, index in (("model.safetensors", "model.safetensors.index.json"),
+                          ("pytorch_model.bin", "pytorch_model.bin.index.json")):
+        path = fetch(single)
+        if path:
+            return [path]
+        index_path = fetch(index)
+        if index_path:
+            weight_map = json.loads(Path(index_path).read_text(encoding="utf-8"))["weight_map"]
+            shards = []
+            for shard in sorted(set(weight_map.values())):
+                shard_path = fetch(shard)
+                if not shard_path:
+                    raise ModelLoadError(f"model {name!r}: shard {shard!r} listed in {index} is missing")
+                shards.append(shard_path)
+            return shards
+    raise ModelLoadError(f"model {name!r} has no weights (model.safetensors or pytorch_model.bin)")
+
+
+def read_state_dict(paths: Sequence[str]) -> dict[str, Any]:
+    """Tensors of the checkpoint files, on cpu. ``.bin`` files load with ``weights_only=True`` (no pickled code)."""
+    torch = _torch()
+    state: dict[str, Any] = {}
+    for path in paths:
+        if path.endswith(".safetensors"):
+            from safetensors.torch import load_file
+
+            state.update(load_file(path, device="cpu"))
+        else:
+            state.update(torch.load(path, map_location="cpu", weights_only=True))
+    return state
+
+
+def pad_batch(features: Sequence[Features], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad token features into tensors (``attention_mask`` 0 and ``token_type_ids`` 0 on padding)."""
+    torch = _torch()
+    width = max(len(f["input_ids"]) for f in features)
+    batch: dict[str, Any] = {}
+    for key in features[0]:
+        fill = pad_token_id if key == "input_ids" else 0
+        rows = [list(f[key]) + [fill] * (width - len(f[key])) for f in features]
+        batch[key] = torch.tensor(rows, dtype=torch.long)
+    return batch
+
+
+def _is_oom(exc: BaseException) -> bool:
+    torch = _torch()
+    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
+                                  getattr(torch.cuda, "OutOfMemoryError", None)) if t is not None)
+    return isinstance(exc, oom_types) or "out of memory" in str(exc).lower()
+
+
+class HFScorer(Scorer):
+    """Base of the HuggingFace scorers: lazy loading, device and precision, sorted batching, token budget.
+
+    A subclass says how to load its model and tokenizer (:meth:`_load_model`, :meth:`_load_tokenizer`), how a
+    pair becomes tokens (:meth:`_tokenize`) and how a padded batch becomes P(supported) (:meth:`_support`).
+    """
+
+    kind: str = "hf"
+    """The spec prefix of the scorer (``hhem``, ``t5``, ``nli``); the scorer's name is ``"<kind>:<model>"``."""
+    allow_fp16: bool = True
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        revision: str | None = None,
+        tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
+        device: DeviceLike = None,
+        dtype: DTypeLike = None,
+        batch_size: int = 16,
+        max_length: int = 512,
+        hypothesis_tokens: int = 64,
+        local_files_only: bool | None = None,
+        token: str | bool | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        show_progress: bool = False,
+    ) -> None:
+        super().__init__()
+        if not isinstance(model, (str, os.PathLike)) or not os.fspath(model).strip():
+            raise InputError("model", "give a hub name or a local folder path")
+        for field, value, least in (("batch_size", batch_size, 1), ("max_length", max_length, 32),
+                                    ("hypothesis_tokens", hypothesis_tokens, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InputError(field, f"must be an integer >= {least}, got {value!r}")
+        if hypothesis_tokens > max_length // 2:
+            raise InputError("hypothesis_tokens", f"must be at most half of max_length ({max_length // 2})")
+        self.model_name = os.fspath(model).strip()
+        self.hub = HubOptions(revision, local_files_only, token, cache_dir)
+        self.tokenizer_source = tokenizer
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.hypothesis_tokens = hypothesis_tokens
+        self.show_progress = show_progress
+        self.name = f"{self.kind}:{self.model_name}"
+        self._device_arg = device
+        self._dtype_arg = dtype
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._device: Any = None
+        self._premise_budget: int | None = None
+        self._premise_budget_override: int | None = None
+        # A fast tokenizer may not be called from two threads at once (it re-sets its truncation state per call);
+        # token counting for chunking runs outside the model lock, so tokenizer calls take this one.
+        self._tokenizer_lock = threading.RLock()
+
+    # ----------------------------------------------------------------- loading
+    @abstractmethod
+    def _load_tokenizer(self) -> PreTrainedTokenizerBase:
+        """Load the tokenizer (called once, under the lock)."""
+
+    @abstractmethod
+    def _load_model(self, dtype: torch.dtype) -> torch.nn.Module:
+        """Load the model on cpu in ``dtype`` (called once, under the lock, after the tokenizer)."""
+
+    def _after_load(self, model: torch.nn.Module) -> None:
+        """Checks after the model sits on its device in its final precision."""
+
+    def _tokenizer_from(self, source: Any, hub_kwargs: Mapping[str, Any]) -> PreTrainedTokenizerBase:
+        """A tokenizer object as is, or ``AutoTokenizer.from_pretrained(source, **hub_kwargs)``."""
+        transformers = _transformers()
+        if isinstance(source, transformers.PreTrainedTokenizerBase):
+            return source
+        name = os.fspath(source)
+        try:
+            return transformers.AutoTokenizer.from_pretrained(name, **hub_kwargs)
+        except GraphEvalError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - hub / IO errors translated with their cause
+            hub = HubOptions(hub_kwargs.get("revision"), hub_kwargs.get("local_files_only"))
+            raise load_error("the tokenizer", name, hub, exc) from exc
+
+    def _ensure_tokenizer(self) -> PreTrainedTokenizerBase:
+        tokenizer = self._tokenizer
+        if tokenizer is not None:
+            return tokenizer
+        with self.lock:
+            if self._tokenizer is None:
+                tokenizer = self._load_tokenizer()
+                if tokenizer.pad_token_id is None:
+                    raise ModelLoadError(f"the tokenizer of {self.model_name!r} has no padding token")
+                self._premise_budget = self._compute_budget(tokenizer)
+                self._tokenizer = tokenizer
+            return self._tokenizer
+
+    def _compute_budget(self, tokenizer: PreTrainedTokenizerBase) -> int:
+        overhead = len(self._tokenize_many(tokenizer, [("", "")])[0]["input_ids"])
+        budget = self.max_length - overhead - self.hypothesis_tokens
+        if budget < 16:
+            raise InputError(
+                "max_length",
+                f"{self.max_length} leaves {budget} tokens for the premise after the template ({overhead}) and "
+                f"the hypothesis room ({self.hypothesis_tokens}); raise max_length or lower hypothesis_tokens",
+            )
+        return budget
+
+    def load(self) -> HFScorer:
+        """Load tokenizer and model now (otherwise this happens on the first :meth:`predict_support`).
+
+        Returns the scorer itself. Raises :class:`ModelLoadError` (with the cause attached) when the model
+        cannot be found, downloaded or loaded.
+        """
+        if self._model is not None:
+            return self
+        with self.lock:
+            if self._model is not None:
+                return self
+            self._ensure_tokenizer()
+            device = select_device(self._device_arg)
+            dtype = resolve_dtype(self._dtype_arg, device, allow_fp16=self.allow_fp16)
+            try:
+                model = self._load_model(dtype)
+                model = model.to(device=device, dtype=dtype)
+            except (GraphEvalError, MemoryError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - hub / IO / torch errors translated with their cause
+                raise load_error("model", self.model_name, self.hub, exc) from exc
+            model.eval()
+            self._after_load(model)
+            logger.info("%s loaded on %s as %s", self.name, device, str(dtype).replace("torch.", ""))
+            self._device = device
+            self._model = model
+        return self
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The loaded torch model (loads it on first access)."""
+        self.load()
+        return self._model  # type: ignore[no-any-return]
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        """The tokenizer (loads it, not the model, on first access)."""
+        return self._ensure_tokenizer()
+
+    @property
+    def device(self) -> torch.device:
+        """The device the model runs on (loads the model on first access)."""
+        self.load()
+        return self._device
+
+    # ----------------------------------------------------------------- token budget
+    @property  # type: ignore[override]
+    def max_premise_tokens(self) -> int:
+        """Largest premise, in tokens, that fits with the template and a hypothesis of ``hypothesis_tokens``.
+
+        Contexts longer than this are split into chunks by :meth:`check`. Settable, to chunk finer (a value
+        above the window's budget is capped at it).
+        """
+        self._ensure_tokenizer()
+        budget = int(self._premise_budget or 0)
+        override = self._premise_budget_override
+        return budget if override is None else min(override, budget)
+
+    @max_premise_tokens.setter
+    def max_premise_tokens(self, value: int | None) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 8):
+            raise InputError("max_premise_tokens", f"must be an integer >= 8 or None, got {value!r}")
+        self._premise_budget_override = value
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's own tokenizer (no special tokens)."""
+        tokenizer = self._ensure_tokenizer()
+        with self._tokenizer_lock:
+            return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # ----------------------------------------------------------------- encoding
+    @abstractmethod
+    def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
+        """Token features of each ``(premise, hypothesis)`` (with special tokens, no padding, no truncation)."""
+
+    def _encode(self, pairs: Sequence[tuple[str, str]]) -> list[Features]:
+        """Token features of every pair, each at most ``max_length`` tokens.
+
+        A pair over the limit (a hypothesis longer than ``hypothesis_tokens``, or a premise passed straight to
+        :meth:`predict_support`) loses the end of its premise, never its hypothesis, and a warning is logged.
+        """
+        tokenizer = self._ensure_tokenizer()
+        truncated = 0
+        with self._tokenizer_lock:
+            features = self._tokenize_many(tokenizer, pairs)
+            for i, feature in enumerate(features):
+                if len(feature["input_ids"]) > self.max_length:
+                    features[i] = self._fit(tokenizer, pairs[i], feature)
+                    truncated += 1
+        if truncated:
+            logger.warning("%s: %d pair(s) exceeded max_length=%d tokens; their premise was cut",
+                           self.name, truncated, self.max_length)
+        return features
+
+    def _fit(self, tokenizer: PreTrainedTokenizerBase, pair: tuple[str, str], feature: Features) -> Features:
+        premise, hypothesis = pair
+        premise_ids = tokenizer(premise, add_special_tokens=False)["input_ids"]
+        length = len(feature["input_ids"])
+        for _ in range(4):
+            keep = len(premise_ids) - (length - self.max_length) - 2
+            if keep <= 0:
+                break
+            premise_ids = premise_ids[:keep]
+            short = str(tokenizer.decode(premise_ids, skip_special_tokens=True))
+            feature = self._tokenize_many(tokenizer, [(short, hypothesis)])[0]
+            length = len(feature["input_ids"])
+            if length <= self.max_length:
+                return feature
+        # The hypothesis alone does not fit: keep the head of the sequence and its final (special) token.
+        return {key: values[: self.max_length - 1] + values[-1:] for key, values in feature.items()}
+
+    # ----------------------------------------------------------------- inference
+    @abstractmethod
+    def _support(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """P(supported), shape ``(batch,)``, for one padded batch already on the model's device."""
+
+    def _run_batch(self, features: Sequence[Features]) -> list[float]:
+        tokenizer = self._tokenizer
+        batch = {k: v.to(self._device) for k, v in pad_batch(features, tokenizer.pad_token_id).items()}
+        try:
+            probs = self._support(self._model, batch)
+        except Exception as exc:
+            if len(features) > 1 and _is_oom(exc):
+                torch = _torch()
+                if self._device is not None and self._device.type == "cuda":
+                    torch.cuda.empty_cache()
+                half = len(features) // 2
+                logger.warning("%s: out of memory on a batch of %d, retrying in halves", self.name, len(features))
+                return self._run_batch(features[:half]) + self._run_batch(features[half:])
+            raise
+        return [float(p) for p in probs.float().cpu().tolist()]
+
+    def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """P(supported) for each ``(premise, hypothesis)`` pair, in the input order.
+
+        Pairs are sorted by token length and scored ``batch_size`` at a time under ``torch.inference_mode()``;
+        the model is loaded on the first call.
+        """
+        checked: list[tuple[str, str]] = []
+        for i, pair in enumerate(pairs):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
+                raise InputError(f"pairs[{i}]", "must be a (premise, hypothesis) pair of strings")
+            checked.append((pair[0], pair[1]))
+        if not checked:
+            return []
+        pairs = checked
+        torch = _torch()
+        from tqdm.auto import tqdm
+
+        with self.lock:
+            self.load()
+            features = self._encode(pairs)
+            order = sorted(range(len(pairs)), key=lambda i: len(features[i]["input_ids"]), reverse=True)
+            scores = [0.0] * len(pairs)
+            starts = range(0, len(order), self.batch_size)
+            with torch.inference_mode():
+                for start in tqdm(starts, desc=self.name, unit="batch", disable=not self.show_progress):
+                    indices = order[start : start + self.batch_size]
+                    for index, score in zip(indices, self._run_batch([features[i] for i in indices])):
+                        scores[index] = score
+        return scores
+
+    def __repr__(self) -> str:
+        state = "loaded" if self._model is not None else "not loaded"
+        return f"{type(self).__name__}({self.model_name!r}, {state})"

@@ -1,0 +1,586 @@
+"""HuggingFace scorers: HHEM-2.1-Open, T5 "1"/"0" NLI models (TRUE, TrueTeacher), MNLI-style cross-encoders.
+
+Each takes a hub name or a local folder, loads lazily (on the first :meth:`~HFScorer.predict_support` or an
+explicit :meth:`~HFScorer.load`), picks cuda → mps → cpu, runs half precision on a GPU, sorts pairs by length into
+batches, and declares its token window so that :meth:`~grapheval_plugins.check.Scorer.check` splits long contexts
+into chunks instead of letting the tokenizer cut them. Importing this module imports neither torch nor
+transformers.
+
+Setup::
+
+    pip install 'grapheval-plugins[hf]'
+
+Instantiate and invoke::
+
+    from grapheval_plugins.check.hf import HHEMScorer, load_hf_scorer
+
+    scorer = HHEMScorer()                                   # vectara/hallucination_evaluation_model, pinned
+    scorer.predict_support([("The capital of France is Paris.", "Paris is in France.")])   # [0.9...]
+    nli = load_hf_scorer("/path/to/an/mnli-cross-encoder")  # the kind is read from its config.json
+
+Offline: pass the path of a folder holding ``config.json``, the weights and the tokenizer (for HHEM, the tokenizer
+of ``google/flan-t5-base``: ``tokenizer="/path/to/flan-t5-base"``), or a populated ``cache_dir``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import InputError, ModelLoadError
+from ._hf_common import (
+    DeviceLike,
+    DTypeLike,
+    Features,
+    HFScorer,
+    HubOptions,
+    _torch,
+    _transformers,
+    find_weights,
+    load_error,
+    logger,
+    looks_like_path,
+    read_config_dict,
+    read_state_dict,
+    select_device,
+)
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
+__all__ = [
+    "FLAN_T5_BASE",
+    "FLAN_T5_BASE_REVISION",
+    "HHEM_MODEL",
+    "HHEM_PROMPT",
+    "HHEM_REVISION",
+    "CrossEncoderNLIScorer",
+    "HFScorer",
+    "HHEMScorer",
+    "T5NLIScorer",
+    "load_hf_scorer",
+    "model_kind",
+    "select_device",
+]
+
+HHEM_MODEL = "vectara/hallucination_evaluation_model"
+"""HHEM-2.1-Open on the hub."""
+HHEM_REVISION = "8e4a2e6e96c708cc76c2344f7e4757df2515292c"
+"""The commit of :data:`HHEM_MODEL` loaded by default (the repository's main branch as of 2025-10)."""
+FLAN_T5_BASE = "google/flan-t5-base"
+"""HHEM's foundation model: its tokenizer (and, when the HHEM config lacks one, its T5 config) are HHEM's."""
+FLAN_T5_BASE_REVISION = "7bcac572ce56db69c1ea7c8af255c5d7c9672fc2"
+"""The commit of :data:`FLAN_T5_BASE` loaded by default."""
+HHEM_PROMPT = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: {premise}\n\nHypothesis: {hypothesis}"
+"""HHEM-2.1-Open's input template; the score is read at the first position."""
+T5_NLI_TEMPLATE = "premise: {premise} hypothesis: {hypothesis}"
+"""Input of the TRUE / TrueTeacher T5 models, which answer ``1`` (entailed) or ``0``."""
+
+_HHEM_PREFIX = "t5."
+_SHARED = "transformer.shared.weight"
+_ENCODER_EMBED = "transformer.encoder.embed_tokens.weight"
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "spiece.model")
+_T5_TYPES = {"t5", "mt5", "umt5"}
+
+
+# --------------------------------------------------------------------------- embedding ties
+def tie_t5_embeddings(state: dict[str, Any]) -> dict[str, Any]:
+    """Make the encoder's input embedding of a T5 token-classification state dict the ``shared`` matrix.
+
+    HHEM's checkpoint stores ``shared`` only (the encoder's embedding is tied to it). A checkpoint whose
+    ``encoder.embed_tokens`` differs from ``shared`` was saved from an untied (broken) model, and one with neither
+    has no embeddings at all: both raise :class:`ModelLoadError` rather than load a model that silently scores
+    with a wrong embedding.
+    """
+    torch = _torch()
+    shared = state.get(_SHARED)
+    encoder = state.get(_ENCODER_EMBED)
+    if shared is None and encoder is None:
+        raise ModelLoadError(f"the checkpoint has no embedding matrix (neither {_SHARED!r} nor {_ENCODER_EMBED!r})")
+    if shared is None:
+        shared = encoder
+    elif encoder is not None and (encoder.shape != shared.shape or not torch.equal(encoder, shared)):
+        raise ModelLoadError(
+            f"the checkpoint's {_ENCODER_EMBED!r} differs from {_SHARED!r}: it was saved from a model whose "
+            "embeddings were untied (e.g. HHEM loaded through its remote code on transformers 5), so its scores "
+            "would be wrong. Use the original checkpoint."
+        )
+    state = dict(state)
+    state[_SHARED] = shared
+    state[_ENCODER_EMBED] = shared
+    return state
+
+
+def verify_tied_embeddings(transformer: Any) -> None:
+    """Raise :class:`ModelLoadError` unless every stack's ``embed_tokens`` of a T5 model is its ``shared`` matrix."""
+    torch = _torch()
+    shared = transformer.shared.weight
+    for stack_name in ("encoder", "decoder"):
+        stack = getattr(transformer, stack_name, None)
+        if stack is None:
+            continue
+        weight = stack.embed_tokens.weight
+        same_storage = weight is shared or (weight.shape == shared.shape and weight.data_ptr() == shared.data_ptr())
+        if not same_storage and not (weight.shape == shared.shape and torch.equal(weight, shared)):
+            raise ModelLoadError(
+                f"{stack_name}.embed_tokens is not tied to the shared embedding matrix: the model would score "
+                "with an embedding it was not trained with. Refusing to use it."
+            )
+
+
+def _strip_hhem_prefix(state: Mapping[str, Any]) -> dict[str, Any]:
+    """``t5.<key>`` → ``<key>``; decoder weights (unused by token classification) are dropped."""
+    prefixed = all(key.startswith(_HHEM_PREFIX) for key in state)
+    stripped = {key[len(_HHEM_PREFIX):] if prefixed else key: value for key, value in state.items()}
+    return {k: v for k, v in stripped.items() if not k.startswith(("transformer.decoder.", "decoder."))}
+
+
+# --------------------------------------------------------------------------- HHEM
+class HHEMScorer(HFScorer):
+    """HHEM-2.1-Open (Vectara's hallucination evaluation model), loaded without its remote code.
+
+    The checkpoint is a ``T5ForTokenClassification`` (wrapped as ``t5.``) over ``google/flan-t5-base``. It is
+    rebuilt here from transformers' own class, its state dict mapped, the encoder's embedding re-tied to
+    ``shared`` and the tie verified (:class:`ModelLoadError` otherwise). HHEM's remote code, on transformers 5,
+    leaves that embedding randomly initialised and scores silently wrong.
+
+    P(supported) is the softmax over the two labels at the first position of :data:`HHEM_PROMPT`; label 1 is
+    "consistent".
+
+    Args:
+        model: hub name or local folder of an HHEM-layout checkpoint (``config.json`` + ``model.safetensors``).
+        revision: commit of ``model``; defaults to :data:`HHEM_REVISION` for :data:`HHEM_MODEL`, else the latest.
+        tokenizer: a tokenizer, a hub name or a folder; default: the model folder's own tokenizer if it has one,
+            else the config's ``foundation`` (``google/flan-t5-base``, pinned to :data:`FLAN_T5_BASE_REVISION`).
+        tokenizer_revision: commit of a hub ``tokenizer`` (and of the foundation config).
+        device: ``"cuda"``, ``"mps"``, ``"cpu"``…; ``None`` picks cuda → mps → cpu.
+        dtype: ``torch.bfloat16``, ``"float32"``…; ``None``: bfloat16 on a GPU that has it, else float32.
+        batch_size: pairs per forward pass.
+        max_length: token window of one (template + premise + hypothesis) input.
+        hypothesis_tokens: room kept for the hypothesis; the premise gets the rest (see ``max_premise_tokens``).
+        local_files_only, token, cache_dir: hub settings, passed to config, weights and tokenizer.
+        show_progress: a tqdm bar over batches.
+
+    Example (needs the weights):
+        >>> scorer = HHEMScorer()  # doctest: +SKIP
+        >>> scorer.predict_support([("The capital of France is Berlin.", "The capital of France is Paris.")])  # doctest: +SKIP
+        [0.011...]
+    """
+
+    kind = "hhem"
+    allow_fp16 = False
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = HHEM_MODEL,
+        *,
+        revision: str | None = None,
+        tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
+        tokenizer_revision: str | None = None,
+        device: DeviceLike = None,
+        dtype: DTypeLike = None,
+        batch_size: int = 16,
+        max_length: int = 512,
+        hypothesis_tokens: int = 64,
+        local_files_only: bool | None = None,
+        token: str | bool | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        show_progress: bool = False,
+    ) -> None:
+        if revision is None and isinstance(model, str) and model.strip() == HHEM_MODEL:
+            revision = HHEM_REVISION
+        super().__init__(
+            model, revision=revision, tokenizer=tokenizer, device=device, dtype=dtype, batch_size=batch_size,
+            max_length=max_length, hypothesis_tokens=hypothesis_tokens, local_files_only=local_files_only,
+            token=token, cache_dir=cache_dir, show_progress=show_progress,
+        )
+        self.tokenizer_revision = tokenizer_revision
+        self.prompt = HHEM_PROMPT
+        self._config_dict: dict[str, Any] | None = None
+
+    def _hhem_config(self) -> dict[str, Any]:
+        if self._config_dict is None:
+            config = read_config_dict(self.model_name, self.hub)
+            prompt = config.get("prompt")
+            if isinstance(prompt, str) and "{text1}" in prompt and "{text2}" in prompt:
+                self.prompt = prompt.replace("{text1}", "{premise}").replace("{text2}", "{hypothesis}")
+                try:
+                    self.prompt.format(premise="", hypothesis="")
+                except (KeyError, IndexError, ValueError) as exc:
+                    raise ModelLoadError(f"model {self.model_name!r}: unusable prompt in config.json") from exc
+            self._config_dict = config
+        return self._config_dict
+
+    def _foundation(self) -> str:
+        foundation = self._hhem_config().get("foundation")
+        return foundation if isinstance(foundation, str) and foundation.strip() else FLAN_T5_BASE
+
+    def _hub_revision_for(self, source: str) -> str | None:
+        if self.tokenizer_revision is not None:
+            return self.tokenizer_revision
+        if source == FLAN_T5_BASE:
+            return FLAN_T5_BASE_REVISION
+        if source == self.model_name:
+            return self.hub.revision
+        return None
+
+    def _load_tokenizer(self) -> PreTrainedTokenizerBase:
+        self._hhem_config()
+        source: Any = self.tokenizer_source
+        if source is None:
+            folder = Path(self.model_name).expanduser()
+            has_own = looks_like_path(self.model_name) and any((folder / f).is_file() for f in _TOKENIZER_FILES)
+            source = self.model_name if has_own else self._foundation()
+        if isinstance(source, (str, os.PathLike)):
+            revision = self._hub_revision_for(os.fspath(source))
+            return self._tokenizer_from(source, self.hub.kwargs(revision, same_revision=False))
+        return self._tokenizer_from(source, {})
+
+    def _t5_config(self) -> Any:
+        transformers = _transformers()
+        config = self._hhem_config()
+        nested = config.get("t5_config")
+        if isinstance(nested, Mapping):
+            t5_config = transformers.T5Config.from_dict(dict(nested))
+        elif str(config.get("model_type", "")).lower() == "t5":
+            t5_config = transformers.T5Config.from_dict(config)
+        else:
+            foundation = self._foundation()
+            kwargs = self.hub.kwargs(self._hub_revision_for(foundation), same_revision=False)
+            try:
+                t5_config = transformers.AutoConfig.from_pretrained(foundation, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - hub / IO errors translated with their cause
+                raise load_error("the foundation config", foundation, HubOptions(kwargs.get("revision"),
+                                 self.hub.local_files_only), exc) from exc
+        if not isinstance(t5_config, transformers.T5Config):
+            raise ModelLoadError(f"model {self.model_name!r}: its foundation is {type(t5_config).__name__}, not T5")
+        t5_config.num_labels = 2
+        t5_config.id2label = {0: "hallucinated", 1: "consistent"}
+        t5_config.label2id = {"hallucinated": 0, "consistent": 1}
+        return t5_config
+
+    def _load_model(self, dtype: torch.dtype) -> torch.nn.Module:
+        import torch
+
+        transformers = _transformers()
+        t5_config = self._t5_config()
+        state = tie_t5_embeddings(_strip_hhem_prefix(read_state_dict(find_weights(self.model_name, self.hub))))
+        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
+        with torch.device("meta"):
+            model = transformers.T5ForTokenClassification(t5_config)
+        result = model.load_state_dict(state, strict=False, assign=True)
+        if result.missing_keys or result.unexpected_keys:
+            raise ModelLoadError(
+                f"model {self.model_name!r} is not an HHEM / T5 token-classification checkpoint: "
+                f"missing {sorted(result.missing_keys)[:5]}, unexpected {sorted(result.unexpected_keys)[:5]}"
+            )
+        transformer = model.transformer
+        transformer.encoder.embed_tokens.weight = transformer.shared.weight
+        verify_tied_embeddings(transformer)
+        left = [name for name, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+        if left:
+            raise ModelLoadError(f"model {self.model_name!r}: tensors not in the checkpoint: {left[:5]}")
+        return model
+
+    def _after_load(self, model: Any) -> None:
+        verify_tied_embeddings(model.transformer)
+
+    def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
+        texts = [self.prompt.format(premise=p, hypothesis=h) for p, h in pairs]
+        ids = tokenizer(texts, add_special_tokens=True)["input_ids"]
+        return [{"input_ids": list(row), "attention_mask": [1] * len(row)} for row in ids]
+
+    def _support(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        return logits[:, 0, :].float().softmax(dim=-1)[:, 1]
+
+
+# --------------------------------------------------------------------------- T5 "1"/"0"
+class T5NLIScorer(HFScorer):
+    """A T5 seq2seq NLI model that answers ``1`` (entailed) or ``0``: TRUE, TrueTeacher.
+
+    Input: ``"premise: {premise} hypothesis: {hypothesis}"``. P(supported) is the softmax of the first decoder
+    step's logits restricted to the tokens of ``label_tokens`` (``"1"`` vs ``"0"``).
+
+    Args:
+        model: hub name or folder, e.g. ``google/t5_xxl_true_nli_mixture`` or ``google/t5_11b_trueteacher_and_anli``.
+        label_tokens: the (supported, unsupported) answers; each must be a single token.
+        revision, tokenizer, device, dtype, batch_size, max_length, hypothesis_tokens, local_files_only, token,
+            cache_dir, show_progress: as for :class:`HHEMScorer` (float16 is never chosen on its own: T5
+            overflows in it; bfloat16 or float32).
+
+    Example (needs the weights; 11B parameters):
+        >>> scorer = T5NLIScorer("google/t5_11b_trueteacher_and_anli")  # doctest: +SKIP
+        >>> scorer.predict_support([("Paris is the capital of France.", "Paris is in France.")])  # doctest: +SKIP
+        [0.98...]
+    """
+
+    kind = "t5"
+    allow_fp16 = False
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        revision: str | None = None,
+        tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
+        label_tokens: tuple[str, str] = ("1", "0"),
+        device: DeviceLike = None,
+        dtype: DTypeLike = None,
+        batch_size: int = 16,
+        max_length: int = 512,
+        hypothesis_tokens: int = 64,
+        local_files_only: bool | None = None,
+        token: str | bool | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        show_progress: bool = False,
+    ) -> None:
+        super().__init__(
+            model, revision=revision, tokenizer=tokenizer, device=device, dtype=dtype, batch_size=batch_size,
+            max_length=max_length, hypothesis_tokens=hypothesis_tokens, local_files_only=local_files_only,
+            token=token, cache_dir=cache_dir, show_progress=show_progress,
+        )
+        if (not isinstance(label_tokens, (tuple, list)) or len(label_tokens) != 2
+                or not all(isinstance(t, str) and t.strip() for t in label_tokens)):
+            raise InputError("label_tokens", "must be two non-empty strings: (supported, unsupported)")
+        self.label_tokens = (label_tokens[0], label_tokens[1])
+        self.template = T5_NLI_TEMPLATE
+        self.label_token_ids: tuple[int, int] | None = None
+        self._decoder_start: int | None = None
+
+    def _load_tokenizer(self) -> PreTrainedTokenizerBase:
+        source: Any = self.tokenizer_source if self.tokenizer_source is not None else self.model_name
+        same = isinstance(source, (str, os.PathLike)) and os.fspath(source) == self.model_name
+        tokenizer = self._tokenizer_from(source, self.hub.kwargs(None, same_revision=same))
+        self.label_token_ids = (self._single_token(tokenizer, self.label_tokens[0]),
+                                self._single_token(tokenizer, self.label_tokens[1]))
+        return tokenizer
+
+    def _single_token(self, tokenizer: PreTrainedTokenizerBase, text: str) -> int:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(ids) > 1:  # drop a lone word-start marker ("▁") a sentencepiece tokenizer may emit first
+            ids = [i for i in ids if str(tokenizer.decode([i])).strip()]
+        if len(ids) != 1:
+            raise ModelLoadError(
+                f"the tokenizer of {self.model_name!r} does not encode the answer {text!r} as one token "
+                f"({ids}); pass label_tokens= that are single tokens"
+            )
+        return int(ids[0])
+
+    def _load_model(self, dtype: torch.dtype) -> torch.nn.Module:
+        transformers = _transformers()
+        model = transformers.AutoModelForSeq2SeqLM.from_pretrained(self.model_name, dtype=dtype, **self.hub.kwargs())
+        config = model.config
+        start = config.decoder_start_token_id
+        if start is None:
+            start = config.pad_token_id
+        if start is None:
+            raise ModelLoadError(f"model {self.model_name!r} declares no decoder_start_token_id or pad_token_id")
+        vocab = model.get_output_embeddings().weight.shape[0]
+        if any(i >= vocab for i in self.label_token_ids or ()):
+            raise ModelLoadError(f"model {self.model_name!r}: answer token ids {self.label_token_ids} exceed its "
+                                 f"vocabulary ({vocab}); tokenizer and model do not match")
+        self._decoder_start = int(start)
+        return model  # type: ignore[no-any-return]
+
+    def _after_load(self, model: Any) -> None:
+        if hasattr(model, "shared") and hasattr(model, "encoder"):
+            verify_tied_embeddings(model)
+
+    def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
+        texts = [self.template.format(premise=p, hypothesis=h) for p, h in pairs]
+        ids = tokenizer(texts, add_special_tokens=True)["input_ids"]
+        return [{"input_ids": list(row), "attention_mask": [1] * len(row)} for row in ids]
+
+    def _support(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        import torch
+
+        input_ids = batch["input_ids"]
+        start = torch.full((input_ids.shape[0], 1), self._decoder_start or 0, dtype=torch.long, device=input_ids.device)
+        logits = model(input_ids=input_ids, attention_mask=batch["attention_mask"], decoder_input_ids=start).logits
+        yes, no = self.label_token_ids or (0, 0)
+        return logits[:, 0, [yes, no]].float().softmax(dim=-1)[:, 0]
+
+
+# --------------------------------------------------------------------------- cross-encoders
+def entailment_index(id2label: Mapping[Any, str], label: int | str | None = None) -> int:
+    """The class index meaning "entailed", from a config's ``id2label``.
+
+    ``label`` overrides: an index, or a label name (case-insensitive). Otherwise the one label containing
+    "entail" (not "not_entailment") is taken.
+
+    >>> entailment_index({0: "ENTAILMENT", 1: "neutral", 2: "contradiction"})
+    0
+    >>> entailment_index({0: "not_entailment", 1: "entailment"})
+    1
+    >>> entailment_index({0: "inconsistent", 1: "consistent"}, label="consistent")
+    1
+    """
+    labels = {int(k): str(v) for k, v in id2label.items()}
+    if isinstance(label, bool):
+        raise InputError("entailment_label", "must be an index or a label name")
+    if isinstance(label, int):
+        if label not in labels:
+            raise InputError("entailment_label", f"index {label} is not one of the model's labels {labels}")
+        return label
+    if isinstance(label, str):
+        matches = [i for i, name in labels.items() if name.lower() == label.strip().lower()]
+        if len(matches) != 1:
+            raise InputError("entailment_label", f"{label!r} is not one of the model's labels {labels}")
+        return matches[0]
+    if label is not None:
+        raise InputError("entailment_label", "must be an index or a label name")
+    negated = ("not", "non", "no_", "no ")
+    found = [i for i, name in labels.items() if "entail" in name.lower() and not name.lower().startswith(negated)]
+    if len(found) != 1:
+        raise ModelLoadError(
+            f"cannot tell which label means 'entailed' from the model's labels {labels}; "
+            "pass entailment_label= (its index or name)"
+        )
+    return found[0]
+
+
+class CrossEncoderNLIScorer(HFScorer):
+    """An MNLI-style sequence-classification cross-encoder (``AutoModelForSequenceClassification``).
+
+    P(supported) is the softmax probability of the entailment class over all classes; the entailment index is
+    read from ``config.id2label`` (a label containing "entail"). A model with a single output is read as a
+    sigmoid score.
+
+    Args:
+        model: hub name or folder of any sequence-classification NLI model.
+        entailment_label: the index or name of the "supported" class when the labels do not say "entailment"
+            (e.g. ``"consistent"``, or ``1`` for ``LABEL_0``/``LABEL_1``).
+        revision, tokenizer, device, dtype, batch_size, max_length, hypothesis_tokens, local_files_only, token,
+            cache_dir, show_progress: as for :class:`HHEMScorer`; ``max_length`` is capped at the tokenizer's
+            ``model_max_length``.
+
+    Example (needs the weights):
+        >>> scorer = CrossEncoderNLIScorer("path/to/roberta-large-mnli")  # doctest: +SKIP
+        >>> scorer.predict_support([("A man is eating pizza.", "A man eats something.")])  # doctest: +SKIP
+        [0.97...]
+    """
+
+    kind = "nli"
+    allow_fp16 = True
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        entailment_label: int | str | None = None,
+        revision: str | None = None,
+        tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
+        device: DeviceLike = None,
+        dtype: DTypeLike = None,
+        batch_size: int = 16,
+        max_length: int = 512,
+        hypothesis_tokens: int = 64,
+        local_files_only: bool | None = None,
+        token: str | bool | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        show_progress: bool = False,
+    ) -> None:
+        super().__init__(
+            model, revision=revision, tokenizer=tokenizer, device=device, dtype=dtype, batch_size=batch_size,
+            max_length=max_length, hypothesis_tokens=hypothesis_tokens, local_files_only=local_files_only,
+            token=token, cache_dir=cache_dir, show_progress=show_progress,
+        )
+        if entailment_label is not None and (isinstance(entailment_label, bool)
+                                             or not isinstance(entailment_label, (int, str))):
+            raise InputError("entailment_label", "must be an index or a label name")
+        self.entailment_label = entailment_label
+        self.entailment_index: int | None = None
+
+    def _load_tokenizer(self) -> PreTrainedTokenizerBase:
+        source: Any = self.tokenizer_source if self.tokenizer_source is not None else self.model_name
+        same = isinstance(source, (str, os.PathLike)) and os.fspath(source) == self.model_name
+        tokenizer = self._tokenizer_from(source, self.hub.kwargs(None, same_revision=same))
+        limit = getattr(tokenizer, "model_max_length", None)
+        if isinstance(limit, int) and 32 <= limit < self.max_length:
+            logger.warning("%s: max_length %d capped at the tokenizer's model_max_length %d",
+                           self.name, self.max_length, limit)
+            self.max_length = limit
+        return tokenizer
+
+    def _load_model(self, dtype: torch.dtype) -> torch.nn.Module:
+        transformers = _transformers()
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(
+            self.model_name, dtype=dtype, **self.hub.kwargs()
+        )
+        if model.config.num_labels == 1:
+            self.entailment_index = 0
+        else:
+            self.entailment_index = entailment_index(model.config.id2label, self.entailment_label)
+        return model  # type: ignore[no-any-return]
+
+    def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
+        encoded = tokenizer([p for p, _ in pairs], [h for _, h in pairs], add_special_tokens=True)
+        keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
+        return [{k: list(encoded[k][i]) for k in keys} for i in range(len(pairs))]
+
+    def _support(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        logits = model(**batch).logits.float()
+        if logits.shape[-1] == 1:
+            return logits[:, 0].sigmoid()
+        return logits.softmax(dim=-1)[:, self.entailment_index or 0]
+
+
+# --------------------------------------------------------------------------- dispatch
+def model_kind(config: Mapping[str, Any]) -> str:
+    """Which scorer fits a model, from its ``config.json``: ``"hhem"``, ``"t5"`` or ``"nli"``.
+
+    >>> model_kind({"model_type": "HHEMv2Config", "architectures": ["HHEMv2ForSequenceClassification"]})
+    'hhem'
+    >>> model_kind({"model_type": "t5", "architectures": ["T5ForConditionalGeneration"]})
+    't5'
+    >>> model_kind({"model_type": "roberta", "architectures": ["RobertaForSequenceClassification"]})
+    'nli'
+
+    Raises:
+        ModelLoadError: none fits.
+    """
+    model_type = str(config.get("model_type") or "").lower()
+    architectures = [str(a) for a in config.get("architectures") or []]
+    if (model_type.startswith("hhem") or any(a.upper().startswith("HHEM") for a in architectures)
+            or "t5_config" in config or "foundation" in config or "T5ForTokenClassification" in architectures):
+        return "hhem"
+    if any(a.endswith("ForSequenceClassification") for a in architectures):
+        return "nli"
+    if model_type in _T5_TYPES and (not architectures or any("ForConditionalGeneration" in a for a in architectures)):
+        return "t5"
+    id2label = config.get("id2label")
+    if isinstance(id2label, Mapping) and any("entail" in str(v).lower() for v in id2label.values()):
+        return "nli"
+    raise ModelLoadError(
+        f"cannot tell which scorer fits this model (model_type={model_type!r}, architectures={architectures}); "
+        "use HHEMScorer, T5NLIScorer or CrossEncoderNLIScorer (spec 'hhem:', 't5:' or 'nli:') directly"
+    )
+
+
+_KINDS: dict[str, type[HFScorer]] = {"hhem": HHEMScorer, "t5": T5NLIScorer, "nli": CrossEncoderNLIScorer}
+
+
+def load_hf_scorer(name: str | os.PathLike[str], **kwargs: Any) -> HFScorer:
+    """The scorer that fits the HuggingFace model ``name`` (hub name or folder), chosen from its config.
+
+    An HHEM layout gives :class:`HHEMScorer`, a T5 seq2seq model :class:`T5NLIScorer`, a sequence-classification
+    model :class:`CrossEncoderNLIScorer`. ``kwargs`` go to that class (the hub settings ``revision``,
+    ``local_files_only``, ``token``, ``cache_dir`` also to the config lookup). Only ``config.json`` is read
+    now; the weights load on first use.
+
+    Raises:
+        ModelLoadError: the config cannot be read, or no scorer fits the model.
+    """
+    if not isinstance(name, (str, os.PathLike)) or not os.fspath(name).strip():
+        raise InputError("name", "give a hub name or a local folder path")
+    name = os.fspath(name).strip()
+    if name == HHEM_MODEL:
+        return HHEMScorer(name, **kwargs)
+    hub = HubOptions(kwargs.get("revision"), kwargs.get("local_files_only"), kwargs.get("token"),
+                     kwargs.get("cache_dir"))
+    kind = model_kind(read_config_dict(name, hub))
+    return _KINDS[kind](name, **kwargs)

@@ -1,0 +1,475 @@
+"""GraphEval as a DeepEval metric: :class:`GraphEvalMetric`.
+
+Setup:
+    .. code-block:: bash
+
+        pip install 'grapheval-plugins[deepeval,offline]'   # DeepEval + the offline default models
+        export DEEPEVAL_TELEMETRY_OPT_OUT=YES                 # optional: DeepEval's own telemetry off
+
+Use it next to the metrics a suite already has, and run the suite with ``deepeval test run`` or plain pytest:
+
+.. code-block:: python
+
+    from deepeval import assert_test
+    from deepeval.metrics import AnswerRelevancyMetric
+    from deepeval.test_case import LLMTestCase
+    from grapheval_plugins.integrations.deepeval import GraphEvalMetric
+
+    graph_eval = GraphEvalMetric(threshold=0.5)  # offline default models; nothing is loaded here
+
+    def test_answer():
+        case = LLMTestCase(input="Where is the Eiffel Tower?", actual_output="It is in Rome.",
+                           retrieval_context=["The Eiffel Tower is in Paris."])
+        assert_test(case, [graph_eval, AnswerRelevancyMetric()])
+
+The score follows DeepEval's direction (1 = faithful): ``score = 1 − max P(unsupported)`` over the triples of the
+output's knowledge graph, and a case passes iff ``score >= threshold``. With the default threshold 0.5 that is the
+paper's rule exactly: a hallucination iff some triple's P(unsupported) > 0.5.
+
+Errors follow DeepEval's conventions. A test case without ``actual_output`` or grounding (``None``, empty or blank)
+raises :class:`deepeval.errors.MissingTestCaseParamsError`: ``deepeval test run -s`` (``skip_on_missing_params``)
+skips it, ``-i`` (``ignore_errors``) records it as an errored case. Any other failure (the chat model raising on
+every retry, the scorer failing, a model that cannot be loaded) sets ``metric.error`` and raises a
+:class:`~grapheval_plugins.exceptions.GraphEvalError`; with ``ignore_errors`` the run records it and carries on
+with the other test cases, as DeepEval does for its own metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from .._async import run_sync
+from ..exceptions import (
+    ExtractionError,
+    GraphEvalError,
+    InputError,
+    MissingDependencyError,
+    ScoringError,
+)
+from ..inputs import normalize_context, normalize_output
+from ..pipeline import GraphEval
+from ..types import ClaimCheck, Mode, Report
+
+try:
+    from deepeval.errors import MissingTestCaseParamsError
+    from deepeval.metrics import BaseMetric
+    from deepeval.metrics.indicator import metric_progress_indicator
+    from deepeval.metrics.utils import construct_verbose_logs
+    from deepeval.test_case import LLMTestCase, SingleTurnParams
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("deepeval", "deepeval", "GraphEvalMetric") from exc
+
+__all__ = ["ContextField", "GraphEvalMetric", "clear_shared_engines", "shared_engine"]
+
+ContextField = Literal["auto", "context", "retrieval_context"]
+"""Where the grounding comes from: ``"context"``, ``"retrieval_context"``, or ``"auto"`` (``context`` when it has
+text, else ``retrieval_context``)."""
+
+_CONTEXT_FIELDS = ("auto", "context", "retrieval_context")
+
+# Engines built for metrics that were given model specs rather than an engine. DeepEval copies a metric for every
+# test case by calling its constructor again; every copy finds the same engine here, so models load once.
+# Spec strings (and the defaults) share one engine per process; engines over caller-made model objects live as
+# long as some metric holds them.
+_ENGINES: dict[tuple[Any, ...], GraphEval] = {}
+_ENGINES_BY_OBJECT: weakref.WeakValueDictionary[tuple[Any, ...], GraphEval] = weakref.WeakValueDictionary()
+_ENGINES_LOCK = threading.Lock()
+_LOADED: weakref.WeakSet[GraphEval] = weakref.WeakSet()  # engines whose models are loaded
+
+
+def _is_spec(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _key(value: Any) -> Any:
+    return value if _is_spec(value) else ("object", id(value))
+
+
+def shared_engine(llm: Any = None, scorer: Any = None, mode: Mode = "graph") -> GraphEval:
+    """The process-wide :class:`~grapheval_plugins.GraphEval` for these models (built on first request; loading
+    nothing until first use).
+
+    Metrics built from the same specs share it, and so do DeepEval's per-test-case copies of a metric.
+
+    >>> shared_engine("local:qwen2.5-coder-0.5b", "hhem") is shared_engine("local:qwen2.5-coder-0.5b", "hhem")
+    True
+    """
+    key = (_key(llm), _key(scorer), mode)
+    store: Any = _ENGINES if _is_spec(llm) and _is_spec(scorer) else _ENGINES_BY_OBJECT
+    with _ENGINES_LOCK:
+        engine = store.get(key)
+        if engine is None:
+            engine = GraphEval(llm=llm, scorer=scorer, mode=mode)
+            store[key] = engine
+        return engine
+
+
+def clear_shared_engines() -> None:
+    """Forget the shared engines (their models are freed once no metric holds them)."""
+    with _ENGINES_LOCK:
+        _ENGINES.clear()
+        _ENGINES_BY_OBJECT.clear()
+
+
+class GraphEvalMetric(BaseMetric):
+    """GraphEval (knowledge-graph hallucination detection) as a DeepEval metric.
+
+    Reads ``actual_output`` and the grounding from ``context`` or, when that is absent, ``retrieval_context``
+    (see ``context_field``); extracts the output's knowledge graph with one chat-model call and scores every triple
+    against the grounding. ``score = 1 − max P(unsupported)`` (1 = faithful); the case passes iff
+    ``score >= threshold``.
+
+    Args:
+        threshold: minimum passing score. The default 0.5 reproduces the paper's rule (a hallucination iff some
+            triple's P(unsupported) > 0.5).
+        grapheval: the engine to use, passed by reference to every copy DeepEval makes (its loaded models are
+            shared). Build one yourself for options beyond ``llm``/``scorer``/``mode`` (cache file, prompt,
+            retries …).
+        llm: chat model or spec for the extraction when no engine is given (``None``: the offline default).
+        scorer: scorer or spec when no engine is given (``None``: the offline default).
+        mode: ``"graph"`` (default) or ``"raw"`` (the whole output scored as one claim: the paper's baseline).
+            With an engine, ``None`` or the engine's own mode.
+        context_field: ``"auto"`` (default), ``"context"`` or ``"retrieval_context"``.
+        include_reason: put the unsupported triples, their probabilities and evidence in ``reason``.
+        strict_mode: DeepEval's strict mode: the threshold becomes 1 and the score is 1 only when every triple is
+            fully supported (P(unsupported) = 0), else 0. Meant for scorers that give exact 0/1 verdicts; with a
+            probabilistic scorer almost every case fails.
+        async_mode: kept for DeepEval's display; scoring always runs off the event loop.
+        verbose_mode: print the whole knowledge graph with every score after each measure.
+        suggest_correction: ``True`` (or a configured :class:`~grapheval_plugins.correct.GraphCorrect` over the same
+            engine): for a case GraphEval flags, ask GraphCorrect for a corrected output and append it to
+            ``reason``. Costs a few chat-model calls per flagged case; a failed correction is noted, never raised.
+
+    Models are never loaded in the constructor: they load on the first measured test case, once per engine.
+    Concurrent test cases share scorer passes (``evaluate()`` runs 20 at a time by default).
+
+    Example:
+        >>> from deepeval.test_case import LLMTestCase
+        >>> from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
+        >>> llm = ScriptedChatModel(responses=['<python>[["The Eiffel Tower", "located in", "Rome"]]</python>'])
+        >>> metric = GraphEvalMetric(llm=llm, scorer=KeywordScorer())
+        >>> case = LLMTestCase(input="Where is the Eiffel Tower?", actual_output="The Eiffel Tower is in Rome.",
+        ...                    retrieval_context=["The Eiffel Tower is located in Paris."])
+        >>> metric.measure(case, _show_indicator=False)
+        0.375
+        >>> metric.is_successful()
+        False
+        >>> print(metric.reason)
+        hallucination: 1 of 1 claim unsupported (score 0.375 < threshold 0.500; grounding: retrieval_context)
+        - ['The Eiffel Tower', 'located in', 'Rome'] P(unsupported)=0.625; evidence: "The Eiffel Tower is located in Paris."
+    """
+
+    _required_params = [SingleTurnParams.ACTUAL_OUTPUT]  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        grapheval: GraphEval | None = None,
+        *,
+        llm: Any = None,
+        scorer: Any = None,
+        mode: Mode | None = None,
+        context_field: ContextField = "auto",
+        include_reason: bool = True,
+        strict_mode: bool = False,
+        async_mode: bool = True,
+        verbose_mode: bool = False,
+        suggest_correction: Any = False,
+    ) -> None:
+        # DeepEval copies a metric by calling this constructor with ``vars(metric)``: every argument is stored
+        # under its own name, and the engine travels by reference.
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
+            raise InputError("threshold", f"must be a number in [0, 1], got {threshold!r}")
+        if context_field not in _CONTEXT_FIELDS:
+            raise InputError("context_field", f"must be one of {_CONTEXT_FIELDS}, got {context_field!r}")
+        if mode not in (None, "graph", "raw"):
+            raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
+        if grapheval is not None:
+            if not isinstance(grapheval, GraphEval):
+                raise InputError("grapheval", f"expected a GraphEval engine, got {type(grapheval).__name__}")
+            if llm is not None or scorer is not None:
+                raise InputError("grapheval", "pass either an engine or llm/scorer, not both")
+            if mode is not None and mode != grapheval.mode:
+                raise InputError("mode", f"{mode!r} differs from the engine's mode {grapheval.mode!r}")
+        self.threshold = 1.0 if strict_mode else float(threshold)
+        self.grapheval = grapheval
+        self.llm = llm
+        self.scorer = scorer
+        self.mode = mode
+        self.context_field: ContextField = context_field
+        self.include_reason = include_reason
+        self.strict_mode = strict_mode
+        self.async_mode = async_mode
+        self.verbose_mode = verbose_mode
+        if not isinstance(suggest_correction, bool) and not hasattr(suggest_correction, "acorrect"):
+            raise InputError("suggest_correction", f"expected a bool or a GraphCorrect, got {suggest_correction!r}")
+        self.suggest_correction = suggest_correction
+        self._engine = grapheval if grapheval is not None else shared_engine(llm, scorer, mode or "graph")
+        self.evaluation_model = self._engine.describe(load=False)
+        self.evaluation_cost = None
+        self.score = None
+        self.success = None
+        self.reason = None
+        self.error = None
+        self.verbose_logs = None
+
+    @property
+    def engine(self) -> GraphEval:
+        """The GraphEval engine this metric (and every copy of it) scores with."""
+        return self._engine
+
+    def warm_up(self) -> Report:
+        """Load the models now and check one tiny sample with them; returns its report.
+
+        Local models otherwise load during the first measured test case, inside DeepEval's per-test-case timeout
+        (180 s by default): call this once before a suite (e.g. in a session fixture) on a slow machine.
+        """
+        report = self._engine.evaluate("The sky is blue.", "The sky is blue.")
+        _raise_for_report(report)
+        _LOADED.add(self._engine)
+        return report
+
+    @property
+    def __name__(self) -> str:  # type: ignore[override]
+        return "GraphEval (raw)" if self._engine.mode == "raw" else "GraphEval"
+
+    # ----------------------------------------------------------------- DeepEval's interface
+    def measure(
+        self,
+        test_case: LLMTestCase,
+        *args: Any,
+        _show_indicator: bool = True,
+        _in_component: bool = False,
+        **kwargs: Any,
+    ) -> float:
+        """Score one test case (see :meth:`a_measure`); works inside a running event loop too."""
+        return run_sync(self.a_measure(test_case, _show_indicator=_show_indicator, _in_component=_in_component))
+
+    async def a_measure(
+        self,
+        test_case: LLMTestCase,
+        *args: Any,
+        _show_indicator: bool = True,
+        _in_component: bool = False,
+        **kwargs: Any,
+    ) -> float:
+        """Score one test case; sets ``score``, ``success``, ``reason``, ``verbose_logs``.
+
+        Raises:
+            MissingTestCaseParamsError: no ``actual_output``, or no grounding in the chosen field(s).
+            GraphEvalError: a model could not be loaded or a stage failed (``metric.error`` says which).
+        """
+        self.score = self.success = self.reason = self.error = self.verbose_logs = None
+        with metric_progress_indicator(
+            self, async_mode=True, _show_indicator=_show_indicator, _in_component=_in_component
+        ):
+            try:
+                output, context, source = _read_test_case(test_case, self.context_field, self.__name__)
+                if self._engine not in _LOADED:
+                    # Load the models (first use only) in a worker thread, never on the event loop.
+                    await asyncio.to_thread(self._engine.describe)
+                    _LOADED.add(self._engine)
+                report = await self._engine.aevaluate(context, output, id=getattr(test_case, "name", None))
+                _raise_for_report(report)
+            except Exception as exc:
+                self.error = str(exc)
+                self.success = False
+                raise
+            correction = None
+            if self.suggest_correction and self.include_reason and report.hallucinated:
+                correction = await self._suggest(context, output, report)
+            return self._apply(report, source, correction)
+
+    def is_successful(self) -> bool:
+        if self.error is not None or self.score is None:
+            self.success = False
+        else:
+            self.success = bool(self.score >= self._threshold)
+        return self.success
+
+    @property
+    def _threshold(self) -> float:
+        return 0.5 if self.threshold is None else float(self.threshold)
+
+    # ----------------------------------------------------------------- results
+    async def _suggest(self, context: str, output: str, report: Report) -> str:
+        """GraphCorrect's suggestion for a flagged output, as lines for the reason."""
+        corrector = self.suggest_correction
+        if corrector is True:
+            from ..correct import GraphCorrect
+
+            corrector = GraphCorrect(self._engine, rouge=False)
+        try:
+            result = await corrector.acorrect(context, output, report=report)
+        except GraphEvalError as exc:
+            return f"suggested correction: none ({type(exc).__name__}: {exc})"
+        if not result.changed:
+            why = [c.reason for c in result.rejected if c.reason] + [e.message for e in result.errors]
+            return f"suggested correction: none ({'; '.join(why) or result.status})"
+        verdict = {True: " (passes the re-check)", False: " (still flagged by the re-check)"}.get(result.passed, "")
+        return f"suggested correction{verdict}: {result.corrected}\nchanges: {result.diff}"
+
+    def _apply(self, report: Report, source: str, correction: str | None = None) -> float:
+        threshold = self._threshold
+        score = float(report.score or 0.0)  # not None: checked by _raise_for_report
+        if self.strict_mode:
+            score = 1.0 if score >= threshold else 0.0
+        failing = [c for c in report.claims if 1.0 - c.p_unsupported < threshold]
+        self.score = score
+        self.success = score >= threshold
+        self.reason = _format_reason(report, failing, score, threshold, source) if self.include_reason else None
+        if self.reason is not None and correction:
+            self.reason += "\n" + correction
+        steps = [
+            _format_graph(report, failing, source),
+            f"Score: {score:.3f} = 1 - max P(unsupported)"
+            + (" (strict mode: 1 only when every claim has P(unsupported) = 0)" if self.strict_mode else "")
+            + f"; threshold {threshold:.3f} -> {'pass' if self.success else 'fail'}\nReason: {self.reason}",
+        ]
+        self.verbose_logs = construct_verbose_logs(self, steps=steps)
+        return score
+
+
+# --------------------------------------------------------------------- reading test cases
+def _passages(value: Any) -> list[str]:
+    """The text of a ``context`` / ``retrieval_context`` list (``RetrievedContextData`` items give their text)."""
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    texts: list[str] = []
+    for item in items:
+        text = getattr(item, "context", item)
+        texts.append(text if isinstance(text, str) else getattr(text, "page_content", text))
+    return texts
+
+
+def _read_test_case(test_case: Any, context_field: ContextField, name: str) -> tuple[str, str, str]:
+    """``(output, context, source field)`` of a test case, or the error DeepEval users expect."""
+    if not isinstance(test_case, LLMTestCase):
+        raise ValueError(
+            f"Unable to evaluate test cases that are not of type 'LLMTestCase' using the '{name}' metric."
+        )
+    if getattr(test_case, "multimodal", False):
+        raise ValueError(f"The '{name}' metric checks text only; multimodal test cases are not supported.")
+    output = test_case.actual_output
+    if output is None:
+        raise MissingTestCaseParamsError(f"'actual_output' cannot be None for the '{name}' metric")
+    try:
+        output_text = normalize_output(output, "actual_output")
+    except InputError as exc:
+        raise MissingTestCaseParamsError(f"'actual_output' cannot be empty for the '{name}' metric") from exc
+
+    fields = ("context", "retrieval_context") if context_field == "auto" else (context_field,)
+    problems: list[str] = []
+    for field in fields:
+        value = getattr(test_case, field)
+        if value is None:
+            problems.append(f"'{field}' is None")
+            continue
+        try:
+            return output_text, normalize_context(_passages(value), field), field
+        except InputError as exc:
+            if "empty" not in str(exc):
+                raise
+            problems.append(f"'{field}' is empty")
+    wanted = " or ".join(f"'{f}'" for f in fields)
+    raise MissingTestCaseParamsError(
+        f"{wanted} cannot be None or empty for the '{name}' metric ({'; '.join(problems)})"
+    )
+
+
+def _raise_for_report(report: Report) -> None:
+    """A report that reached no verdict becomes the error of the stage that failed."""
+    if report.ok and report.score is not None:
+        return
+    error = report.errors[0] if report.errors else None
+    message = f"{error.stage}: {error.message}" if error else "no verdict was reached"
+    if error is not None and error.stage == "extract":
+        raise ExtractionError(message)
+    if error is not None and error.stage == "check":
+        raise ScoringError(message)
+    raise GraphEvalError(message)
+
+
+# --------------------------------------------------------------------- reason and verbose logs
+_WORD = re.compile(r"[a-z0-9]+")
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+_MAX_EVIDENCE = 200
+_MAX_LISTED = 8
+
+
+def _what(claim: ClaimCheck) -> str:
+    return str(claim.triple.as_list()) if claim.triple is not None else repr(claim.claim)
+
+
+def _evidence(claim: ClaimCheck) -> str | None:
+    """The deciding context passage, shortened to the sentence sharing most words with the claim when long."""
+    chunk = (claim.evidence or "").strip()
+    if not chunk:
+        return None
+    if len(chunk) <= _MAX_EVIDENCE:
+        return chunk
+    words = set(_WORD.findall(claim.claim.lower()))
+    sentences = [s.strip() for s in _SENTENCE.findall(chunk) if s.strip()]
+    best = max(sentences, key=lambda s: len(words & set(_WORD.findall(s.lower()))), default=chunk)
+    best = best if len(best) <= _MAX_EVIDENCE else best[: _MAX_EVIDENCE - 1] + "…"
+    return f"…{best}…"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _format_reason(report: Report, failing: Sequence[ClaimCheck], score: float, threshold: float, source: str) -> str:
+    n = len(report.claims)
+    where = f"grounding: {source}"
+    note = ""
+    if report.extraction is not None and report.extraction.fallback:
+        note = "\n(no knowledge graph could be extracted: the whole output was checked as one claim)"
+    if not failing:
+        return (
+            f"faithful: {_plural(n, 'claim')} checked, none unsupported "
+            f"(score {score:.3f} >= threshold {threshold:.3f}; {where}){note}"
+        )
+    lines = [
+        f"hallucination: {len(failing)} of {_plural(n, 'claim')} unsupported "
+        f"(score {score:.3f} < threshold {threshold:.3f}; {where})"
+    ]
+    for claim in sorted(failing, key=lambda c: -c.p_unsupported)[:_MAX_LISTED]:
+        evidence = _evidence(claim)
+        line = f"- {_what(claim)} P(unsupported)={claim.p_unsupported:.3f}"
+        lines.append(line + (f'; evidence: "{evidence}"' if evidence else ""))
+    if len(failing) > _MAX_LISTED:
+        lines.append(f"- … {len(failing) - _MAX_LISTED} more")
+    return "\n".join(lines) + note
+
+
+def _format_graph(report: Report, failing: Sequence[ClaimCheck], source: str) -> str:
+    bad = {id(c) for c in failing}
+    extraction = report.extraction
+    head = f"Grounding: {source}. Models: {report.llm or 'raw'} + {report.scorer}."
+    if extraction is None:
+        lines = [head, "Mode raw: the whole output was scored as one claim."]
+    else:
+        lines = [
+            head,
+            f"Knowledge graph: {_plural(len(report.triples), 'triple')} (chat-model calls: {extraction.attempts}, "
+            f"cached: {'yes' if extraction.cached else 'no'}, fallback: {'yes' if extraction.fallback else 'no'})",
+        ]
+    for i, claim in enumerate(report.claims, 1):
+        verdict = "UNSUPPORTED" if id(claim) in bad else "supported"
+        span = f" span=[{claim.span[0]}, {claim.span[1]})" if claim.span else ""
+        lines.append(
+            f"{i:>3}. {_what(claim)} P(unsupported)={claim.p_unsupported:.3f} {verdict}{span} "
+            f"evidence chunk #{claim.evidence_index}"
+        )
+    if extraction is not None and extraction.issues:
+        lines.append("Parser notes: " + "; ".join(extraction.issues))
+    if report.timings:
+        lines.append("Seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in report.timings.items()))
+    return "\n".join(lines)

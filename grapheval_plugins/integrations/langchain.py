@@ -1,0 +1,407 @@
+"""GraphEval as a LangChain ``Runnable``: put it at the end of a RAG chain.
+
+The answer and the retrieved documents go in, a :class:`~grapheval_plugins.types.Report` comes out beside them.
+The chat model that extracts the knowledge graph runs as a child of the GraphEval run, so callbacks, tags and
+metadata reach it and tracing (LangSmith, ``astream_events``, your own handlers) shows the nested runs.
+
+* :class:`GraphEvalRunnable` adds GraphEval's report to the row;
+* :class:`GraphCorrectRunnable` replaces a flagged answer by GraphCorrect's correction;
+* :func:`route_on_hallucination` checks, then sends flagged rows to a corrector or a chain that regenerates.
+
+>>> from langchain_core.documents import Document
+>>> from langchain_core.runnables import RunnablePassthrough
+>>> from grapheval_plugins import GraphEval
+>>> from grapheval_plugins.integrations.langchain import GraphEvalRunnable
+>>> from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
+>>> llm = ScriptedChatModel(responses=['<python>[["The Eiffel Tower", "located in", "Rome"]]</python>'])
+>>> check = GraphEvalRunnable(GraphEval(llm=llm, scorer=KeywordScorer()))
+>>> out = check.invoke({"question": "Where is the Eiffel Tower?",
+...                     "context": [Document(page_content="The Eiffel Tower is in Paris.")],
+...                     "answer": "The Eiffel Tower is located in Rome."})
+>>> sorted(out), out["grapheval"].hallucinated
+(['answer', 'context', 'grapheval', 'question'], True)
+
+Inside a chain, add the report under a key of your choice with ``RunnablePassthrough.assign`` and
+``report_only=True``:
+
+>>> chain = RunnablePassthrough.assign(verdict=check.with_options(report_only=True))
+>>> print(chain.invoke({"context": "The Eiffel Tower is in Paris.",
+...                     "answer": "The Eiffel Tower is located in Rome."})["verdict"].explain())
+hallucination (score 0.250): 1 unsupported claim(s)
+- ['The Eiffel Tower', 'located in', 'Rome'] p_unsupported=0.750
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Literal, cast
+
+from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
+from langchain_core.runnables import (
+    Runnable,
+    RunnableBranch,
+    RunnableConfig,
+    RunnableLambda,
+    RunnablePassthrough,
+    RunnableSerializable,
+)
+from pydantic import ConfigDict
+from typing_extensions import Self
+
+from ..correct import GraphCorrect
+from ..exceptions import InputError
+from ..inputs import normalize_context, normalize_output
+from ..pipeline import GraphEval
+from ..types import Report
+
+__all__ = ["GraphCorrectRunnable", "GraphEvalRunnable", "route_on_hallucination"]
+
+
+def _keys(value: Any, field: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, Sequence) or not value or not all(isinstance(k, str) and k for k in value):
+        raise InputError(field, f"expected a key name or a non-empty list of key names, got {value!r}")
+    return tuple(value)
+
+
+def _pick(row: Mapping[str, Any], keys: tuple[str, ...], what: str) -> tuple[str, Any]:
+    for key in keys:
+        if key in row:
+            return key, row[key]
+    raise InputError(
+        "input",
+        f"no {what} found: expected one of the keys {list(keys)}, got {sorted(map(str, row))}. "
+        f"Set {'answer_keys' if what == 'answer' else 'context_keys'}=... to the key your chain uses.",
+    )
+
+
+class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
+    """Shared plumbing: reading rows, one traced run per row, batches on one event loop."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    answer_keys: tuple[str, ...] = ("answer", "output")
+    context_keys: tuple[str, ...] = ("context", "documents")
+
+    _engine_field: ClassVar[str] = ""
+    _option_fields: ClassVar[tuple[str, ...]] = ("name", "answer_keys", "context_keys")
+
+    @staticmethod
+    def _check_options(kwargs: dict[str, Any]) -> None:
+        for field in ("answer_keys", "context_keys"):
+            if field in kwargs:
+                kwargs[field] = _keys(kwargs[field], field)
+        for field in ("report_key", "correction_key"):
+            if field in kwargs and not (isinstance(kwargs[field], str) and kwargs[field]):
+                raise InputError(field, f"expected a non-empty key name, got {kwargs[field]!r}")
+
+    def with_options(self, **changes: Any) -> Self:
+        """A copy with some options changed, sharing the same engine (and its loaded models).
+
+        >>> from grapheval_plugins.testing import KeywordScorer
+        >>> r = GraphEvalRunnable(scorer=KeywordScorer())
+        >>> r2 = r.with_options(report_only=True, answer_keys="response")
+        >>> r2.grapheval is r.grapheval, r2.report_only, r2.answer_keys
+        (True, True, ('response',))
+        """
+        fields = {name: getattr(self, name) for name in self._option_fields}
+        cls: Any = type(self)
+        return cast(Self, cls(getattr(self, self._engine_field), **{**fields, **changes}))
+
+    # ----------------------------------------------------------------- rows
+    def _read(self, row: Any) -> tuple[str, str, str]:
+        """``(context, answer, answer key)`` of one input row, validated."""
+        if not isinstance(row, Mapping):
+            raise InputError(
+                "input",
+                f"expected a dict with one of {list(self.answer_keys)} and one of {list(self.context_keys)}, "
+                f"got {type(row).__name__}",
+            )
+        answer_key, answer = _pick(row, self.answer_keys, "answer")
+        context_key, context = _pick(row, self.context_keys, "context")
+        return normalize_context(context, context_key), normalize_output(answer, answer_key), answer_key
+
+    async def _arow(self, row: dict[str, Any], config: RunnableConfig) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _max_concurrency(self) -> int:  # pragma: no cover - overridden
+        return 4
+
+    # The helpers below take ``run_manager`` and ``config``: LangChain passes the child config (callbacks of this
+    # run) as ``config``, so the chat-model calls inside become nested runs.
+    def _row(self, row: dict[str, Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> Any:
+        from .._async import run_sync
+
+        return run_sync(self._arow(row, config))
+
+    async def _arow_traced(
+        self, row: dict[str, Any], run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+    ) -> Any:
+        return await self._arow(row, config)
+
+    def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return self._call_with_config(self._row, input, config, **kwargs)
+
+    async def ainvoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return await self._acall_with_config(self._arow_traced, input, config, **kwargs)
+
+    # ----------------------------------------------------------------- many rows
+    async def _amany(self, rows: list[dict[str, Any]], config: list[RunnableConfig]) -> list[Any]:
+        limit = (config[0].get("max_concurrency") if config else None) or self._max_concurrency()
+        semaphore = asyncio.Semaphore(limit)
+
+        async def one(row: dict[str, Any], cfg: RunnableConfig) -> Any:
+            async with semaphore:
+                try:
+                    return await self._arow(row, cfg)
+                except Exception as exc:  # noqa: BLE001 - returned per row; the batch helper raises or returns it
+                    return exc
+
+        return list(await asyncio.gather(*(one(r, c) for r, c in zip(rows, config))))
+
+    def _many(
+        self, rows: list[dict[str, Any]], run_manager: list[CallbackManagerForChainRun], config: list[RunnableConfig]
+    ) -> list[Any]:
+        from .._async import run_sync
+
+        return run_sync(self._amany(rows, config))
+
+    async def _amany_traced(
+        self,
+        rows: list[dict[str, Any]],
+        run_manager: list[AsyncCallbackManagerForChainRun],
+        config: list[RunnableConfig],
+    ) -> list[Any]:
+        return await self._amany(rows, config)
+
+    def batch(
+        self,
+        inputs: list[dict[str, Any]],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """Many rows concurrently on one event loop; results in input order, each row its own traced run.
+
+        At most ``max_concurrency`` rows (from the config, else the engine's) are in flight at once.
+        """
+        return self._batch_with_config(self._many, inputs, config, return_exceptions=return_exceptions, **kwargs)
+
+    async def abatch(
+        self,
+        inputs: list[dict[str, Any]],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """Async :meth:`batch`."""
+        return await self._abatch_with_config(
+            self._amany_traced, inputs, config, return_exceptions=return_exceptions, **kwargs
+        )
+
+
+class GraphEvalRunnable(_RowRunnable):
+    """Checks the answer of a RAG chain against its grounding with GraphEval.
+
+    Input: a dict holding the answer (a string or an ``AIMessage``) and its grounding (a string, or a list of
+    strings or ``Document``\\ s), under the first of ``answer_keys`` / ``context_keys`` present. Output: the input
+    with the :class:`~grapheval_plugins.types.Report` added under ``report_key``, or the report alone with
+    ``report_only=True`` (the form for ``RunnablePassthrough.assign``).
+
+    ``invoke``/``ainvoke`` run one check; ``batch``/``abatch`` run the rows concurrently on one event loop (at most
+    ``max_concurrency`` from the config, else the engine's ``max_concurrency``) so the scorer sees their claims in
+    shared passes. A stage failure does not raise: the report carries it (``report.ok`` is False). An input
+    without an answer or a context raises :class:`~grapheval_plugins.exceptions.InputError`.
+
+    Args:
+        grapheval: the engine; built from ``llm`` and ``scorer`` when not given.
+        llm, scorer: shortcuts for ``GraphEval(llm=llm, scorer=scorer)`` (models resolve on first use).
+        answer_keys: keys tried in turn for the answer (default ``("answer", "output")``).
+        context_keys: keys tried in turn for the grounding (default ``("context", "documents")``).
+        report_key: where the report goes in the output dict (default ``"grapheval"``).
+        report_only: return the report alone.
+
+    Setup::
+
+        pip install 'grapheval-plugins[offline]'      # or [aws] for Claude on Bedrock, [hf] for HHEM
+
+    Instantiate::
+
+        check = GraphEvalRunnable(llm="bedrock:anthropic.claude-v2", scorer="hhem")
+        rag = {"context": retriever, "question": RunnablePassthrough()} | RunnablePassthrough.assign(
+            answer=prompt | chat | StrOutputParser()) | check
+        out = rag.invoke("Who founded the company?")
+        out["grapheval"].hallucinated, out["grapheval"].explain()
+    """
+
+    name: str | None = "GraphEval"
+    grapheval: GraphEval
+    report_key: str = "grapheval"
+    report_only: bool = False
+
+    _engine_field: ClassVar[str] = "grapheval"
+    _option_fields: ClassVar[tuple[str, ...]] = (*_RowRunnable._option_fields, "report_key", "report_only")
+
+    def __init__(
+        self, grapheval: GraphEval | None = None, *, llm: Any = None, scorer: Any = None, **kwargs: Any
+    ) -> None:
+        if grapheval is None:
+            grapheval = GraphEval(llm=llm, scorer=scorer)
+        elif llm is not None or scorer is not None:
+            raise InputError("llm", "pass either a GraphEval engine or llm/scorer, not both")
+        if not isinstance(grapheval, GraphEval):
+            raise InputError("grapheval", f"expected a GraphEval engine, got {type(grapheval).__name__}")
+        self._check_options(kwargs)
+        super().__init__(grapheval=grapheval, **kwargs)  # type: ignore[call-arg]
+
+    def _max_concurrency(self) -> int:
+        return self.grapheval.max_concurrency
+
+    async def _arow(self, row: dict[str, Any], config: RunnableConfig) -> Any:
+        context, answer, _ = self._read(row)
+        report = await self.grapheval.aevaluate(context, answer, config=config)
+        return report if self.report_only else {**row, self.report_key: report}
+
+
+class GraphCorrectRunnable(_RowRunnable):
+    """Corrects the answer of a RAG chain with GraphCorrect (detect, fix the flagged triples, check again).
+
+    Input: a dict like :class:`GraphEvalRunnable`'s. When it already holds GraphEval's report on this answer under
+    ``report_key`` (a :class:`GraphEvalRunnable` ran before), detection is not repeated. Output, by ``output``:
+
+    * ``"row"`` (default): the input with the answer replaced by the corrected one (under the key it was read
+      from), the :class:`~grapheval_plugins.correct.CorrectionReport` under ``correction_key``, and, when the
+      row held a report under ``report_key``, that report replaced by the re-check of the corrected answer;
+    * ``"answer"``: the corrected answer alone (``RunnablePassthrough.assign(answer=...)``);
+    * ``"report"``: the correction report alone.
+
+    An answer GraphEval does not flag comes back unchanged, with no correction call. Chat-model failures are
+    recorded in the correction report, not raised.
+
+    Args:
+        corrector: the :class:`~grapheval_plugins.correct.GraphCorrect` engine; built from ``grapheval`` and
+            ``llm`` when not given.
+        grapheval, llm: shortcuts for ``GraphCorrect(grapheval, llm)``.
+        answer_keys, context_keys: as for :class:`GraphEvalRunnable`.
+        report_key: where a GraphEval report may already be in the row (default ``"grapheval"``).
+        correction_key: where the correction report goes (default ``"correction"``).
+        output: ``"row"``, ``"answer"`` or ``"report"`` (see above).
+
+    >>> from grapheval_plugins import GraphEval
+    >>> from grapheval_plugins.correct import GraphCorrect
+    >>> from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
+    >>> def respond(messages):
+    ...     text = messages[-1].content
+    ...     if "<old_triple>" in text:
+    ...         return "<context>Tom lives in Bergen.</context>"
+    ...     if "<triple>" in text:
+    ...         return '["Tom", "lives in", "Bergen"]'
+    ...     return '<python>[["Tom", "lives in", "%s"]]</python>' % ("Bergen" if "Bergen" in text else "Oslo")
+    >>> grapheval = GraphEval(llm=ScriptedChatModel(respond=respond), scorer=KeywordScorer())
+    >>> fix = GraphCorrectRunnable(GraphCorrect(grapheval, rouge=False))
+    >>> out = fix.invoke({"context": "Tom lives in Bergen.", "answer": "Tom lives in Oslo."})
+    >>> out["answer"], out["correction"].status
+    ('Tom lives in Bergen.', 'corrected')
+    """
+
+    name: str | None = "GraphCorrect"
+    corrector: GraphCorrect
+    report_key: str = "grapheval"
+    correction_key: str = "correction"
+    output: Literal["row", "answer", "report"] = "row"
+
+    _engine_field: ClassVar[str] = "corrector"
+    _option_fields: ClassVar[tuple[str, ...]] = (
+        *_RowRunnable._option_fields, "report_key", "correction_key", "output",
+    )
+
+    def __init__(
+        self,
+        corrector: GraphCorrect | None = None,
+        *,
+        grapheval: GraphEval | None = None,
+        llm: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if corrector is None:
+            corrector = GraphCorrect(grapheval, llm)
+        elif grapheval is not None or llm is not None:
+            raise InputError("grapheval", "pass either a GraphCorrect engine or grapheval/llm, not both")
+        if not isinstance(corrector, GraphCorrect):
+            raise InputError("corrector", f"expected a GraphCorrect engine, got {type(corrector).__name__}")
+        if kwargs.get("output", "row") not in ("row", "answer", "report"):
+            raise InputError("output", f"must be 'row', 'answer' or 'report', got {kwargs['output']!r}")
+        self._check_options(kwargs)
+        super().__init__(corrector=corrector, **kwargs)  # type: ignore[call-arg]
+
+    def _max_concurrency(self) -> int:
+        return self.corrector.max_concurrency or self.corrector.grapheval.max_concurrency
+
+    async def _arow(self, row: dict[str, Any], config: RunnableConfig) -> Any:
+        context, answer, answer_key = self._read(row)
+        known = row.get(self.report_key)
+        detection = known if isinstance(known, Report) and known.output == answer else None
+        result = await self.corrector.acorrect(context, answer, report=detection, config=config)
+        if self.output == "answer":
+            return result.corrected
+        if self.output == "report":
+            return result
+        out = {**row, answer_key: result.corrected, self.correction_key: result}
+        if self.report_key in row:
+            out[self.report_key] = result.recheck or result.detection
+        return out
+
+
+def _flagged(key: str) -> Callable[[Mapping[str, Any]], bool]:
+    def flagged(row: Mapping[str, Any]) -> bool:
+        report = row.get(key)
+        return isinstance(report, Report) and report.hallucinated is True
+
+    return flagged
+
+
+def _errored(key: str) -> Callable[[Mapping[str, Any]], bool]:
+    def errored(row: Mapping[str, Any]) -> bool:
+        report = row.get(key)
+        return isinstance(report, Report) and not report.ok
+
+    return errored
+
+
+def route_on_hallucination(
+    checker: GraphEvalRunnable,
+    on_hallucination: Runnable[Any, Any] | Callable[[Any], Any],
+    *,
+    otherwise: Runnable[Any, Any] | Callable[[Any], Any] | None = None,
+    on_error: Runnable[Any, Any] | Callable[[Any], Any] | None = None,
+) -> Runnable[dict[str, Any], Any]:
+    """Check the answer, then branch: ``on_hallucination`` runs when GraphEval flags it.
+
+    The row (with the report under ``checker.report_key``) goes to ``on_hallucination`` when the report says
+    ``hallucinated``; to ``on_error`` when no verdict was reached (if given); else to ``otherwise`` (default: the
+    row unchanged). Typical branches: a corrector (``GraphCorrectRunnable``) or a chain that regenerates the
+    answer.
+
+    >>> from grapheval_plugins import GraphEval
+    >>> from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
+    >>> llm = ScriptedChatModel(respond=lambda messages: '<python>[["Tom", "lives in", "Oslo"]]</python>')
+    >>> chain = route_on_hallucination(
+    ...     GraphEvalRunnable(GraphEval(llm=llm, scorer=KeywordScorer())),
+    ...     on_hallucination=lambda row: {**row, "answer": "I don't know."})
+    >>> chain.invoke({"context": "Tom lives in Bergen.", "answer": "Tom lives in Oslo."})["answer"]
+    "I don't know."
+    >>> chain.invoke({"context": "Tom lives in Oslo.", "answer": "Tom lives in Oslo."})["answer"]
+    'Tom lives in Oslo.'
+    """
+    key = checker.report_key
+    check = checker.with_options(report_only=False)
+    branches: list[Any] = [(RunnableLambda(_flagged(key)).with_config(run_name="hallucinated"), on_hallucination)]
+    if on_error is not None:
+        branches.append((RunnableLambda(_errored(key)).with_config(run_name="no_verdict"), on_error))
+    branches.append(otherwise if otherwise is not None else RunnablePassthrough())
+    branch = RunnableBranch(*branches).with_config(run_name="route_on_hallucination")
+    return cast("Runnable[dict[str, Any], Any]", check | branch)

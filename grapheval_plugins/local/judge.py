@@ -1,0 +1,321 @@
+"""An LLM-judge scorer over a local llama.cpp model: P(unsupported) from next-token logits.
+
+For each ``(context, claim)`` the judge reads a strict ChatML prompt — a claim is *supported* only if every
+detail is stated in the context; world knowledge does not count — and takes the logits of the next token over
+three label words (supported / contradicted / unknown). ``P(supported)`` is the softmax over those three
+logits (optionally recalibrated, see :class:`JudgeCalibration`) and ``P(unsupported) = 1 − P(supported)``.
+
+The context comes before the claim, so the evaluated context (its KV cache) is reused for every claim of a
+sample: scoring N triples costs about one context prefill plus N short claim prefills.
+
+Example (downloads nothing: the weights come from the pinned ``weights-*`` packages)::
+
+    from grapheval_plugins.local.judge import load_judge_scorer
+
+    judge = load_judge_scorer("local:qwen2.5-coder-0.5b")
+    judge.check(["Marie Curie was born in Warsaw."], ["Marie Curie born in Paris"])[0].p_unsupported  # ~0.9
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._imports import require
+from ..check.base import Scorer
+from ..exceptions import InputError, ModelLoadError
+from .chatml import tokenize_segments
+from .runtime import ContextOverflowError, LlamaSession, get_session
+from .weights import HubFetcher, canonical_name, resolve_model_path, validate_reference
+
+__all__ = [
+    "JUDGE_CALIBRATIONS",
+    "JUDGE_PROMPT",
+    "JudgeCalibration",
+    "JudgePrompt",
+    "LocalJudgeScorer",
+    "load_judge_scorer",
+]
+
+_SYSTEM = (
+    "You are a strict fact-checker. You decide whether a claim is supported by a context, using only the "
+    "context.\n"
+    "- supported: every detail of the claim (who, what, numbers, dates, places, relations) is stated in the "
+    "context or follows directly from it.\n"
+    "- contradicted: the context states something that conflicts with the claim.\n"
+    "- unknown: the context does not state the claim. A claim that is true in the real world but not stated in "
+    "the context is unknown: world knowledge does not count.\n"
+    "Answer with one word: supported, contradicted or unknown."
+)
+
+
+@dataclass(frozen=True)
+class JudgePrompt:
+    """The judge's wording. ``context_template`` holds ``{context}``, ``claim_template`` holds ``{claim}``.
+
+    The model's answer starts right after ``answer_prefix``; the first token of each of ``labels``
+    (supported, contradicted, unknown) must differ.
+    """
+
+    system: str = _SYSTEM
+    context_template: str = "Context:\n{context}\n\n"
+    claim_template: str = (
+        "Claim: {claim}\n\nIs the claim supported by the context? Answer with one word: supported, contradicted "
+        "or unknown."
+    )
+    answer_prefix: str = ""
+    labels: tuple[str, str, str] = ("supported", "contradicted", "unknown")
+
+    def prefix_segments(self, context: str) -> list[tuple[str, bool]]:
+        """The ``(text, is_control)`` segments shared by every claim of ``context``."""
+        return [
+            ("<|im_start|>system\n", True), (self.system, False), ("<|im_end|>\n", True),
+            ("<|im_start|>user\n", True), (self.context_template.replace("{context}", context), False),
+        ]
+
+    def claim_segments(self, claim: str) -> list[tuple[str, bool]]:
+        """The segments after the context: the claim, the question, and the start of the answer."""
+        return [
+            (self.claim_template.replace("{claim}", claim), False), ("<|im_end|>\n", True),
+            ("<|im_start|>assistant\n", True), (self.answer_prefix, False),
+        ]
+
+
+JUDGE_PROMPT = JudgePrompt()
+"""The default judge prompt (labels read as the first token of the answer)."""
+
+
+@dataclass(frozen=True)
+class JudgeCalibration:
+    """A logistic recalibration of the judge's P(supported): ``σ(slope · logit(p) + intercept)``.
+
+    The identity (slope 1, intercept 0) keeps the raw softmax. :meth:`from_threshold` builds the calibration
+    that moves a chosen raw P(unsupported) threshold to 0.5, so the pipeline's usual 0.5 applies.
+
+    >>> JudgeCalibration().apply(0.3)
+    0.3
+    >>> round(JudgeCalibration.from_threshold(0.2).apply(0.8), 6)  # raw P(unsupported) 0.2 -> 0.5
+    0.5
+    """
+
+    slope: float = 1.0
+    intercept: float = 0.0
+    source: str = "identity (not fitted)"
+
+    @property
+    def is_identity(self) -> bool:
+        return self.slope == 1.0 and self.intercept == 0.0
+
+    def apply(self, p_supported: float) -> float:
+        if self.is_identity:
+            return p_supported
+        p = min(max(p_supported, 1e-7), 1 - 1e-7)
+        z = self.slope * math.log(p / (1 - p)) + self.intercept
+        return 1.0 / (1.0 + math.exp(-z))
+
+    @classmethod
+    def from_threshold(cls, p_unsupported: float, source: str = "threshold") -> JudgeCalibration:
+        """The calibration under which a raw P(unsupported) of ``p_unsupported`` reads as 0.5."""
+        if not 0.0 < p_unsupported < 1.0:
+            raise InputError("p_unsupported", f"must be in (0, 1), got {p_unsupported!r}")
+        p_sup = 1.0 - p_unsupported
+        return cls(slope=1.0, intercept=-math.log(p_sup / (1 - p_sup)), source=source)
+
+
+JUDGE_CALIBRATIONS: dict[str, JudgeCalibration] = {
+    "qwen2.5-coder-1.5b": JudgeCalibration(),
+    "qwen2.5-coder-0.5b": JudgeCalibration(),
+}
+"""Per-model calibration of the judge's P(supported). The values are fitted parameters, documented in
+``docs/benchmarks.md`` with the script that fits them; until fitted they are the identity (the raw softmax, read
+with the pipeline's threshold)."""
+
+
+class LocalJudgeScorer(Scorer):
+    """A :class:`~grapheval_plugins.check.Scorer` that asks a local llama.cpp model, reading 3-way label logits.
+
+    Args:
+        model: a known model name (``"qwen2.5-coder-1.5b"``, ``"qwen2.5-coder-0.5b"``), a ``.gguf`` path, or a hub
+            name; resolved by :func:`~grapheval_plugins.local.weights.resolve_model_path` on first use.
+        n_ctx: the context window (instructions + context chunk + claim).
+        n_threads: CPU threads (default: all cores available to the process).
+        claim_budget_tokens: room kept for the claim and question; longer contexts are chunked to fit the rest.
+        prompt: the wording (:data:`JUDGE_PROMPT`).
+        calibration: recalibration of P(supported); default :data:`JUDGE_CALIBRATIONS` for known models.
+        hub: passed to ``resolve_model_path`` (``False`` never contacts the hub).
+        cache_dir: the model cache folder (default: the user cache).
+        session: an explicit :class:`~grapheval_plugins.local.runtime.LlamaSession` (tests, custom runtimes).
+
+    Example::
+
+        judge = LocalJudgeScorer("qwen2.5-coder-1.5b")
+        judge.check(["The Eiffel Tower is in Paris."] * 2, ["Eiffel Tower located in Paris",
+                                                             "Eiffel Tower located in Rome"])
+    """
+
+    def __init__(
+        self,
+        model: str = "qwen2.5-coder-1.5b",
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        claim_budget_tokens: int = 320,
+        prompt: JudgePrompt = JUDGE_PROMPT,
+        calibration: JudgeCalibration | None = None,
+        hub: HubFetcher | bool | None = True,
+        cache_dir: str | Path | None = None,
+        session: LlamaSession | None = None,
+        show_progress: bool = False,
+    ) -> None:
+        super().__init__()
+        if claim_budget_tokens < 16 or claim_budget_tokens >= n_ctx // 2:
+            raise InputError("claim_budget_tokens", f"must be in [16, n_ctx/2), got {claim_budget_tokens}")
+        self.model = model
+        self.model_key = canonical_name(model) or model
+        self.name = f"judge:local:{self.model_key}"
+        self.prompt = prompt
+        self.calibration = calibration or JUDGE_CALIBRATIONS.get(self.model_key, JudgeCalibration())
+        self.claim_budget_tokens = claim_budget_tokens
+        self.show_progress = show_progress
+        if session is None:
+            def path() -> Path:
+                return resolve_model_path(model, cache=cache_dir, hub=hub)
+
+            session = get_session(self.model_key, path, role="judge", n_ctx=n_ctx, n_threads=n_threads)
+        self.session = session
+        self._label_ids: tuple[int, int, int] | None = None
+        self._frame_tokens: int | None = None
+
+    # ------------------------------------------------------------------ setup
+    def load(self) -> LocalJudgeScorer:
+        """Resolve the weights and load the model now (otherwise done on first use)."""
+        self.session.load()
+        self._label_ids = self._first_tokens(self.prompt.labels)
+        frame = tokenize_segments(
+            self.prompt.prefix_segments("") + self.prompt.claim_segments(""), self._tokenize
+        )
+        self._frame_tokens = len(frame)
+        return self
+
+    def _tokenize(self, text: str, special: bool) -> list[int]:
+        return self.session.tokenize(text, special=special)
+
+    def _first_tokens(self, labels: Sequence[str]) -> tuple[int, int, int]:
+        ids = []
+        for label in labels:
+            # Tokenize in place after the answer prefix, so a leading space merges the way the model would emit it.
+            prefix = self._tokenize(self.prompt.answer_prefix, False) if self.prompt.answer_prefix else []
+            full = self._tokenize(self.prompt.answer_prefix + label, False)
+            if full[: len(prefix)] != prefix or len(full) == len(prefix):
+                raise ModelLoadError(f"judge label {label!r} does not tokenize after the answer prefix")
+            ids.append(full[len(prefix)])
+        if len(set(ids)) != 3:
+            raise ModelLoadError(f"judge labels {list(labels)} share a first token: {ids}")
+        return ids[0], ids[1], ids[2]
+
+    @property
+    def label_ids(self) -> tuple[int, int, int]:
+        if self._label_ids is None:
+            self.load()
+        assert self._label_ids is not None  # noqa: S101 - set by load()
+        return self._label_ids
+
+    @property
+    def max_premise_tokens(self) -> int:  # type: ignore[override]
+        """The largest context chunk: the window less the prompt frame and the claim budget."""
+        frame = self._frame_tokens if self._frame_tokens is not None else 200
+        return self.session.n_ctx - frame - self.claim_budget_tokens
+
+    def chunks(self, context: str) -> list[str]:
+        """The chunks ``context`` is judged in (the model is loaded first, so the window is measured exactly)."""
+        if self._frame_tokens is None:
+            self.load()
+        return super().chunks(context)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under the model's tokenizer (loads the model on first use)."""
+        if self._frame_tokens is None:
+            self.load()
+        return len(self._tokenize(text, False))
+
+    # ------------------------------------------------------------------ scoring
+    def predict_proba(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, float, float]]:
+        """Softmax over the (supported, contradicted, unknown) label logits for each ``(context, claim)`` pair.
+
+        Pairs are grouped by context (first-seen order) so each context is evaluated once and its KV cache reused
+        for all its claims; results come back in the order of ``pairs``.
+
+        Raises:
+            ContextOverflowError: a context + claim does not fit the window (contexts are chunked by the
+                :class:`~grapheval_plugins.check.Scorer` base before they get here; a claim longer than
+                ``claim_budget_tokens`` can still overflow).
+        """
+        import numpy as np
+
+        if not pairs:
+            return []
+        labels = list(self.label_ids)
+        groups: dict[str, list[int]] = {}
+        for index, (premise, _) in enumerate(pairs):
+            groups.setdefault(premise, []).append(index)
+        out: list[tuple[float, float, float] | None] = [None] * len(pairs)
+        bar = _bar(len(pairs), self.show_progress)
+        try:
+            with self.session.lock:
+                for premise, indices in groups.items():
+                    prefix = tokenize_segments(self.prompt.prefix_segments(premise), self._tokenize)
+                    for index in indices:
+                        claim = pairs[index][1]
+                        suffix = tokenize_segments(self.prompt.claim_segments(claim), self._tokenize)
+                        if len(prefix) + len(suffix) > self.session.n_ctx:
+                            raise ContextOverflowError(
+                                "claim",
+                                f"context ({len(prefix)} tokens) + claim ({len(suffix)} tokens) exceed the judge's "
+                                f"window of {self.session.n_ctx} tokens",
+                            )
+                        self.session.prefill(prefix + suffix, what="claim")
+                        logits = self.session.logits()[labels].astype(np.float64)
+                        probs = np.exp(logits - logits.max())
+                        probs /= probs.sum()
+                        out[index] = (float(probs[0]), float(probs[1]), float(probs[2]))
+                        bar.update(1)
+        finally:
+            bar.close()
+        return [p for p in out if p is not None]
+
+    def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """Calibrated P(supported) per ``(context, claim)`` pair."""
+        return [self.calibration.apply(p[0]) for p in self.predict_proba(pairs)]
+
+
+def _bar(total: int, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="judge", unit="claim", disable=not enabled or total < 2, leave=False)
+
+
+def load_judge_scorer(spec: str, **options: Any) -> LocalJudgeScorer:
+    """The factory behind ``judge:<llm spec>`` scorer specs, e.g. ``judge:local:qwen2.5-coder-1.5b``.
+
+    Accepts ``local:<name or path>`` or a bare name/path; keyword options go to :class:`LocalJudgeScorer`.
+
+    Raises:
+        MissingDependencyError: ``llama-cpp-python`` is not installed (extra ``local``).
+        ModelLoadError: the spec does not name a local model.
+    """
+    require("llama_cpp", "local", "the local LLM judge", package="llama-cpp-python")
+    target = spec.strip()
+    prefix, sep, rest = target.partition(":")
+    if sep and prefix.lower() == "local":
+        target = rest.strip()
+    elif sep and canonical_name(target) is None and not Path(target).expanduser().is_file() and len(prefix) > 1:
+        raise ModelLoadError(
+            f"judge spec 'judge:{spec}': only local llama.cpp models can judge here; use judge:local:<name or path>"
+        )
+    target = validate_reference(target)
+    return LocalJudgeScorer(target, **options)
+
+

@@ -1,0 +1,290 @@
+"""A llama.cpp context that reuses its evaluated token prefix, shared process-wide and safe across threads.
+
+:class:`LlamaSession` owns one ``llama_cpp.Llama`` (loaded lazily on first use). :meth:`LlamaSession.prefill`
+evaluates a token sequence, keeping the longest prefix already in the KV cache, so a fixed prompt prefix (prompt
+A's instructions and examples; the judge's context) is evaluated once and only the new suffix costs time.
+Every use of the context holds :attr:`LlamaSession.lock`: one sequence at a time, from any number of threads.
+
+:func:`get_session` keeps one session per (GGUF file, role, settings) in the process. The chat model and the judge
+use different roles, hence separate contexts (separate KV caches, so alternating extraction and judging does not
+evict each other's prefix); the weights are memory-mapped, so the operating system shares them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._imports import require
+from ..exceptions import InputError, ModelLoadError
+
+__all__ = ["ContextOverflowError", "LlamaSession", "SessionStats", "clear_sessions", "get_session"]
+
+logger = logging.getLogger(__name__)
+
+#: Qwen2.5 ChatML special tokens that end an assistant turn.
+END_OF_TURN = ("<|im_end|>", "<|endoftext|>")
+
+
+class ContextOverflowError(InputError):
+    """A prompt does not fit the model's context window (``field`` names what was too long)."""
+
+
+@dataclass
+class SessionStats:
+    """Token and time counters of one session (cumulative; :meth:`LlamaSession.reset_stats` zeroes them)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    evaluated_tokens: int = 0
+    generated_tokens: int = 0
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    load_seconds: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def _default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class LlamaSession:
+    """One llama.cpp context over a GGUF file, with prefix reuse and a lock.
+
+    Args:
+        model_path: the GGUF file, or a function returning it (called on first load: weights are resolved then).
+        n_ctx: context window in tokens (prompt + generated).
+        n_threads: CPU threads (default: the cores this process may use).
+        n_batch: tokens evaluated per llama.cpp batch.
+        seed: llama.cpp seed (sampling here is greedy, so results do not depend on it).
+        factory: builds the ``Llama`` object (``llama_cpp.Llama`` by default; tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | Callable[[], str | Path],
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        seed: int = 0,
+        factory: Callable[..., Any] | None = None,
+    ) -> None:
+        if n_ctx < 64:
+            raise InputError("n_ctx", f"must be at least 64, got {n_ctx}")
+        self._model_path = model_path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or _default_threads()
+        self.n_batch = n_batch
+        self.seed = seed
+        self._factory = factory
+        self.lock = threading.RLock()
+        self._llama: Any = None
+        self._stop_ids: frozenset[int] = frozenset()
+        self.path: Path | None = None
+        self.stats = SessionStats()
+
+    # ------------------------------------------------------------------ loading
+    @property
+    def loaded(self) -> bool:
+        return self._llama is not None
+
+    def load(self) -> Any:
+        """Resolve the weights and create the llama.cpp context (once); return the ``Llama`` object."""
+        if self._llama is not None:
+            return self._llama
+        with self.lock:
+            if self._llama is not None:
+                return self._llama
+            path = self._model_path() if callable(self._model_path) else self._model_path
+            self.path = Path(path)
+            factory = self._factory
+            if factory is None:
+                factory = require("llama_cpp", "local", "local llama.cpp models", package="llama-cpp-python").Llama
+            started = time.perf_counter()
+            try:
+                llama = factory(
+                    model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                    n_threads_batch=self.n_threads, n_batch=self.n_batch, seed=self.seed,
+                    logits_all=False, verbose=False,
+                )
+            except (ValueError, RuntimeError, OSError) as exc:
+                raise ModelLoadError(f"llama.cpp could not load {self.path}: {exc}") from exc
+            self.stats.load_seconds += time.perf_counter() - started
+            stop = {int(llama.token_eos())}
+            for text in END_OF_TURN:
+                ids = llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+                if len(ids) == 1:
+                    stop.add(int(ids[0]))
+            self._stop_ids = frozenset(stop)
+            self._llama = llama
+            logger.info(
+                "loaded %s (n_ctx=%d, threads=%d) in %.1f s", self.path, self.n_ctx, self.n_threads,
+                self.stats.load_seconds,
+            )
+            return llama
+
+    @property
+    def llama(self) -> Any:
+        return self.load()
+
+    @property
+    def stop_ids(self) -> frozenset[int]:
+        """Token ids that end generation (end of turn / end of text)."""
+        self.load()
+        return self._stop_ids
+
+    # ------------------------------------------------------------------ tokens
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """Token ids of ``text`` (no BOS). ``special=True`` parses control tokens such as ``<|im_start|>``."""
+        return list(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=special))
+
+    def detokenize(self, tokens: Sequence[int]) -> bytes:
+        return bytes(self.llama.detokenize(list(tokens)))
+
+    def cached_tokens(self) -> list[int]:
+        """The token sequence currently held in the KV cache."""
+        llama = self.llama
+        return [int(t) for t in llama.input_ids[: llama.n_tokens]]
+
+    def reset(self) -> None:
+        """Forget the KV cache (the next prefill evaluates everything)."""
+        with self.lock:
+            if self._llama is not None:
+                self._llama.reset()
+
+    def reset_stats(self) -> None:
+        self.stats = SessionStats(load_seconds=self.stats.load_seconds)
+
+    # ------------------------------------------------------------------ evaluation
+    def prefill(self, tokens: Sequence[int], what: str = "prompt") -> int:
+        """Evaluate ``tokens``, reusing the longest prefix already in the KV cache; return the tokens reused.
+
+        Afterwards :meth:`logits` are those of the position after the last token.
+
+        Raises:
+            ContextOverflowError: ``tokens`` do not fit the context window.
+        """
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            raise InputError(what, "nothing to evaluate (empty token sequence)")
+        if len(tokens) > self.n_ctx:
+            raise ContextOverflowError(
+                what, f"{len(tokens)} tokens do not fit the model's context window of {self.n_ctx} tokens"
+            )
+        with self.lock:
+            llama = self.llama
+            cached = llama.input_ids[: llama.n_tokens]
+            common = 0
+            for a, b in zip(cached, tokens):
+                if int(a) != b:
+                    break
+                common += 1
+            if common == len(tokens):  # all cached: re-evaluate the last token to refresh its logits
+                common -= 1
+            started = time.perf_counter()
+            llama.n_tokens = common
+            try:
+                llama.eval(tokens[common:])  # drops the stale KV cells past `common` first
+            except Exception:
+                llama.reset()
+                raise
+            self.stats.prefill_seconds += time.perf_counter() - started
+            self.stats.calls += 1
+            self.stats.prompt_tokens += len(tokens)
+            self.stats.reused_tokens += common
+            self.stats.evaluated_tokens += len(tokens) - common
+            return common
+
+    def logits(self) -> Any:
+        """A copy of the next-token logits (numpy float32 vector over the vocabulary)."""
+        import numpy as np
+
+        llama = self.llama
+        pointer = llama._ctx.get_logits_ith(-1)
+        return np.ctypeslib.as_array(pointer, shape=(llama.n_vocab(),)).copy()
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> Iterator[int]:
+        """Yield generated token ids after ``prompt`` (greedy when ``temperature`` is 0) until an end-of-turn token,
+        ``max_tokens``, or the end of the context window. The caller must hold :attr:`lock` while iterating.
+        """
+        import numpy as np
+
+        self.prefill(prompt)
+        llama = self.llama
+        rng = np.random.default_rng(self.seed if seed is None else seed)
+        room = min(max_tokens, self.n_ctx - len(prompt))
+        stop_ids = self._stop_ids
+        for i in range(room):
+            started = time.perf_counter()
+            logits = self.logits()
+            if temperature <= 0:
+                token = int(np.argmax(logits))
+            else:
+                scaled = (logits - logits.max()) / temperature
+                probs = np.exp(scaled.astype(np.float64))
+                token = int(rng.choice(len(probs), p=probs / probs.sum()))
+            if token in stop_ids:
+                self.stats.decode_seconds += time.perf_counter() - started
+                return
+            if i + 1 < room:
+                llama.eval([token])
+            self.stats.decode_seconds += time.perf_counter() - started
+            self.stats.generated_tokens += 1
+            yield token
+
+
+# ---------------------------------------------------------------------- process-wide registry
+_SESSIONS: dict[tuple[Any, ...], LlamaSession] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def get_session(
+    key: str,
+    model_path: str | Path | Callable[[], str | Path],
+    *,
+    role: str,
+    n_ctx: int = 4096,
+    n_threads: int | None = None,
+    n_batch: int = 512,
+    seed: int = 0,
+    factory: Callable[..., Any] | None = None,
+) -> LlamaSession:
+    """The process-wide session for ``(key, role, settings)``, created (not loaded) on first request.
+
+    ``key`` identifies the weights (a model name or a path); ``role`` separates contexts that should not share a KV
+    cache (``"chat"``, ``"judge"``).
+    """
+    threads = n_threads or _default_threads()
+    ident = (key, role, n_ctx, threads, n_batch, seed, factory)
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(ident)
+        if session is None:
+            session = LlamaSession(
+                model_path, n_ctx=n_ctx, n_threads=threads, n_batch=n_batch, seed=seed, factory=factory
+            )
+            _SESSIONS[ident] = session
+        return session
+
+
+def clear_sessions() -> None:
+    """Drop every shared session (their llama.cpp contexts are freed when no longer referenced)."""
+    with _SESSIONS_LOCK:
+        _SESSIONS.clear()

@@ -1,0 +1,368 @@
+"""The benchmark machinery: metrics, threshold fitting, bootstrap, sampling, and resumable runs (on fakes)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grapheval_plugins import bench
+from grapheval_plugins.bench import LiftInput
+from grapheval_plugins.cache import SQLiteKGCache
+from grapheval_plugins.exceptions import InputError
+from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel, keyword_support
+
+# ----------------------------------------------------------------------------------------------- metrics
+
+
+def test_balanced_accuracy_known_values() -> None:
+    labels = [1, 1, 1, 0, 0, 0, 0, 0]
+    # TPR 2/3, TNR 4/5
+    predicted = [1, 1, 0, 0, 0, 0, 0, 1]
+    assert bench.balanced_accuracy(labels, predicted) == pytest.approx((2 / 3 + 4 / 5) / 2)
+    assert bench.rates(labels, predicted) == pytest.approx((2 / 3, 4 / 5))
+
+
+def test_balanced_accuracy_constant_predictor_is_half_whatever_the_imbalance() -> None:
+    labels = [1] * 3 + [0] * 97
+    assert bench.balanced_accuracy(labels, [0] * 100) == 0.5
+    assert bench.balanced_accuracy(labels, [1] * 100) == 0.5
+
+
+def test_balanced_accuracy_missing_class_is_nan() -> None:
+    assert math.isnan(bench.balanced_accuracy([1, 1], [1, 0]))
+
+
+def test_balanced_accuracy_rejects_mismatched_lengths() -> None:
+    with pytest.raises(ValueError):
+        bench.balanced_accuracy([1, 0], [1])
+
+
+def _pairwise_auc(labels: np.ndarray, scores: np.ndarray) -> float:
+    pos, neg = scores[labels == 1], scores[labels == 0]
+    wins = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    return float(wins / (len(pos) * len(neg)))
+
+
+def test_roc_auc_matches_pairwise_definition_with_ties() -> None:
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 2, size=300)
+    scores = np.round(rng.random(300) * 0.5 + 0.3 * labels, 1)  # coarse: many ties
+    assert bench.roc_auc(labels, scores) == pytest.approx(_pairwise_auc(labels, scores))
+
+
+def test_roc_auc_extremes() -> None:
+    assert bench.roc_auc([0, 0, 1, 1], [0.1, 0.2, 0.8, 0.9]) == 1.0
+    assert bench.roc_auc([0, 0, 1, 1], [0.9, 0.8, 0.2, 0.1]) == 0.0
+    assert bench.roc_auc([0, 1, 0, 1], [0.3] * 4) == 0.5
+    assert math.isnan(bench.roc_auc([1, 1], [0.2, 0.3]))
+
+
+# ----------------------------------------------------------------------------------------------- thresholds
+
+
+def test_fit_threshold_separates_separable_scores() -> None:
+    labels = [0, 0, 0, 1, 1]
+    scores = [0.05, 0.1, 0.2, 0.3, 0.35]
+    t = bench.fit_threshold(labels, scores)
+    assert 0.2 <= t < 0.3
+    assert bench.balanced_accuracy(labels, [s > t for s in scores]) == 1.0
+
+
+def test_fit_threshold_is_at_least_as_good_as_any_other_threshold() -> None:
+    rng = np.random.default_rng(7)
+    labels = rng.integers(0, 2, size=200)
+    scores = np.clip(rng.normal(0.15 + 0.2 * labels, 0.15), 0, 1)
+    t = bench.fit_threshold(labels, scores)
+    best = bench.balanced_accuracy(labels, scores > t)
+    for other in np.linspace(0, 1, 101):
+        assert bench.balanced_accuracy(labels, scores > other) <= best + 1e-12
+    # The uncalibrated 0.5 is far worse on these low scores: this is what the fitted threshold repairs.
+    assert best > bench.balanced_accuracy(labels, scores > 0.5) + 0.1
+
+
+def test_fit_threshold_prefers_the_threshold_closest_to_half_among_ties() -> None:
+    # Every t in [0.2, 0.8) separates the two rows; the midpoint 0.5 is the candidate closest to 0.5.
+    labels = [0, 1]
+    scores = [0.2, 0.8]
+    assert bench.fit_threshold(labels, scores) == pytest.approx(0.5)
+
+
+def test_fit_threshold_on_one_set_applied_to_another() -> None:
+    fit_labels, fit_scores = [0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4]
+    t = bench.fit_threshold(fit_labels, fit_scores)
+    report_labels, report_scores = [0, 1, 1, 0], [0.24, 0.26, 0.9, 0.0]
+    assert bench.balanced_accuracy(report_labels, [s > t for s in report_scores]) == 1.0
+    assert bench.balanced_accuracy(report_labels, [s > 0.5 for s in report_scores]) == 0.75
+
+
+# ----------------------------------------------------------------------------------------------- bootstrap
+
+
+def _noisy_set(name: str, n: int, seed: int, graph_gain: float) -> LiftInput:
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, size=n)
+    raw = np.clip(0.5 + 0.2 * (y - 0.5) + rng.normal(0, 0.25, n), 0, 1)
+    graph = np.clip(0.5 + (0.2 + graph_gain) * (y - 0.5) + rng.normal(0, 0.25, n), 0, 1)
+    return LiftInput(name, y.tolist(), raw.tolist(), graph.tolist())
+
+
+def test_bootstrap_lift_point_estimate_is_the_size_weighted_mean() -> None:
+    a = _noisy_set("a", 300, 1, 0.3)
+    b = _noisy_set("b", 100, 2, 0.0)
+    result = bench.bootstrap_lift([a, b], n_boot=300, seed=0)
+    per = {}
+    for s in (a, b):
+        y, raw, graph = np.array(s.labels), np.array(s.raw), np.array(s.graph)
+        per[s.name] = 100 * (bench.balanced_accuracy(y, graph > 0.5) - bench.balanced_accuracy(y, raw > 0.5))
+    assert result.per_dataset == pytest.approx(per)
+    assert result.lift == pytest.approx((300 * per["a"] + 100 * per["b"]) / 400)
+    assert result.ci_low < result.lift < result.ci_high
+    assert result.se > 0
+
+
+def test_bootstrap_lift_is_reproducible_with_a_seed_and_varies_without() -> None:
+    sets = [_noisy_set("a", 150, 4, 0.2)]
+    first = bench.bootstrap_lift(sets, n_boot=200, seed=11)
+    again = bench.bootstrap_lift(sets, n_boot=200, seed=11)
+    other = bench.bootstrap_lift(sets, n_boot=200, seed=12)
+    assert (first.se, first.ci_low, first.ci_high) == (again.se, again.ci_low, again.ci_high)
+    assert (first.se, first.ci_low) != (other.se, other.ci_low)
+    assert first.lift == other.lift
+
+
+def test_bootstrap_interval_excludes_zero_for_a_real_gain_and_includes_it_for_none() -> None:
+    gain = bench.bootstrap_lift([_noisy_set("a", 400, 5, 0.6)], n_boot=400, seed=0)
+    assert gain.ci_low > 0
+    same = LiftInput("b", *(lambda s: (s.labels, s.raw, s.raw))(_noisy_set("b", 400, 6, 0.0)))
+    none = bench.bootstrap_lift([same], n_boot=400, seed=0)
+    assert none.lift == 0 and none.ci_low == 0 and none.ci_high == 0
+
+
+def test_bootstrap_uses_each_sets_thresholds() -> None:
+    s = LiftInput("a", [0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.3, 0.4], raw_threshold=0.5,
+                  graph_threshold=0.25)
+    assert bench.bootstrap_lift([s], n_boot=50).lift == pytest.approx(50.0)
+
+
+# ----------------------------------------------------------------------------------------------- data
+
+
+def _rows(n: int, positive_every: int = 4) -> list[dict]:
+    return [{"id": f"r{i:03d}", "label": int(i % positive_every == 0), "context": f"context {i}",
+             "output": f"output {i}"} for i in range(n)]
+
+
+def test_stratified_sample_keeps_label_shares_order_and_seed() -> None:
+    rows = _rows(1000, positive_every=5)  # 20 % positive
+    sample = bench.stratified_sample(rows, 400, seed=0)
+    assert len(sample) == 400
+    assert sum(r["label"] for r in sample) == 80
+    ids = [r["id"] for r in sample]
+    assert ids == sorted(ids) and len(set(ids)) == 400
+    assert ids == [r["id"] for r in bench.stratified_sample(rows, 400, seed=0)]
+    assert ids != [r["id"] for r in bench.stratified_sample(rows, 400, seed=1)]
+    assert len(bench.stratified_sample(rows, 5000)) == 1000
+
+
+def test_load_dataset_validates_rows(tmp_path: Path) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps({"id": 1, "context": "c", "output": "o", "label": 1}) + "\n\n")
+    assert bench.load_dataset(good) == [{"id": "1", "context": "c", "output": "o", "label": 1}]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": 1, "context": "c", "output": "o", "label": 2}) + "\n")
+    with pytest.raises(InputError, match="bad.jsonl:1"):
+        bench.load_dataset(bad)
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text((json.dumps({"id": 1, "context": "c", "output": "o", "label": 0}) + "\n") * 2)
+    with pytest.raises(InputError, match="duplicate"):
+        bench.load_dataset(dup)
+    with pytest.raises(InputError, match="no such file"):
+        bench.load_dataset("nope", data_dir=tmp_path)
+
+
+# ----------------------------------------------------------------------------------------------- runs
+
+
+def _triples_llm() -> ScriptedChatModel:
+    def respond(messages) -> str:  # type: ignore[no-untyped-def]
+        text = str(messages[-1].content).split("<input>")[-1].split("</input>")[0]
+        return f'<python>[["{text}", "is", "stated"]]</python>'
+
+    return ScriptedChatModel(respond=respond, model_label="fake-llm")
+
+
+def _support(premise: str, hypothesis: str) -> float:
+    return keyword_support(premise, hypothesis.replace(" is stated", ""))
+
+
+def _dataset(n: int) -> list[dict]:
+    rows = []
+    for i in range(n):
+        hallucinated = i % 3 == 0
+        rows.append({"id": f"row-{i}", "label": int(hallucinated), "context": f"alpha{i} beta{i} gamma",
+                     "output": f"alpha{i} delta" if hallucinated else f"alpha{i} beta{i}"})
+    return rows
+
+
+class Stop(Exception):
+    """Stands for an interruption (Ctrl-C, a killed process) in the middle of a run."""
+
+
+def _run(rows: list[dict], tmp: Path, llm=None, scorer=None, **kw):  # type: ignore[no-untyped-def]
+    return bench.run_detection(
+        rows, tmp / "out.jsonl", dataset="toy", llm=llm or _triples_llm(), scorer=scorer or FunctionScorer(_support),
+        kg_cache=tmp / "kg.sqlite", kg_file=tmp / "kg.jsonl", show_progress=False, **kw)
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_run_records_raw_and_graph_scores_per_row(tmp_path: Path) -> None:
+    rows = _dataset(6)
+    summary = _run(rows, tmp_path)
+    assert (summary.done, summary.errors, summary.llm_calls) == (6, 0, 6)
+    out = {r["id"]: r for r in _lines(tmp_path / "out.jsonl")}
+    assert set(out) == {r["id"] for r in rows}
+    bad, good = out["row-0"], out["row-1"]
+    assert bad["label"] == 1 and bad["p_graph"] == pytest.approx(0.75) and bad["p_raw"] == pytest.approx(0.75)
+    assert good["p_graph"] == 0.0 and good["triples"] == [["alpha1 beta1", "is", "stated", 0.0]]
+    assert good["llm"] == "fake-llm" and good["scorer"] == "function" and good["error"] is None
+
+
+def test_interrupted_run_resumes_without_duplicate_or_missing_rows(tmp_path: Path) -> None:
+    rows = _dataset(10)
+    seen: list[str] = []
+
+    def interrupt_after_four(row: dict) -> None:
+        seen.append(row["id"])
+        if len(seen) == 4:
+            raise Stop
+
+    with pytest.raises(Stop):
+        _run(rows, tmp_path, on_row=interrupt_after_four)
+    assert len(_lines(tmp_path / "out.jsonl")) == 4
+    llm = _triples_llm()
+    summary = _run(rows, tmp_path, llm=llm)
+    assert (summary.skipped, summary.done) == (4, 6)
+    assert len(llm.calls) == 6  # only the rows not done before
+    ids = [r["id"] for r in _lines(tmp_path / "out.jsonl")]
+    assert sorted(ids) == sorted(r["id"] for r in rows) and len(ids) == len(set(ids))
+    # A third run has nothing left to do.
+    assert _run(rows, tmp_path).done == 0
+
+
+def test_torn_last_line_and_errored_rows_are_redone(tmp_path: Path) -> None:
+    rows = _dataset(5)
+
+    def flaky(premise: str, hypothesis: str) -> float:
+        if "alpha2" in premise:
+            raise RuntimeError("scorer crashed")
+        return _support(premise, hypothesis)
+
+    summary = _run(rows, tmp_path, scorer=FunctionScorer(flaky))
+    assert summary.errors == 1 and summary.error_ids == ["row-2"]
+    with (tmp_path / "out.jsonl").open("a") as fh:
+        fh.write('{"id": "row-9", "label"')  # a write cut short
+    summary = _run(rows, tmp_path)
+    assert (summary.skipped, summary.done, summary.errors) == (4, 1, 0)
+    out = _lines(tmp_path / "out.jsonl")
+    assert sorted(r["id"] for r in out) == [f"row-{i}" for i in range(5)]
+    assert all(r["error"] is None for r in out)
+
+
+def test_kg_export_lets_a_rerun_with_a_new_scorer_make_no_llm_call(tmp_path: Path) -> None:
+    rows = _dataset(6)
+    _run(rows, tmp_path)
+    exported = _lines(tmp_path / "kg.jsonl")
+    assert len(exported) == 6 and {e["llm"] for e in exported} == {"fake-llm"}
+    # A clean clone: no SQLite cache, only the exported file; the stand-in model refuses every call.
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    (clean / "kg.jsonl").write_text((tmp_path / "kg.jsonl").read_text())
+    stand_in = bench.cache_only_chat_model("fake-llm")
+    summary = bench.run_detection(
+        rows, clean / "out.jsonl", dataset="toy", llm=stand_in, scorer=KeywordScorer(),
+        kg_cache=clean / "kg.sqlite", kg_file=clean / "kg.jsonl", show_progress=False)
+    assert (summary.done, summary.errors, summary.llm_calls) == (6, 0, 0)
+    assert stand_in.calls == []
+    first = {r["id"]: r["triples"] for r in _lines(tmp_path / "out.jsonl")}
+    again = {r["id"]: r["triples"] for r in _lines(clean / "out.jsonl")}
+    assert {k: [t[:3] for t in v] for k, v in first.items()} == {k: [t[:3] for t in v] for k, v in again.items()}
+    assert len(_lines(clean / "kg.jsonl")) == 6  # nothing re-exported
+
+
+def test_cache_only_model_fails_rows_without_a_cached_kg(tmp_path: Path) -> None:
+    rows = _dataset(2)
+    summary = bench.run_detection(
+        rows, tmp_path / "out.jsonl", dataset="toy", llm=bench.cache_only_chat_model("fake-llm"),
+        scorer=KeywordScorer(), kg_cache=tmp_path / "kg.sqlite", max_retries=0, show_progress=False)
+    assert summary.errors == 2
+    assert all("no cached knowledge graph" in r["error"] for r in _lines(tmp_path / "out.jsonl"))
+
+
+def test_seed_kg_cache_loads_exported_entries_once(tmp_path: Path) -> None:
+    from grapheval_plugins.cache import CachedKG
+
+    path = tmp_path / "kg.jsonl"
+    entries = [("m", "v1", "text a", CachedKG([["a", "b", "c"]], "raw a")),
+               ("m", "v1", "text b", CachedKG([["d", "e", "f"]], None))]
+    assert bench.export_kg(path, entries) == 2
+    assert bench.export_kg(path, entries) == 0
+    cache = SQLiteKGCache(tmp_path / "c.sqlite")
+    assert bench.seed_kg_cache(path, cache) == 2
+    assert bench.seed_kg_cache(path, cache) == 0
+    assert cache.get("m", "v1", "text a").triples == [["a", "b", "c"]]
+    assert cache.get("m", "v2", "text a") is None
+
+
+def test_render_option_changes_the_hypothesis(tmp_path: Path) -> None:
+    scorer = FunctionScorer(_support)
+    _run(_dataset(1), tmp_path, scorer=scorer, render="sentence")
+    hypotheses = [h for batch in scorer.batches for _, h in batch]
+    assert "Alpha0 delta is stated." in hypotheses
+    with pytest.raises(InputError):
+        _run(_dataset(1), tmp_path / "x", render="fancy")
+
+
+def test_a_second_run_on_the_same_file_is_refused_while_the_first_holds_it(tmp_path: Path) -> None:
+    from filelock import FileLock
+
+    with FileLock(bench._lock_path(tmp_path / "out.jsonl")), pytest.raises(InputError, match="another run"):
+        _run(_dataset(1), tmp_path)
+    assert _run(_dataset(1), tmp_path).done == 1
+
+
+def test_a_fallback_is_exported_so_a_rerun_from_the_file_reproduces_it(tmp_path: Path) -> None:
+    rows = _dataset(3)
+    unparsable = ScriptedChatModel(responses=["I cannot do that."], model_label="fake-llm")
+    first = _run(rows, tmp_path, llm=unparsable)
+    assert first.errors == 0 and first.llm_calls == 9  # 3 attempts per row, all unparsable
+    exported = _lines(tmp_path / "kg.jsonl")
+    assert len(exported) == 3 and all(e["triples"] == [] for e in exported)
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    (clean / "kg.jsonl").write_text((tmp_path / "kg.jsonl").read_text())
+    again = bench.run_detection(rows, clean / "out.jsonl", dataset="toy", llm=bench.cache_only_chat_model("fake-llm"),
+                                scorer=FunctionScorer(_support), kg_cache=clean / "kg.sqlite",
+                                kg_file=clean / "kg.jsonl", show_progress=False)
+    assert (again.errors, again.llm_calls) == (0, 0)
+    before = {r["id"]: r["p_graph"] for r in _lines(tmp_path / "out.jsonl")}
+    after = {r["id"]: r["p_graph"] for r in _lines(clean / "out.jsonl")}
+    assert before == after
+
+
+def test_done_fallback_rows_of_an_older_file_are_backfilled_into_the_kg_file(tmp_path: Path) -> None:
+    rows = _dataset(2)
+    (tmp_path / "out.jsonl").write_text("".join(
+        json.dumps({"id": r["id"], "label": r["label"], "p_raw": 0.1, "p_graph": 0.1, "triples": [],
+                    "fallback": True, "cached": False, "llm": "fake-llm", "prompt": "v1", "error": None}) + "\n"
+        for r in rows))
+    summary = _run(rows, tmp_path)
+    assert summary.done == 0
+    assert sorted((e["text"], e["prompt"], e["triples"]) for e in _lines(tmp_path / "kg.jsonl")) == sorted(
+        (r["output"], "v1", []) for r in rows)
