@@ -8,8 +8,8 @@ serialisation, retry handler and response parser run.
 from __future__ import annotations
 
 import json
-import time
 import sys
+import time
 from typing import Any
 from unittest.mock import MagicMock
 
