@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -77,6 +77,62 @@ def _summary_table(title: str, counts: dict[str, Any]) -> Table:
     return table
 
 
+def _pending_rows(
+    input: Path, output: Path, id_field: str, limit: int | None, resume: bool
+) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """The rows of INPUT still to process: ``(rows, rows already in OUTPUT, problems with unreadable lines)``."""
+    skip = done_ids(output) if resume else set()
+    if not resume and output.exists():
+        output.unlink()
+    problems: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for number, row, error in read_rows(input):
+        if error is not None or row is None:
+            problems.append(f"line {number}: {error or 'unreadable'}")
+            continue
+        row.setdefault(id_field, str(number))
+        row[id_field] = str(row[id_field])
+        if row[id_field] in skip:
+            continue
+        rows.append(row)
+        if limit is not None and len(rows) + len(skip) >= limit:
+            break
+    return rows, len(skip), problems
+
+
+def _process_in_batches(
+    rows: list[dict[str, Any]],
+    output: Path,
+    *,
+    desc: str,
+    batch_rows: int,
+    id_field: str,
+    process: Callable[[list[dict[str, Any]]], Sequence[Any]],
+    tally: Callable[[dict[str, Any], Any], None],
+) -> None:
+    """Run ``process`` on batches of rows, append each result (a pydantic model) to OUTPUT as it comes, and
+    ``tally`` it. A configuration error (a model that cannot load) stops the run; what is written stays."""
+    from tqdm import tqdm
+
+    from .exceptions import GraphEvalError
+
+    with output.open("a", encoding="utf-8") as out, tqdm(total=len(rows), desc=desc, unit="row") as bar:
+        for start in range(0, len(rows), batch_rows):
+            batch = rows[start : start + batch_rows]
+            try:
+                results = process(batch)
+            except GraphEvalError as exc:
+                console.print(f"[red]error:[/red] {exc}")
+                raise typer.Exit(code=2) from exc
+            for row, result in zip(batch, results):
+                data = result.model_dump(mode="json")
+                data["id"] = row[id_field]
+                out.write(json.dumps(data, ensure_ascii=False) + "\n")
+                tally(row, result)
+            out.flush()
+            bar.update(len(batch))
+
+
 @app.command()
 def evaluate(
     input: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL or CSV file of rows.")],
@@ -96,55 +152,30 @@ def evaluate(
     resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT.")] = True,
 ) -> None:
     """Check every row of INPUT and write a report per row to OUTPUT (JSONL)."""
-    from tqdm import tqdm
-
-    from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
     if mode not in ("graph", "raw"):
         raise typer.BadParameter("mode must be 'graph' or 'raw'")
     engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, mode=mode, cache=cache or True)  # type: ignore[arg-type]
-    skip = done_ids(output) if resume else set()
-    if not resume and output.exists():
-        output.unlink()
-    problems: list[str] = []
-    rows: list[dict[str, Any]] = []
-    for number, row, error in read_rows(input):
-        if error is not None or row is None:
-            problems.append(f"line {number}: {error or 'unreadable'}")
-            continue
-        row.setdefault(id_field, str(number))
-        row[id_field] = str(row[id_field])
-        if row[id_field] in skip:
-            continue
-        rows.append(row)
-        if limit is not None and len(rows) + len(skip) >= limit:
-            break
-    counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": len(skip)}
-    with output.open("a", encoding="utf-8") as out, tqdm(total=len(rows), desc="grapheval", unit="row") as bar:
-        for start in range(0, len(rows), batch_rows):
-            batch = rows[start : start + batch_rows]
-            try:
-                reports = engine.evaluate_many(
-                    batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
-                )
-            except GraphEvalError as exc:  # a configuration error (model cannot load): stop, keep what is written
-                console.print(f"[red]error:[/red] {exc}")
-                raise typer.Exit(code=2) from exc
-            for row, report in zip(batch, reports):
-                data = report.model_dump(mode="json")
-                data["id"] = row[id_field]
-                out.write(json.dumps(data, ensure_ascii=False) + "\n")
-                counts["rows"] += 1
-                if not report.ok:
-                    counts["errors"] += 1
-                    problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in report.errors))
-                elif report.hallucinated:
-                    counts["flagged"] += 1
-                else:
-                    counts["faithful"] += 1
-            out.flush()
-            bar.update(len(batch))
+    rows, skipped, problems = _pending_rows(input, output, id_field, limit, resume)
+    counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": skipped}
+
+    def tally(row: dict[str, Any], report: Any) -> None:
+        counts["rows"] += 1
+        if not report.ok:
+            counts["errors"] += 1
+            problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in report.errors))
+        elif report.hallucinated:
+            counts["flagged"] += 1
+        else:
+            counts["faithful"] += 1
+
+    _process_in_batches(
+        rows, output, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        process=lambda batch: engine.evaluate_many(
+            batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
+        ),
+    )
     console.print(_summary_table(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts))
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
@@ -173,8 +204,6 @@ def correct(
     resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT.")] = True,
 ) -> None:
     """Detect and correct hallucinations in every row of INPUT; write a correction report per row to OUTPUT."""
-    from tqdm import tqdm
-
     from .correct import GraphCorrect
     from .exceptions import GraphEvalError
     from .pipeline import GraphEval
@@ -191,58 +220,36 @@ def correct(
         )
     except GraphEvalError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    skip = done_ids(output) if resume else set()
-    if not resume and output.exists():
-        output.unlink()
-    problems: list[str] = []
-    rows: list[dict[str, Any]] = []
-    for number, row, error in read_rows(input):
-        if error is not None or row is None:
-            problems.append(f"line {number}: {error or 'unreadable'}")
-            continue
-        row.setdefault(id_field, str(number))
-        row[id_field] = str(row[id_field])
-        if row[id_field] in skip:
-            continue
-        rows.append(row)
-        if limit is not None and len(rows) + len(skip) >= limit:
-            break
+    rows, skipped, problems = _pending_rows(input, output, id_field, limit, resume)
     counts: dict[str, Any] = {"rows": 0, "flagged": 0, "pass after correction": 0, "changed": 0, "errors": 0}
     rouge: dict[str, list[float]] = {"rouge1": [], "rouge2": [], "rougeL": []}
-    with output.open("a", encoding="utf-8") as out, tqdm(total=len(rows), desc="correct", unit="row") as bar:
-        for start in range(0, len(rows), batch_rows):
-            batch = rows[start : start + batch_rows]
-            try:
-                results = fixer.correct_many(
-                    batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
-                )
-            except GraphEvalError as exc:  # a configuration error (model cannot load): stop, keep what is written
-                console.print(f"[red]error:[/red] {exc}")
-                raise typer.Exit(code=2) from exc
-            for row, result in zip(batch, results):
-                data = result.model_dump(mode="json")
-                data["id"] = row[id_field]
-                out.write(json.dumps(data, ensure_ascii=False) + "\n")
-                counts["rows"] += 1
-                if result.status == "error":
-                    counts["errors"] += 1
-                    problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in result.errors))
-                    continue
-                if result.flagged:
-                    counts["flagged"] += 1
-                    counts["pass after correction"] += bool(result.passed)
-                    counts["changed"] += result.changed
-                    if result.rouge is not None:
-                        for key in rouge:
-                            rouge[key].append(getattr(result.rouge, key))
-            out.flush()
-            bar.update(len(batch))
+
+    def tally(row: dict[str, Any], result: Any) -> None:
+        counts["rows"] += 1
+        if result.status == "error":
+            counts["errors"] += 1
+            problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in result.errors))
+            return
+        if result.flagged:
+            counts["flagged"] += 1
+            counts["pass after correction"] += bool(result.passed)
+            counts["changed"] += result.changed
+            if result.rouge is not None:
+                for key in rouge:
+                    rouge[key].append(getattr(result.rouge, key))
+
+    _process_in_batches(
+        rows, output, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        process=lambda batch: fixer.correct_many(
+            batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
+        ),
+    )
     if counts["flagged"]:
         counts["% flagged that pass"] = 100.0 * counts["pass after correction"] / counts["flagged"]
     for key, values in rouge.items():
         if values:
             counts[f"mean {key} (flagged rows)"] = sum(values) / len(values)
-    counts["skipped (already done)"] = len(skip)
+    counts["skipped (already done)"] = skipped
     title = f"{'GraphCorrect' if method == 'graph' else 'Direct Prompt'} ({fixer.describe() if counts['rows'] else method})"
     console.print(_summary_table(title, counts))
     for problem in problems:
@@ -265,7 +272,7 @@ def demo(
     from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
-    source = examples if examples is not None else files("grapheval_plugins").joinpath("data", "demo.jsonl")
+    source = examples if examples is not None else files("grapheval_plugins").joinpath("data").joinpath("demo.jsonl")
     rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
     if fast:
         llm = llm or "local:qwen2.5-coder-0.5b"

@@ -19,6 +19,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from .._async import run_sync
+from .._messages import message_text
 from ..exceptions import InputError, MissingDependencyError, ModelLoadError, ScoringError
 from ..extract.extractor import describe_llm
 from ..extract.parser import parse_single_triple, parse_triples
@@ -36,15 +37,6 @@ logger = logging.getLogger(__name__)
 GuardMode = Union[bool, Literal["reject", "flag"]]
 """``False``: no guard. ``"reject"`` (or ``True``): refuse a change that drops a previously supported triple.
 ``"flag"``: apply it but record the lost triples."""
-
-
-def _message_text(message: Any) -> str:
-    content = getattr(message, "content", message)
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content blocks (Anthropic / Bedrock Converse): keep the text parts
-        return "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-    return str(content)
 
 
 def _extraction_calls(report: Report | None) -> int:
@@ -644,7 +636,7 @@ class GraphCorrect:
                 if attempt < self.max_retries:
                     await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
                 continue
-            return _message_text(message), None, attempt + 1
+            return message_text(message), None, attempt + 1
         return None, error, self.max_retries + 1
 
     # ----------------------------------------------------------------- reports

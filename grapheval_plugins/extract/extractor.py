@@ -13,6 +13,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
+from .._messages import message_text
 from ..cache import CachedKG, KGCache
 from ..exceptions import ExtractionError
 from ..types import Extraction, Triple
@@ -34,18 +35,6 @@ def describe_llm(llm: Any) -> str:
         if isinstance(value, str) and value:
             return f"{type(llm).__name__}({value})"
     return type(llm).__name__
-
-
-def _text_of(message: Any) -> str:
-    if isinstance(message, BaseMessage):
-        content = message.content
-        if isinstance(content, str):
-            return content
-        # Content blocks (Anthropic / Bedrock Converse): keep the text parts.
-        return "".join(
-            b.get("text", "") if isinstance(b, dict) else str(b) for b in content  # type: ignore[union-attr]
-        )
-    return str(message)
 
 
 class TripleExtractor:
@@ -116,7 +105,7 @@ class TripleExtractor:
                 logger.warning("KG extraction call failed (attempt %d): %s", attempt + 1, exc)
                 await asyncio.sleep(min(0.25 * 2**attempt, 4.0))
                 continue
-            raw = _text_of(answer)
+            raw = message_text(answer)
             parsed = parse_triples(raw)
             issues.extend(parsed.issues)
             if parsed.triples:

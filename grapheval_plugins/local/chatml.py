@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._messages import message_text
+
 __all__ = ["DEFAULT_SYSTEM", "chatml_segments", "chatml_text", "message_role", "message_text"]
 
 DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -24,20 +26,6 @@ def message_role(message: Any) -> str:
     """The ChatML role of a LangChain message (``system``, ``user``, ``assistant`` or ``tool``)."""
     role = getattr(message, "role", None) or getattr(message, "type", "user")
     return _ROLES.get(str(role).lower(), "user")
-
-
-def message_text(message: Any) -> str:
-    """The text of a LangChain message; content blocks keep their text parts."""
-    content = getattr(message, "content", message)
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type", "text") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
 
 
 def chatml_segments(messages: Sequence[tuple[str, str]], add_generation_prompt: bool = True) -> list[tuple[str, bool]]:
