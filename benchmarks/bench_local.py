@@ -17,7 +17,7 @@ an empty cache folder (sha256 included), loading the model, the first extraction
 ~700-token prefix once) — the per-call cost without prefix reuse, and the process's peak resident memory.
 
 Data: the first rows of a benchmark set (``--dataset``, default QAGS-C from ``shared/data/benchmarks``), or the
-bundled demo examples when that file is absent. Writes ``benchmarks/results/local-<model>.json``.
+bundled demo examples when that file is absent. Writes ``benchmarks/results/local-<model>-<threads>t.json``.
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ def main(
     result["load_average_start_end"] = [load_start, os.getloadavg()[0]]
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"local-{model}.json"
+    out = RESULTS / f"local-{model}-{result['threads']}t.json"
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     ex, ju = result["extraction"], result["judging"]
     lines = [

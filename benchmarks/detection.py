@@ -19,11 +19,13 @@ Per-row files: ``benchmarks/results/detect-<dataset>-<llm>-<scorer>-<prompt>-<re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import os
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -31,6 +33,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from grapheval_plugins import bench
+from grapheval_plugins.cache import CachedKG
+from grapheval_plugins.extract.parser import parse_triples
 from grapheval_plugins.extract.prompts import KG_PROMPT, KG_PROMPT_PAPER
 
 HERE = Path(__file__).resolve().parent
@@ -73,6 +77,33 @@ def _kg_llm_id(llm: str) -> str:
     return ids.pop()
 
 
+PAIR = re.compile(r'\[\s*"((?:[^"\\\n]|\\.)*)"\s*,\s*"((?:[^"\\\n]|\\.)*)"\s*\]')
+
+
+def lenient_triples(raw_text: str) -> list[list[str]]:
+    """The triples of an answer, plus its ``["subject", "predicate phrase"]`` pairs (which small models write
+    instead of triples) read as ``[subject, first word, rest]``: the rendered sentence is the pair's two parts."""
+    out = [t.as_list() for t in parse_triples(raw_text).triples]
+    for a, b in PAIR.findall(raw_text):
+        a, b = " ".join(a.split()), " ".join(b.split())
+        if a and b:
+            words = b.split(" ", 1)
+            out.append([a, words[0], words[1]] if len(words) == 2 else [a, "is", b])
+    return out
+
+
+def derive_pairs_kgs(llm_id: str, base_version: str, kg_file: Path) -> str:
+    """Export, under ``<base version>+pairs``, every KG of ``kg_file`` re-read with :func:`lenient_triples`."""
+    version = base_version + "+pairs"
+    entries = []
+    for e in bench._read_jsonl(kg_file):
+        if e["llm"] == llm_id and e["prompt"] == base_version:
+            triples = e["triples"] or (lenient_triples(e["raw_text"]) if e.get("raw_text") else [])
+            entries.append((llm_id, version, e["text"], CachedKG(triples=triples, raw_text=e.get("raw_text"))))
+    bench.export_kg(kg_file, entries)
+    return version
+
+
 @app.command()
 def run(
     dataset: Annotated[str, typer.Argument(help="summeval, qags_c, qags_x, or a JSONL path.")],
@@ -84,6 +115,8 @@ def run(
     seed: Annotated[int, typer.Option(help="Seed of the stratified sample.")] = SUMMEVAL_SAMPLE_SEED,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N rows (after sampling/ordering).")] = None,
     kg_only: Annotated[bool, typer.Option(help="Take every KG from the committed file; never call the LLM.")] = False,
+    pairs: Annotated[bool, typer.Option(help="Lever: re-read the committed answers accepting [subject, predicate] "
+                                              "pairs; scores only rows of the base run; no LLM call.")] = False,
     out: Annotated[Optional[Path], typer.Option(help="Result file (default: benchmarks/results/detect-...).")] = None,
 ) -> None:
     """Score DATASET raw and with GraphEval; resumable (ids already in the result file are skipped)."""
@@ -96,12 +129,20 @@ def run(
     if limit is not None:
         rows = rows[:limit]
     chat: Any = llm
-    if kg_only:
+    kg_prompt = PROMPTS[prompt]
+    tag = prompt
+    if kg_only or pairs:
         chat = bench.cache_only_chat_model(_kg_llm_id(llm))
-    target = out or result_path(name, llm, scorer, prompt, render)
+    if pairs:
+        base = {r["id"] for r in bench.load_results(result_path(name, llm, scorer, prompt, render))}
+        rows = [r for r in rows if r["id"] in base]
+        kg_prompt = dataclasses.replace(kg_prompt, version=derive_pairs_kgs(_kg_llm_id(llm), kg_prompt.version,
+                                                                            kg_path(llm)))
+        tag = prompt + "+pairs"
+    target = out or result_path(name, llm, scorer, tag, render)
     summary = bench.run_detection(
         rows, target, dataset=name, llm=chat, scorer=scorer, kg_cache=CACHE / f"kg-{bench.slug(llm)}.sqlite",
-        kg_file=kg_path(llm), prompt=PROMPTS[prompt], render=render,
+        kg_file=kg_path(llm), prompt=kg_prompt, render=render,
     )
     typer.echo(
         f"{target}: {summary.done} scored, {summary.skipped} already done, {summary.errors} errors, "
@@ -250,9 +291,15 @@ def report(
     datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "summeval,qags_c,qags_x",
     n_boot: Annotated[int, typer.Option()] = 2000,
     seed: Annotated[int, typer.Option()] = 0,
+    same_rows_as: Annotated[Optional[str], typer.Option(help="Only rows also in the files of this prompt tag "
+                                                              "(e.g. examples-first+pairs).")] = None,
 ) -> None:
     """Print the tables from the per-row result files (no model is loaded)."""
     sets = _load_sets(llm, scorer, prompt, render, datasets.split(","))
+    if same_rows_as:
+        other = _load_sets(llm, scorer, same_rows_as, render, list(sets))
+        sets = {k: [r for r in v if r["id"] in {o["id"] for o in other.get(k, [])}] for k, v in sets.items()}
+        sets = {k: v for k, v in sets.items() if v}
     if not sets:
         typer.echo("no result rows found", err=True)
         raise typer.Exit(1)

@@ -16,7 +16,10 @@ run() {  # data set, model size, extra options
 run qags_x 0.5b --limit 60
 run qags_c 0.5b --limit 40
 run qags_c 1.5b --limit 40
-run qags_x 1.5b --limit 40
+run qags_x 1.5b --limit 30
+# Lever: accept [subject, predicate] pairs (no LLM call: re-reads the committed answers; rows of the base runs).
+run qags_x 1.5b --pairs
+run qags_c 1.5b --pairs
 run qags_c 1.5b
 run qags_x 1.5b
 run qags_c 0.5b

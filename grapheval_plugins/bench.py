@@ -491,7 +491,8 @@ def _result_row(
         "p_raw": None if raw.score is None else round(1.0 - raw.score, 6),
         "p_graph": None if graph.score is None else round(1.0 - graph.score, 6),
         "triples": [[*c.triple.as_list(), round(c.p_unsupported, 6)] for c in graph.claims if c.triple is not None],
-        "fallback": bool(extraction.fallback) if extraction is not None else None,
+        # No triple (parsed now, or a cached empty graph): the whole output was checked as one claim.
+        "fallback": bool(extraction.fallback or not extraction.triples) if extraction is not None else None,
         "llm_calls": extraction.attempts if extraction is not None else 0,
         "cached": bool(extraction.cached) if extraction is not None else False,
         "llm": graph.llm,

@@ -288,7 +288,7 @@ def demo(
             if callable(load):  # local models: weights assembled on first use (a progress bar shows), then loaded
                 load()
             console.print(f"  ready in {time.perf_counter() - started:.1f} s")
-        console.print(f"[bold]Checking {len(rows)} examples[/bold] with {engine.describe()} …")
+        console.print(f"[bold]Checking {len(rows)} examples[/bold] with {engine.describe()} …", soft_wrap=True)
         started = time.perf_counter()
         reports = engine.evaluate_many(rows, show_progress=True)
     except GraphEvalError as exc:

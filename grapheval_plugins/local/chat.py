@@ -17,7 +17,7 @@ Instantiate and invoke::
     llm = ChatLocalLlama(model="qwen2.5-coder-0.5b")        # or "qwen2.5-coder-1.5b", a .gguf path, "org/repo"
     answer = llm.invoke("Name the capital of France in one word.")
     answer.content                       # 'Paris'
-    answer.usage_metadata                # {'input_tokens': 33, 'output_tokens': 2, 'total_tokens': 35}
+    answer.usage_metadata                # {'input_tokens': 38, 'output_tokens': 1, 'total_tokens': 39}
     answer.response_metadata["prefix_tokens_reused"]   # tokens served from the KV cache
 """
 
@@ -33,7 +33,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from .._imports import require
 from ..exceptions import InputError
@@ -60,9 +60,9 @@ class ChatLocalLlama(BaseChatModel):
         cache_dir: the model cache folder (default: the user cache).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    model: str = Field(default="qwen2.5-coder-1.5b", alias="model_name")
+    model: str = "qwen2.5-coder-1.5b"
     n_ctx: int = 4096
     n_threads: int | None = None
     max_tokens: int = 512

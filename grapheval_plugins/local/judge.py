@@ -12,8 +12,10 @@ Example (downloads nothing: the weights come from the pinned ``weights-*`` packa
 
     from grapheval_plugins.local.judge import load_judge_scorer
 
-    judge = load_judge_scorer("local:qwen2.5-coder-0.5b")
-    judge.check(["Marie Curie was born in Warsaw."], ["Marie Curie born in Paris"])[0].p_unsupported  # ~0.9
+    judge = load_judge_scorer("local:qwen2.5-coder-1.5b")
+    context = "The city council of Riverton voted 7 to 2 on Tuesday to build a new library."
+    [s.p_unsupported for s in judge.check([context] * 2, ["The council voted 7 to 2", "The council voted 9 to 0"])]
+    # low for the first claim, close to 1 for the second
 """
 
 from __future__ import annotations
@@ -218,10 +220,11 @@ class LocalJudgeScorer(Scorer):
 
     @property
     def label_ids(self) -> tuple[int, int, int]:
-        if self._label_ids is None:
+        ids = self._label_ids
+        if ids is None:
             self.load()
-        assert self._label_ids is not None  # noqa: S101 - set by load()
-        return self._label_ids
+            ids = self._label_ids
+        return ids  # type: ignore[return-value]
 
     @property
     def max_premise_tokens(self) -> int:  # type: ignore[override]

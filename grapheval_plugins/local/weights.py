@@ -401,12 +401,12 @@ def resolve_model_path(
     notes: list[str] = []
 
     if name is None:
-        validate_reference(ref)
         path = Path(ref).expanduser()
         if path.is_file():
             return path
         match = _HUB_ID.match(ref)
-        assert match is not None  # noqa: S101 - guaranteed by validate_reference
+        if match is None:  # pragma: no cover - excluded by validate_reference
+            raise ModelLoadError(f"not a hub name: {ref!r}")
         repo, filename = match["repo"], match["file"]
         found = _try_hub(fetch, repo, filename, True, notes) if filename else None
         found = found or _try_hub(fetch, repo, filename, False, notes)

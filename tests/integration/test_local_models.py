@@ -16,6 +16,7 @@ from grapheval_plugins import GraphEval, WeightsIntegrityError  # noqa: E402
 from grapheval_plugins.extract import TripleExtractor  # noqa: E402
 from grapheval_plugins.local.chat import ChatLocalLlama  # noqa: E402
 from grapheval_plugins.local.judge import LocalJudgeScorer  # noqa: E402
+from grapheval_plugins.local.runtime import SharedContext  # noqa: E402
 from grapheval_plugins.local.weights import KNOWN_MODELS, assemble_parts, part_paths, resolve_model_path  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -86,6 +87,17 @@ def test_grapheval_with_the_local_models_flags_a_planted_error(llm: ChatLocalLla
     )
     assert report.ok and report.hallucinated is True
     assert report.llm == llm.model_label and report.scorer == judge.name
+
+
+def test_chat_and_judge_share_the_loaded_weights_but_not_the_kv_cache(
+    llm: ChatLocalLlama, judge: LocalJudgeScorer
+) -> None:
+    chat_ctx, judge_ctx = llm.session.llama, judge.session.llama
+    assert chat_ctx is not judge_ctx
+    assert isinstance(chat_ctx, SharedContext) or isinstance(judge_ctx, SharedContext)
+    before = llm.session.cached_tokens()
+    judge.check([COUNCIL], ["The council voted 7 to 2"])
+    assert llm.session.cached_tokens() == before  # judging leaves the chat model's prefix in place
 
 
 def test_corrupted_chunk_fails_assembly_and_leaves_no_file(tmp_path: Path) -> None:

@@ -366,3 +366,18 @@ def test_done_fallback_rows_of_an_older_file_are_backfilled_into_the_kg_file(tmp
     assert summary.done == 0
     assert sorted((e["text"], e["prompt"], e["triples"]) for e in _lines(tmp_path / "kg.jsonl")) == sorted(
         (r["output"], "v1", []) for r in rows)
+
+
+def test_pairs_lever_reads_subject_predicate_pairs_beside_triples() -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "detection.py"
+    spec = importlib.util.spec_from_file_location("bench_detection_script", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    answer = ('<python>[["Jordan Spieth", "first start-to-finish winner at Augusta"], ["Tiger Woods", "record"], '
+              '["a", "b", "c"]]</python>')
+    assert module.lenient_triples(answer) == [
+        ["a", "b", "c"], ["Jordan Spieth", "first", "start-to-finish winner at Augusta"], ["Tiger Woods", "is", "record"]]
+    assert module.lenient_triples("no list here") == []
