@@ -1,6 +1,7 @@
 """Correction study (the paper's Tables 3–4 design): GraphCorrect vs the Direct Prompt, on the outputs GraphEval flags.
 
-For every row, GraphEval checks the output once (the detection report is stored and shared by every variant). Each
+For every row, GraphEval checks the output once (the detection report is stored and shared by every variant; rows
+the detection study already judged with the same models are rebuilt from its per-row file, not judged again). Each
 flagged output is then corrected by a variant and checked again by the same GraphEval; we report, among flagged
 outputs, the share that pass the re-check (Table 4) and ROUGE-1/2/L between original and corrected (Table 3).
 
@@ -126,10 +127,38 @@ def dataset_rows(name: str, sample: Optional[int], seed: int, limit: Optional[in
     return rows[:limit] if limit is not None else rows
 
 
-def detect(engine: GraphEval, rows: list[dict[str, Any]], path: Path, batch_rows: int) -> dict[str, Report]:
-    """Detection reports for ``rows``: read from ``path``, the missing ones computed and appended."""
+def detection_study_reports(
+    results: Path, dataset: str, llm: str, scorer: str, rows: list[dict[str, Any]]
+) -> dict[str, Report]:
+    """Reports rebuilt from the detection study's per-row file for the same models, prompt and rendering
+    (``benchmarks/detection.py``), so rows it already judged are not judged again."""
+    from grapheval_plugins.extract.prompts import KG_PROMPT
+    from grapheval_plugins.inputs import normalize_output
+
+    path = results / f"detect-{dataset}-{bench.slug(llm)}-{bench.slug(scorer)}-examples-first-concat.jsonl"
+    if not path.exists():
+        return {}
+    outputs = {r["id"]: r["output"] for r in rows}
+    found = {}
+    for det in bench.load_results(path):
+        rid = det.get("id")
+        if rid in outputs and not det.get("error") and det.get("prompt") == KG_PROMPT.version:
+            found[rid] = bench.report_from_detection_row(det, normalize_output(outputs[rid]))
+    return found
+
+
+def detect(
+    engine: GraphEval,
+    rows: list[dict[str, Any]],
+    path: Path,
+    batch_rows: int,
+    known: dict[str, Report] | None = None,
+) -> dict[str, Report]:
+    """Detection reports for ``rows``: read from ``path`` or taken from ``known``; the missing ones computed and
+    appended to ``path``."""
     store = bench.ResultStore(path)
-    todo = [r for r in rows if r["id"] not in store.done()]
+    known = known or {}
+    todo = [r for r in rows if r["id"] not in store.done() and r["id"] not in known]
     from tqdm import tqdm
 
     with tqdm(total=len(todo), desc="detect", unit="row") as bar:
@@ -142,7 +171,7 @@ def detect(engine: GraphEval, rows: list[dict[str, Any]], path: Path, batch_rows
                     data["error"] = "; ".join(f"{e.stage}: {e.message}" for e in report.errors)
                 store.append(data)
             bar.update(len(batch))
-    return {rid: Report.model_validate(data) for rid, data in store.rows.items()}
+    return {**known, **{rid: Report.model_validate(data) for rid, data in store.rows.items()}}
 
 
 def _row_result(row: dict[str, Any], result: Any, seconds: float) -> dict[str, Any]:
@@ -218,7 +247,8 @@ def run(
             bench.seed_kg_cache(kg_file, engine.cache)
     results_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    reports = detect(engine, rows, reports_path(results_dir, name, llm_name, scorer_name), batch_rows)
+    known = {} if fake else detection_study_reports(RESULTS, name, llm_name, scorer_name, rows)
+    reports = detect(engine, rows, reports_path(results_dir, name, llm_name, scorer_name), batch_rows, known)
     fixer = GraphCorrect(engine, show_progress=False, **VARIANTS[variant])
     store = bench.ResultStore(result_path(results_dir, name, llm_name, scorer_name, variant))
     todo = [r for r in rows if r["id"] not in store.done()]

@@ -381,3 +381,33 @@ def test_pairs_lever_reads_subject_predicate_pairs_beside_triples() -> None:
     assert module.lenient_triples(answer) == [
         ["a", "b", "c"], ["Jordan Spieth", "first", "start-to-finish winner at Augusta"], ["Tiger Woods", "is", "record"]]
     assert module.lenient_triples("no list here") == []
+
+
+def test_report_rebuilt_from_a_detection_row_matches_the_pipelines_report(tmp_path: Path) -> None:
+    from grapheval_plugins import GraphEval
+
+    rows = _dataset(6)
+    _run(rows, tmp_path)
+    engine = GraphEval(llm=_triples_llm(), scorer=FunctionScorer(_support))
+    for det in _lines(tmp_path / "out.jsonl"):
+        row = next(r for r in rows if r["id"] == det["id"])
+        live = engine.evaluate(row["context"], row["output"])
+        rebuilt = bench.report_from_detection_row(det, row["output"])
+        assert rebuilt.hallucinated == live.hallucinated
+        assert rebuilt.score == pytest.approx(live.score, abs=1e-6)
+        assert [(c.claim, c.triple, c.unsupported) for c in rebuilt.claims] == [
+            (c.claim, c.triple, c.unsupported) for c in live.claims
+        ]
+
+
+def test_report_rebuilt_from_a_fallback_row_is_one_whole_output_claim() -> None:
+    row = {"id": "r", "p_graph": 0.7, "triples": [], "fallback": True, "llm_calls": 3, "render": "concat"}
+    report = bench.report_from_detection_row(row, "The whole output.")
+    assert report.hallucinated and report.extraction is not None and report.extraction.fallback
+    assert [(c.claim, c.triple) for c in report.unsupported] == [("The whole output.", None)]
+
+
+@pytest.mark.parametrize("bad", [{"error": "check: boom", "p_graph": None}, {"p_graph": 0.2, "render": "sentence"}])
+def test_report_is_not_rebuilt_from_an_errored_or_differently_rendered_row(bad: dict) -> None:
+    with pytest.raises(InputError, match="row"):
+        bench.report_from_detection_row({"id": "r", "triples": [], **bad}, "text")
