@@ -78,7 +78,9 @@ class TripleExtractor:
         """Extract the knowledge graph of ``text``.
 
         Returns an :class:`~grapheval_plugins.types.Extraction`; ``fallback=True`` with no triples when no answer
-        could be parsed after the retries (the caller then checks the whole text as one claim).
+        could be parsed after the retries (the caller then checks the whole text as one claim). With a cache,
+        a parsed graph is stored, and so is a fallback whose every attempt answered (as an empty graph, so a re-run
+        makes no call); a fallback in which a call raised is not stored.
 
         Raises:
             ExtractionError: every call to the chat model raised.
@@ -87,7 +89,10 @@ class TripleExtractor:
             hit = await asyncio.to_thread(self.cache.get, self.llm_id, self.prompt.version, text)
             if hit is not None:
                 return Extraction(
-                    triples=[Triple.from_list(t) for t in hit.triples], raw_text=hit.raw_text, cached=True
+                    triples=[Triple.from_list(t) for t in hit.triples],
+                    raw_text=hit.raw_text,
+                    cached=True,
+                    fallback=not hit.triples,
                 )
 
         messages: list[BaseMessage] = self.prompt.messages(text)
@@ -122,4 +127,10 @@ class TripleExtractor:
                 f"{type(last_error).__name__}: {last_error}"
             ) from last_error
         issues.append("no parseable knowledge graph; the whole output is checked as one claim")
+        if self.cache is not None and last_error is None:
+            # Every attempt answered and none parsed: the model's answer for this text, cached like a parsed one
+            # (an empty graph) so a re-run makes no call. A run in which a call raised is not cached.
+            await asyncio.to_thread(
+                self.cache.set, self.llm_id, self.prompt.version, text, CachedKG(triples=[], raw_text=raw)
+            )
         return Extraction(triples=[], raw_text=raw, attempts=attempts, fallback=True, issues=issues)

@@ -368,7 +368,7 @@ def test_done_fallback_rows_of_an_older_file_are_backfilled_into_the_kg_file(tmp
         (r["output"], "v1", []) for r in rows)
 
 
-def test_pairs_lever_reads_subject_predicate_pairs_beside_triples() -> None:
+def _detection_script():  # type: ignore[no-untyped-def]
     import importlib.util
 
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "detection.py"
@@ -376,6 +376,11 @@ def test_pairs_lever_reads_subject_predicate_pairs_beside_triples() -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_pairs_lever_reads_subject_predicate_pairs_beside_triples() -> None:
+    module = _detection_script()
     answer = ('<python>[["Jordan Spieth", "first start-to-finish winner at Augusta"], ["Tiger Woods", "record"], '
               '["a", "b", "c"]]</python>')
     assert module.lenient_triples(answer) == [
@@ -411,3 +416,20 @@ def test_report_rebuilt_from_a_fallback_row_is_one_whole_output_claim() -> None:
 def test_report_is_not_rebuilt_from_an_errored_or_differently_rendered_row(bad: dict) -> None:
     with pytest.raises(InputError, match="row"):
         bench.report_from_detection_row({"id": "r", "triples": [], **bad}, "text")
+
+
+def test_pairs_lever_copies_rows_whose_graph_it_does_not_change_and_scores_only_fallbacks(tmp_path: Path) -> None:
+    module = _detection_script()
+    rows = [{"id": f"r{i}"} for i in range(4)]
+    base = {f"r{i}": {"id": f"r{i}", "p_graph": 0.1 * i, "fallback": i % 2 == 1, "prompt": "kg-a/1",
+                      "llm_calls": 1, "cached": False} for i in range(4)}
+    target = tmp_path / "pairs.jsonl"
+    todo = module.copy_unchanged_rows(rows, base, target, "kg-a/1+pairs")
+    assert [r["id"] for r in todo] == ["r1", "r3"]
+    copied = {r["id"]: r for r in _lines(target)}
+    assert set(copied) == {"r0", "r2"}
+    assert copied["r2"]["p_graph"] == pytest.approx(0.2) and copied["r2"]["prompt"] == "kg-a/1+pairs"
+    assert copied["r2"]["llm_calls"] == 0 and copied["r2"]["copied"] is True
+    # a second call copies nothing twice
+    module.copy_unchanged_rows(rows, base, target, "kg-a/1+pairs")
+    assert len(_lines(target)) == 2

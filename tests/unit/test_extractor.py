@@ -80,6 +80,25 @@ def test_the_cache_makes_a_rerun_cost_no_llm_call(tmp_path) -> None:
     assert len(llm.calls) == 2
 
 
+def test_an_unparseable_answer_is_cached_so_a_rerun_makes_no_call_and_falls_back_again(tmp_path) -> None:
+    path = tmp_path / "kg.sqlite"
+    llm = ScriptedChatModel(responses=['<python>[["The Louvre", "opened in 1793"]]</python>'])
+    first = GraphEval(llm=llm, scorer=KeywordScorer(), cache=path, max_retries=1).evaluate(CONTEXT, OUTPUT)
+    again = GraphEval(llm=llm, scorer=KeywordScorer(), cache=path, max_retries=1).evaluate(CONTEXT, OUTPUT)
+    assert len(llm.calls) == 2  # the first run's two attempts; none on the re-run
+    assert first.extraction.fallback and again.extraction.fallback and again.extraction.cached
+    assert [c.claim for c in again.claims] == [OUTPUT] and again.score == first.score
+    assert again.extraction.raw_text == first.extraction.raw_text
+
+
+def test_a_fallback_after_a_raising_call_is_not_cached(tmp_path) -> None:
+    path = tmp_path / "kg.sqlite"
+    llm = ScriptedChatModel(responses=[RuntimeError("throttled"), "no graph here"])
+    report = GraphEval(llm=llm, scorer=KeywordScorer(), cache=path, max_retries=1).evaluate(CONTEXT, OUTPUT)
+    assert report.extraction.fallback and len(llm.calls) == 2
+    assert len(SQLiteKGCache(path)) == 0
+
+
 def test_in_memory_cache_is_the_default_and_can_be_disabled() -> None:
     llm = ScriptedChatModel(responses=[ANSWER])
     engine = GraphEval(llm=llm, scorer=KeywordScorer())
