@@ -121,6 +121,59 @@ def copy_unchanged_rows(
     return todo
 
 
+_CONTENT_WORD = re.compile(r"[a-z0-9]+")
+_STOPWORDS = frozenset(
+    "a an the of in on at to for and or is was are were be been by with as from that this it its his her their "
+    "he she they has have had not".split()
+)
+
+
+def _content_words(text: str) -> set[str]:
+    words = _CONTENT_WORD.findall(text.lower().replace("'s", ""))
+    return {w for w in words if w not in _STOPWORDS and len(w) > 1}
+
+
+def is_grounded(output: str, subject: str, obj: str) -> bool:
+    """Grounded-triples lever: a triple is kept when every content word of its subject and object occurs in the
+    output (case-insensitive, possessive 's and stop words ignored). Catches facts the extraction invented or glued
+    from elsewhere, e.g. ``[Bahar Mustafa, is a, man]`` when the output never says "man"."""
+    return _content_words(subject + " " + obj) <= _content_words(output)
+
+
+def grounded_row(row: dict[str, Any], output: str) -> dict[str, Any]:
+    """A detection result row re-decided with only its grounded triples (no model call): ``p_graph`` is the
+    largest P(unsupported) over the kept triples, or the whole output's score (``p_raw``) when none is kept, which
+    is what GraphEval's fallback checks."""
+    kept = [t for t in row["triples"] if is_grounded(output, t[0], t[2])]
+    dropped = [t for t in row["triples"] if not is_grounded(output, t[0], t[2])]
+    p_graph = max((t[3] for t in kept), default=row["p_raw"]) if row["triples"] else row["p_graph"]
+    return {**row, "prompt": row["prompt"] + "+grounded", "triples": kept, "dropped": dropped,
+            "p_graph": p_graph, "fallback": row.get("fallback") or not kept, "llm_calls": 0, "cached": True}
+
+
+@app.command()
+def grounded(
+    llm: Annotated[str, typer.Option()] = "local:qwen2.5-coder-0.5b",
+    scorer: Annotated[str, typer.Option()] = "judge:local:qwen2.5-coder-0.5b",
+    prompt: Annotated[str, typer.Option()] = "examples-first",
+    render: Annotated[str, typer.Option()] = "concat",
+    datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "summeval,qags_c,qags_x",
+) -> None:
+    """Lever: write ``<prompt>+grounded`` result files from the base files, keeping only grounded triples
+    (:func:`is_grounded`); no model is loaded. Report them with ``report --prompt <prompt>+grounded``."""
+    for name in datasets.split(","):
+        base = result_path(name, llm, scorer, prompt, render)
+        if not base.exists():
+            continue
+        outputs = {r["id"]: r["output"] for r in bench.load_dataset(name)}
+        target = result_path(name, llm, scorer, prompt + "+grounded", render)
+        rows = [grounded_row(r, outputs[r["id"]]) for r in bench.load_results(base) if not r.get("error")]
+        target.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        dropped = sum(len(r["dropped"]) for r in rows)
+        total = dropped + sum(len(r["triples"]) for r in rows)
+        typer.echo(f"{target}: {len(rows)} rows, {dropped} of {total} triples dropped as ungrounded")
+
+
 @app.command()
 def run(
     dataset: Annotated[str, typer.Argument(help="summeval, qags_c, qags_x, or a JSONL path.")],

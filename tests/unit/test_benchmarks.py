@@ -433,3 +433,17 @@ def test_pairs_lever_copies_rows_whose_graph_it_does_not_change_and_scores_only_
     # a second call copies nothing twice
     module.copy_unchanged_rows(rows, base, target, "kg-a/1+pairs")
     assert len(_lines(target)) == 2
+
+
+def test_grounded_lever_drops_triples_whose_words_the_output_lacks_and_falls_back_to_raw() -> None:
+    module = _detection_script()
+    output = "Bahar Mustafa's students said she banned men from the event."
+    assert module.is_grounded(output, "Bahar Mustafa", "men from the event")
+    assert not module.is_grounded(output, "Bahar Mustafa", "a man")
+    row = {"id": "r", "prompt": "kg-a/1", "p_raw": 0.3, "p_graph": 0.9, "fallback": False,
+           "triples": [["Bahar Mustafa", "is a", "man", 0.9], ["Bahar Mustafa", "banned", "men", 0.2]]}
+    kept = module.grounded_row(row, output)
+    assert kept["p_graph"] == 0.2 and kept["dropped"] == [["Bahar Mustafa", "is a", "man", 0.9]]
+    assert kept["prompt"] == "kg-a/1+grounded"
+    none_kept = module.grounded_row({**row, "triples": row["triples"][:1]}, output)
+    assert none_kept["p_graph"] == 0.3 and none_kept["fallback"]  # the whole output's score, as GraphEval's fallback
