@@ -366,9 +366,19 @@ def report(
     seed: Annotated[int, typer.Option()] = 0,
     same_rows_as: Annotated[Optional[str], typer.Option(help="Only rows also in the files of this prompt tag "
                                                               "(e.g. examples-first+pairs).")] = None,
+    rows_after: Annotated[Optional[str], typer.Option(
+        help="Only rows after the first N of each set's run order, e.g. qags_c=40,qags_x=30: leaves out the rows "
+             "a lever was designed on.")] = None,
 ) -> None:
     """Print the tables from the per-row result files (no model is loaded)."""
     sets = _load_sets(llm, scorer, prompt, render, datasets.split(","))
+    if rows_after:
+        for item in rows_after.split(","):
+            name, _, n = item.partition("=")
+            if name in sets:
+                first = {r["id"] for r in dataset_rows(name, None, SUMMEVAL_SAMPLE_SEED)[: int(n)]}
+                sets[name] = [r for r in sets[name] if r["id"] not in first]
+        sets = {k: v for k, v in sets.items() if v}
     if same_rows_as:
         other = _load_sets(llm, scorer, same_rows_as, render, list(sets))
         sets = {k: [r for r in v if r["id"] in {o["id"] for o in other.get(k, [])}] for k, v in sets.items()}
