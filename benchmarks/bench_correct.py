@@ -317,6 +317,9 @@ def report(
     scorer: Annotated[str, typer.Option(help="Scorer spec the runs used.")] = DEFAULT_SCORER,
     fake: Annotated[bool, typer.Option(help="Report the fake smoke-test runs.")] = False,
     results_dir: Annotated[Path, typer.Option(help="Where the per-row files are.")] = RESULTS,
+    same_rows: Annotated[
+        bool, typer.Option(help="Compare the variants on the rows every one of them has done.")
+    ] = True,
 ) -> None:
     """Markdown tables from the per-row files (no model is loaded)."""
     llm_name, scorer_name = _names(llm, scorer, fake)
@@ -334,6 +337,9 @@ def report(
         if not per_variant:
             typer.echo(f"\n{dataset}: no results under {results_dir}")
             continue
+        if same_rows:
+            common = set.intersection(*({r["id"] for r in rows} for rows in per_variant.values()))
+            per_variant = {v: [r for r in rows if r["id"] in common] for v, rows in per_variant.items()}
         typer.echo(f"\n**{dataset}**\n")
         typer.echo(table(dataset, per_variant))
 
