@@ -52,8 +52,21 @@ class _CheckBatcher:
         return await future
 
     async def _flush(self) -> None:
-        await asyncio.sleep(self.max_wait_s)
-        batch, self._pending = self._pending, []
+        # Loops until nothing is pending: a request submitted while a pass is running is served by the next
+        # iteration (no new flush task is started while this one runs, and nothing else would serve it).
+        while self._pending:
+            await asyncio.sleep(self.max_wait_s)
+            batch, self._pending = self._pending, []
+            try:
+                await self._serve(batch)
+            except BaseException as exc:  # never leave a caller waiting on a future nobody will resolve
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+
+    async def _serve(self, batch: list[tuple[list[str], list[str], asyncio.Future[list[ClaimScore]]]]) -> None:
         contexts = [c for req in batch for c in req[0]]
         claims = [c for req in batch for c in req[1]]
         try:
@@ -62,13 +75,18 @@ class _CheckBatcher:
             # Isolate the failing request(s): score each on its own.
             for ctxs, clms, future in batch:
                 try:
-                    future.set_result(await self.scorer.acheck(ctxs, clms))
+                    result = await self.scorer.acheck(ctxs, clms)
                 except ScoringError as exc:
-                    future.set_exception(exc)
+                    if not future.done():
+                        future.set_exception(exc)
+                else:
+                    if not future.done():
+                        future.set_result(result)
             return
         start = 0
         for ctxs, _, future in batch:
-            future.set_result(scores[start : start + len(ctxs)])
+            if not future.done():  # a caller cancelled while waiting
+                future.set_result(scores[start : start + len(ctxs)])
             start += len(ctxs)
 
 

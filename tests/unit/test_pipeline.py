@@ -117,6 +117,42 @@ def test_concurrent_aevaluate_calls_share_scorer_passes() -> None:
     assert len(scorer.batches) < 5  # 15 samples, a handful of scorer passes
 
 
+def test_a_call_submitted_while_a_scorer_pass_runs_is_served_by_the_next_pass() -> None:
+    import time as _time
+
+    class SlowScorer(KeywordScorer):
+        def predict_support(self, pairs):
+            _time.sleep(0.3)
+            return super().predict_support(pairs)
+
+    scorer = SlowScorer()
+    engine = GraphEval(llm=naive_llm(), scorer=scorer)
+
+    async def run() -> list[Report]:
+        first = asyncio.ensure_future(engine.aevaluate(ROWS[0]["context"], ROWS[0]["output"]))
+        await asyncio.sleep(0.15)  # the first pass is now running in its worker thread
+        second = engine.aevaluate(ROWS[1]["context"], ROWS[1]["output"])
+        return list(await asyncio.wait_for(asyncio.gather(first, second), timeout=10))
+
+    reports = asyncio.run(run())
+    assert [r.hallucinated for r in reports] == [False, True]
+    assert len(scorer.batches) == 2
+
+
+def test_a_scorer_raising_outside_its_contract_fails_the_waiting_rows_instead_of_hanging() -> None:
+    class Broken(KeywordScorer):
+        async def acheck(self, contexts, claims):
+            raise KeyError("not a ScoringError")
+
+    engine = GraphEval(llm=naive_llm(), scorer=Broken())
+
+    async def run() -> None:
+        await asyncio.wait_for(engine.aevaluate(ROWS[0]["context"], ROWS[0]["output"]), timeout=10)
+
+    with pytest.raises(KeyError):
+        asyncio.run(run())
+
+
 def test_one_bad_row_never_sinks_the_batch() -> None:
     class FailsOnBerlin(KeywordScorer):
         def predict_support(self, pairs):
