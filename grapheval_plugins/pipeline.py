@@ -62,7 +62,10 @@ class _CheckBatcher:
             except BaseException as exc:  # never leave a caller waiting on a future nobody will resolve
                 for _, _, future in batch:
                     if not future.done():
-                        future.set_exception(exc)
+                        if isinstance(exc, Exception):
+                            future.set_exception(exc)
+                        else:  # cancelled (loop shutdown, KeyboardInterrupt): the waiters are cancelled too
+                            future.cancel()
                 if not isinstance(exc, Exception):
                     raise
 
