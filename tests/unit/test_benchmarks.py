@@ -369,14 +369,9 @@ def test_done_fallback_rows_of_an_older_file_are_backfilled_into_the_kg_file(tmp
 
 
 def _detection_script():  # type: ignore[no-untyped-def]
-    import importlib.util
+    from repo_scripts import load_script
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "detection.py"
-    spec = importlib.util.spec_from_file_location("bench_detection_script", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/detection.py", "bench_detection_script")
 
 
 def test_pairs_lever_reads_subject_predicate_pairs_beside_triples() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -694,10 +693,9 @@ def test_cli_correct_writes_reports_and_a_summary(tmp_path: Path, monkeypatch: p
 # --------------------------------------------------------------------------- the benchmark script
 @pytest.mark.skipif(not DATA.exists(), reason="shared benchmark data not present")
 def test_benchmark_script_runs_on_three_rows_with_fakes(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("bench_correct", ROOT / "benchmarks" / "bench_correct.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from repo_scripts import load_script
+
+    module = load_script("benchmarks/bench_correct.py", "bench_correct")
     wanted = {"qags_c-000", "qags_c-015", "qags_c-018"}  # one the fake leaves alone, two it flags
     rows = [
         line for line in DATA.read_text(encoding="utf-8").splitlines() if json.loads(line)["id"] in wanted

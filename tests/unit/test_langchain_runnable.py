@@ -424,15 +424,9 @@ def test_route_flagged_answers_to_graphcorrect() -> None:
 def load_example() -> Any:
     pytest.importorskip("rank_bm25")
     pytest.importorskip("langchain_community")
-    import importlib.util
-    from pathlib import Path
+    from repo_scripts import load_script
 
-    path = Path(__file__).resolve().parents[2] / "examples" / "langchain" / "rag_chain.py"
-    spec = importlib.util.spec_from_file_location("rag_chain_example", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/langchain/rag_chain.py", "rag_chain_example")
 
 
 def test_example_chain_runs_offline_with_fakes() -> None:

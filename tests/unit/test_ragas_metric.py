@@ -349,10 +349,9 @@ def test_collections_metric_unwraps_ragas_langchain_wrapper_and_is_not_accepted_
 
 # --------------------------------------------------------------------------- the example
 def test_example_runs_offline_and_prints_ragas_result_table(capsys: pytest.CaptureFixture[str]) -> None:
-    path = ROOT / "examples" / "ragas" / "evaluate_dataset.py"
-    spec = importlib.util.spec_from_file_location("ragas_example", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from repo_scripts import load_script
+
+    module = load_script("examples/ragas/evaluate_dataset.py", "ragas_example")
     result = module.main([
         "--rows", "4", "--no-progress",
         "--llm", "py:grapheval_plugins.testing:naive_triples_chat_model",
