@@ -184,6 +184,8 @@ def run(
     sample: Annotated[Optional[int], typer.Option(help="Stratified sample of N rows (fixed seed).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the stratified sample.")] = SUMMEVAL_SAMPLE_SEED,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N rows (after sampling/ordering).")] = None,
+    reverse: Annotated[bool, typer.Option(help="Walk the run order from its end (a second process, with --out, "
+                                               "works toward the first one; then `merge`).")] = False,
     kg_only: Annotated[bool, typer.Option(help="Take every KG from the committed file; never call the LLM.")] = False,
     pairs: Annotated[bool, typer.Option(help="Lever: re-read the committed answers accepting [subject, predicate] "
                                               "pairs; scores only rows of the base run; no LLM call.")] = False,
@@ -198,6 +200,8 @@ def run(
     rows = dataset_rows(dataset, sample, seed)
     if limit is not None:
         rows = rows[:limit]
+    if reverse:
+        rows = rows[::-1]
     chat: Any = llm
     kg_prompt = PROMPTS[prompt]
     tag = prompt
@@ -223,6 +227,16 @@ def run(
     )
     if summary.error_ids:
         typer.echo(f"errored ids (redone on the next run): {summary.error_ids[:20]}")
+
+
+@app.command()
+def merge(
+    source: Annotated[Path, typer.Argument(help="Result file written by a second process (`run --reverse --out`).")],
+    into: Annotated[Path, typer.Argument(help="The main result file of the same run.")],
+) -> None:
+    """Append SOURCE's rows that INTO lacks (by id), so that one file holds the whole run."""
+    added = bench.merge_results(source, into)
+    typer.echo(f"{into}: {added} row(s) added from {source}; {len(bench.load_results(into))} in all")
 
 
 # --------------------------------------------------------------------------------------------- tables

@@ -56,6 +56,7 @@ __all__ = [
     "fit_threshold",
     "load_dataset",
     "load_results",
+    "merge_results",
     "rates",
     "report_from_detection_row",
     "roc_auc",
@@ -450,6 +451,43 @@ def load_results(path: str | Path) -> list[dict[str, Any]]:
         if "id" in row:
             rows[str(row["id"])] = row
     return list(rows.values())
+
+
+def merge_results(source: str | Path, into: str | Path) -> int:
+    """Append the rows of the result file ``source`` whose ids ``into`` lacks; returns how many were added.
+
+    Two processes can share a long run (one walks the run order from its start into the main file, the other from
+    its end into a side file); merging the side file afterwards leaves one file with every row once, which a
+    re-run of the main command then skips. Rows that recorded an error are not merged (a re-run redoes them).
+
+    Raises:
+        InputError: another run holds the lock on ``into``.
+
+    >>> import json, os, tempfile
+    >>> tmp = tempfile.mkdtemp()
+    >>> main, side = os.path.join(tmp, "main.jsonl"), os.path.join(tmp, "side.jsonl")
+    >>> _ = open(main, "w").write(json.dumps({"id": "a", "p_graph": 0.1}) + "\\n")
+    >>> _ = open(side, "w").write("".join(json.dumps({"id": i, "p_graph": 0.2}) + "\\n" for i in ("a", "b")))
+    >>> merge_results(side, main), sorted(r["id"] for r in load_results(main))
+    (1, ['a', 'b'])
+    """
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(_lock_path(into))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout as exc:
+        raise InputError("into", f"another run is writing {into} (lock {lock.lock_file} is held)") from exc
+    try:
+        store = ResultStore(into)
+        added = 0
+        for row in load_results(source):
+            if str(row["id"]) not in store.rows and not row.get("error"):
+                store.append(row)
+                added += 1
+        return added
+    finally:
+        lock.release()
 
 
 def report_from_detection_row(row: Mapping[str, Any], output: str, threshold: float = 0.5) -> Report:

@@ -442,3 +442,33 @@ def test_grounded_lever_drops_triples_whose_words_the_output_lacks_and_falls_bac
     assert kept["prompt"] == "kg-a/1+grounded"
     none_kept = module.grounded_row({**row, "triples": row["triples"][:1]}, output)
     assert none_kept["p_graph"] == 0.3 and none_kept["fallback"]  # the whole output's score, as GraphEval's fallback
+
+
+def test_merge_appends_only_the_rows_the_main_file_lacks_and_skips_errors(tmp_path: Path) -> None:
+    main, side = tmp_path / "main.jsonl", tmp_path / "side.jsonl"
+    main.write_text(json.dumps({"id": "a", "p_graph": 0.1}) + "\n")
+    side.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": "a", "p_graph": 0.9}, {"id": "b", "p_graph": 0.2}, {"id": "c", "error": "check: boom"}]))
+    assert bench.merge_results(side, main) == 1
+    assert {r["id"]: r["p_graph"] for r in bench.load_results(main)} == {"a": 0.1, "b": 0.2}
+    assert bench.merge_results(side, main) == 0  # idempotent
+
+
+def test_reverse_run_walks_the_run_order_from_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    module = _detection_script()
+    data = tmp_path / "set.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _dataset(5)))
+    order = [r["id"] for r in module.dataset_rows(str(data), None, 0)]
+    seen: list[str] = []
+
+    def fake_run(rows, target, **kwargs):  # type: ignore[no-untyped-def]
+        seen.extend(r["id"] for r in rows)
+        return bench.RunSummary(path=Path(target), total=len(rows), done=len(rows))
+
+    monkeypatch.setattr(module.bench, "run_detection", fake_run)
+    result = CliRunner().invoke(module.app, ["run", str(data), "--limit", "4", "--reverse",
+                                             "--out", str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert seen == order[:4][::-1]
