@@ -21,6 +21,7 @@ so every figure can be recomputed from the committed files without any model.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -28,7 +29,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -471,14 +472,7 @@ def merge_results(source: str | Path, into: str | Path) -> int:
     >>> merge_results(side, main), sorted(r["id"] for r in load_results(main))
     (1, ['a', 'b'])
     """
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(_lock_path(into))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout as exc:
-        raise InputError("into", f"another run is writing {into} (lock {lock.lock_file} is held)") from exc
-    try:
+    with _write_lock(into, "into"):
         store = ResultStore(into)
         added = 0
         for row in load_results(source):
@@ -486,8 +480,6 @@ def merge_results(source: str | Path, into: str | Path) -> int:
                 store.append(row)
                 added += 1
         return added
-    finally:
-        lock.release()
 
 
 def report_from_detection_row(row: Mapping[str, Any], output: str, threshold: float = 0.5) -> Report:
@@ -620,19 +612,10 @@ async def arun_detection(
     """
     if render not in RENDERERS:
         raise InputError("render", f"must be one of {sorted(RENDERERS)}, got {render!r}")
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(_lock_path(out))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout as exc:
-        raise InputError("out", f"another run is writing {out} (lock {lock.lock_file} is held)") from exc
-    try:
+    with _write_lock(out, "out"):
         return await _run_locked(rows, out, dataset=dataset, llm=llm, scorer=scorer, kg_cache=kg_cache,
                                  kg_file=kg_file, prompt=prompt, render=render, max_retries=max_retries,
                                  show_progress=show_progress, on_row=on_row)
-    finally:
-        lock.release()
 
 
 def _export_fallbacks(kg_file: str | Path, store: ResultStore, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -647,6 +630,23 @@ def _export_fallbacks(kg_file: str | Path, store: ResultStore, rows: Sequence[Ma
             entries.append((result["llm"], result["prompt"], normalize_output(by_id[rid]["output"]), CachedKG([], None)))
     if entries:
         export_kg(kg_file, entries)
+
+
+@contextlib.contextmanager
+def _write_lock(path: str | Path, argument: str) -> Iterator[None]:
+    """Hold the lock on the result file ``path`` (see :func:`_lock_path`); refuse at once when another run holds
+    it (InputError naming ``argument``)."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(_lock_path(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout as exc:
+        raise InputError(argument, f"another run is writing {path} (lock {lock.lock_file} is held)") from exc
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _lock_path(out: str | Path) -> str:

@@ -452,6 +452,10 @@ def test_merge_appends_only_the_rows_the_main_file_lacks_and_skips_errors(tmp_pa
     assert bench.merge_results(side, main) == 1
     assert {r["id"]: r["p_graph"] for r in bench.load_results(main)} == {"a": 0.1, "b": 0.2}
     assert bench.merge_results(side, main) == 0  # idempotent
+    from filelock import FileLock
+
+    with FileLock(bench._lock_path(main)), pytest.raises(InputError, match="another run"):
+        bench.merge_results(side, main)  # a run still writing the main file
 
 
 def test_reverse_run_walks_the_run_order_from_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
