@@ -454,6 +454,9 @@ def load_results(path: str | Path) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
+_RUN_KEYS = ("dataset", "llm", "scorer", "prompt", "render")  # what makes two result rows comparable
+
+
 def merge_results(source: str | Path, into: str | Path) -> int:
     """Append the rows of the result file ``source`` whose ids ``into`` lacks; returns how many were added.
 
@@ -462,7 +465,8 @@ def merge_results(source: str | Path, into: str | Path) -> int:
     re-run of the main command then skips. Rows that recorded an error are not merged (a re-run redoes them).
 
     Raises:
-        InputError: another run holds the lock on ``into``.
+        InputError: another run holds the lock on ``into``, or a row of ``source`` comes from another run (its
+            data set, chat model, scorer, prompt version or rendering differs from ``into``'s rows).
 
     >>> import json, os, tempfile
     >>> tmp = tempfile.mkdtemp()
@@ -474,8 +478,13 @@ def merge_results(source: str | Path, into: str | Path) -> int:
     """
     with _write_lock(into, "into"):
         store = ResultStore(into)
+        known = {tuple(row.get(k) for k in _RUN_KEYS) for row in store.rows.values()}
         added = 0
         for row in load_results(source):
+            run = tuple(row.get(k) for k in _RUN_KEYS)
+            if known and run not in known:
+                raise InputError("source", f"row {row['id']!r} of {source} comes from another run than {into}: "
+                                           f"{dict(zip(_RUN_KEYS, run))}")
             if str(row["id"]) not in store.rows and not row.get("error"):
                 store.append(row)
                 added += 1

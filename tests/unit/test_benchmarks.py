@@ -457,6 +457,11 @@ def test_merge_appends_only_the_rows_the_main_file_lacks_and_skips_errors(tmp_pa
     with FileLock(bench._lock_path(main)), pytest.raises(InputError, match="another run"):
         bench.merge_results(side, main)  # a run still writing the main file
 
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"id": "d", "p_graph": 0.3, "scorer": "another"}) + "\n")
+    with pytest.raises(InputError, match="another run"):
+        bench.merge_results(other, main)  # rows of a different scorer
+
 
 def test_reverse_run_walks_the_run_order_from_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
