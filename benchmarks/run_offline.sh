@@ -26,8 +26,8 @@ run qags_c 1.5b              # full QAGS-C (done)
 "$PY" benchmarks/bench_correct.py run qags_c --variant paper --limit 80 >> benchmarks/.cache/correct-qags_c.log 2>&1
 "$PY" benchmarks/bench_correct.py run qags_c --variant direct --limit 80 >> benchmarks/.cache/correct-qags_c.log 2>&1
 run qags_c 1.5b --pairs      # the pairs lever on the rest of QAGS-C
-run qags_x 1.5b              # full QAGS-X (partial so far: a random subset)
-run summeval 1.5b --sample 400
+run qags_x 1.5b              # full QAGS-X (done)
+run summeval 1.5b --sample 400   # the stratified 400-row sample (run as two processes: docs/benchmarks.md, "Reproducing")
 run qags_c 0.5b
 run qags_x 0.5b
 # Lever with no model at all: keep only triples whose words occur in the output.
