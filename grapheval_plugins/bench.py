@@ -479,12 +479,14 @@ def merge_results(source: str | Path, into: str | Path) -> int:
     with _write_lock(into, "into"):
         store = ResultStore(into)
         known = {tuple(row.get(k) for k in _RUN_KEYS) for row in store.rows.values()}
-        added = 0
-        for row in load_results(source):
+        rows = load_results(source)
+        for row in rows:  # every row is checked before any is written: a refused merge leaves ``into`` as it was
             run = tuple(row.get(k) for k in _RUN_KEYS)
             if known and run not in known:
                 raise InputError("source", f"row {row['id']!r} of {source} comes from another run than {into}: "
                                            f"{dict(zip(_RUN_KEYS, run))}")
+        added = 0
+        for row in rows:
             if str(row["id"]) not in store.rows and not row.get("error"):
                 store.append(row)
                 added += 1
