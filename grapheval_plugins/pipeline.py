@@ -35,62 +35,133 @@ def _progress(total: int, desc: str, enabled: bool):  # type: ignore[no-untyped-
     return tqdm(total=total, desc=desc, unit="row", disable=not enabled, leave=False)
 
 
-class _CheckBatcher:
-    """Gathers the claims of concurrent ``aevaluate`` calls into one scorer pass (one per event loop)."""
+_Request = tuple[list[str], list[str]]
+"""One row's scorer input: ``(contexts, claims)``, one context per claim."""
 
-    def __init__(self, scorer: Scorer, max_wait_s: float) -> None:
+
+def _pack(sizes: Sequence[int], cap: int) -> list[slice]:
+    """Consecutive slices of requests whose claim counts add up to at most ``cap`` (a larger request goes alone).
+
+    >>> _pack([3, 3, 3, 10, 1], cap=6)
+    [slice(0, 2, None), slice(2, 3, None), slice(3, 4, None), slice(4, 5, None)]
+    """
+    out: list[slice] = []
+    start, total = 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and total + size > cap:
+            out.append(slice(start, i))
+            start, total = i, 0
+        total += size
+    if start < len(sizes):
+        out.append(slice(start, len(sizes)))
+    return out
+
+
+async def _score_isolated(scorer: Scorer, requests: Sequence[_Request]) -> list[list[ClaimScore] | ScoringError]:
+    """Score several rows in one scorer pass, so that one bad row fails alone.
+
+    Returns, per request, its claim scores or the :class:`ScoringError` it raised. When the joint pass fails,
+    each request is scored on its own (a lone request is not scored twice). Errors outside the scorer contract
+    (anything but ``ScoringError``) propagate.
+    """
+    contexts = [c for ctxs, _ in requests for c in ctxs]
+    claims = [c for _, clms in requests for c in clms]
+    try:
+        scores = await scorer.acheck(contexts, claims)
+    except ScoringError as exc:
+        if len(requests) == 1:
+            return [exc]
+        out: list[list[ClaimScore] | ScoringError] = []
+        for ctxs, clms in requests:
+            try:
+                out.append(await scorer.acheck(ctxs, clms))
+            except ScoringError as row_exc:
+                out.append(row_exc)
+        return out
+    results: list[list[ClaimScore] | ScoringError] = []
+    start = 0
+    for ctxs, _ in requests:
+        results.append(scores[start : start + len(ctxs)])
+        start += len(ctxs)
+    return results
+
+
+class _CheckBatcher:
+    """Gathers the claims of concurrent ``aevaluate`` calls into shared scorer passes (one batcher per loop).
+
+    A pass starts ``max_wait_s`` after the first pending request, or at once when the pending claims reach
+    ``max_claims``; it takes pending requests in arrival order up to ``max_claims`` claims (a single larger
+    request goes alone), so early callers are not held back by a large crowd behind them. A request submitted
+    while a pass runs is served by a later pass of the same flush task.
+    """
+
+    def __init__(self, scorer: Scorer, max_wait_s: float, max_claims: int) -> None:
         self.scorer = scorer
         self.max_wait_s = max_wait_s
-        self._pending: list[tuple[list[str], list[str], asyncio.Future[list[ClaimScore]]]] = []
+        self.max_claims = max_claims
+        self._pending: list[tuple[_Request, asyncio.Future[list[ClaimScore]]]] = []
+        self._pending_claims = 0
+        self._full = asyncio.Event()
         self._flush_task: asyncio.Task[None] | None = None
 
     async def submit(self, contexts: list[str], claims: list[str]) -> list[ClaimScore]:
         future: asyncio.Future[list[ClaimScore]] = asyncio.get_running_loop().create_future()
-        self._pending.append((contexts, claims, future))
+        self._pending.append(((contexts, claims), future))
+        self._pending_claims += len(claims)
+        if self._pending_claims >= self.max_claims:
+            self._full.set()
         if self._flush_task is None or self._flush_task.done():
             self._flush_task = asyncio.ensure_future(self._flush())
         return await future
 
+    async def _wait_for_more(self) -> None:
+        if self._pending_claims >= self.max_claims:
+            return
+        try:
+            await asyncio.wait_for(self._full.wait(), self.max_wait_s)
+        except asyncio.TimeoutError:
+            pass
+
+    def _take(self) -> list[tuple[_Request, asyncio.Future[list[ClaimScore]]]]:
+        pending = [item for item in self._pending if not item[1].done()]  # drop callers that were cancelled
+        first = _pack([len(req[1]) for req, _ in pending], self.max_claims)[:1]
+        cut = first[0].stop if first else 0
+        batch, self._pending = pending[:cut], pending[cut:]
+        self._pending_claims = sum(len(req[1]) for req, _ in self._pending)
+        if self._pending_claims < self.max_claims:
+            self._full.clear()
+        return batch
+
     async def _flush(self) -> None:
-        # Loops until nothing is pending: a request submitted while a pass is running is served by the next
-        # iteration (no new flush task is started while this one runs, and nothing else would serve it).
+        # Loops until nothing is pending: no new flush task starts while this one runs, and nothing else would
+        # serve a request submitted meanwhile.
         while self._pending:
-            await asyncio.sleep(self.max_wait_s)
-            batch, self._pending = self._pending, []
+            await self._wait_for_more()
+            batch = self._take()
+            if not batch:
+                continue
             try:
-                await self._serve(batch)
+                results = await _score_isolated(self.scorer, [req for req, _ in batch])
             except BaseException as exc:  # never leave a caller waiting on a future nobody will resolve
-                for _, _, future in batch:
+                for _, future in batch:
                     if not future.done():
                         if isinstance(exc, Exception):
                             future.set_exception(exc)
                         else:  # cancelled (loop shutdown, KeyboardInterrupt): the waiters are cancelled too
                             future.cancel()
                 if not isinstance(exc, Exception):
+                    for _, future in self._pending:  # nothing will serve the rest either
+                        future.cancel()
+                    self._pending, self._pending_claims = [], 0
                     raise
-
-    async def _serve(self, batch: list[tuple[list[str], list[str], asyncio.Future[list[ClaimScore]]]]) -> None:
-        contexts = [c for req in batch for c in req[0]]
-        claims = [c for req in batch for c in req[1]]
-        try:
-            scores = await self.scorer.acheck(contexts, claims)
-        except ScoringError:
-            # Isolate the failing request(s): score each on its own.
-            for ctxs, clms, future in batch:
-                try:
-                    result = await self.scorer.acheck(ctxs, clms)
-                except ScoringError as exc:
-                    if not future.done():
-                        future.set_exception(exc)
+                continue
+            for (_, future), result in zip(batch, results):
+                if future.done():  # the caller was cancelled while waiting
+                    continue
+                if isinstance(result, ScoringError):
+                    future.set_exception(result)
                 else:
-                    if not future.done():
-                        future.set_result(result)
-            return
-        start = 0
-        for ctxs, _, future in batch:
-            if not future.done():  # a caller cancelled while waiting
-                future.set_result(scores[start : start + len(ctxs)])
-            start += len(ctxs)
+                    future.set_result(result)
 
 
 class GraphEval:
@@ -119,6 +190,8 @@ class GraphEval:
             file), or a :class:`~grapheval_plugins.cache.KGCache`.
         max_concurrency: chat-model calls in flight at once in batch runs.
         check_batch_rows: rows whose claims go to the scorer together in :meth:`evaluate_many`.
+        max_batch_claims: most claims in one scorer pass, whether gathered from concurrent :meth:`aevaluate`
+            calls or from the rows of :meth:`evaluate_many` (the claims of a single row are never split).
         render_triple: how a triple becomes the scorer's hypothesis (default: the paper's concatenation).
         locate: find each triple's character span in the output.
         show_progress: progress bars in batch runs (default: on for 2+ rows when attached to a terminal).
@@ -154,6 +227,7 @@ class GraphEval:
         locate: bool = True,
         show_progress: bool | None = None,
         batch_wait_s: float = 0.02,
+        max_batch_claims: int = 256,
     ) -> None:
         if mode not in ("graph", "raw"):
             raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
@@ -161,6 +235,8 @@ class GraphEval:
             raise InputError("threshold", f"must be in [0, 1], got {threshold!r}")
         if max_concurrency < 1 or check_batch_rows < 1:
             raise InputError("max_concurrency", "max_concurrency and check_batch_rows must be >= 1")
+        if isinstance(max_batch_claims, bool) or not isinstance(max_batch_claims, int) or max_batch_claims < 1:
+            raise InputError("max_batch_claims", f"must be an integer >= 1, got {max_batch_claims!r}")
         self._llm_spec = llm
         self._scorer_spec = scorer
         self.threshold = threshold
@@ -174,6 +250,7 @@ class GraphEval:
         self.locate = locate
         self.show_progress = show_progress
         self.batch_wait_s = batch_wait_s
+        self.max_batch_claims = max_batch_claims
         self._resolve_lock = threading.Lock()
         self._llm: Any = None
         self._scorer: Scorer | None = None
@@ -225,6 +302,29 @@ class GraphEval:
                         llm, prompt=self.prompt, max_retries=self.max_retries, cache=self.cache
                     )
         return self._extractor
+
+    async def _aextractor(self) -> TripleExtractor:
+        """:attr:`extractor`, resolved in a worker thread the first time (loading a model never blocks the loop)."""
+        if self._extractor is not None:
+            return self._extractor
+        return await asyncio.to_thread(lambda: self.extractor)
+
+    async def _ascorer(self) -> Scorer:
+        """:attr:`scorer`, resolved in a worker thread the first time."""
+        if self._scorer is not None:
+            return self._scorer
+        return await asyncio.to_thread(lambda: self.scorer)
+
+    async def _batcher(self) -> _CheckBatcher:
+        """The batcher of the running loop (one per loop: futures belong to the loop that made them)."""
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            scorer = await self._ascorer()
+            batcher = self._batchers.get(loop)  # another call may have made it meanwhile
+            if batcher is None:
+                batcher = self._batchers[loop] = _CheckBatcher(scorer, self.batch_wait_s, self.max_batch_claims)
+        return batcher
 
     def describe(self, *, load: bool = True) -> str:
         """``"<llm> + <scorer>"`` (or ``"raw + <scorer>"``): names every model a verdict depends on.
@@ -279,10 +379,7 @@ class GraphEval:
         extraction, claims, error = await self._extract_claims(sample, config)
         if error is not None:
             return self._error_report(sample, extraction, error, {"total": time.perf_counter() - t0})
-        loop = asyncio.get_running_loop()
-        batcher = self._batchers.get(loop)
-        if batcher is None:
-            batcher = self._batchers[loop] = _CheckBatcher(self.scorer, self.batch_wait_s)
+        batcher = await self._batcher()
         t1 = time.perf_counter()
         try:
             scores = await batcher.submit([sample.context] * len(claims), [c for c, _ in claims])
@@ -399,7 +496,8 @@ class GraphEval:
         if self.mode == "raw":
             return None, [(sample.output, None)], None
         try:
-            extraction = await self.extractor.aextract(sample.output, config=config)
+            extractor = await self._aextractor()
+            extraction = await extractor.aextract(sample.output, config=config)
         except ExtractionError as exc:
             return None, [], StageError(stage="extract", type=type(exc).__name__, message=str(exc))
         except GraphEvalError:
@@ -418,24 +516,16 @@ class GraphEval:
     async def _check_group(
         self, group: Sequence[tuple[Sample, list[tuple[str, Triple | None]]]]
     ) -> list[list[ClaimScore] | StageError]:
-        """Score a group of rows in one pass; on failure, row by row so one bad row fails alone."""
-        contexts = [s.context for s, claims in group for _ in claims]
-        claim_texts = [c for _, claims in group for c, _ in claims]
-        try:
-            scores = await self.scorer.acheck(contexts, claim_texts)
-        except ScoringError:
-            out: list[list[ClaimScore] | StageError] = []
-            for sample, claims in group:
-                try:
-                    out.append(await self.scorer.acheck([sample.context] * len(claims), [c for c, _ in claims]))
-                except ScoringError as exc:
-                    out.append(StageError(stage="check", type=type(exc).__name__, message=str(exc)))
-            return out
+        """Score a group of rows in passes of at most ``max_batch_claims`` claims; one bad row fails alone."""
+        scorer = await self._ascorer()
+        requests: list[_Request] = [([s.context] * len(claims), [c for c, _ in claims]) for s, claims in group]
         results: list[list[ClaimScore] | StageError] = []
-        start = 0
-        for _, claims in group:
-            results.append(scores[start : start + len(claims)])
-            start += len(claims)
+        for part in _pack([len(clms) for _, clms in requests], self.max_batch_claims):
+            for result in await _score_isolated(scorer, requests[part]):
+                if isinstance(result, ScoringError):
+                    results.append(StageError(stage="check", type=type(result).__name__, message=str(result)))
+                else:
+                    results.append(result)
         return results
 
     # ----------------------------------------------------------------- reports

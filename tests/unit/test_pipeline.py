@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import pytest
 from langchain_core.documents import Document
@@ -105,38 +106,167 @@ def test_batched_scores_equal_one_by_one_scores() -> None:
     assert [r.hallucinated for r in batched] == [False, True, True]
 
 
+class GatedScorer(KeywordScorer):
+    """A keyword scorer whose passes wait until the test opens the gate (``started`` is set when one waits)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+        self.gate = threading.Event()
+
+    def predict_support(self, pairs):
+        self.started.set()
+        assert self.gate.wait(10), "the test never opened the gate"
+        return super().predict_support(pairs)
+
+
+async def _until(predicate, what: str) -> None:  # type: ignore[no-untyped-def]
+    """Yield to the loop until ``predicate()`` holds (no timing: bounded by a number of turns)."""
+    for _ in range(100_000):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never happened: {what}")
+
+
+def _submitted(engine: GraphEval) -> list[int]:
+    """Wrap the running loop's batcher so that each submit is counted (returns the live counter)."""
+    batcher = engine._batchers[asyncio.get_running_loop()]
+    counter = [0]
+    submit = batcher.submit
+
+    async def counting(contexts, claims):  # type: ignore[no-untyped-def]
+        counter[0] += 1
+        return await submit(contexts, claims)
+
+    batcher.submit = counting  # type: ignore[method-assign]
+    return counter
+
+
 def test_concurrent_aevaluate_calls_share_scorer_passes() -> None:
-    scorer = KeywordScorer()
+    scorer = GatedScorer()
     engine = GraphEval(llm=naive_llm(), scorer=scorer)
 
     async def run() -> list[Report]:
-        return await asyncio.gather(*(engine.aevaluate(r["context"], r["output"]) for r in ROWS * 5))
+        await engine._batcher()
+        submitted = _submitted(engine)
+        calls = [asyncio.ensure_future(engine.aevaluate(r["context"], r["output"])) for r in ROWS * 5]
+        await _until(lambda: submitted[0] == 15, "all 15 calls reached the batcher")
+        scorer.gate.set()  # the first pass (whatever it took) and one more serve everything
+        return list(await asyncio.wait_for(asyncio.gather(*calls), timeout=10))
 
     reports = asyncio.run(run())
     assert len(reports) == 15 and all(r.ok for r in reports)
-    assert len(scorer.batches) < 5  # 15 samples, a handful of scorer passes
+    assert len(scorer.batches) <= 2  # 15 samples, at most two scorer passes
 
 
 def test_a_call_submitted_while_a_scorer_pass_runs_is_served_by_the_next_pass() -> None:
-    import time as _time
-
-    class SlowScorer(KeywordScorer):
-        def predict_support(self, pairs):
-            _time.sleep(0.3)
-            return super().predict_support(pairs)
-
-    scorer = SlowScorer()
+    scorer = GatedScorer()
     engine = GraphEval(llm=naive_llm(), scorer=scorer)
 
     async def run() -> list[Report]:
+        await engine._batcher()
+        submitted = _submitted(engine)
         first = asyncio.ensure_future(engine.aevaluate(ROWS[0]["context"], ROWS[0]["output"]))
-        await asyncio.sleep(0.15)  # the first pass is now running in its worker thread
-        second = engine.aevaluate(ROWS[1]["context"], ROWS[1]["output"])
+        await asyncio.to_thread(scorer.started.wait, 10)  # the first pass is now running in its worker thread
+        second = asyncio.ensure_future(engine.aevaluate(ROWS[1]["context"], ROWS[1]["output"]))
+        await _until(lambda: submitted[0] == 2, "the second call reached the batcher")
+        scorer.gate.set()
         return list(await asyncio.wait_for(asyncio.gather(first, second), timeout=10))
 
     reports = asyncio.run(run())
     assert [r.hallucinated for r in reports] == [False, True]
     assert len(scorer.batches) == 2
+
+
+def test_a_scorer_pass_never_exceeds_max_batch_claims() -> None:
+    scorer = KeywordScorer()
+    rows = [{"id": str(i), "context": "Paris is in France.", "output": f"Paris {i} is in France."} for i in range(9)]
+    reports = GraphEval(llm=naive_llm(), scorer=scorer, max_batch_claims=2, check_batch_rows=32).evaluate_many(rows)
+    assert all(r.ok for r in reports) and len(reports) == 9
+    claims_per_pass = [len({h for _, h in batch}) for batch in scorer.batches]
+    assert max(claims_per_pass) <= 2 and sum(claims_per_pass) == 9
+
+    gated = GatedScorer()
+    engine = GraphEval(llm=naive_llm(), scorer=gated, max_batch_claims=4, batch_wait_s=60)
+
+    async def run() -> list[Report]:
+        await engine._batcher()
+        submitted = _submitted(engine)
+        calls = [asyncio.ensure_future(engine.aevaluate(r["context"], r["output"])) for r in rows[:8]]
+        await _until(lambda: submitted[0] == 8, "all calls reached the batcher")
+        gated.gate.set()
+        # batch_wait_s=60: the passes start because the pending claims fill a pass, not because time passed
+        return list(await asyncio.wait_for(asyncio.gather(*calls), timeout=30))
+
+    assert all(r.ok for r in asyncio.run(run()))
+    assert [len(b) for b in gated.batches] and max(len({h for _, h in b}) for b in gated.batches) <= 4
+
+
+def test_models_are_resolved_off_the_event_loop(monkeypatch) -> None:
+    import grapheval_plugins.models as models
+
+    threads: dict[str, int] = {}
+
+    def resolve_scorer(spec=None, **kw):  # type: ignore[no-untyped-def]
+        threads["scorer"] = threading.get_ident()
+        return KeywordScorer()
+
+    def resolve_llm(spec=None, **kw):  # type: ignore[no-untyped-def]
+        threads["llm"] = threading.get_ident()
+        return naive_llm()
+
+    monkeypatch.setattr(models, "resolve_scorer", resolve_scorer)
+    monkeypatch.setattr(models, "resolve_llm", resolve_llm)
+    engine = GraphEval(llm="local:any", scorer="any")
+
+    async def run() -> int:
+        assert (await engine.aevaluate(ROWS[0]["context"], ROWS[0]["output"])).ok
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(run())
+    assert set(threads) == {"llm", "scorer"} and loop_thread not in threads.values()
+
+
+def test_a_caller_cancelled_while_waiting_does_not_disturb_the_others() -> None:
+    scorer = GatedScorer()
+    engine = GraphEval(llm=naive_llm(), scorer=scorer)
+
+    async def run() -> tuple[list[Report], bool]:
+        await engine._batcher()
+        submitted = _submitted(engine)
+        calls = [asyncio.ensure_future(engine.aevaluate(r["context"], r["output"])) for r in ROWS]
+        await _until(lambda: submitted[0] == 3, "all calls reached the batcher")
+        calls[1].cancel()
+        scorer.gate.set()
+        done = await asyncio.wait_for(asyncio.gather(calls[0], calls[2]), timeout=10)
+        return list(done), calls[1].cancelled()
+
+    (first, third), cancelled = asyncio.run(run())
+    assert cancelled and first.hallucinated is False and third.hallucinated is True
+
+
+def test_cancelling_the_scorer_pass_cancels_its_waiters_instead_of_leaving_them_hanging() -> None:
+    scorer = GatedScorer()
+    engine = GraphEval(llm=naive_llm(), scorer=scorer)
+
+    async def run() -> list[BaseException | Report]:
+        batcher = await engine._batcher()
+        submitted = _submitted(engine)
+        calls = [asyncio.ensure_future(engine.aevaluate(r["context"], r["output"])) for r in ROWS]
+        await _until(lambda: submitted[0] == 3, "all calls reached the batcher")
+        await asyncio.to_thread(scorer.started.wait, 10)  # a pass is running (the rest wait for the next)
+        assert batcher._flush_task is not None
+        batcher._flush_task.cancel()  # what loop shutdown or a KeyboardInterrupt does to it
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), timeout=10))
+        finally:
+            scorer.gate.set()  # let the worker thread finish
+
+    results = asyncio.run(run())
+    assert results and all(isinstance(r, asyncio.CancelledError) for r in results)
+    again = engine.evaluate(ROWS[1]["context"], ROWS[1]["output"])  # the engine still works afterwards
+    assert again.hallucinated is True
 
 
 def test_a_scorer_raising_outside_its_contract_fails_the_waiting_rows_instead_of_hanging() -> None:
