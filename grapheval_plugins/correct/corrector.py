@@ -1,70 +1,39 @@
 """GraphCorrect: fix the triples GraphEval flags, then check the result again. And the Direct Prompt baseline.
 
-One async code path (:meth:`GraphCorrect.acorrect`); the sync methods call it through ``run_sync``. Detection and
-re-check go through the public :class:`~grapheval_plugins.pipeline.GraphEval` API only.
+The facade of the correction package: options, detection, the correct → re-check rounds and the report. The two
+methods are strategies (:mod:`.strategies`), the guard its own module (:mod:`.guard`), and the batch runner too
+(:mod:`.batch`). One async code path (:meth:`GraphCorrect.acorrect`); the sync methods call it through
+``run_sync``. Detection and re-check go through the public :class:`~grapheval_plugins.pipeline.GraphEval` API.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from collections.abc import Iterable
+from typing import Any, Literal
 
-from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from .._async import run_sync
-from .._messages import message_text
-from ..exceptions import InputError, MissingDependencyError, ModelLoadError, ScoringError
+from ..exceptions import InputError, MissingDependencyError
 from ..extract.extractor import describe_llm
-from ..extract.parser import parse_single_triple, parse_triples
-from ..inputs import normalize_context, normalize_output, to_sample
+from ..inputs import normalize_context, normalize_output
 from ..pipeline import GraphEval
-from ..types import ClaimCheck, Report, StageError, Triple
+from ..retry import RetryPolicy
+from ..types import Report
+from .batch import correct_rows, extraction_calls
+from .guard import Guard, GuardMode, Tally
 from .prompts import CORRECTION_PROMPTS, CorrectionPrompts
-from .text import _rouge_scorer, check_rewrite, clean_rewrite, rouge_scores, word_diff
+from .strategies import Editor, Round, strategy_for
+from .text import _rouge_scorer, rouge_scores, word_diff
 from .types import CorrectionMethod, CorrectionReport, CorrectionRound, CorrectionStatus, TripleChange
 
 __all__ = ["GraphCorrect", "GuardMode"]
 
 logger = logging.getLogger(__name__)
-
-GuardMode = Union[bool, Literal["reject", "flag"]]
-"""``False``: no guard. ``"reject"`` (or ``True``): refuse a change that drops a previously supported triple.
-``"flag"``: apply it but record the lost triples."""
-
-
-def _extraction_calls(report: Report | None) -> int:
-    if report is None or report.extraction is None:
-        return 0
-    return report.extraction.attempts
-
-
-def _same_triple(a: Triple, b: Triple) -> bool:
-    return [p.casefold() for p in a.as_list()] == [p.casefold() for p in b.as_list()]
-
-
-@dataclass
-class _Step1:
-    """The outcome of step 1 for one flagged triple."""
-
-    new: Triple | None = None
-    reason: str | None = None
-    raw: list[str] = field(default_factory=list)
-    calls: int = 0
-
-
-@dataclass
-class _Tally:
-    """Counters of one ``acorrect`` call (never stored on the corrector: safe to run many at once)."""
-
-    guard_checks: int = 0
-    issues: list[str] = field(default_factory=list)
 
 
 class GraphCorrect:
@@ -97,7 +66,12 @@ class GraphCorrect:
             the whole output".
         max_retries: extra attempts when the chat model raises (not when it answers badly).
         prompts: the prompt set (default :data:`~grapheval_plugins.correct.prompts.CORRECTION_PROMPTS`).
-        rouge: compute ROUGE-1/2/L between original and corrected (needs ``rouge-score``, the ``correct`` extra).
+        rouge: compute ROUGE-1/2/L between original and corrected (``rouge-score``, the ``correct`` extra).
+            ``None`` (default): on when ``rouge-score`` is installed, else off with a logged note; ``True``: on,
+            and a missing ``rouge-score`` raises; ``False``: off.
+        retry: the backoff between correction calls that raised (default:
+            :class:`~grapheval_plugins.retry.RetryPolicy` with ``max_retries + 1`` attempts); an error no retry
+            can cure (a prompt over the context window) is not retried.
         max_concurrency: rows corrected at once in :meth:`correct_many` (default: ``grapheval.max_concurrency``).
         show_progress: progress bar in batch runs (default: on for 2+ rows on a terminal).
 
@@ -137,16 +111,16 @@ class GraphCorrect:
         min_similarity: float = 0.5,
         max_retries: int = 1,
         prompts: CorrectionPrompts = CORRECTION_PROMPTS,
-        rouge: bool = True,
+        rouge: bool | None = None,
         max_concurrency: int | None = None,
         show_progress: bool | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if method not in ("graph", "direct"):
             raise InputError("method", f"must be 'graph' or 'direct', got {method!r}")
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
             raise InputError("max_rounds", f"must be an integer >= 1, got {max_rounds!r}")
-        if guard not in (False, True, "reject", "flag"):
-            raise InputError("guard", f"must be False, True, 'reject' or 'flag', got {guard!r}")
+        guard_mode = Guard.mode_of(guard)
         if not max_growth >= 1.0:
             raise InputError("max_growth", f"must be >= 1.0, got {max_growth!r}")
         if not 0.0 <= min_similarity <= 1.0:
@@ -163,15 +137,15 @@ class GraphCorrect:
         self._resolve_lock = threading.Lock()
         self.method: CorrectionMethod = method
         self.max_rounds = max_rounds
-        self.guard: Literal["reject", "flag"] | None = (
-            None if guard is False else "reject" if guard is True else guard  # type: ignore[assignment]
-        )
+        self.guard: Literal["reject", "flag"] | None = guard_mode
         self.batch_step1 = batch_step1
         self.max_growth = float(max_growth)
         self.min_similarity = float(min_similarity)
         self.max_retries = max_retries
+        self.retry = retry if retry is not None else RetryPolicy.from_retries(max_retries)
         self.prompts = prompts
         self.rouge = rouge
+        self._rouge_on: bool | None = rouge
         self.max_concurrency = max_concurrency
         self.show_progress = show_progress
 
@@ -250,7 +224,7 @@ class GraphCorrect:
             "original": original,
             "method": self.method,
             "detection": report,
-            "detection_llm_calls": _extraction_calls(report),
+            "detection_llm_calls": extraction_calls(report),
             "prompt_version": self.prompts.version,
             "id": rid,
         }
@@ -273,7 +247,9 @@ class GraphCorrect:
                 timings={"detect": t_detect, "total": time.perf_counter() - t0},
             )
 
-        tally = _Tally()
+        tally = Tally()
+        strategy = strategy_for(self.method, batch_step1=self.batch_step1)
+        editor = await asyncio.to_thread(self._editor)  # resolving a correction model never blocks the loop
         current, current_report = original, report
         changes: list[TripleChange] = []
         rounds: list[CorrectionRound] = []
@@ -283,14 +259,8 @@ class GraphCorrect:
         for number in range(1, self.max_rounds + 1):
             before = current
             t1 = time.perf_counter()
-            if self.method == "graph":
-                current, round_changes = await self._graph_round(
-                    ctx, original, current, current_report, number, tally, config
-                )
-            else:
-                current, round_changes = await self._direct_round(
-                    ctx, original, current, current_report, number, tally, config
-                )
+            job = Round(ctx, original, current, current_report, number, tally, config)
+            current, round_changes = await strategy.run_round(editor, job)
             t2 = time.perf_counter()
             t_correct += t2 - t1
             changes.extend(round_changes)
@@ -298,7 +268,7 @@ class GraphCorrect:
                 recheck = current_report  # same text: the verdict is the one we already have
             else:
                 recheck = await self.grapheval.aevaluate(ctx, current, id=rid, config=config)
-                recheck_calls += _extraction_calls(recheck)
+                recheck_calls += extraction_calls(recheck)
             t_recheck += time.perf_counter() - t2
             rounds.append(
                 CorrectionRound(
@@ -387,284 +357,45 @@ class GraphCorrect:
         most ``max_concurrency`` rows in flight. A failing row never stops the batch: its report has
         ``status="error"`` and the error in ``errors``. Reports come back in the order of ``rows``.
         """
-        rows = list(rows)
-        if self.rouge and rows:
-            await asyncio.to_thread(_rouge_scorer)  # a missing extra fails once, before any model work
-        if show_progress is None:
-            show_progress = self.show_progress
-        if show_progress is None:
-            show_progress = len(rows) > 1 and sys.stderr.isatty()
-        detections = await self.grapheval.aevaluate_many(
-            rows,
-            context_key=context_key,
-            output_key=output_key,
-            id_key=id_key,
-            show_progress=show_progress,
-            config=config,
+        return await correct_rows(
+            self, rows, context_key=context_key, output_key=output_key, id_key=id_key,
+            show_progress=show_progress, config=config,
         )
-        if len(detections) != len(rows):  # pragma: no cover - GraphEval returns one report per row
-            raise RuntimeError(
-                "GraphEval.aevaluate_many returned a report count different from the row count"
-            )
-        semaphore = asyncio.Semaphore(self.max_concurrency or self.grapheval.max_concurrency)
-        from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(rows), desc="correct", unit="row", disable=not show_progress, leave=False)
-
-        async def one(index: int, row: Any, detection: Report) -> CorrectionReport:
-            try:
-                if not detection.ok:
-                    return self._error_report(row, output_key, detection, None)
-                sample = to_sample(row, index, context_key, output_key, id_key)
-                async with semaphore:
-                    return await self.acorrect(
-                        sample.context, sample.output, report=detection, id=sample.id, config=config
-                    )
-            except (MissingDependencyError, ModelLoadError):
-                raise  # configuration errors: every row would fail the same way
-            except Exception as exc:  # noqa: BLE001 - one failing row never stops the batch
-                logger.warning("correction of row %d failed: %s", index, exc)
-                error = StageError(stage="correct", type=type(exc).__name__, message=str(exc))
-                return self._error_report(row, output_key, detection, error)
-            finally:
-                bar.update(1)
-
-        try:
-            return list(
-                await asyncio.gather(*(one(i, r, d) for i, (r, d) in enumerate(zip(rows, detections))))
-            )
-        finally:
-            bar.close()
-
-    # ----------------------------------------------------------------- the two methods
-    async def _graph_round(
-        self,
-        ctx: str,
-        original: str,
-        current: str,
-        report: Report,
-        number: int,
-        tally: _Tally,
-        config: RunnableConfig | None,
-    ) -> tuple[str, list[TripleChange]]:
-        """One GraphCorrect round: for each unsupported triple in turn, step 1 then step 2 on the output as
-        corrected so far (with ``batch_step1``, one step-1 call for all triples first)."""
-        changes: list[TripleChange] = []
-        flagged: list[ClaimCheck] = []
-        for claim in report.unsupported:
-            if claim.triple is None:
-                changes.append(
-                    TripleChange(
-                        round=number,
-                        p_unsupported=claim.p_unsupported,
-                        reason="whole-output claim: no triple was extracted, so there is nothing to correct",
-                    )
-                )
-            else:
-                flagged.append(claim)
-        supported = [c.triple for c in report.claims if not c.unsupported and c.triple is not None]
-        olds = [c.triple for c in flagged if c.triple is not None]
-        batched, batch_cost = await self._batched_step1(ctx, original, olds, tally, config)
-        for index, (claim, old) in enumerate(zip(flagged, olds)):
-            # In turn: step 1 (unless batched) then step 2 for this triple, on the output as corrected so far.
-            outcome = (
-                batched[index] if batched is not None else await self._step1_one(ctx, original, old, config)
-            )
-            if index == 0 and batch_cost is not None:  # the batched call is counted on the first change
-                outcome.calls += batch_cost.calls
-                outcome.raw[:0] = batch_cost.raw
-            change = TripleChange(
-                round=number,
-                old=old,
-                new=outcome.new,
-                p_unsupported=claim.p_unsupported,
-                raw_answers=list(outcome.raw),
-                llm_calls=outcome.calls,
-            )
-            changes.append(change)
-            if outcome.new is None or outcome.reason is not None:
-                change.reason = outcome.reason
-                continue
-            answer, error, calls = await self._call(
-                self.prompts.substitute_messages(current, old, outcome.new), config
-            )
-            change.llm_calls += calls
-            if answer is None:
-                change.reason = f"step 2: the chat model raised {error}"
-                continue
-            change.raw_answers.append(answer)
-            candidate, problem = self._accept(answer, current, original, "step 2")
-            if problem is not None:
-                change.reason = problem
-                continue
-            lost = await self._guard_lost(candidate, supported, tally)
-            change.guard_lost = lost
-            if lost and self.guard == "reject":
-                change.reason = f"guard: the substitution drops {len(lost)} supported triple(s)"
-                continue
-            if lost:
-                tally.issues.append(
-                    f"guard: substituting {old.as_list()} dropped supported triple(s) "
-                    + ", ".join(str(t.as_list()) for t in lost)
-                )
-            current = candidate
-            change.applied = True
-        return current, changes
-
-    async def _direct_round(
-        self,
-        ctx: str,
-        original: str,
-        current: str,
-        report: Report,
-        number: int,
-        tally: _Tally,
-        config: RunnableConfig | None,
-    ) -> tuple[str, list[TripleChange]]:
-        """One Direct Prompt round: one call with the output and the context."""
-        answer, error, calls = await self._call(self.prompts.direct_messages(current, ctx), config)
-        change = TripleChange(round=number, kind="direct", llm_calls=calls)
-        if answer is None:
-            change.reason = f"the chat model raised {error}"
-            return current, [change]
-        change.raw_answers.append(answer)
-        candidate, problem = self._accept(answer, current, original, "direct")
-        if problem is not None:
-            change.reason = problem
-            return current, [change]
-        supported = [c.triple for c in report.claims if not c.unsupported and c.triple is not None]
-        lost = await self._guard_lost(candidate, supported, tally)
-        change.guard_lost = lost
-        if lost and self.guard == "reject":
-            change.reason = f"guard: the rewrite drops {len(lost)} supported triple(s)"
-            return current, [change]
-        if lost:
-            tally.issues.append(
-                "guard: the direct rewrite dropped supported triple(s) "
-                + ", ".join(str(t.as_list()) for t in lost)
-            )
-        change.applied = True
-        return candidate, [change]
-
-    # ----------------------------------------------------------------- steps
-    async def _batched_step1(
-        self,
-        ctx: str,
-        original: str,
-        triples: Sequence[Triple],
-        tally: _Tally,
-        config: RunnableConfig | None,
-    ) -> tuple[list[_Step1] | None, _Step1 | None]:
-        """Step 1 for all ``triples`` in one call (``batch_step1``): ``(outcomes, None)``; or ``(None, cost)``
-        when step 1 is to run per triple (option off, one triple, or an answer without one triple per triple),
-        ``cost`` holding the calls and answer of a batched attempt that failed (``None`` when none was made)."""
-        if not self.batch_step1 or len(triples) < 2:
-            return None, None
-        answer, error, calls = await self._call(self.prompts.batch_messages(triples, ctx), config)
-        if answer is None:
-            tally.issues.append(f"batched step 1: the chat model raised {error}; one call per triple instead")
-            return None, _Step1(calls=calls)
-        parsed = parse_triples(answer).triples
-        if len(parsed) != len(triples):
-            tally.issues.append(
-                f"batched step 1 returned {len(parsed)} triple(s) for {len(triples)}: one call per triple instead"
-            )
-            return None, _Step1(calls=calls, raw=[answer])
-        outcomes = [self._validate_triple(old, new, original) for old, new in zip(triples, parsed)]
-        return outcomes, _Step1(calls=calls, raw=[answer])
-
-    async def _step1_one(self, ctx: str, original: str, old: Triple, config: RunnableConfig | None) -> _Step1:
-        answer, error, calls = await self._call(self.prompts.triple_messages(old, ctx), config)
-        if answer is None:
-            return _Step1(reason=f"step 1: the chat model raised {error}", calls=calls)
-        if not answer.strip():
-            return _Step1(reason="step 1: empty answer", raw=[answer], calls=calls)
-        new = parse_single_triple(answer)
-        if new is None:
-            return _Step1(
-                reason="step 1: no triple could be parsed from the answer", raw=[answer], calls=calls
-            )
-        result = self._validate_triple(old, new, original)
-        result.raw.append(answer)
-        result.calls = calls
-        return result
-
-    def _validate_triple(self, old: Triple, new: Triple, original: str) -> _Step1:
-        limit = max(int(self.max_growth * len(original)), len(original) + 40)
-        if len(new.sentence()) > limit:
-            return _Step1(
-                new=new, reason=f"step 1: the corrected triple is too long ({len(new.sentence())} > {limit})"
-            )
-        if _same_triple(old, new):
-            return _Step1(new=new, reason="step 1: the model returned the triple unchanged")
-        return _Step1(new=new)
-
-    def _accept(self, answer: str, current: str, original: str, step: str) -> tuple[str, str | None]:
-        """The cleaned rewrite and why it is refused (``None`` when it is accepted)."""
-        candidate = clean_rewrite(answer, current)
-        problem = check_rewrite(candidate, current, original, self.max_growth, self.min_similarity)
-        if problem is None and candidate == current:
-            problem = "the rewrite changed nothing"
-        return candidate, None if problem is None else f"{step}: {problem}"
-
-    async def _guard_lost(self, candidate: str, supported: Sequence[Triple], tally: _Tally) -> list[Triple]:
-        """The previously supported triples that ``candidate`` no longer states (empty when the guard is off)."""
-        if self.guard is None or not supported:
-            return []
-        claims = [self.grapheval.render_triple(t) for t in supported]
-        tally.guard_checks += len(claims)
-        try:
-            scores = await self.grapheval.scorer.acheck([candidate] * len(claims), claims)
-        except ScoringError as exc:
-            tally.issues.append(f"guard: scoring failed, change not guarded: {exc}")
-            return []
-        threshold = self.grapheval.threshold
-        return [t for t, s in zip(supported, scores) if s.p_unsupported > threshold]
-
-    async def _call(
-        self, messages: list[BaseMessage], config: RunnableConfig | None
-    ) -> tuple[str | None, str | None, int]:
-        """``(answer, error, calls)``: the chat model's answer, or ``None`` and the last error once retries ran out."""
-        error: str | None = None
-        llm = self.llm
-        for attempt in range(self.max_retries + 1):
-            try:
-                message = await llm.ainvoke(messages, config=config)
-            except Exception as exc:  # noqa: BLE001 - any provider error is retried, then recorded
-                error = f"{type(exc).__name__}: {exc}"
-                logger.warning("correction call failed (attempt %d): %s", attempt + 1, exc)
-                if attempt < self.max_retries:
-                    await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
-                continue
-            return message_text(message), None, attempt + 1
-        return None, error, self.max_retries + 1
+    def _editor(self) -> Editor:
+        return Editor(
+            llm=self.llm,
+            prompts=self.prompts,
+            retry=self.retry,
+            guard=Guard(self.guard or False, self.grapheval),
+            max_growth=self.max_growth,
+            min_similarity=self.min_similarity,
+        )
 
     # ----------------------------------------------------------------- reports
-    def _rouge(self, original: str, corrected: str) -> Any:
-        return rouge_scores(original, corrected) if self.rouge else None
+    def rouge_enabled(self) -> bool:
+        """Whether ROUGE is computed: ``rouge`` as given, or with ``rouge=None`` whether ``rouge-score`` imports
+        (decided on first call, with a logged note when it does not).
 
-    def _error_report(
-        self, row: Any, output_key: str, detection: Report, error: StageError | None
-    ) -> CorrectionReport:
-        output = (
-            row.get(output_key)
-            if isinstance(row, dict)
-            else (row[1] if isinstance(row, (tuple, list)) and len(row) == 2 else None)
-        )
-        text = output.strip() if isinstance(output, str) else detection.output
-        errors = list(detection.errors) + ([error] if error is not None else [])
-        return CorrectionReport(
-            original=text,
-            corrected=text,
-            method=self.method,
-            status="error",
-            flagged=detection.hallucinated,
-            detection=detection,
-            detection_llm_calls=_extraction_calls(detection),
-            prompt_version=self.prompts.version,
-            errors=errors,
-            id=detection.id,
-        )
+        Raises:
+            MissingDependencyError: ``rouge=True`` and ``rouge-score`` is not installed.
+        """
+        if self._rouge_on is None:
+            try:
+                _rouge_scorer()
+            except MissingDependencyError:
+                logger.info(
+                    "ROUGE is off: rouge-score is not installed (pip install 'grapheval-plugins[correct]')"
+                )
+                self._rouge_on = False
+            else:
+                self._rouge_on = True
+        elif self._rouge_on:
+            _rouge_scorer()
+        return self._rouge_on
+
+    def _rouge(self, original: str, corrected: str) -> Any:
+        return rouge_scores(original, corrected) if self.rouge_enabled() else None
 
     def __repr__(self) -> str:
         return (

@@ -16,6 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from .._messages import message_text
 from ..cache import CachedKG, KGCache
 from ..exceptions import ExtractionError
+from ..retry import Reprompt, RetryPolicy, is_retryable
 from ..types import Extraction, Triple
 from .parser import parse_triples
 from .prompts import KG_PROMPT, KGPrompt
@@ -45,6 +46,9 @@ class TripleExtractor:
         prompt: the prompt set (default :data:`~grapheval_plugins.extract.prompts.KG_PROMPT`).
         max_retries: extra calls made when an answer cannot be parsed or the call raises (0 = one call only).
         cache: a :class:`~grapheval_plugins.cache.KGCache`; ``None`` disables caching.
+        retry: the backoff between calls that raised (default: :class:`~grapheval_plugins.retry.RetryPolicy`
+            with ``max_retries + 1`` attempts). An unparseable answer is asked again at once; an error no retry
+            can cure (a prompt over the context window, a missing extra) is not retried.
 
     Example:
         >>> from grapheval_plugins.testing import ScriptedChatModel
@@ -59,9 +63,12 @@ class TripleExtractor:
         prompt: KGPrompt = KG_PROMPT,
         max_retries: int = 2,
         cache: KGCache | None = None,
+        *,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        self.retry = retry if retry is not None else RetryPolicy.from_retries(max_retries)
         self.llm = llm
         self.prompt = prompt
         self.max_retries = max_retries
@@ -99,27 +106,36 @@ class TripleExtractor:
         issues: list[str] = []
         last_error: BaseException | None = None
         raw: str | None = None
+        triples: list[Triple] = []
         attempts = 0
-        for attempt in range(self.max_retries + 1):
-            attempts += 1
-            try:
-                answer = await self.llm.ainvoke(messages, config=config)
-            except Exception as exc:  # noqa: BLE001 - any provider error is retried, then reported
-                last_error = exc
-                issues.append(f"attempt {attempt + 1}: chat model raised {type(exc).__name__}: {exc}")
-                logger.warning("KG extraction call failed (attempt %d): %s", attempt + 1, exc)
-                await asyncio.sleep(min(0.25 * 2**attempt, 4.0))
-                continue
-            raw = message_text(answer)
-            parsed = parse_triples(raw)
-            issues.extend(parsed.issues)
-            if parsed.triples:
-                if self.cache is not None:
-                    value = CachedKG(triples=[t.as_list() for t in parsed.triples], raw_text=raw)
-                    await asyncio.to_thread(self.cache.set, self.llm_id, self.prompt.version, text, value)
-                return Extraction(triples=parsed.triples, raw_text=raw, attempts=attempts, issues=issues)
-            reason = parsed.issues[-1] if parsed.issues else "no triple found"
-            messages = [*self.prompt.messages(text), AIMessage(raw), self.prompt.retry_message(reason)]
+        try:
+            async for attempt in self.retry.retrying():
+                with attempt:
+                    attempts += 1
+                    try:
+                        answer = await self.llm.ainvoke(messages, config=config)
+                    except Exception as exc:  # noqa: BLE001 - retried when it can succeed, then reported
+                        last_error = exc
+                        issues.append(f"attempt {attempts}: chat model raised {type(exc).__name__}: {exc}")
+                        if not is_retryable(exc):
+                            issues.append(f"not retried: {type(exc).__name__} cannot succeed on another call")
+                        raise
+                    raw = message_text(answer)
+                    parsed = parse_triples(raw)
+                    issues.extend(parsed.issues)
+                    if not parsed.triples:
+                        reason = parsed.issues[-1] if parsed.issues else "no triple found"
+                        messages = [*self.prompt.messages(text), AIMessage(raw), self.prompt.retry_message(reason)]
+                        raise Reprompt(reason)
+                    triples = parsed.triples
+        except Exception as exc:  # noqa: BLE001 - attempts ran out: reported below
+            if last_error is not None and exc is last_error:
+                logger.warning("KG extraction call failed (attempt %d, no retry left): %s", attempts, exc)
+        if triples:
+            if self.cache is not None:
+                value = CachedKG(triples=[t.as_list() for t in triples], raw_text=raw)
+                await asyncio.to_thread(self.cache.set, self.llm_id, self.prompt.version, text, value)
+            return Extraction(triples=triples, raw_text=raw, attempts=attempts, issues=issues)
 
         if raw is None and last_error is not None:
             raise ExtractionError(

@@ -527,15 +527,17 @@ def test_correct_many_keeps_order_ids_and_isolates_failing_rows() -> None:
 
 
 def test_an_unexpected_failure_in_one_row_does_not_stop_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grapheval_plugins.correct.strategies import GraphStrategy
+
     fixer = make(World())
-    original = GraphCorrect._graph_round
+    original = GraphStrategy.run_round
 
-    async def flaky(self: GraphCorrect, ctx: str, original_text: str, *args: Any) -> Any:
-        if "Paris" in original_text and "Nobel" not in original_text:
+    async def flaky(self: GraphStrategy, editor: Any, job: Any) -> Any:
+        if "Paris" in job.original and "Nobel" not in job.original:
             raise RuntimeError("unexpected bug")
-        return await original(self, ctx, original_text, *args)
+        return await original(self, editor, job)
 
-    monkeypatch.setattr(GraphCorrect, "_graph_round", flaky)
+    monkeypatch.setattr(GraphStrategy, "run_round", flaky)
     results = fixer.correct_many([(CONTEXT, "Marie Curie was born in Paris."), (CONTEXT, OUTPUT)])
     assert results[0].status == "error" and results[0].errors[-1].stage == "correct"
     assert (
@@ -616,10 +618,26 @@ def test_missing_rouge_score_names_the_extra(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setitem(sys.modules, "rouge_score.rouge_scorer", None)
     with pytest.raises(MissingDependencyError, match=r"grapheval-plugins\[correct\]"):
         rouge_scores("a b", "a c")
-    fixer = make(World())
+    fixer = make(World(), rouge=True)  # asked for explicitly: a missing extra fails before any model work
     with pytest.raises(MissingDependencyError):
         fixer.correct_many([(CONTEXT, OUTPUT)])
     assert make(World(), rouge=False).correct(CONTEXT, OUTPUT).rouge is None
+
+
+def test_rouge_is_on_by_default_when_rouge_score_is_installed_and_off_with_a_note_otherwise(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with_extra = make(World()).correct(CONTEXT, OUTPUT)
+    assert with_extra.rouge is not None and with_extra.rouge.rougeL < 1.0
+    monkeypatch.setattr(correct_text, "_SCORER", None)
+    monkeypatch.setitem(sys.modules, "rouge_score", None)  # the extra is not installed
+    monkeypatch.setitem(sys.modules, "rouge_score.rouge_scorer", None)
+    with caplog.at_level("INFO", logger="grapheval_plugins.correct.corrector"):
+        results = make(World()).correct_many([(CONTEXT, OUTPUT), (CONTEXT, FAITHFUL)])
+    assert [r.status for r in results] == ["corrected", "unflagged"]
+    assert all(r.rouge is None for r in results)
+    assert any("ROUGE is off" in m and "grapheval-plugins[correct]" in m for m in caplog.messages)
+    assert make(World()).correct(CONTEXT, OUTPUT).corrected == FIXED
 
 
 def test_the_report_round_trips_through_json() -> None:

@@ -1,0 +1,81 @@
+"""The guard of GraphCorrect: refuse (or record) a change after which the output no longer states a triple that
+detection found supported.
+
+The changed output is the premise, each previously supported triple (rendered as GraphEval renders it) a claim,
+scored by GraphEval's own scorer and decided by its own threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Union
+
+from ..exceptions import InputError, ScoringError
+from ..types import Triple
+
+if TYPE_CHECKING:
+    from ..pipeline import GraphEval
+
+__all__ = ["Guard", "GuardMode", "Tally"]
+
+GuardMode = Union[bool, Literal["reject", "flag"]]
+"""``False``: no guard. ``"reject"`` (or ``True``): refuse a change that drops a previously supported triple.
+``"flag"``: apply it but record the lost triples."""
+
+
+@dataclass
+class Tally:
+    """Counters of one correction (never stored on the corrector: safe to run many corrections at once)."""
+
+    guard_checks: int = 0
+    issues: list[str] = field(default_factory=list)
+
+
+class Guard:
+    """Checks a candidate output against the triples the detection found supported.
+
+    >>> Guard.mode_of(True), Guard.mode_of(False), Guard.mode_of("flag")
+    ('reject', None, 'flag')
+    """
+
+    def __init__(self, mode: GuardMode, grapheval: GraphEval) -> None:
+        self.mode = self.mode_of(mode)
+        self.grapheval = grapheval
+
+    @staticmethod
+    def mode_of(guard: GuardMode) -> Literal["reject", "flag"] | None:
+        """The normalised mode: ``None`` (off), ``"reject"`` or ``"flag"``.
+
+        Raises:
+            InputError: any other value.
+        """
+        if guard is False:
+            return None
+        if guard is True or guard == "reject":
+            return "reject"
+        if guard == "flag":
+            return "flag"
+        raise InputError("guard", f"must be False, True, 'reject' or 'flag', got {guard!r}")
+
+    @property
+    def rejects(self) -> bool:
+        """Whether a change that loses a supported triple is refused (rather than applied and recorded)."""
+        return self.mode == "reject"
+
+    async def lost(self, candidate: str, supported: Sequence[Triple], tally: Tally) -> list[Triple]:
+        """The ``supported`` triples that ``candidate`` no longer states (empty when the guard is off).
+
+        A scorer failure is recorded in ``tally.issues`` and the change goes unguarded.
+        """
+        if self.mode is None or not supported:
+            return []
+        claims = [self.grapheval.render_triple(t) for t in supported]
+        tally.guard_checks += len(claims)
+        try:
+            scores = await self.grapheval.scorer.acheck([candidate] * len(claims), claims)
+        except ScoringError as exc:
+            tally.issues.append(f"guard: scoring failed, change not guarded: {exc}")
+            return []
+        threshold = self.grapheval.threshold
+        return [t for t, s in zip(supported, scores) if s.p_unsupported > threshold]

@@ -1,0 +1,166 @@
+"""Retries of chat-model calls (extraction and correction), on ``tenacity``.
+
+One policy, :class:`RetryPolicy`: bounded attempts, exponential backoff with jitter between them (never after the
+last one), an optional total deadline, and no retry of errors that cannot succeed on a second try
+(:func:`is_retryable`): bad input such as a prompt over the model's context window (:class:`InputError`), a
+missing extra, a model that cannot load, a provider's 4xx answer other than a timeout, conflict or rate limit.
+
+>>> import asyncio
+>>> calls = []
+>>> async def flaky() -> str:
+...     calls.append(1)
+...     if len(calls) < 3:
+...         raise ConnectionError("reset by peer")
+...     return "ok"
+>>> asyncio.run(RetryPolicy(attempts=3, initial_s=0, jitter_s=0).call(flaky)), len(calls)
+('ok', 3)
+>>> is_retryable(InputError("prompt", "has 5000 tokens, the window is 4096"))
+False
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
+from tenacity.wait import wait_exponential, wait_random
+
+from .exceptions import InputError, MissingDependencyError, ModelLoadError
+
+__all__ = ["NON_RETRYABLE", "Reprompt", "RetryPolicy", "is_retryable"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+NON_RETRYABLE: tuple[type[BaseException], ...] = (
+    InputError,
+    MissingDependencyError,
+    ModelLoadError,
+    NotImplementedError,
+    TypeError,
+)
+"""Errors a second identical call cannot cure: they are raised (or recorded) after the first attempt."""
+
+_RETRYABLE_STATUS = {408, 409, 425, 429}
+
+
+class Reprompt(Exception):
+    """Raised inside an attempt to ask again at once (no backoff): the model answered, but unusably."""
+
+
+def _status_code(exc: BaseException) -> int | None:
+    for holder in (exc, getattr(exc, "response", None)):
+        code = getattr(holder, "status_code", None)
+        if isinstance(code, int):
+            return code
+    return None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether a chat-model call that raised ``exc`` may succeed when made again.
+
+    Not retried: :data:`NON_RETRYABLE` errors, and provider errors carrying an HTTP status (``status_code`` on
+    the error or its ``response``) in 400–499 other than 408, 409, 425 and 429: bad requests, authentication,
+    unknown models, prompts over the context length. Everything else (timeouts, connection resets, 5xx,
+    throttling) is retried.
+
+    >>> is_retryable(TimeoutError())
+    True
+    """
+    if isinstance(exc, Reprompt):
+        return True
+    if isinstance(exc, NON_RETRYABLE) or not isinstance(exc, Exception):
+        return False
+    code = _status_code(exc)
+    return not (code is not None and 400 <= code < 500 and code not in _RETRYABLE_STATUS)
+
+
+async def _sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often, and how patiently, a failing chat-model call is made again.
+
+    Args:
+        attempts: calls in all (1 = no retry).
+        initial_s: the first backoff; each next one doubles, up to ``max_wait_s``.
+        max_wait_s: the longest backoff.
+        jitter_s: a uniform random ``[0, jitter_s]`` added to each backoff, so parallel callers spread out.
+        deadline_s: no new attempt starts after this many seconds since the first, and no backoff runs past it
+            (``None``: no deadline).
+
+    There is never a backoff after the last attempt, and a :class:`Reprompt` is retried without backoff.
+
+    >>> RetryPolicy.from_retries(2).attempts
+    3
+    """
+
+    attempts: int = 3
+    initial_s: float = 0.25
+    max_wait_s: float = 4.0
+    jitter_s: float = 0.25
+    deadline_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
+            raise InputError("attempts", f"must be an integer >= 1, got {self.attempts!r}")
+        for name in ("initial_s", "max_wait_s", "jitter_s"):
+            if not getattr(self, name) >= 0:
+                raise InputError(name, f"must be >= 0, got {getattr(self, name)!r}")
+        if self.deadline_s is not None and not self.deadline_s > 0:
+            raise InputError("deadline_s", f"must be > 0 or None, got {self.deadline_s!r}")
+
+    @classmethod
+    def from_retries(cls, max_retries: int, **kwargs: Any) -> RetryPolicy:
+        """The policy of ``max_retries`` extra attempts (the ``max_retries`` argument of the public classes)."""
+        return cls(attempts=max_retries + 1, **kwargs)
+
+    # ---------------------------------------------------------------- tenacity pieces
+    def _stop(self, state: RetryCallState) -> bool:
+        if state.attempt_number >= self.attempts:
+            return True
+        return self.deadline_s is not None and state.seconds_since_start >= self.deadline_s
+
+    def _wait(self, state: RetryCallState) -> float:
+        outcome = state.outcome
+        if outcome is not None and isinstance(outcome.exception(), Reprompt):
+            return 0.0
+        backoff = wait_exponential(multiplier=self.initial_s, max=self.max_wait_s) + wait_random(0, self.jitter_s)
+        seconds = float(backoff(state))
+        if self.deadline_s is not None:
+            seconds = max(0.0, min(seconds, self.deadline_s - state.seconds_since_start))
+        return seconds
+
+    @staticmethod
+    def _log(state: RetryCallState) -> None:
+        outcome = state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        if exc is not None and not isinstance(exc, Reprompt):
+            logger.warning(
+                "chat-model call failed (attempt %d), retrying in %.2f s: %s: %s",
+                state.attempt_number, state.upcoming_sleep, type(exc).__name__, exc,
+            )
+
+    def retrying(self) -> AsyncRetrying:
+        """A ``tenacity.AsyncRetrying`` with this policy (``async for attempt in policy.retrying(): with attempt:
+        ...``); when attempts run out, the last error is re-raised as it is."""
+        return AsyncRetrying(
+            stop=self._stop,
+            wait=self._wait,
+            retry=retry_if_exception(is_retryable),
+            before_sleep=self._log,
+            sleep=_sleep,
+            reraise=True,
+        )
+
+    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """``await fn()``, made again on a retryable error; the last error is raised when attempts run out."""
+        result: T = await self.retrying()(fn)
+        return result
