@@ -33,15 +33,19 @@ import logging
 import os
 import platform
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from grapheval_plugins import GraphEval, Report, bench
+from grapheval_plugins import GraphEval, Report
 from grapheval_plugins.correct import GraphCorrect
 from grapheval_plugins.models import DEFAULT_LLM, DEFAULT_SCORER
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness beside this script
+import harness as bench  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

@@ -28,6 +28,7 @@ import platform
 import re
 import resource
 import shutil
+import sys
 import tempfile
 import time
 from datetime import date
@@ -62,7 +63,8 @@ def _peak_mib() -> float:
 
 def _rows(dataset: str, n: int) -> tuple[str, list[dict[str, Any]]]:
     try:
-        from grapheval_plugins.bench import load_dataset
+        sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness beside this script
+        from harness import load_dataset
 
         return dataset, load_dataset(dataset)[:n]
     except Exception:  # noqa: BLE001 - any problem with the shared data: fall back to the bundled examples

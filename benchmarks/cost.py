@@ -26,6 +26,7 @@ import importlib.util
 import json
 import os
 import re
+import sys
 import tempfile
 import time
 import warnings
@@ -49,8 +50,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 from grapheval_plugins import KG_PROMPT, KG_PROMPT_PAPER, GraphEval  # noqa: E402
-from grapheval_plugins.bench import load_dataset  # noqa: E402
 from grapheval_plugins.testing import KeywordScorer, keyword_support  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness beside this script
+from harness import load_dataset  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

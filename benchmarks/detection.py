@@ -32,10 +32,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from grapheval_plugins import bench
 from grapheval_plugins.cache import CachedKG
 from grapheval_plugins.extract.parser import parse_triples
 from grapheval_plugins.extract.prompts import KG_PROMPT, KG_PROMPT_PAPER
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness beside this script
+import harness as bench  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -71,7 +73,7 @@ def dataset_rows(name: str, sample: Optional[int], seed: int) -> list[dict[str, 
 
 def _kg_llm_id(llm: str) -> str:
     """The chat model id recorded in the exported KG file for ``llm`` (the cache key's first part)."""
-    ids = {e["llm"] for e in bench._read_jsonl(kg_path(llm))}
+    ids = {e["llm"] for e in bench.read_jsonl(kg_path(llm))}
     if len(ids) != 1:
         raise typer.BadParameter(f"{kg_path(llm)} holds {len(ids)} chat model ids ({sorted(ids)}); expected one")
     return ids.pop()
@@ -96,7 +98,7 @@ def derive_pairs_kgs(llm_id: str, base_version: str, kg_file: Path) -> str:
     """Export, under ``<base version>+pairs``, every KG of ``kg_file`` re-read with :func:`lenient_triples`."""
     version = base_version + "+pairs"
     entries = []
-    for e in bench._read_jsonl(kg_file):
+    for e in bench.read_jsonl(kg_file):
         if e["llm"] == llm_id and e["prompt"] == base_version:
             triples = e["triples"] or (lenient_triples(e["raw_text"]) if e.get("raw_text") else [])
             entries.append((llm_id, version, e["text"], CachedKG(triples=triples, raw_text=e.get("raw_text"))))

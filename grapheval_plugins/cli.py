@@ -53,19 +53,11 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | No
 
 
 def done_ids(path: Path) -> set[str]:
-    """Ids already written to an output file (for resuming)."""
-    ids: set[str] = set()
-    if not path.exists():
-        return ids
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                rid = json.loads(line).get("id")
-            except (json.JSONDecodeError, AttributeError):
-                continue
-            if rid is not None:
-                ids.add(str(rid))
-    return ids
+    """Ids already written to an output file (for resuming); a torn last line is dropped from the file."""
+    from .jsonl import JsonlStore
+
+    with JsonlStore(path) as store:
+        return store.ids()
 
 
 def _summary_table(title: str, counts: dict[str, Any]) -> Table:
@@ -81,11 +73,12 @@ def _pending_rows(
     input: Path, output: Path, id_field: str, limit: int | None, resume: bool
 ) -> tuple[list[dict[str, Any]], int, list[str]]:
     """The rows of INPUT still to process: ``(rows, rows already in OUTPUT, problems with unreadable lines)``."""
-    skip = done_ids(output) if resume else set()
     if not resume and output.exists():
         output.unlink()
+    skip = done_ids(output)
     problems: list[str] = []
     rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for number, row, error in read_rows(input):
         if error is not None or row is None:
             problems.append(f"line {number}: {error or 'unreadable'}")
@@ -94,6 +87,10 @@ def _pending_rows(
         row[id_field] = str(row[id_field])
         if row[id_field] in skip:
             continue
+        if row[id_field] in seen:
+            problems.append(f"line {number}: duplicate id {row[id_field]!r} (skipped)")
+            continue
+        seen.add(row[id_field])
         rows.append(row)
         if limit is not None and len(rows) + len(skip) >= limit:
             break
@@ -115,8 +112,9 @@ def _process_in_batches(
     from tqdm import tqdm
 
     from .exceptions import GraphEvalError
+    from .jsonl import JsonlStore
 
-    with output.open("a", encoding="utf-8") as out, tqdm(total=len(rows), desc=desc, unit="row") as bar:
+    with JsonlStore(output) as out, tqdm(total=len(rows), desc=desc, unit="row") as bar:
         for start in range(0, len(rows), batch_rows):
             batch = rows[start : start + batch_rows]
             try:
@@ -127,9 +125,8 @@ def _process_in_batches(
             for row, result in zip(batch, results):
                 data = result.model_dump(mode="json")
                 data["id"] = row[id_field]
-                out.write(json.dumps(data, ensure_ascii=False) + "\n")
+                out.append(data)
                 tally(row, result)
-            out.flush()
             bar.update(len(batch))
 
 

@@ -6,17 +6,20 @@ Every model here is a pydantic model: ``report.model_dump()`` gives plain JSON-r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 __all__ = [
+    "TRIPLE_RENDERERS",
     "ClaimCheck",
     "Extraction",
     "Mode",
     "Report",
     "StageError",
     "Triple",
+    "render_sentence",
 ]
 
 Mode = Literal["graph", "raw"]
@@ -49,6 +52,26 @@ class Triple(BaseModel):
         """Build from ``[subject, relation, object]``."""
         subject, relation, obj = parts
         return cls(subject=subject, relation=relation, object=obj)
+
+
+def render_sentence(triple: Triple) -> str:
+    """The triple as a written sentence: its parts joined by spaces, capitalised, ending with a full stop.
+
+    >>> render_sentence(Triple(subject="the treaty", relation="was signed in", object="Vienna"))
+    'The treaty was signed in Vienna.'
+    """
+    text = f"{triple.subject} {triple.relation} {triple.object}".strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+TRIPLE_RENDERERS: dict[str, Callable[[Triple], str]] = {
+    "concat": Triple.sentence,
+    "sentence": render_sentence,
+}
+"""How a triple becomes the scorer's hypothesis (``GraphEval(render_triple=...)``): ``concat`` (the paper: the
+three parts joined by spaces, :meth:`Triple.sentence`) or ``sentence`` (the same, capitalised and ending with a
+full stop)."""
 
 
 class StageError(BaseModel):

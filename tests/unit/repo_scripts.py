@@ -16,3 +16,16 @@ def load_script(relative_path: str, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_harness() -> ModuleType:
+    """The benchmark harness ``benchmarks/harness.py``, imported as ``harness`` the way the scripts import it
+    (so a script loaded with :func:`load_script` and the test share one module)."""
+    import sys
+
+    folder = str(ROOT / "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    import harness
+
+    return harness

@@ -1,4 +1,5 @@
-"""The benchmark machinery: metrics, threshold fitting, bootstrap, sampling, and resumable runs (on fakes)."""
+"""The benchmark harness (``benchmarks/harness.py``): metrics, threshold fitting, bootstrap, sampling, and
+resumable runs (on fakes)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_scripts import load_harness
 
-from grapheval_plugins import bench
-from grapheval_plugins.bench import LiftInput
 from grapheval_plugins.cache import SQLiteKGCache
 from grapheval_plugins.exceptions import InputError
 from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel, keyword_support
+
+bench = load_harness()
+LiftInput = bench.LiftInput
 
 # ----------------------------------------------------------------------------------------------- metrics
 
@@ -481,3 +484,27 @@ def test_reverse_run_walks_the_run_order_from_its_end(tmp_path: Path, monkeypatc
                                              "--out", str(tmp_path / "o.jsonl")])
     assert result.exit_code == 0, result.output
     assert seen == order[:4][::-1]
+
+
+def test_the_harness_is_not_part_of_the_installed_package_and_reexports_the_public_metrics() -> None:
+    import grapheval_plugins
+    from grapheval_plugins import calibrate
+
+    package = Path(grapheval_plugins.__file__).resolve().parent
+    assert not (package / "bench.py").exists() and not list(package.rglob("harness.py"))
+    assert bench.balanced_accuracy is calibrate.balanced_accuracy and bench.fit_threshold is calibrate.fit_threshold
+    assert bench.default_data_dir().parts[-3:] == ("shared", "data", "benchmarks")
+    assert Path(bench.__file__).resolve().parent.name == "benchmarks"
+
+
+@pytest.mark.parametrize("script", ["detection.py", "bench_correct.py", "cost.py", "bench_local.py"])
+def test_every_benchmark_script_answers_help(script: str) -> None:
+    import subprocess
+    import sys
+
+    from repo_scripts import ROOT
+
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--help"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Usage" in out.stdout

@@ -1,4 +1,9 @@
-"""Benchmarks of hallucination detection: the paper's Table 2 design, resumable, with its metrics.
+"""The benchmark harness: hallucination detection in the paper's Table 2 design, resumable, with its metrics.
+
+Research code beside the scripts of ``benchmarks/`` (not part of the installed package); the scripts import it as
+``harness`` (their folder is on ``sys.path`` when they run). The metrics users need (balanced accuracy, ROC AUC,
+threshold fitting) live in :mod:`grapheval_plugins.calibrate` and are re-exported here; the result files are
+:class:`grapheval_plugins.jsonl.JsonlStore` files.
 
 For a scorer S and a chat model L, every labelled row ``{"id", "context", "output", "label"}`` (label 1 =
 hallucination) is checked twice: by S alone on the whole output (``mode="raw"``, the paper's baseline) and by
@@ -11,7 +16,8 @@ so every figure can be recomputed from the committed files without any model.
   exported to a small JSONL file (:func:`export_kg`) that :func:`seed_kg_cache` loads back, so a re-run or a new
   scorer costs no LLM call.
 * Metrics: :func:`balanced_accuracy`, :func:`roc_auc`, :func:`fit_threshold` (fitted on one data set, applied to
-  another), :func:`bootstrap_lift` (size-weighted lift of balanced accuracy with a seeded bootstrap interval).
+  another; from :mod:`grapheval_plugins.calibrate`), :func:`bootstrap_lift` (size-weighted lift of balanced
+  accuracy with a seeded bootstrap interval).
 
 >>> balanced_accuracy([1, 1, 0, 0], [True, False, False, False])
 0.75
@@ -34,13 +40,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._async import run_sync
-from ._imports import require
-from .cache import CachedKG, KGCache, SQLiteKGCache
-from .exceptions import InputError
-from .extract.extractor import describe_llm
-from .extract.prompts import KG_PROMPT, KGPrompt
-from .types import ClaimCheck, Extraction, Report, Triple
+from grapheval_plugins._async import run_sync
+from grapheval_plugins._imports import require
+from grapheval_plugins.cache import CachedKG, KGCache, SQLiteKGCache
+from grapheval_plugins.calibrate import balanced_accuracy, fit_threshold, rates, roc_auc
+from grapheval_plugins.exceptions import InputError
+from grapheval_plugins.extract.extractor import describe_llm
+from grapheval_plugins.extract.prompts import KG_PROMPT, KGPrompt
+from grapheval_plugins.jsonl import JsonlStore, read_jsonl
+from grapheval_plugins.types import TRIPLE_RENDERERS, ClaimCheck, Extraction, Report, Triple
 
 __all__ = [
     "DATASETS",
@@ -75,8 +83,8 @@ DATASETS: tuple[str, ...] = ("summeval", "qags_c", "qags_x")
 
 # --------------------------------------------------------------------------------------------- data
 def default_data_dir() -> Path:
-    """Where the benchmark files are: ``$GRAPHEVAL_BENCH_DATA``, else ``shared/data/benchmarks`` beside or inside
-    the repository."""
+    """Where the benchmark files are: ``$GRAPHEVAL_BENCH_DATA``, else ``shared/data/benchmarks`` beside the
+    repository (``../shared``) or inside it, found from this file's place in the repository."""
     env = os.environ.get("GRAPHEVAL_BENCH_DATA")
     if env:
         return Path(env)
@@ -174,76 +182,6 @@ def _arrays(labels: Sequence[int], values: Sequence[Any]):  # type: ignore[no-un
     return y, v
 
 
-def rates(labels: Sequence[int], predicted: Sequence[bool | int]) -> tuple[float, float]:
-    """(true-positive rate, true-negative rate), label 1 positive; ``nan`` for a class that is absent."""
-    y, p = _arrays(labels, predicted)
-    pos, neg = y == 1, y == 0
-    tpr = float(p[pos].mean()) if pos.any() else math.nan
-    tnr = float(1.0 - p[neg].mean()) if neg.any() else math.nan
-    return tpr, tnr
-
-
-def balanced_accuracy(labels: Sequence[int], predicted: Sequence[bool | int]) -> float:
-    """Mean of the true-positive and true-negative rates (label 1 = hallucination = positive).
-
-    >>> round(balanced_accuracy([1, 0, 0, 0], [1, 1, 0, 0]), 4)
-    0.8333
-    """
-    tpr, tnr = rates(labels, predicted)
-    return (tpr + tnr) / 2
-
-
-def roc_auc(labels: Sequence[int], scores: Sequence[float]) -> float:
-    """Area under the ROC curve of ``scores`` (higher = more likely label 1), ties counted half
-    (the Mann-Whitney U statistic); ``nan`` when one class is absent.
-
-    >>> roc_auc([0, 1, 0, 1], [0.5, 0.5, 0.5, 0.5])
-    0.5
-    """
-    np = _numpy()
-
-    y, s = _arrays(labels, scores)
-    n_pos, n_neg = int((y == 1).sum()), int((y == 0).sum())
-    if n_pos == 0 or n_neg == 0:
-        return math.nan
-    order = np.argsort(s, kind="mergesort")
-    sorted_s = s[order]
-    ranks = np.empty(len(s), dtype=float)
-    # Average ranks (1-based) over runs of tied scores.
-    boundaries = np.flatnonzero(np.diff(sorted_s)) + 1
-    starts = np.concatenate(([0], boundaries))
-    ends = np.concatenate((boundaries, [len(s)]))
-    for start, end in zip(starts, ends):
-        ranks[order[start:end]] = (start + end + 1) / 2
-    u = ranks[y == 1].sum() - n_pos * (n_pos + 1) / 2
-    return float(u / (n_pos * n_neg))
-
-
-def fit_threshold(labels: Sequence[int], scores: Sequence[float]) -> float:
-    """The threshold t that maximises balanced accuracy of ``score > t`` on these rows.
-
-    Candidates are the midpoints between consecutive distinct scores (and just below the smallest); among equally
-    good thresholds the one closest to 0.5 wins, so the result is deterministic.
-
-    >>> fit_threshold([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.9])
-    0.25
-    """
-    np = _numpy()
-
-    y, s = _arrays(labels, scores)
-    if len(s) == 0:
-        raise ValueError("cannot fit a threshold on no rows")
-    distinct = np.unique(s)
-    candidates = np.concatenate(([distinct[0] - 1e-9], (distinct[:-1] + distinct[1:]) / 2, [distinct[-1]]))
-    best_t, best_key = 0.5, (-math.inf, -math.inf)
-    for t in candidates:
-        ba = balanced_accuracy(y, s > t)
-        key = (round(ba, 12), -abs(float(t) - 0.5))
-        if key > best_key:
-            best_t, best_key = float(t), key
-    return min(1.0, max(0.0, best_t))
-
-
 @dataclass(frozen=True)
 class LiftResult:
     """Size-weighted lift of balanced accuracy (graph − raw), in points, with a bootstrap interval."""
@@ -338,21 +276,22 @@ def export_kg(path: str | Path, entries: Iterable[tuple[str, str, str, CachedKG]
 
     Returns the number of lines added. The file is the portable, committed form of the on-disk cache.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    known = {(e["llm"], e["prompt"], e["text"]) for e in _read_jsonl(path)}
     added = 0
-    with path.open("a", encoding="utf-8") as fh:
+    with JsonlStore(path, key=_kg_key) as store:
         for llm_id, prompt_version, text, kg in entries:
-            if (llm_id, prompt_version, text) in known:
-                continue
-            known.add((llm_id, prompt_version, text))
             record = {"llm": llm_id, "prompt": prompt_version, "text": text, "triples": kg.triples,
                       "raw_text": kg.raw_text}
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            if _kg_key(record) in store:
+                continue
+            store.append(record)
             added += 1
-        fh.flush()
     return added
+
+
+def _kg_key(entry: Mapping[str, Any]) -> str | None:
+    if not all(isinstance(entry.get(k), str) for k in ("llm", "prompt", "text")):
+        return None
+    return json.dumps([entry["llm"], entry["prompt"], entry["text"]], ensure_ascii=False)
 
 
 def seed_kg_cache(path: str | Path, cache: KGCache) -> int:
@@ -369,24 +308,13 @@ def seed_kg_cache(path: str | Path, cache: KGCache) -> int:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out = []
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line of an interrupted write
-            if isinstance(value, dict):
-                out.append(value)
-    return out
+    return list(read_jsonl(path))
 
 
 def cache_only_chat_model(llm_id: str):  # type: ignore[no-untyped-def]
     """A chat model that stands for ``llm_id`` without loading it: every extraction must come from the cache
     (a call raises), so a re-run from exported knowledge graphs provably makes no LLM call."""
-    from .testing import ScriptedChatModel
+    from grapheval_plugins.testing import ScriptedChatModel
 
     def refuse(messages: Any) -> str:
         raise RuntimeError(f"cache-only run: no cached knowledge graph for this output under {llm_id!r}")
@@ -395,54 +323,15 @@ def cache_only_chat_model(llm_id: str):  # type: ignore[no-untyped-def]
 
 
 # --------------------------------------------------------------------------------------------- results
-class ResultStore:
-    """An append-only JSONL file of per-row results, one line per id.
+class ResultStore(JsonlStore):
+    """An append-only JSONL file of per-row results, one line per id (a :class:`~grapheval_plugins.jsonl.JsonlStore`).
 
-    On opening, a torn last line (an interrupted write) and rows that recorded an error are dropped (the file
-    is rewritten without them), so they are redone; every other id counts as done.
+    On opening, a torn last line (an interrupted write) and, with ``redo_errors``, rows that recorded an error are
+    dropped (the file is rewritten without them), so they are redone; every other id counts as done.
     """
 
     def __init__(self, path: str | Path, *, redo_errors: bool = True) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        rows: dict[str, dict[str, Any]] = {}
-        dropped = 0
-        lines = 0
-        if self.path.exists():
-            with self.path.open(encoding="utf-8") as fh:
-                for line in fh:
-                    lines += 1
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError:
-                        dropped += 1
-                        continue
-                    if not isinstance(row, dict) or "id" not in row or (redo_errors and row.get("error")):
-                        dropped += 1
-                        continue
-                    if row["id"] in rows:
-                        dropped += 1
-                    rows[str(row["id"])] = row
-        self.rows = rows
-        if dropped:
-            tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-            with tmp.open("w", encoding="utf-8") as fh:
-                for row in rows.values():
-                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            tmp.replace(self.path)
-            logger.info("%s: dropped %d torn/errored/duplicate line(s) of %d", self.path, dropped, lines)
-
-    def done(self) -> set[str]:
-        return set(self.rows)
-
-    def append(self, row: Mapping[str, Any]) -> None:
-        rid = str(row["id"])
-        if rid in self.rows:
-            raise ValueError(f"row {rid!r} is already in {self.path}")
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            fh.flush()
-        self.rows[rid] = dict(row)
+        super().__init__(path, redo=(lambda row: bool(row.get("error"))) if redo_errors else None)
 
 
 def load_results(path: str | Path) -> list[dict[str, Any]]:
@@ -476,8 +365,7 @@ def merge_results(source: str | Path, into: str | Path) -> int:
     >>> merge_results(side, main), sorted(r["id"] for r in load_results(main))
     (1, ['a', 'b'])
     """
-    with _write_lock(into, "into"):
-        store = ResultStore(into)
+    with _write_lock(into, "into"), ResultStore(into) as store:
         known = {tuple(row.get(k) for k in _RUN_KEYS) for row in store.rows.values()}
         rows = load_results(source)
         for row in rows:  # every row is checked before any is written: a refused merge leaves ``into`` as it was
@@ -537,18 +425,8 @@ def report_from_detection_row(row: Mapping[str, Any], output: str, threshold: fl
     )
 
 
-def _render_sentence(triple: Triple) -> str:
-    text = f"{triple.subject} {triple.relation} {triple.object}".strip()
-    text = text[:1].upper() + text[1:]
-    return text if text.endswith((".", "!", "?")) else text + "."
-
-
-RENDERERS: dict[str, Callable[[Triple], str]] = {
-    "concat": Triple.sentence,
-    "sentence": _render_sentence,
-}
-"""How a triple becomes the scorer's hypothesis: ``concat`` (the paper: the three parts joined by spaces) or
-``sentence`` (the same, capitalised and ending with a full stop)."""
+RENDERERS: dict[str, Callable[[Triple], str]] = TRIPLE_RENDERERS
+"""How a triple becomes the scorer's hypothesis (:data:`grapheval_plugins.types.TRIPLE_RENDERERS`)."""
 
 
 @dataclass
@@ -632,7 +510,7 @@ async def arun_detection(
 def _export_fallbacks(kg_file: str | Path, store: ResultStore, rows: Sequence[Mapping[str, Any]]) -> None:
     """Export an empty knowledge graph for done rows whose extraction fell back (files written before fallbacks
     were exported)."""
-    from .inputs import normalize_output
+    from grapheval_plugins.inputs import normalize_output
 
     by_id = {str(r["id"]): r for r in rows}
     entries = []
@@ -683,12 +561,35 @@ async def _run_locked(
     show_progress: bool,
     on_row: Callable[[dict[str, Any]], None] | None,
 ) -> RunSummary:
+    store = ResultStore(out)
+    try:
+        return await _run_rows(rows, store, dataset=dataset, llm=llm, scorer=scorer, kg_cache=kg_cache,
+                               kg_file=kg_file, prompt=prompt, render=render, max_retries=max_retries,
+                               show_progress=show_progress, on_row=on_row)
+    finally:
+        store.close()
+
+
+async def _run_rows(
+    rows: Sequence[Mapping[str, Any]],
+    store: ResultStore,
+    *,
+    dataset: str,
+    llm: Any,
+    scorer: Any,
+    kg_cache: KGCache | str | Path,
+    kg_file: str | Path | None,
+    prompt: KGPrompt,
+    render: str,
+    max_retries: int,
+    show_progress: bool,
+    on_row: Callable[[dict[str, Any]], None] | None,
+) -> RunSummary:
     from tqdm.auto import tqdm
 
-    from .models import resolve_llm, resolve_scorer
-    from .pipeline import GraphEval
+    from grapheval_plugins.models import resolve_llm, resolve_scorer
+    from grapheval_plugins.pipeline import GraphEval
 
-    store = ResultStore(out)
     done = store.done()
     todo = [r for r in rows if str(r["id"]) not in done]
     summary = RunSummary(path=store.path, total=len(rows), skipped=len(rows) - len(todo))

@@ -1,0 +1,119 @@
+"""Judging a detector on labelled rows, and fitting its decision threshold: balanced accuracy, ROC AUC and the
+threshold that maximises balanced accuracy (fit it on one data set, apply it to another).
+
+Labels are 1 for a hallucination (the positive class) and 0 for a faithful output; scores are higher for "more
+likely a hallucination", e.g. ``1 - report.score`` (the largest P(unsupported)). Pure Python: no extra needed.
+
+>>> balanced_accuracy([1, 1, 0, 0], [True, False, False, False])
+0.75
+>>> roc_auc([1, 1, 0, 0], [0.9, 0.4, 0.3, 0.1])
+1.0
+>>> fit_threshold([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.9])
+0.25
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["balanced_accuracy", "fit_threshold", "rates", "roc_auc"]
+
+
+def _columns(labels: Sequence[Any], values: Sequence[Any]) -> tuple[list[int], list[float]]:
+    ys, vs = list(labels), list(values)
+    if len(ys) != len(vs):
+        raise ValueError(f"labels and values must have the same length, got {len(ys)} and {len(vs)}")
+    try:
+        return [int(y) for y in ys], [float(v) for v in vs]
+    except (TypeError, ValueError) as exc:
+        raise ValueError("labels and values must be 1-d sequences of numbers") from exc
+
+
+def rates(labels: Sequence[int], predicted: Sequence[bool | int]) -> tuple[float, float]:
+    """(true-positive rate, true-negative rate), label 1 positive; ``nan`` for a class that is absent.
+
+    >>> rates([1, 1, 0, 0], [1, 0, 0, 1])
+    (0.5, 0.5)
+    """
+    y, p = _columns(labels, predicted)
+    pos = [v for lab, v in zip(y, p) if lab == 1]
+    neg = [v for lab, v in zip(y, p) if lab == 0]
+    tpr = sum(pos) / len(pos) if pos else math.nan
+    tnr = 1.0 - sum(neg) / len(neg) if neg else math.nan
+    return tpr, tnr
+
+
+def balanced_accuracy(labels: Sequence[int], predicted: Sequence[bool | int]) -> float:
+    """Mean of the true-positive and true-negative rates (label 1 = hallucination = positive).
+
+    >>> round(balanced_accuracy([1, 0, 0, 0], [1, 1, 0, 0]), 4)
+    0.8333
+    """
+    tpr, tnr = rates(labels, predicted)
+    return (tpr + tnr) / 2
+
+
+def roc_auc(labels: Sequence[int], scores: Sequence[float]) -> float:
+    """Area under the ROC curve of ``scores`` (higher = more likely label 1), ties counted half
+    (the Mann-Whitney U statistic); ``nan`` when one class is absent.
+
+    >>> roc_auc([0, 1, 0, 1], [0.5, 0.5, 0.5, 0.5])
+    0.5
+    """
+    y, s = _columns(labels, scores)
+    n_pos, n_neg = sum(1 for v in y if v == 1), sum(1 for v in y if v == 0)
+    if n_pos == 0 or n_neg == 0:
+        return math.nan
+    order = sorted(range(len(s)), key=lambda i: s[i])
+    rank_sum = 0.0  # sum of the positives' average ranks (1-based) over runs of tied scores
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and s[order[end + 1]] == s[order[start]]:
+            end += 1
+        average = (start + end + 2) / 2
+        rank_sum += average * sum(1 for i in order[start : end + 1] if y[i] == 1)
+        start = end + 1
+    u = rank_sum - n_pos * (n_pos + 1) / 2
+    return u / (n_pos * n_neg)
+
+
+def fit_threshold(labels: Sequence[int], scores: Sequence[float]) -> float:
+    """The threshold t that maximises balanced accuracy of ``score > t`` on these rows.
+
+    Candidates are the midpoints between consecutive distinct scores (and just below the smallest, and the
+    largest); among equally good thresholds the one closest to 0.5 wins, so the result is deterministic. When a
+    class is absent no threshold is better than another, and 0.5 is returned. The result is clipped to [0, 1].
+
+    >>> round(fit_threshold([0, 1, 0, 1], [0.2, 0.6, 0.3, 0.7]), 6)
+    0.45
+
+    Raises:
+        ValueError: no rows, or labels and scores of different lengths.
+    """
+    y, s = _columns(labels, scores)
+    if not s:
+        raise ValueError("cannot fit a threshold on no rows")
+    distinct = sorted(set(s))
+    candidates = [distinct[0] - 1e-9, *((a + b) / 2 for a, b in zip(distinct, distinct[1:])), distinct[-1]]
+    n_pos, n_neg = sum(1 for v in y if v == 1), sum(1 for v in y if v == 0)
+    if n_pos == 0 or n_neg == 0:
+        return 0.5
+    # Sweep the candidates in increasing order: the rows with score <= t are predicted faithful.
+    rows = sorted(zip(s, y))
+    below_pos = below_neg = 0
+    index = 0
+    best_t, best_key = 0.5, (-math.inf, -math.inf)
+    for t in candidates:
+        while index < len(rows) and rows[index][0] <= t:
+            below_pos += rows[index][1] == 1
+            below_neg += rows[index][1] == 0
+            index += 1
+        tpr = (n_pos - below_pos) / n_pos
+        tnr = below_neg / n_neg
+        key = (round((tpr + tnr) / 2, 12), -abs(t - 0.5))
+        if key > best_key:
+            best_t, best_key = t, key
+    return min(1.0, max(0.0, best_t))
