@@ -123,10 +123,14 @@ class RetryPolicy:
         return cls(attempts=max_retries + 1, **kwargs)
 
     # ---------------------------------------------------------------- tenacity pieces
+    @staticmethod
+    def _elapsed(state: RetryCallState) -> float:
+        return state.seconds_since_start or 0.0  # None only before the first attempt ends
+
     def _stop(self, state: RetryCallState) -> bool:
         if state.attempt_number >= self.attempts:
             return True
-        return self.deadline_s is not None and state.seconds_since_start >= self.deadline_s
+        return self.deadline_s is not None and self._elapsed(state) >= self.deadline_s
 
     def _wait(self, state: RetryCallState) -> float:
         outcome = state.outcome
@@ -135,7 +139,7 @@ class RetryPolicy:
         backoff = wait_exponential(multiplier=self.initial_s, max=self.max_wait_s) + wait_random(0, self.jitter_s)
         seconds = float(backoff(state))
         if self.deadline_s is not None:
-            seconds = max(0.0, min(seconds, self.deadline_s - state.seconds_since_start))
+            seconds = max(0.0, min(seconds, self.deadline_s - self._elapsed(state)))
         return seconds
 
     @staticmethod
