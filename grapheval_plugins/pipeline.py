@@ -20,13 +20,15 @@ from .check.base import ClaimScore, Scorer
 from .exceptions import ExtractionError, GraphEvalError, InputError, ScoringError
 from .extract.extractor import TripleExtractor
 from .extract.prompts import KG_PROMPT, KGPrompt
-from .inputs import Sample, normalize_context, normalize_output, to_sample
+from .inputs import Sample, to_sample
 from .locate import locate_triple
 from .types import ClaimCheck, Extraction, Mode, Report, StageError, Triple
 
 __all__ = ["GraphEval"]
 
 logger = logging.getLogger(__name__)
+
+Passages = tuple[str, ...]
 
 
 def _progress(total: int, desc: str, enabled: bool):  # type: ignore[no-untyped-def]
@@ -41,10 +43,10 @@ class _CheckBatcher:
     def __init__(self, scorer: Scorer, max_wait_s: float) -> None:
         self.scorer = scorer
         self.max_wait_s = max_wait_s
-        self._pending: list[tuple[list[str], list[str], asyncio.Future[list[ClaimScore]]]] = []
+        self._pending: list[tuple[list[Passages], list[str], asyncio.Future[list[ClaimScore]]]] = []
         self._flush_task: asyncio.Task[None] | None = None
 
-    async def submit(self, contexts: list[str], claims: list[str]) -> list[ClaimScore]:
+    async def submit(self, contexts: list[Passages], claims: list[str]) -> list[ClaimScore]:
         future: asyncio.Future[list[ClaimScore]] = asyncio.get_running_loop().create_future()
         self._pending.append((contexts, claims, future))
         if self._flush_task is None or self._flush_task.done():
@@ -69,7 +71,7 @@ class _CheckBatcher:
                 if not isinstance(exc, Exception):
                     raise
 
-    async def _serve(self, batch: list[tuple[list[str], list[str], asyncio.Future[list[ClaimScore]]]]) -> None:
+    async def _serve(self, batch: list[tuple[list[Passages], list[str], asyncio.Future[list[ClaimScore]]]]) -> None:
         contexts = [c for req in batch for c in req[0]]
         claims = [c for req in batch for c in req[1]]
         try:
@@ -274,7 +276,7 @@ class GraphEval:
         Stage failures (the chat model raising on every retry, the scorer failing) do not raise: the report
         carries them in ``errors`` with ``hallucinated=None``.
         """
-        sample = Sample(normalize_context(context), normalize_output(output), id)
+        sample = Sample.of(context, output, id)
         t0 = time.perf_counter()
         extraction, claims, error = await self._extract_claims(sample, config)
         if error is not None:
@@ -285,7 +287,7 @@ class GraphEval:
             batcher = self._batchers[loop] = _CheckBatcher(self.scorer, self.batch_wait_s)
         t1 = time.perf_counter()
         try:
-            scores = await batcher.submit([sample.context] * len(claims), [c for c, _ in claims])
+            scores = await batcher.submit([sample.passages] * len(claims), [c for c, _ in claims])
         except ScoringError as exc:
             err = StageError(stage="check", type=type(exc).__name__, message=str(exc))
             return self._error_report(sample, extraction, err, {"total": time.perf_counter() - t0})
@@ -419,7 +421,7 @@ class GraphEval:
         self, group: Sequence[tuple[Sample, list[tuple[str, Triple | None]]]]
     ) -> list[list[ClaimScore] | StageError]:
         """Score a group of rows in one pass; on failure, row by row so one bad row fails alone."""
-        contexts = [s.context for s, claims in group for _ in claims]
+        contexts = [s.passages for s, claims in group for _ in claims]
         claim_texts = [c for _, claims in group for c, _ in claims]
         try:
             scores = await self.scorer.acheck(contexts, claim_texts)
@@ -427,7 +429,7 @@ class GraphEval:
             out: list[list[ClaimScore] | StageError] = []
             for sample, claims in group:
                 try:
-                    out.append(await self.scorer.acheck([sample.context] * len(claims), [c for c, _ in claims]))
+                    out.append(await self.scorer.acheck([sample.passages] * len(claims), [c for c, _ in claims]))
                 except ScoringError as exc:
                     out.append(StageError(stage="check", type=type(exc).__name__, message=str(exc)))
             return out
@@ -465,6 +467,7 @@ class GraphEval:
                     unsupported=score.p_unsupported > self.threshold,
                     evidence=score.chunk,
                     evidence_index=score.chunk_index,
+                    evidence_passage=score.passage_index,
                     span=span,
                 )
             )
