@@ -332,15 +332,22 @@ def first_answer_token(tokenizer: PreTrainedTokenizerBase, text: str, model_name
 class T5NLIScorer(HFScorer):
     """A T5 seq2seq NLI model that answers ``1`` (entailed) or ``0``: TRUE, TrueTeacher.
 
-    Input: ``"premise: {premise} hypothesis: {hypothesis}"``. P(supported) is the softmax of the first decoder
-    step's logits restricted to the first token the model emits for each answer of ``label_tokens``
-    (``"1"`` vs ``"0"``; see :func:`first_answer_token`). With the T5 vocabulary that is ``▁1`` (209) against
-    ``▁`` (3): ``"0"`` is spelt ``▁`` + ``0`` (there is no ``▁0`` piece), so a model answering "0" emits 3 first.
-    MiniCheck's reference inference compares the same two ids at the same step.
+    Input: ``"premise: {premise} hypothesis: {hypothesis}"``; the decoder starts from the pad id. P(supported)
+    is read at the first decoder step, at the first token the model emits for each answer of ``label_tokens``
+    (see :func:`first_answer_token`). With the T5 vocabulary "1" is ``▁1`` (209) and "0" is ``▁`` + ``0``
+    (3, 632; there is no ``▁0`` piece), so a model answering "0" emits 3 first.
+
+    ``answer_softmax="vocab"`` (default) is the TrueTeacher model card's scoring: the softmax over the whole
+    vocabulary at that step, taken at ``tokenizer('1').input_ids[0]`` (209). ``"pair"`` is the two-way softmax
+    over the first tokens of the two answers (209 against 3), as MiniCheck's reference inference reads its
+    Flan-T5 model. Either way the token compared with "1" is the one a "0" answer starts with, never 632 (a
+    second-step token).
 
     Args:
         model: hub name or folder, e.g. ``google/t5_xxl_true_nli_mixture`` or ``google/t5_11b_trueteacher_and_anli``.
         label_tokens: the (supported, unsupported) answers; their first tokens must differ.
+        answer_softmax: ``"vocab"`` (P of the supported answer's first token over the whole vocabulary, the
+            TrueTeacher card's scoring) or ``"pair"`` (two-way softmax between the answers' first tokens).
         revision, tokenizer, device, dtype, batch_size, max_length, hypothesis_tokens, local_files_only, token,
             cache_dir, show_progress: as for :class:`HHEMScorer` (float16 is never chosen on its own: T5
             overflows in it; bfloat16 or float32).
@@ -361,6 +368,7 @@ class T5NLIScorer(HFScorer):
         revision: str | None = None,
         tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
         label_tokens: tuple[str, str] = ("1", "0"),
+        answer_softmax: str = "vocab",
         device: DeviceLike = None,
         dtype: DTypeLike = None,
         batch_size: int = 16,
@@ -380,6 +388,9 @@ class T5NLIScorer(HFScorer):
                 or not all(isinstance(t, str) and t.strip() for t in label_tokens)):
             raise InputError("label_tokens", "must be two non-empty strings: (supported, unsupported)")
         self.label_tokens = (label_tokens[0], label_tokens[1])
+        if answer_softmax not in ("vocab", "pair"):
+            raise InputError("answer_softmax", f"must be 'vocab' or 'pair', got {answer_softmax!r}")
+        self.answer_softmax = answer_softmax
         self.template = T5_NLI_TEMPLATE
         self.label_token_ids: tuple[int, int] | None = None
         self._decoder_start: int | None = None
@@ -433,6 +444,8 @@ class T5NLIScorer(HFScorer):
         start = torch.full((input_ids.shape[0], 1), self._decoder_start or 0, dtype=torch.long, device=input_ids.device)
         logits = model(input_ids=input_ids, attention_mask=batch["attention_mask"], decoder_input_ids=start).logits
         yes, no = self.label_token_ids or (0, 0)
+        if self.answer_softmax == "vocab":
+            return logits[:, 0, :].float().softmax(dim=-1)[:, yes]
         return logits[:, 0, [yes, no]].float().softmax(dim=-1)[:, 0]
 
 

@@ -132,7 +132,7 @@ class MiniCheckT5Scorer(T5NLIScorer):
 
     def __init__(self, model: str | os.PathLike[str] = MINICHECK_MODELS["flan-t5-large"], *,
                  chunk_size: int = 500, max_length: int = 2048, **kwargs: Any) -> None:
-        super().__init__(model, max_length=max_length, label_tokens=("1", "0"), **kwargs)
+        super().__init__(model, max_length=max_length, label_tokens=("1", "0"), answer_softmax="pair", **kwargs)
         self.chunk_size = _check_chunk_size(chunk_size)
         self.template = "predict: {premise}{eos}{hypothesis}"
 
