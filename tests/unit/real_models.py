@@ -35,23 +35,22 @@ def fib(model: str) -> dict[str, Any]:
 
 
 def t5_tokenizer() -> Any:
-    """``T5Tokenizer`` over the real ``spiece.model`` (the slow class the TrueTeacher card loads)."""
+    """The T5 / Flan-T5 tokenizer built from the real ``spiece.model`` (the class the TrueTeacher card loads)."""
     from transformers import T5Tokenizer
 
-    return T5Tokenizer(vocab_file=str(TOKENIZERS / "t5" / "spiece.model"), legacy=True)
+    return T5Tokenizer.from_pretrained(str(TOKENIZERS / "t5"))
 
 
 def deberta_v3_tokenizer() -> Any:
     from transformers import DebertaV2Tokenizer
 
-    return DebertaV2Tokenizer(vocab_file=str(TOKENIZERS / "deberta-v3" / "spm.model"))
+    return DebertaV2Tokenizer.from_pretrained(str(TOKENIZERS / "deberta-v3"))
 
 
 def roberta_tokenizer() -> Any:
     from transformers import RobertaTokenizer
 
-    folder = TOKENIZERS / "roberta"
-    return RobertaTokenizer(vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt"))
+    return RobertaTokenizer.from_pretrained(str(TOKENIZERS / "roberta"))
 
 
 def t5_config(**overrides: Any) -> Any:
