@@ -430,7 +430,7 @@ class GraphEvalMetric(BaseMetric):
         the other rows are scored as usual.
         """
         results: list[MetricResult | None] = [None] * len(inputs)
-        rows: list[dict[str, str]] = []
+        rows: list[dict[str, Any]] = []
         where: list[int] = []
         for i, row in enumerate(inputs):
             try:
