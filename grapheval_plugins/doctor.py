@@ -179,13 +179,15 @@ def run_doctor(
             "source": status.source, "path": str(status.path) if status.path else None,
             "sha256_ok": status.verified, "detail": status.detail,
         }
-        where = f"{status.source}: {status.path}" if status.path else status.source
-        check = "not checked" if status.verified is None else ("sha256 ok" if status.verified else "sha256 MISMATCH")
+        check = ("sha256 not checked" if status.verified is None
+                 else "sha256 ok" if status.verified else "sha256 MISMATCH")
+        extra = f"; {status.detail}" if status.detail and status.detail != status.source else ""
+        text = f"{status.source}: {status.path} ({check}{extra})"
         main = name == model
         if status.verified is False:
-            report.add(f"weights {name}", "fail", f"{where} ({check}; {status.detail})", main)
+            report.add(f"weights {name}", "fail", text, main)
         elif status.offline:
-            report.add(f"weights {name}", "ok", f"{where} ({check}; {status.detail})")
+            report.add(f"weights {name}", "ok", text)
         else:
             report.add(f"weights {name}", "fail" if main else "warn", status.detail, False)
 
