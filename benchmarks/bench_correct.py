@@ -248,7 +248,7 @@ def run(
         engine = GraphEval(llm=llm, scorer=scorer, cache=CACHE / f"kg-{bench.slug(llm)}.sqlite")
         kg_file = RESULTS / f"kg-{bench.slug(llm)}.jsonl"
         if kg_file.exists() and engine.cache is not None:
-            bench.seed_kg_cache(kg_file, engine.cache)
+            bench.seed_kg_cache(kg_file, engine.cache, engine.prompt)
     results_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     known = {} if fake else detection_study_reports(RESULTS, name, llm_name, scorer_name, rows)

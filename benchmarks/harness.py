@@ -294,15 +294,20 @@ def _kg_key(entry: Mapping[str, Any]) -> str | None:
     return json.dumps([entry["llm"], entry["prompt"], entry["text"]], ensure_ascii=False)
 
 
-def seed_kg_cache(path: str | Path, cache: KGCache) -> int:
+def seed_kg_cache(path: str | Path, cache: KGCache, prompt: KGPrompt | None = None) -> int:
     """Load a JSONL file written by :func:`export_kg` into ``cache`` (entries already there are kept).
 
+    The file names prompts by their readable version. With ``prompt``, only its entries are loaded, under the
+    key the extractor looks up (:attr:`KGPrompt.cache_id`); without, every entry under its version as written.
     Returns the number of entries written to the cache.
     """
     added = 0
     for e in _read_jsonl(Path(path)):
-        if cache.get(e["llm"], e["prompt"], e["text"]) is None:
-            cache.set(e["llm"], e["prompt"], e["text"], CachedKG(triples=e["triples"], raw_text=e.get("raw_text")))
+        if prompt is not None and e["prompt"] != prompt.version:
+            continue
+        key = prompt.cache_id if prompt is not None else e["prompt"]
+        if cache.get(e["llm"], key, e["text"]) is None:
+            cache.set(e["llm"], key, e["text"], CachedKG(triples=e["triples"], raw_text=e.get("raw_text")))
             added += 1
     return added
 
@@ -599,7 +604,7 @@ async def _run_rows(
         return summary
     cache = SQLiteKGCache(kg_cache) if isinstance(kg_cache, (str, Path)) else kg_cache
     if kg_file is not None:
-        seeded = seed_kg_cache(kg_file, cache)
+        seeded = seed_kg_cache(kg_file, cache, prompt)
         if seeded:
             logger.info("seeded %d knowledge graph(s) from %s", seeded, kg_file)
     shared_scorer = resolve_scorer(scorer)

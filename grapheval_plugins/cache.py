@@ -1,6 +1,9 @@
 """Caches of extracted knowledge graphs, so a re-run (or a new scorer) costs no LLM call.
 
-A key is ``(llm id, prompt version, output text)``. Two implementations:
+A key is ``(llm id, prompt id, output text)``. The prompt id the extractor passes is
+:attr:`~grapheval_plugins.extract.prompts.KGPrompt.cache_id`: the prompt's readable version label and a hash of
+the messages it renders and of the parser version, so editing a prompt never serves graphs of the old one. Two
+implementations:
 
 * :class:`MemoryKGCache` — per process, the default of :class:`~grapheval_plugins.GraphEval`;
 * :class:`SQLiteKGCache` — on disk, shared between runs and processes (benchmarks, the CLI's ``--cache``).
@@ -34,7 +37,7 @@ class CachedKG:
 
 
 def cache_key(llm_id: str, prompt_version: str, text: str) -> str:
-    """A stable hex digest for ``(llm id, prompt version, text)``."""
+    """A stable hex digest for ``(llm id, prompt id, text)``."""
     h = hashlib.sha256()
     for part in (llm_id, prompt_version, text):
         h.update(part.encode("utf-8"))

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
 from .exceptions import InputError
 
-__all__ = ["ContextLike", "Sample", "normalize_context", "normalize_output", "to_sample"]
+__all__ = ["ContextLike", "Sample", "normalize_context", "normalize_output", "normalize_passages", "to_sample"]
 
-ContextLike = Union[str, Sequence[Any]]
-"""A grounding context: a string, or a list of strings / LangChain ``Document``s (anything with ``page_content``)."""
+ContextLike = Union[str, Any, Sequence[Any]]
+"""A grounding context: a string, a LangChain ``Document`` (anything with a ``page_content`` string), a mapping with
+a ``"page_content"`` string, or a list of those (one passage each, e.g. a retriever's output)."""
 
 PASSAGE_SEPARATOR = "\n\n"
 
+_ACCEPTED = "a string, a Document, a mapping with a 'page_content' string, or a list of those"
 
-def _passage_text(item: Any, field: str) -> str:
+
+def _one_passage(item: Any) -> str | None:
+    """The text of one passage, or ``None`` when ``item`` is not a passage."""
     if isinstance(item, str):
         return item
     content = getattr(item, "page_content", None)
@@ -24,13 +28,55 @@ def _passage_text(item: Any, field: str) -> str:
         return content
     if isinstance(item, Mapping) and isinstance(item.get("page_content"), str):
         return str(item["page_content"])
-    raise InputError(field, f"expected a string or a Document, got {type(item).__name__}")
+    return None
+
+
+def _passage_text(item: Any, field: str) -> str:
+    text = _one_passage(item)
+    if text is not None:
+        return text
+    if isinstance(item, Mapping):
+        raise InputError(field, f"a mapping passage needs a 'page_content' string; got keys {sorted(map(str, item))[:5]}")
+    raise InputError(field, f"expected {_ACCEPTED}; got {type(item).__name__}")
+
+
+def normalize_passages(context: Any, field: str = "context") -> tuple[str, ...]:
+    """The context's passages, stripped, empty ones dropped: each is chunked and scored on its own.
+
+    >>> from langchain_core.documents import Document
+    >>> normalize_passages([Document(page_content="First."), {"page_content": "Second."}, "  ", "Third."])
+    ('First.', 'Second.', 'Third.')
+    >>> normalize_passages(Document(page_content="One document."))
+    ('One document.',)
+    >>> normalize_passages({"text": "no page_content"})
+    Traceback (most recent call last):
+    ...
+    grapheval_plugins.exceptions.InputError: context: a mapping passage needs a 'page_content' string; got keys ['text']
+
+    Raises:
+        InputError: the context is missing, empty, or of another type (bytes, a set, a number, a nested list…).
+    """
+    if context is None:
+        raise InputError(field, "is missing (None)")
+    if isinstance(context, (bytes, bytearray)):
+        raise InputError(field, "expected text, got bytes; decode it first")
+    single = _one_passage(context)
+    if single is not None:
+        passages = [single]
+    elif isinstance(context, Mapping):
+        passages = [_passage_text(context, field)]
+    elif isinstance(context, (Sequence, Iterator)) and not isinstance(context, (str, bytes, bytearray)):
+        passages = [_passage_text(item, f"{field}[{i}]") for i, item in enumerate(context)]
+    else:
+        raise InputError(field, f"expected {_ACCEPTED}; got {type(context).__name__}")
+    kept = tuple(p.strip() for p in passages if p.strip())
+    if not kept:
+        raise InputError(field, "is empty")
+    return kept
 
 
 def normalize_context(context: Any, field: str = "context") -> str:
-    """The context as one string; passages of a list are joined by a blank line.
-
-    Empty passages in a list are skipped; a context with no text at all is an error.
+    """The context as one string: its passages (see :func:`normalize_passages`) joined by a blank line.
 
     >>> normalize_context(["First passage.", "", "Second passage."])
     'First passage.\\n\\nSecond passage.'
@@ -39,20 +85,7 @@ def normalize_context(context: Any, field: str = "context") -> str:
     ...
     grapheval_plugins.exceptions.InputError: context: is empty
     """
-    if context is None:
-        raise InputError(field, "is missing (None)")
-    if isinstance(context, str):
-        text = context
-    elif isinstance(context, (bytes, bytearray)):
-        raise InputError(field, "expected text, got bytes; decode it first")
-    elif isinstance(context, Sequence) or hasattr(context, "__iter__"):
-        passages = [_passage_text(item, f"{field}[{i}]") for i, item in enumerate(context)]
-        text = PASSAGE_SEPARATOR.join(p.strip() for p in passages if p.strip())
-    else:
-        text = _passage_text(context, field)
-    if not text.strip():
-        raise InputError(field, "is empty")
-    return text.strip()
+    return PASSAGE_SEPARATOR.join(normalize_passages(context, field))
 
 
 def normalize_output(output: Any, field: str = "output") -> str:
@@ -75,11 +108,30 @@ def normalize_output(output: Any, field: str = "output") -> str:
 
 @dataclass(frozen=True)
 class Sample:
-    """A validated ``(context, output)`` pair with an optional id."""
+    """A validated ``(context, output)`` pair with an optional id.
+
+    ``context`` is the whole text (passages joined by a blank line); ``passages`` holds them apart, as the scorer
+    reads them (each chunked on its own). A sample made from a string alone has that string as its one passage.
+
+    >>> Sample("A.\\n\\nB.", "out").passages
+    ('A.\\n\\nB.',)
+    """
 
     context: str
     output: str
     id: str | None = None
+    passages: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.passages:
+            object.__setattr__(self, "passages", (self.context,))
+
+    @classmethod
+    def of(cls, context: Any, output: Any, id: str | None = None, *, field: str = "context",
+           output_field: str = "output") -> Sample:
+        """A sample from a raw context (any :data:`ContextLike`) and output, validated."""
+        passages = normalize_passages(context, field)
+        return cls(PASSAGE_SEPARATOR.join(passages), normalize_output(output, output_field), id, passages)
 
 
 def to_sample(
@@ -94,11 +146,8 @@ def to_sample(
             if key not in row:
                 raise InputError(f"{where}.{key}", "is missing")
         rid = row.get(id_key)
-        return Sample(
-            context=normalize_context(row[context_key], f"{where}.{context_key}"),
-            output=normalize_output(row[output_key], f"{where}.{output_key}"),
-            id=None if rid is None else str(rid),
-        )
+        return Sample.of(row[context_key], row[output_key], None if rid is None else str(rid),
+                         field=f"{where}.{context_key}", output_field=f"{where}.{output_key}")
     if isinstance(row, (tuple, list)) and len(row) == 2:
-        return Sample(normalize_context(row[0], f"{where}.context"), normalize_output(row[1], f"{where}.output"))
+        return Sample.of(row[0], row[1], field=f"{where}.context", output_field=f"{where}.output")
     raise InputError(where, f"expected a mapping with {context_key!r}/{output_key!r} or a (context, output) pair")

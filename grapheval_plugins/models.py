@@ -19,6 +19,8 @@ Scorers (:func:`resolve_scorer`):
 a :class:`~grapheval_plugins.check.Scorer`  used as is
 ``"hhem"``                                HHEM-2.1-Open (``vectara/hallucination_evaluation_model``; ``hf`` extra)
 ``"true"`` / ``"trueteacher"``            the TRUE / TrueTeacher T5 NLI models
+``"minicheck"``                           MiniCheck-Flan-T5-Large (``lytang/MiniCheck-Flan-T5-Large``)
+``"minicheck:<variant, name or path>"``   ``flan-t5-large``, ``roberta-large``, ``deberta-v3-large``, any folder
 ``"hhem:<name or path>"``                 an HHEM-layout checkpoint
 ``"t5:<name or path>"``                   a T5 model answering "1"/"0"
 ``"nli:<name or path>"``                  an MNLI-style sequence-classification cross-encoder
@@ -26,17 +28,25 @@ a :class:`~grapheval_plugins.check.Scorer`  used as is
 ``"judge:<llm spec>"``                    an LLM judge over a local model, e.g. ``"judge:local:qwen2.5-coder-1.5b"``
 ``"py:package.module:factory"``           your own factory, called with no arguments (plugins, tests)
 ========================================  =====================================================================
+
+A HuggingFace scorer spec (``hhem``, ``t5``, ``nli``, ``hf``, ``minicheck``, their aliases, a bare hub name) takes a
+revision after ``@``: ``"hhem@8e4a2e6e96c708cc76c2344f7e4757df2515292c"``,
+``"nli:cross-encoder/nli-deberta-v3-base@<commit>"``, or the keyword ``revision=``. It goes to the config,
+the weights and the model's own tokenizer alike. The ``@`` is read as a revision only when what precedes it is
+not an existing path.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
+from pathlib import Path
 from typing import Any
 
 from .check.base import Scorer
 from .exceptions import ModelLoadError
 
-__all__ = ["DEFAULT_LLM", "DEFAULT_SCORER", "SCORER_ALIASES", "resolve_llm", "resolve_scorer"]
+__all__ = ["DEFAULT_LLM", "DEFAULT_SCORER", "SCORER_ALIASES", "resolve_llm", "resolve_scorer", "split_revision"]
 
 DEFAULT_LLM = "local:qwen2.5-coder-1.5b"
 """The chat model used when none is given: runs offline, no API key."""
@@ -52,6 +62,7 @@ SCORER_ALIASES: dict[str, str] = {
     "google/t5_xxl_true_nli_mixture": "t5:google/t5_xxl_true_nli_mixture",
     "trueteacher": "t5:google/t5_11b_trueteacher_and_anli",
     "google/t5_11b_trueteacher_and_anli": "t5:google/t5_11b_trueteacher_and_anli",
+    "minicheck": "minicheck:flan-t5-large",
     "judge": DEFAULT_SCORER,
     "local-judge": DEFAULT_SCORER,
 }
@@ -66,6 +77,7 @@ _SCORER_FACTORIES: dict[str, str] = {
     "t5": "grapheval_plugins.check.hf:T5NLIScorer",
     "nli": "grapheval_plugins.check.hf:CrossEncoderNLIScorer",
     "hf": "grapheval_plugins.check.hf:load_hf_scorer",
+    "minicheck": "grapheval_plugins.check.minicheck:load_minicheck",
     "judge": "grapheval_plugins.local.judge:load_judge_scorer",
 }
 
@@ -85,6 +97,24 @@ def _from_python(target: str, options: dict[str, Any]) -> Any:
     except (ImportError, AttributeError) as exc:
         raise ModelLoadError(f"cannot import {target!r}: {exc}") from exc
     return factory(**options) if callable(factory) else factory
+
+
+_REVISIONED = {"hhem", "t5", "nli", "hf", "minicheck", ""}
+_REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")
+
+
+def split_revision(name: str) -> tuple[str, str | None]:
+    """``"name@revision"`` → ``("name", "revision")``; a name without one, or an existing path, is left whole.
+
+    >>> split_revision("vectara/hallucination_evaluation_model@8e4a2e6")
+    ('vectara/hallucination_evaluation_model', '8e4a2e6')
+    >>> split_revision("cross-encoder/nli-deberta-v3-base")
+    ('cross-encoder/nli-deberta-v3-base', None)
+    """
+    base, sep, revision = name.rpartition("@")
+    if not sep or not base or not _REVISION.match(revision) or Path(name).expanduser().exists():
+        return name, None
+    return base, revision
 
 
 def _split(spec: str) -> tuple[str, str]:
@@ -153,7 +183,18 @@ def resolve_scorer(spec: Any = None, **options: Any) -> Scorer:
         return spec
     if not isinstance(spec, str):
         raise ModelLoadError(f"cannot use {type(spec).__name__} as a scorer: pass a Scorer or a spec string")
-    spec = SCORER_ALIASES.get(spec.strip().lower(), spec.strip())
+    spec = spec.strip()
+    prefix, rest = _split(spec)
+    if prefix != "py":
+        alias, revision = split_revision(spec)
+        target = SCORER_ALIASES.get(alias.lower(), alias)
+        if revision is not None and _split(target)[0] in _REVISIONED:
+            if "revision" in options and options["revision"] != revision:
+                raise ModelLoadError(f"scorer spec {spec!r} names revision {revision!r}, and revision= is "
+                                     f"{options['revision']!r}: give one")
+            options = {**options, "revision": revision}
+            spec = alias
+    spec = SCORER_ALIASES.get(spec.lower(), spec)
     prefix, rest = _split(spec)
     if prefix == "py":
         return resolve_scorer(_from_python(rest, options))

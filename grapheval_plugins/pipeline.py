@@ -20,13 +20,15 @@ from .check.base import ClaimScore, Scorer
 from .exceptions import ExtractionError, GraphEvalError, InputError, ScoringError
 from .extract.extractor import TripleExtractor
 from .extract.prompts import KG_PROMPT, KGPrompt
-from .inputs import Sample, normalize_context, normalize_output, to_sample
+from .inputs import Sample, to_sample
 from .locate import locate_triple
 from .types import ClaimCheck, Extraction, Mode, Report, StageError, Triple
 
 __all__ = ["GraphEval"]
 
 logger = logging.getLogger(__name__)
+
+Passages = tuple[str, ...]
 
 
 def _progress(total: int, desc: str, enabled: bool):  # type: ignore[no-untyped-def]
@@ -35,7 +37,7 @@ def _progress(total: int, desc: str, enabled: bool):  # type: ignore[no-untyped-
     return tqdm(total=total, desc=desc, unit="row", disable=not enabled, leave=False)
 
 
-_Request = tuple[list[str], list[str]]
+_Request = tuple[list[Passages], list[str]]
 """One row's scorer input: ``(contexts, claims)``, one context per claim."""
 
 
@@ -104,7 +106,7 @@ class _CheckBatcher:
         self._full = asyncio.Event()
         self._flush_task: asyncio.Task[None] | None = None
 
-    async def submit(self, contexts: list[str], claims: list[str]) -> list[ClaimScore]:
+    async def submit(self, contexts: list[Passages], claims: list[str]) -> list[ClaimScore]:
         future: asyncio.Future[list[ClaimScore]] = asyncio.get_running_loop().create_future()
         self._pending.append(((contexts, claims), future))
         self._pending_claims += len(claims)
@@ -374,7 +376,7 @@ class GraphEval:
         Stage failures (the chat model raising on every retry, the scorer failing) do not raise: the report
         carries them in ``errors`` with ``hallucinated=None``.
         """
-        sample = Sample(normalize_context(context), normalize_output(output), id)
+        sample = Sample.of(context, output, id)
         t0 = time.perf_counter()
         extraction, claims, error = await self._extract_claims(sample, config)
         if error is not None:
@@ -382,7 +384,7 @@ class GraphEval:
         batcher = await self._batcher()
         t1 = time.perf_counter()
         try:
-            scores = await batcher.submit([sample.context] * len(claims), [c for c, _ in claims])
+            scores = await batcher.submit([sample.passages] * len(claims), [c for c, _ in claims])
         except ScoringError as exc:
             err = StageError(stage="check", type=type(exc).__name__, message=str(exc))
             return self._error_report(sample, extraction, err, {"total": time.perf_counter() - t0})
@@ -518,7 +520,7 @@ class GraphEval:
     ) -> list[list[ClaimScore] | StageError]:
         """Score a group of rows in passes of at most ``max_batch_claims`` claims; one bad row fails alone."""
         scorer = await self._ascorer()
-        requests: list[_Request] = [([s.context] * len(claims), [c for c, _ in claims]) for s, claims in group]
+        requests: list[_Request] = [([s.passages] * len(claims), [c for c, _ in claims]) for s, claims in group]
         results: list[list[ClaimScore] | StageError] = []
         for part in _pack([len(clms) for _, clms in requests], self.max_batch_claims):
             for result in await _score_isolated(scorer, requests[part]):
@@ -555,6 +557,7 @@ class GraphEval:
                     unsupported=score.p_unsupported > self.threshold,
                     evidence=score.chunk,
                     evidence_index=score.chunk_index,
+                    evidence_passage=score.passage_index,
                     span=span,
                 )
             )

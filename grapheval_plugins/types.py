@@ -112,6 +112,8 @@ class ClaimCheck(BaseModel):
     """The context passage (chunk) that decided the score: the one that best supports the claim."""
     evidence_index: int | None = None
     """Index of that chunk among the context's chunks."""
+    evidence_passage: int | None = None
+    """Index of the passage (the document, for a context given as a list) that chunk comes from."""
     span: tuple[int, int] | None = None
     """Character span ``[start, end)`` of the claim in the output, when it could be located."""
 

@@ -1,254 +1,42 @@
-"""Shared machinery of the HuggingFace scorers: hub settings, device and precision, lazy loading, batching.
+"""The base of the HuggingFace scorers: lazy loading, sorted batching, token budget, truncation.
 
-Nothing here imports torch or transformers at module import; every heavy import happens inside a function.
+Hub I/O lives in :mod:`._hub`, the torch runtime (device, precision, padding) in :mod:`._runtime`; both are
+re-exported here. Nothing here imports torch or transformers at module import.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
 import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
-from .._imports import require
 from ..exceptions import GraphEvalError, InputError, ModelLoadError
+from ._hub import HubOptions, find_weights, load_error, looks_like_path, read_config_dict, read_state_dict
+from ._runtime import (
+    DeviceLike,
+    DTypeLike,
+    Features,
+    _is_oom,
+    _torch,
+    _transformers,
+    logger,
+    pad_batch,
+    resolve_dtype,
+    select_device,
+)
 from .base import Scorer
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedTokenizerBase
 
-logger = logging.getLogger("grapheval_plugins.check.hf")
-
-DeviceLike = Union[str, "torch.device", None]
-DTypeLike = Union[str, "torch.dtype", None]
-Features = dict[str, list[int]]
-
-_DTYPE_NAMES = {
-    "float32": "float32", "fp32": "float32", "float": "float32",
-    "float16": "float16", "fp16": "float16", "half": "float16",
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
-}
-# Exception class names, anywhere in a cause chain, that mean "not cached and the hub cannot be reached".
-_OFFLINE_ERRORS = {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectionError", "ConnectError",
-                   "ConnectTimeout", "SocketBlockedError", "NameResolutionError", "MaxRetryError"}
-
-
-def _torch() -> Any:
-    return require("torch", "hf", "the HuggingFace scorers")
-
-
-def _transformers() -> Any:
-    return require("transformers", "hf", "the HuggingFace scorers")
-
-
-@dataclass(frozen=True)
-class HubOptions:
-    """The hub settings passed alike to config, weights and tokenizer of one model."""
-
-    revision: str | None = None
-    local_files_only: bool | None = None
-    token: str | bool | None = None
-    cache_dir: str | os.PathLike[str] | None = None
-
-    def kwargs(self, revision: str | None = None, *, same_revision: bool = True) -> dict[str, Any]:
-        """Keyword arguments for ``from_pretrained`` / ``cached_file``.
-
-        >>> HubOptions(revision="abc", local_files_only=True).kwargs()
-        {'revision': 'abc', 'local_files_only': True}
-        >>> HubOptions(revision="abc").kwargs("def", same_revision=False)
-        {'revision': 'def'}
-        """
-        kw: dict[str, Any] = {}
-        rev = self.revision if same_revision else revision
-        if rev is not None:
-            kw["revision"] = rev
-        if self.local_files_only is not None:
-            kw["local_files_only"] = self.local_files_only
-        if self.token is not None:
-            kw["token"] = self.token
-        if self.cache_dir is not None:
-            kw["cache_dir"] = os.fspath(self.cache_dir)
-        return kw
-
-
-def looks_like_path(name: str) -> bool:
-    """True when ``name`` is meant as a local folder rather than a hub repository id.
-
-    >>> looks_like_path("org/model"), looks_like_path("./model"), looks_like_path("/abs/model")
-    (False, True, True)
-    """
-    return (
-        os.path.isabs(name)
-        or name.startswith(("./", "../", "~", ".\\", "..\\"))
-        or name in {".", ".."}
-        or name.count("/") > 1
-        or Path(name).expanduser().exists()
-    )
-
-
-def _cause_names(exc: BaseException) -> set[str]:
-    names: set[str] = set()
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        names.add(type(current).__name__)
-        current = current.__cause__ or current.__context__
-    return names
-
-
-def load_error(what: str, name: str, hub: HubOptions, exc: BaseException) -> ModelLoadError:
-    """A :class:`ModelLoadError` that says what to do, for a failure to load ``name``."""
-    if looks_like_path(name) and not Path(name).expanduser().exists():
-        return ModelLoadError(f"{what} {name!r}: no such folder. Pass the path of a folder holding the model files.")
-    offline_env = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
-    text = str(exc).lower()
-    offline = (
-        bool(_cause_names(exc) & _OFFLINE_ERRORS)
-        or "couldn't connect" in text
-        or "offline" in text
-        or (not looks_like_path(name) and (hub.local_files_only or offline_env) and isinstance(exc, OSError))
-    )
-    revision = f" (revision {hub.revision})" if hub.revision else ""
-    if offline and not looks_like_path(name):
-        return ModelLoadError(
-            f"{what} {name!r}{revision} is not in the local Hugging Face cache, and the hub cannot be reached "
-            "from here (offline, no network, or local_files_only). Either download it once on a machine with hub "
-            f"access (`hf download {name}`) and point HF_HOME or cache_dir= at that cache, or save the model "
-            "files (config.json, weights, tokenizer) to a folder and pass its path instead of the hub name. "
-            f"Cause: {exc}"
-        )
-    return ModelLoadError(f"could not load {what} {name!r}{revision}: {exc}")
-
-
-def select_device(device: DeviceLike = None) -> torch.device:
-    """The device to run on: the one given, else cuda, then mps, then cpu (logged).
-
-    >>> str(select_device("cpu"))
-    'cpu'
-    """
-    torch = _torch()
-    if device is not None:
-        return torch.device(device)
-    if torch.cuda.is_available():
-        chosen = torch.device("cuda")
-    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        chosen = torch.device("mps")
-    else:
-        chosen = torch.device("cpu")
-    logger.info("using device %s", chosen)
-    return chosen
-
-
-def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = True) -> torch.dtype:
-    """The weights' precision: the one given, else half precision on a GPU, float32 on cpu.
-
-    ``allow_fp16=False`` (T5: float16 overflows in its feed-forward layers) keeps float32 where bfloat16 is
-    unavailable.
-
-    >>> import torch
-    >>> resolve_dtype(None, torch.device("cpu"))
-    torch.float32
-    >>> resolve_dtype("bf16", torch.device("cpu"))
-    torch.bfloat16
-    """
-    torch = _torch()
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if isinstance(dtype, str) and dtype.lower() != "auto":
-        key = _DTYPE_NAMES.get(dtype.lower())
-        if key is None:
-            raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(set(_DTYPE_NAMES))} or a torch.dtype")
-        return getattr(torch, key)
-    if dtype is not None and not isinstance(dtype, str):
-        raise TypeError(f"dtype must be a torch.dtype, a name or None, not {type(dtype).__name__}")
-    if device.type == "cuda":
-        if torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float16 if allow_fp16 else torch.float32
-    if device.type == "mps":
-        return torch.float16 if allow_fp16 else torch.float32
-    return torch.float32
-
-
-def read_config_dict(name: str, hub: HubOptions) -> dict[str, Any]:
-    """The model's ``config.json`` as a dict, without instantiating (or trusting) any model class."""
-    if looks_like_path(name):
-        path = Path(name).expanduser() / "config.json"
-        try:
-            return dict(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
-            raise load_error("the config of model", name, hub, exc) from exc
-    transformers = _transformers()
-    try:
-        config_dict, _ = transformers.PretrainedConfig.get_config_dict(name, **hub.kwargs())
-    except Exception as exc:  # noqa: BLE001 - hub / IO errors translated with their cause
-        raise load_error("the config of model", name, hub, exc) from exc
-    return dict(config_dict)
-
-
-def find_weights(name: str, hub: HubOptions) -> list[str]:
-    """Local paths of the checkpoint files of ``name`` (safetensors preferred; sharded checkpoints supported)."""
-    from transformers.utils import cached_file
-
-    def fetch(filename: str) -> str | None:
-        return cached_file(name, filename, _raise_exceptions_for_missing_entries=False, **hub.kwargs())  # type: ignore[no-any-return]
-
-    for single, index in (("model.safetensors", "model.safetensors.index.json"),
-                          ("pytorch_model.bin", "pytorch_model.bin.index.json")):
-        path = fetch(single)
-        if path:
-            return [path]
-        index_path = fetch(index)
-        if index_path:
-            weight_map = json.loads(Path(index_path).read_text(encoding="utf-8"))["weight_map"]
-            shards = []
-            for shard in sorted(set(weight_map.values())):
-                shard_path = fetch(shard)
-                if not shard_path:
-                    raise ModelLoadError(f"model {name!r}: shard {shard!r} listed in {index} is missing")
-                shards.append(shard_path)
-            return shards
-    raise ModelLoadError(f"model {name!r} has no weights (model.safetensors or pytorch_model.bin)")
-
-
-def read_state_dict(paths: Sequence[str]) -> dict[str, Any]:
-    """Tensors of the checkpoint files, on cpu. ``.bin`` files load with ``weights_only=True`` (no pickled code)."""
-    torch = _torch()
-    state: dict[str, Any] = {}
-    for path in paths:
-        if path.endswith(".safetensors"):
-            from safetensors.torch import load_file
-
-            state.update(load_file(path, device="cpu"))
-        else:
-            state.update(torch.load(path, map_location="cpu", weights_only=True))
-    return state
-
-
-def pad_batch(features: Sequence[Features], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad token features into tensors (``attention_mask`` 0 and ``token_type_ids`` 0 on padding)."""
-    torch = _torch()
-    width = max(len(f["input_ids"]) for f in features)
-    batch: dict[str, Any] = {}
-    for key in features[0]:
-        fill = pad_token_id if key == "input_ids" else 0
-        rows = [list(f[key]) + [fill] * (width - len(f[key])) for f in features]
-        batch[key] = torch.tensor(rows, dtype=torch.long)
-    return batch
-
-
-def _is_oom(exc: BaseException) -> bool:
-    torch = _torch()
-    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
-                                  getattr(torch.cuda, "OutOfMemoryError", None)) if t is not None)
-    return isinstance(exc, oom_types) or "out of memory" in str(exc).lower()
+__all__ = [
+    "DTypeLike", "DeviceLike", "Features", "HFScorer", "HubOptions", "_torch", "_transformers", "find_weights",
+    "load_error", "logger", "looks_like_path", "pad_batch", "read_config_dict", "read_state_dict",
+    "resolve_dtype", "select_device",
+]
 
 
 class HFScorer(Scorer):

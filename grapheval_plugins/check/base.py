@@ -23,11 +23,16 @@ __all__ = ["ClaimScore", "Scorer", "split_context"]
 
 @dataclass(frozen=True)
 class ClaimScore:
-    """One claim's verdict: P(unsupported) and the chunk of the context that decided it."""
+    """One claim's verdict: P(unsupported), the chunk of the context that decided it, and that chunk's passage.
+
+    ``chunk_index`` counts the chunks of all the context's passages in order; ``passage_index`` is the passage
+    (a context given as a list of documents has one per document; a string is one passage).
+    """
 
     p_unsupported: float
     chunk_index: int
     chunk: str
+    passage_index: int = 0
 
 
 def _approx_tokens(text: str) -> int:
@@ -110,30 +115,35 @@ class Scorer(ABC):
         """The chunks ``context`` is scored in."""
         return split_context(context, self.max_premise_tokens, self.count_tokens, self.chunk_overlap_tokens)
 
-    def check(self, contexts: Sequence[str], claims: Sequence[str]) -> list[ClaimScore]:
+    def check(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
         """Score ``claims[i]`` against ``contexts[i]`` for every i, in one batched model pass.
 
-        Each distinct context is chunked once; every claim is scored against every chunk of its context and keeps
-        its best chunk (the one with the highest P(supported)).
+        A context is a string or a sequence of passages (strings). Each passage is chunked on its own (a chunk
+        never spans two passages), each distinct context once; every claim is scored against every chunk of its
+        context and keeps its best chunk (the one with the highest P(supported)) and that chunk's passage.
 
         Raises:
-            ScoringError: the backend raised or returned an invalid number.
+            ScoringError: a context could not be chunked (the tokenizer failed to load, the splitter raised), the
+                backend raised, or it returned an invalid number.
         """
         if len(contexts) != len(claims):
             raise ValueError("contexts and claims must have the same length")
         if not claims:
             return []
-        chunked: dict[str, list[str]] = {}
+        chunked: dict[tuple[str, ...], list[tuple[int, str]]] = {}
+        keys: list[tuple[str, ...]] = []
         pair_index: dict[tuple[str, str], int] = {}
         pairs: list[tuple[str, str]] = []
         for context, claim in zip(contexts, claims):
-            if context not in chunked:
-                chunked[context] = self.chunks(context)
-            for chunk in chunked[context]:
-                key = (chunk, claim)
-                if key not in pair_index:
-                    pair_index[key] = len(pairs)
-                    pairs.append(key)
+            key = (context,) if isinstance(context, str) else tuple(context)
+            keys.append(key)
+            if key not in chunked:
+                chunked[key] = self._chunk_passages(key)
+            for _, chunk in chunked[key]:
+                pair = (chunk, claim)
+                if pair not in pair_index:
+                    pair_index[pair] = len(pairs)
+                    pairs.append(pair)
         with self.lock:
             try:
                 support = list(self.predict_support(pairs))
@@ -147,14 +157,35 @@ class Scorer(ABC):
             if not isinstance(value, (int, float)) or math.isnan(value) or not -1e-6 <= value <= 1 + 1e-6:
                 raise ScoringError(f"scorer {self.name!r} returned an invalid probability: {value!r}")
         results: list[ClaimScore] = []
-        for context, claim in zip(contexts, claims):
-            options = [(support[pair_index[(chunk, claim)]], i, chunk) for i, chunk in enumerate(chunked[context])]
-            best, index, chunk = max(options, key=lambda o: (o[0], -o[1]))
+        for key, claim in zip(keys, claims):
+            options = [(support[pair_index[(chunk, claim)]], i, passage, chunk)
+                       for i, (passage, chunk) in enumerate(chunked[key])]
+            best, index, passage, chunk = max(options, key=lambda o: (o[0], -o[1]))
             p_unsupported = min(1.0, max(0.0, 1.0 - float(best)))
-            results.append(ClaimScore(p_unsupported=p_unsupported, chunk_index=index, chunk=chunk))
+            results.append(ClaimScore(p_unsupported=p_unsupported, chunk_index=index, chunk=chunk,
+                                      passage_index=passage))
         return results
 
-    async def acheck(self, contexts: Sequence[str], claims: Sequence[str]) -> list[ClaimScore]:
+    def _chunk_passages(self, passages: tuple[str, ...]) -> list[tuple[int, str]]:
+        """``(passage index, chunk)`` of every chunk of every passage; a failure is this context's ScoringError."""
+        if not passages or not all(isinstance(p, str) for p in passages):
+            raise ScoringError(f"scorer {self.name!r}: a context must be a string or a sequence of strings")
+        out: list[tuple[int, str]] = []
+        for index, passage in enumerate(passages):
+            try:
+                chunks = self.chunks(passage)
+            except ScoringError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - translated at this boundary (one row, not the batch)
+                raise ScoringError(
+                    f"scorer {self.name!r} could not split passage {index} into chunks: {type(exc).__name__}: {exc}"
+                ) from exc
+            out.extend((index, chunk) for chunk in chunks)
+        if not out:
+            raise ScoringError(f"scorer {self.name!r}: the context has no chunk to score")
+        return out
+
+    async def acheck(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
         """:meth:`check` in a worker thread, so the event loop is never blocked by model inference."""
         return await asyncio.to_thread(self.check, contexts, claims)
 

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FLAN_T5_BASE",
     "FLAN_T5_BASE_REVISION",
+    "HHEM_MAX_TOKENS",
     "HHEM_MODEL",
     "HHEM_PROMPT",
     "HHEM_REVISION",
@@ -61,6 +62,7 @@ __all__ = [
     "HFScorer",
     "HHEMScorer",
     "T5NLIScorer",
+    "first_answer_token",
     "load_hf_scorer",
     "model_kind",
     "select_device",
@@ -76,6 +78,15 @@ FLAN_T5_BASE_REVISION = "7bcac572ce56db69c1ea7c8af255c5d7c9672fc2"
 """The commit of :data:`FLAN_T5_BASE` loaded by default."""
 HHEM_PROMPT = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: {premise}\n\nHypothesis: {hypothesis}"
 """HHEM-2.1-Open's input template; the score is read at the first position."""
+HHEM_MAX_TOKENS = 2048
+"""HHEM's default window: a premise up to about this many tokens is scored whole, as HHEM's own ``predict`` does.
+
+HHEM-2.1-Open is a T5 encoder with relative position buckets, so it has no 512-token limit; the bound is one of
+memory. Attention scores cost about ``12 heads × n² × 4 bytes`` per pair and layer in float32 (200 MB at
+n = 2048, 800 MB at 4096), and batches hold ``batch_size`` pairs of similar length (a batch that runs out of memory
+is retried in halves). Only a longer premise is split into chunks, each scored whole; raise ``max_length`` (memory
+allowing) to chunk less, or lower it to bound memory.
+"""
 T5_NLI_TEMPLATE = "premise: {premise} hypothesis: {hypothesis}"
 """Input of the TRUE / TrueTeacher T5 models, which answer ``1`` (entailed) or ``0``."""
 
@@ -147,8 +158,9 @@ class HHEMScorer(HFScorer):
     ``shared`` and the tie verified (:class:`ModelLoadError` otherwise). HHEM's remote code, on transformers 5,
     leaves that embedding randomly initialised and scores silently wrong.
 
-    P(supported) is the softmax over the two labels at the first position of :data:`HHEM_PROMPT`; label 1 is
-    "consistent".
+    P(supported) is the softmax over the two labels at the first position of :data:`HHEM_PROMPT` (or of the
+    ``prompt`` of the checkpoint's ``config.json``, its ``{text1}``/``{text2}`` read as premise/hypothesis); label 1
+    is "consistent". The whole premise is read up to :data:`HHEM_MAX_TOKENS` tokens (chunks only above that).
 
     Args:
         model: hub name or local folder of an HHEM-layout checkpoint (``config.json`` + ``model.safetensors``).
@@ -159,7 +171,9 @@ class HHEMScorer(HFScorer):
         device: ``"cuda"``, ``"mps"``, ``"cpu"``…; ``None`` picks cuda → mps → cpu.
         dtype: ``torch.bfloat16``, ``"float32"``…; ``None``: bfloat16 on a GPU that has it, else float32.
         batch_size: pairs per forward pass.
-        max_length: token window of one (template + premise + hypothesis) input.
+        max_length: token window of one (template + premise + hypothesis) input; default
+            :data:`HHEM_MAX_TOKENS` (2048), so that most premises are scored whole, as HHEM's own ``predict``
+            does (HHEM has no 512-token limit; the bound is memory, see :data:`HHEM_MAX_TOKENS`).
         hypothesis_tokens: room kept for the hypothesis; the premise gets the rest (see ``max_premise_tokens``).
         local_files_only, token, cache_dir: hub settings, passed to config, weights and tokenizer.
         show_progress: a tqdm bar over batches.
@@ -183,7 +197,7 @@ class HHEMScorer(HFScorer):
         device: DeviceLike = None,
         dtype: DTypeLike = None,
         batch_size: int = 16,
-        max_length: int = 512,
+        max_length: int = HHEM_MAX_TOKENS,
         hypothesis_tokens: int = 64,
         local_files_only: bool | None = None,
         token: str | bool | None = None,
@@ -299,15 +313,41 @@ class HHEMScorer(HFScorer):
 
 
 # --------------------------------------------------------------------------- T5 "1"/"0"
+def first_answer_token(tokenizer: PreTrainedTokenizerBase, text: str, model_name: str = "the model") -> int:
+    """The token a seq2seq model emits at its first decoder step when it answers ``text``.
+
+    That is the first id of ``text`` encoded without special tokens, word-start marker included: with the T5
+    vocabulary ``"1"`` is ``[209]`` (``▁1``) and ``"0"`` is ``[3, 632]`` (``▁``, ``0``), so the first-step
+    choice between the answers is 209 against 3, not 209 against 632 (a second-step token).
+
+    Raises:
+        ModelLoadError: ``text`` encodes to no token at all.
+    """
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    if not ids:
+        raise ModelLoadError(f"the tokenizer of {model_name!r} encodes the answer {text!r} as no token")
+    return int(ids[0])
+
+
 class T5NLIScorer(HFScorer):
     """A T5 seq2seq NLI model that answers ``1`` (entailed) or ``0``: TRUE, TrueTeacher.
 
-    Input: ``"premise: {premise} hypothesis: {hypothesis}"``. P(supported) is the softmax of the first decoder
-    step's logits restricted to the tokens of ``label_tokens`` (``"1"`` vs ``"0"``).
+    Input: ``"premise: {premise} hypothesis: {hypothesis}"``; the decoder starts from the pad id. P(supported)
+    is read at the first decoder step, at the first token the model emits for each answer of ``label_tokens``
+    (see :func:`first_answer_token`). With the T5 vocabulary "1" is ``▁1`` (209) and "0" is ``▁`` + ``0``
+    (3, 632; there is no ``▁0`` piece), so a model answering "0" emits 3 first.
+
+    ``answer_softmax="vocab"`` (default) is the TrueTeacher model card's scoring: the softmax over the whole
+    vocabulary at that step, taken at ``tokenizer('1').input_ids[0]`` (209). ``"pair"`` is the two-way softmax
+    over the first tokens of the two answers (209 against 3), as MiniCheck's reference inference reads its
+    Flan-T5 model. Either way the token compared with "1" is the one a "0" answer starts with, never 632 (a
+    second-step token).
 
     Args:
         model: hub name or folder, e.g. ``google/t5_xxl_true_nli_mixture`` or ``google/t5_11b_trueteacher_and_anli``.
-        label_tokens: the (supported, unsupported) answers; each must be a single token.
+        label_tokens: the (supported, unsupported) answers; their first tokens must differ.
+        answer_softmax: ``"vocab"`` (P of the supported answer's first token over the whole vocabulary, the
+            TrueTeacher card's scoring) or ``"pair"`` (two-way softmax between the answers' first tokens).
         revision, tokenizer, device, dtype, batch_size, max_length, hypothesis_tokens, local_files_only, token,
             cache_dir, show_progress: as for :class:`HHEMScorer` (float16 is never chosen on its own: T5
             overflows in it; bfloat16 or float32).
@@ -328,6 +368,7 @@ class T5NLIScorer(HFScorer):
         revision: str | None = None,
         tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
         label_tokens: tuple[str, str] = ("1", "0"),
+        answer_softmax: str = "vocab",
         device: DeviceLike = None,
         dtype: DTypeLike = None,
         batch_size: int = 16,
@@ -347,6 +388,9 @@ class T5NLIScorer(HFScorer):
                 or not all(isinstance(t, str) and t.strip() for t in label_tokens)):
             raise InputError("label_tokens", "must be two non-empty strings: (supported, unsupported)")
         self.label_tokens = (label_tokens[0], label_tokens[1])
+        if answer_softmax not in ("vocab", "pair"):
+            raise InputError("answer_softmax", f"must be 'vocab' or 'pair', got {answer_softmax!r}")
+        self.answer_softmax = answer_softmax
         self.template = T5_NLI_TEMPLATE
         self.label_token_ids: tuple[int, int] | None = None
         self._decoder_start: int | None = None
@@ -355,20 +399,18 @@ class T5NLIScorer(HFScorer):
         source: Any = self.tokenizer_source if self.tokenizer_source is not None else self.model_name
         same = isinstance(source, (str, os.PathLike)) and os.fspath(source) == self.model_name
         tokenizer = self._tokenizer_from(source, self.hub.kwargs(None, same_revision=same))
-        self.label_token_ids = (self._single_token(tokenizer, self.label_tokens[0]),
-                                self._single_token(tokenizer, self.label_tokens[1]))
+        yes = self._single_token(tokenizer, self.label_tokens[0])
+        no = self._single_token(tokenizer, self.label_tokens[1])
+        if yes == no:
+            raise ModelLoadError(
+                f"the answers {self.label_tokens} of {self.model_name!r} start with the same token ({yes}); "
+                "pass label_tokens= whose first tokens differ"
+            )
+        self.label_token_ids = (yes, no)
         return tokenizer
 
     def _single_token(self, tokenizer: PreTrainedTokenizerBase, text: str) -> int:
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        if len(ids) > 1:  # drop a lone word-start marker ("▁") a sentencepiece tokenizer may emit first
-            ids = [i for i in ids if str(tokenizer.decode([i])).strip()]
-        if len(ids) != 1:
-            raise ModelLoadError(
-                f"the tokenizer of {self.model_name!r} does not encode the answer {text!r} as one token "
-                f"({ids}); pass label_tokens= that are single tokens"
-            )
-        return int(ids[0])
+        return first_answer_token(tokenizer, text, self.model_name)
 
     def _load_model(self, dtype: torch.dtype) -> torch.nn.Module:
         transformers = _transformers()
@@ -402,6 +444,8 @@ class T5NLIScorer(HFScorer):
         start = torch.full((input_ids.shape[0], 1), self._decoder_start or 0, dtype=torch.long, device=input_ids.device)
         logits = model(input_ids=input_ids, attention_mask=batch["attention_mask"], decoder_input_ids=start).logits
         yes, no = self.label_token_ids or (0, 0)
+        if self.answer_softmax == "vocab":
+            return logits[:, 0, :].float().softmax(dim=-1)[:, yes]
         return logits[:, 0, [yes, no]].float().softmax(dim=-1)[:, 0]
 
 
@@ -466,6 +510,8 @@ class CrossEncoderNLIScorer(HFScorer):
 
     kind = "nli"
     allow_fp16 = True
+    cap_max_length = True
+    """Cap ``max_length`` at the tokenizer's ``model_max_length`` (off for models with relative positions)."""
 
     def __init__(
         self,
@@ -500,7 +546,7 @@ class CrossEncoderNLIScorer(HFScorer):
         same = isinstance(source, (str, os.PathLike)) and os.fspath(source) == self.model_name
         tokenizer = self._tokenizer_from(source, self.hub.kwargs(None, same_revision=same))
         limit = getattr(tokenizer, "model_max_length", None)
-        if isinstance(limit, int) and 32 <= limit < self.max_length:
+        if self.cap_max_length and isinstance(limit, int) and 32 <= limit < self.max_length:
             logger.warning("%s: max_length %d capped at the tokenizer's model_max_length %d",
                            self.name, self.max_length, limit)
             self.max_length = limit

@@ -45,7 +45,9 @@ class TripleExtractor:
         llm: any LangChain chat model.
         prompt: the prompt set (default :data:`~grapheval_plugins.extract.prompts.KG_PROMPT`).
         max_retries: extra calls made when an answer cannot be parsed or the call raises (0 = one call only).
-        cache: a :class:`~grapheval_plugins.cache.KGCache`; ``None`` disables caching.
+        cache: a :class:`~grapheval_plugins.cache.KGCache`; ``None`` disables caching. Entries are keyed on the
+            model identity (:func:`describe_llm`), the prompt's :attr:`~KGPrompt.cache_id` (a hash of its rendered
+            messages and the parser version) and the text.
         retry: the backoff between calls that raised (default: :class:`~grapheval_plugins.retry.RetryPolicy`
             with ``max_retries + 1`` attempts). An unparseable answer is asked again at once; an error no retry
             can cure (a prompt over the context window, a missing extra) is not retried.
@@ -74,6 +76,8 @@ class TripleExtractor:
         self.max_retries = max_retries
         self.cache = cache
         self.llm_id = describe_llm(llm)
+        self.prompt_id = prompt.cache_id
+        """The prompt's part of the cache key (:attr:`KGPrompt.cache_id`): its label and a hash of its messages."""
 
     def extract(self, text: str, config: RunnableConfig | None = None) -> Extraction:
         """Synchronous :meth:`aextract`."""
@@ -93,7 +97,7 @@ class TripleExtractor:
             ExtractionError: every call to the chat model raised.
         """
         if self.cache is not None:
-            hit = await asyncio.to_thread(self.cache.get, self.llm_id, self.prompt.version, text)
+            hit = await asyncio.to_thread(self.cache.get, self.llm_id, self.prompt_id, text)
             if hit is not None:
                 return Extraction(
                     triples=[Triple.from_list(t) for t in hit.triples],
@@ -134,7 +138,7 @@ class TripleExtractor:
         if triples:
             if self.cache is not None:
                 value = CachedKG(triples=[t.as_list() for t in triples], raw_text=raw)
-                await asyncio.to_thread(self.cache.set, self.llm_id, self.prompt.version, text, value)
+                await asyncio.to_thread(self.cache.set, self.llm_id, self.prompt_id, text, value)
             return Extraction(triples=triples, raw_text=raw, attempts=attempts, issues=issues)
 
         if raw is None and last_error is not None:
@@ -147,6 +151,6 @@ class TripleExtractor:
             # Every attempt answered and none parsed: the model's answer for this text, cached like a parsed one
             # (an empty graph) so a re-run makes no call. A run in which a call raised is not cached.
             await asyncio.to_thread(
-                self.cache.set, self.llm_id, self.prompt.version, text, CachedKG(triples=[], raw_text=raw)
+                self.cache.set, self.llm_id, self.prompt_id, text, CachedKG(triples=[], raw_text=raw)
             )
         return Extraction(triples=[], raw_text=raw, attempts=attempts, fallback=True, issues=issues)

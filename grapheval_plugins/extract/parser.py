@@ -21,7 +21,10 @@ from typing import Any
 
 from ..types import Triple
 
-__all__ = ["ParseResult", "parse_triples", "parse_single_triple"]
+__all__ = ["PARSER_VERSION", "ParseResult", "parse_single_triple", "parse_triples"]
+
+PARSER_VERSION = "kg-parser/1"
+"""Enters the knowledge-graph cache key: change it whenever :func:`parse_triples` reads an answer differently."""
 
 MAX_ANSWER_CHARS = 200_000
 """Longer answers are cut before parsing, so a runaway generation cannot stall the parser."""

@@ -11,10 +11,13 @@ Swap in your own with ``dataclasses.replace(KG_PROMPT, examples=...)`` or a new 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from .parser import PARSER_VERSION
 
 __all__ = ["KG_PROMPT", "KG_PROMPT_PAPER", "FewShotExample", "KGPrompt"]
 
@@ -107,7 +110,9 @@ _RETRY = (
 class KGPrompt:
     """Prompt A: the messages that ask a chat model for the knowledge graph of one text.
 
-    ``version`` enters the extraction cache key: change it whenever the wording changes.
+    ``version`` is a readable label. The knowledge-graph cache is keyed on :attr:`cache_id`, a hash of the
+    messages this prompt renders (and of the parser version), so any change of wording, examples or order (e.g.
+    ``dataclasses.replace(KG_PROMPT, examples=...)``) misses the graphs cached under the old prompt.
 
     >>> msgs = KG_PROMPT.messages("Paris is the capital of France.")
     >>> [m.type for m in msgs]
@@ -146,6 +151,31 @@ class KGPrompt:
     def retry_message(self, reason: str) -> HumanMessage:
         """The follow-up message sent after an answer that could not be parsed."""
         return HumanMessage(self.retry_instruction.replace("{reason}", reason))
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 of the rendered messages (for a placeholder input and retry reason) and the parser version.
+
+        >>> import dataclasses
+        >>> KG_PROMPT.fingerprint == dataclasses.replace(KG_PROMPT, version="renamed").fingerprint
+        True
+        >>> KG_PROMPT.fingerprint == dataclasses.replace(KG_PROMPT, examples=()).fingerprint
+        False
+        """
+        rendered = [[m.type, m.content] for m in self.messages("\x00input\x00")]
+        rendered.append(["retry", self.retry_message("\x00reason\x00").content])
+        payload = json.dumps({"messages": rendered, "extra": self.extra, "parser": PARSER_VERSION},
+                             ensure_ascii=False, sort_keys=True)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    @property
+    def cache_id(self) -> str:
+        """The prompt's part of a knowledge-graph cache key: ``"<version>#<fingerprint's first 16 hex digits>"``.
+
+        >>> KG_PROMPT.cache_id.startswith("kg-a/1-examples-first#")
+        True
+        """
+        return f"{self.version}#{self.fingerprint[:16]}"
 
 
 KG_PROMPT = KGPrompt(version="kg-a/1-examples-first", examples_first=True)

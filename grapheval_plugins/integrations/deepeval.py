@@ -51,7 +51,7 @@ from ..exceptions import (
     MissingDependencyError,
     ScoringError,
 )
-from ..inputs import normalize_context, normalize_output
+from ..inputs import normalize_output, normalize_passages
 from ..pipeline import GraphEval
 from ..types import ClaimCheck, Mode, Report
 
@@ -297,7 +297,7 @@ class GraphEvalMetric(BaseMetric):
         return 0.5 if self.threshold is None else float(self.threshold)
 
     # ----------------------------------------------------------------- results
-    async def _suggest(self, context: str, output: str, report: Report) -> str:
+    async def _suggest(self, context: str | tuple[str, ...], output: str, report: Report) -> str:
         """GraphCorrect's suggestion for a flagged output, as lines for the reason."""
         corrector = self.suggest_correction
         if corrector is True:
@@ -348,7 +348,9 @@ def _passages(value: Any) -> list[str]:
     return texts
 
 
-def _read_test_case(test_case: Any, context_field: ContextField, name: str) -> tuple[str, str, str]:
+def _read_test_case(
+    test_case: Any, context_field: ContextField, name: str
+) -> tuple[str, tuple[str, ...], str]:
     """``(output, context, source field)`` of a test case, or the error DeepEval users expect."""
     if not isinstance(test_case, LLMTestCase):
         raise ValueError(
@@ -372,7 +374,7 @@ def _read_test_case(test_case: Any, context_field: ContextField, name: str) -> t
             problems.append(f"'{field}' is None")
             continue
         try:
-            return output_text, normalize_context(_passages(value), field), field
+            return output_text, normalize_passages(_passages(value), field), field
         except InputError as exc:
             if "empty" not in str(exc):
                 raise

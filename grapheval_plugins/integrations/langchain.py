@@ -51,7 +51,7 @@ from typing_extensions import Self
 
 from ..correct import GraphCorrect
 from ..exceptions import InputError
-from ..inputs import normalize_context, normalize_output
+from ..inputs import normalize_output, normalize_passages
 from ..pipeline import GraphEval
 from ..types import Report
 
@@ -111,8 +111,8 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
         return cast(Self, cls(getattr(self, self._engine_field), **{**fields, **changes}))
 
     # ----------------------------------------------------------------- rows
-    def _read(self, row: Any) -> tuple[str, str, str]:
-        """``(context, answer, answer key)`` of one input row, validated."""
+    def _read(self, row: Any) -> tuple[tuple[str, ...], str, str]:
+        """``(context passages, answer, answer key)`` of one input row, validated."""
         if not isinstance(row, Mapping):
             raise InputError(
                 "input",
@@ -121,7 +121,7 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
             )
         answer_key, answer = _pick(row, self.answer_keys, "answer")
         context_key, context = _pick(row, self.context_keys, "context")
-        return normalize_context(context, context_key), normalize_output(answer, answer_key), answer_key
+        return normalize_passages(context, context_key), normalize_output(answer, answer_key), answer_key
 
     async def _arow(self, row: dict[str, Any], config: RunnableConfig) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError

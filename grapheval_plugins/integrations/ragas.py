@@ -52,7 +52,7 @@ from ragas.metrics.result import MetricResult  # noqa: E402
 from ragas.run_config import RunConfig  # noqa: E402
 
 from ..exceptions import InputError  # noqa: E402
-from ..inputs import normalize_context, normalize_output  # noqa: E402
+from ..inputs import normalize_output, normalize_passages  # noqa: E402
 from ..pipeline import GraphEval  # noqa: E402
 from ..types import Mode, Report  # noqa: E402
 
@@ -84,12 +84,13 @@ def report_value(report: Report, binary: bool = False) -> float:
     return float(report.score)
 
 
-def _validated(response: Any, retrieved_contexts: Any) -> tuple[str, str]:
-    """``(context, output)`` for the engine; :class:`InputError` naming the Ragas column when one is unusable."""
+def _validated(response: Any, retrieved_contexts: Any) -> tuple[tuple[str, ...], str]:
+    """``(passages, output)`` for the engine (each retrieved context a passage of its own, chunked on its own);
+    :class:`InputError` naming the Ragas column when one is unusable."""
     if retrieved_contexts is None:
         raise InputError("retrieved_contexts", "is missing (None)")
     output = normalize_output(response, field="response")
-    context = normalize_context(retrieved_contexts, field="retrieved_contexts")
+    context = normalize_passages(retrieved_contexts, field="retrieved_contexts")
     return context, output
 
 
@@ -429,7 +430,7 @@ class GraphEvalMetric(BaseMetric):
         the other rows are scored as usual.
         """
         results: list[MetricResult | None] = [None] * len(inputs)
-        rows: list[dict[str, str]] = []
+        rows: list[dict[str, Any]] = []
         where: list[int] = []
         for i, row in enumerate(inputs):
             try:

@@ -228,7 +228,8 @@ def test_context_first_then_retrieval_context(llm: ScriptedChatModel) -> None:
         metric.measure(case(GOOD, context=empty, retrieval_context=["Retrieved one.", "Retrieved two."]),
                        _show_indicator=False)
         assert "grounding: retrieval_context" in metric.reason
-        assert scorer.batches[-1][0][0] == "Retrieved one.\n\nRetrieved two."
+        # each retrieved passage is scored on its own, never joined with the next
+        assert [p for p, _ in scorer.batches[-1]][:2] == ["Retrieved one.", "Retrieved two."]
 
 
 def test_context_field_can_be_forced(llm: ScriptedChatModel) -> None:

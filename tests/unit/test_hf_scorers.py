@@ -82,7 +82,9 @@ def t5_model(root: Path, t5_tok):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def t5(t5_model) -> hf.T5NLIScorer:  # type: ignore[no-untyped-def]
-    return hf.T5NLIScorer(t5_model[0], device="cpu", batch_size=2).load()
+    # The two-way reading over the answers' first tokens; the default (the whole vocabulary, as the TrueTeacher
+    # card) is checked against the real T5 vocabulary in test_hf_golden.py.
+    return hf.T5NLIScorer(t5_model[0], device="cpu", batch_size=2, answer_softmax="pair").load()
 
 
 @pytest.fixture(scope="session")
@@ -112,7 +114,9 @@ def nli(bert_dir: Path) -> hf.CrossEncoderNLIScorer:
 
 def _fresh(scorer: hf.HFScorer) -> hf.HFScorer:
     """An unloaded copy of a scorer, for tests that change the model."""
-    kw = dict(device="cpu", batch_size=scorer.batch_size)
+    kw: dict[str, object] = dict(device="cpu", batch_size=scorer.batch_size)
+    if isinstance(scorer, hf.T5NLIScorer):
+        kw["answer_softmax"] = scorer.answer_softmax
     return type(scorer)(scorer.model_name, **kw).load()  # type: ignore[arg-type]
 
 
@@ -234,9 +238,10 @@ def test_t5_probability_follows_the_1_and_0_logits_only(t5: hf.T5NLIScorer, t5_t
     assert scorer.predict_support(PAIRS[:1])[0] < 0.5
 
 
-def test_t5_rejects_answers_that_are_not_single_tokens(t5_model) -> None:
-    scorer = hf.T5NLIScorer(t5_model[0], device="cpu", label_tokens=("paris is", "0"))
-    with pytest.raises(ModelLoadError, match="one token"):
+def test_t5_rejects_answers_that_start_with_the_same_token(t5_model) -> None:
+    # The answers are told apart at the first decoder step, by their first tokens.
+    scorer = hf.T5NLIScorer(t5_model[0], device="cpu", label_tokens=("paris is", "paris"))
+    with pytest.raises(ModelLoadError, match="start with the same token"):
         scorer.load()
 
 
@@ -315,7 +320,7 @@ def test_empty_input_and_bad_pairs(nli: hf.CrossEncoderNLIScorer) -> None:
 # --------------------------------------------------------------------------- token budget and chunking
 def test_token_budget_uses_the_real_tokenizer(hhem: hf.HHEMScorer, t5_tok) -> None:
     template_tokens = len(t5_tok(hf.HHEM_PROMPT.format(premise="", hypothesis="")).input_ids)
-    assert hhem.max_premise_tokens == 512 - template_tokens - 64
+    assert hhem.max_premise_tokens == hf.HHEM_MAX_TOKENS - template_tokens - 64
     text = "paris is the capital of france , about a million people live in paris ."
     assert hhem.count_tokens(text) == len(t5_tok(text, add_special_tokens=False).input_ids) == 15
 

@@ -332,10 +332,12 @@ def test_bad_input_raises_a_typed_error_naming_the_field(context, output, field)
 
 def test_context_may_be_a_list_of_strings_or_documents_with_empty_items_skipped() -> None:
     scorer = KeywordScorer()
-    docs = [Document(page_content="Paris is the capital"), Document(page_content=""), "of France."]
+    docs = [Document(page_content="Berlin is in Germany."), Document(page_content=""), "Paris is the capital of France."]
     report = GraphEval(llm=naive_llm(), scorer=scorer).evaluate(docs, "Paris is the capital of France.")
     assert report.hallucinated is False
-    assert scorer.batches[0][0][0] == "Paris is the capital\n\nof France."
+    # Each passage is scored on its own (never joined into one premise).
+    assert [p for p, _ in scorer.batches[0]] == ["Berlin is in Germany.", "Paris is the capital of France."]
+    assert report.claims[0].evidence_passage == 1
 
 
 def test_constructor_validates_and_loads_nothing(monkeypatch) -> None:

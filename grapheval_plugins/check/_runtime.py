@@ -1,0 +1,106 @@
+"""The torch runtime of the HuggingFace scorers: lazy imports, device and precision, padding, out-of-memory tests.
+
+Nothing here imports torch or transformers at module import; every heavy import happens inside a function.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Union
+
+from .._imports import require
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["DTypeLike", "DeviceLike", "Features", "pad_batch", "resolve_dtype", "select_device"]
+
+logger = logging.getLogger("grapheval_plugins.check.hf")
+
+DeviceLike = Union[str, "torch.device", None]
+DTypeLike = Union[str, "torch.dtype", None]
+Features = dict[str, list[int]]
+
+_DTYPE_NAMES = {
+    "float32": "float32", "fp32": "float32", "float": "float32",
+    "float16": "float16", "fp16": "float16", "half": "float16",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+}
+
+
+def _torch() -> Any:
+    return require("torch", "hf", "the HuggingFace scorers")
+
+
+def _transformers() -> Any:
+    return require("transformers", "hf", "the HuggingFace scorers")
+
+
+def select_device(device: DeviceLike = None) -> torch.device:
+    """The device to run on: the one given, else cuda, then mps, then cpu (logged).
+
+    >>> str(select_device("cpu"))
+    'cpu'
+    """
+    torch = _torch()
+    if device is not None:
+        return torch.device(device)
+    if torch.cuda.is_available():
+        chosen = torch.device("cuda")
+    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        chosen = torch.device("mps")
+    else:
+        chosen = torch.device("cpu")
+    logger.info("using device %s", chosen)
+    return chosen
+
+
+def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = True) -> torch.dtype:
+    """The weights' precision: the one given, else half precision on a GPU, float32 on cpu.
+
+    ``allow_fp16=False`` (T5: float16 overflows in its feed-forward layers) keeps float32 where bfloat16 is
+    unavailable.
+
+    >>> import torch
+    >>> resolve_dtype(None, torch.device("cpu"))
+    torch.float32
+    >>> resolve_dtype("bf16", torch.device("cpu"))
+    torch.bfloat16
+    """
+    torch = _torch()
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str) and dtype.lower() != "auto":
+        key = _DTYPE_NAMES.get(dtype.lower())
+        if key is None:
+            raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(set(_DTYPE_NAMES))} or a torch.dtype")
+        return getattr(torch, key)
+    if dtype is not None and not isinstance(dtype, str):
+        raise TypeError(f"dtype must be a torch.dtype, a name or None, not {type(dtype).__name__}")
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float16 if allow_fp16 else torch.float32
+    if device.type == "mps":
+        return torch.float16 if allow_fp16 else torch.float32
+    return torch.float32
+
+
+def pad_batch(features: Sequence[Features], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad token features into tensors (``attention_mask`` 0 and ``token_type_ids`` 0 on padding)."""
+    torch = _torch()
+    width = max(len(f["input_ids"]) for f in features)
+    batch: dict[str, Any] = {}
+    for key in features[0]:
+        fill = pad_token_id if key == "input_ids" else 0
+        rows = [list(f[key]) + [fill] * (width - len(f[key])) for f in features]
+        batch[key] = torch.tensor(rows, dtype=torch.long)
+    return batch
+
+
+def _is_oom(exc: BaseException) -> bool:
+    torch = _torch()
+    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
+                                  getattr(torch.cuda, "OutOfMemoryError", None)) if t is not None)
+    return isinstance(exc, oom_types) or "out of memory" in str(exc).lower()
