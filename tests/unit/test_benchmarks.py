@@ -497,7 +497,7 @@ def test_the_harness_is_not_part_of_the_installed_package_and_reexports_the_publ
     assert Path(bench.__file__).resolve().parent.name == "benchmarks"
 
 
-@pytest.mark.parametrize("script", ["detection.py", "bench_correct.py", "cost.py", "bench_local.py"])
+@pytest.mark.parametrize("script", ["detection.py", "bench_correct.py", "cost.py", "bench_local.py", "bench_engine.py"])
 def test_every_benchmark_script_answers_help(script: str) -> None:
     import subprocess
     import sys

@@ -351,6 +351,8 @@ def test_constructor_validates_and_loads_nothing(monkeypatch) -> None:
         GraphEval(mode="tree")  # type: ignore[arg-type]
     with pytest.raises(InputError):
         GraphEval(threshold=1.5)
+    with pytest.raises(InputError, match="max_batch_claims"):
+        GraphEval(max_batch_claims=0)
 
 
 def test_report_serialises_and_reads_back() -> None:
