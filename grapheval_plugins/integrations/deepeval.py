@@ -365,7 +365,9 @@ class GraphEvalMetric(BaseMetric):
                 self.success = False
                 raise
             correction = None
-            if self.suggest_correction and self.include_reason and report.hallucinated:
+            fails = report.score is not None and report.score < self._threshold
+            if self.suggest_correction and self.include_reason and report.hallucinated and fails:
+                # The engine flags at 1 - threshold (hallucinated); the case fails in DeepEval's score space.
                 correction = await self._suggest(context, output, report)
             return self._apply(report, source, correction)
 
@@ -403,7 +405,7 @@ class GraphEvalMetric(BaseMetric):
         score = float(report.score or 0.0)  # not None: checked by _raise_for_report
         if self.strict_mode:
             score = 1.0 if score >= threshold else 0.0
-        failing = [c for c in report.claims if c.unsupported]  # the engine decides at 1 - threshold
+        failing = [c for c in report.claims if 1.0 - c.p_unsupported < threshold]
         self.score = score
         self.success = score >= threshold
         self.reason = _format_reason(report, failing, score, threshold, source) if self.include_reason else None

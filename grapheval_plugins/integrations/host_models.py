@@ -33,7 +33,7 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,7 +58,7 @@ def render_prompt(messages: Sequence[BaseMessage]) -> str:
 
     System and user messages are joined by blank lines; an earlier answer of the model (a retry) is quoted as such.
 
-    >>> from langchain_core.messages import AIMessage, HumanMessage
+    >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
     >>> print(render_prompt([SystemMessage("Rules."), HumanMessage("Task."), AIMessage("[x"), HumanMessage("Fix it.")]))
     Rules.
     <BLANKLINE>

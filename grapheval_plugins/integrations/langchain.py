@@ -49,7 +49,16 @@ from langchain_core.runnables import (
 from pydantic import ConfigDict
 from typing_extensions import Self
 
-from .. import GraphCorrect, GraphEval, InputError, Report, normalize_context, normalize_output, registry, run_sync
+from .. import (
+    GraphCorrect,
+    GraphEval,
+    InputError,
+    Report,
+    normalize_context,
+    normalize_output,
+    registry,
+    run_sync,
+)
 
 __all__ = ["GraphCorrectRunnable", "GraphEvalRunnable", "route_on_hallucination"]
 

@@ -66,7 +66,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("ragas", "ragas", "the Ragas metrics") from exc
 
-__all__ = ["GraphEvalFaithfulness", "GraphEvalMetric", "GraphEvalRagasMetric", "ragas_chat_model", "report_value"]
+__all__ = ["GraphEvalFaithfulness", "GraphEvalRagasMetric", "ragas_chat_model", "report_value"]
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +173,8 @@ def _evaluate_default(llm: Any) -> bool:
     """True when ``llm`` is the OpenAI model ``ragas.evaluate()`` built because it was given no ``llm=``.
 
     Ragas 0.4 builds it in ``aevaluate`` (``client = OpenAI(); llm = llm_factory("gpt-4o-mini", client=client)``)
-    right before calling each metric's ``init()``; that frame's ``client`` is the default's client.
+    right before calling each metric's ``init()``; that frame's ``client`` is the one inside the default's
+    Instructor client. An ``llm=`` given to ``evaluate()`` leaves ``client`` unset there.
     """
     frame = sys._getframe(1)
     for _ in range(4):
@@ -182,7 +183,16 @@ def _evaluate_default(llm: Any) -> bool:
             return False
         if frame.f_code.co_name in ("aevaluate", "evaluate") and frame.f_globals.get("__name__") == "ragas.evaluation":
             client = frame.f_locals.get("client")
-            return client is not None and getattr(llm, "client", None) is client
+            if client is None:
+                return False
+            held = getattr(llm, "client", None)  # Instructor's client wraps the OpenAI client as .client
+            for _ in range(3):
+                if held is None:
+                    return False
+                if held is client:
+                    return True
+                held = getattr(held, "client", None)
+            return False
     return False
 
 
