@@ -148,7 +148,7 @@ def shared_engine(
     key = (_llm_key(llm), _scorer_part(scorer), mode)
     store: Any = _ENGINES if _is_spec(llm) and _is_spec(scorer) else _ENGINES_BY_OBJECT
     with _LOCK:
-        engine = store.get(key)
+        engine: GraphEval | None = store.get(key)
         if engine is None:
             engine = GraphEval(llm=llm, scorer=scorer, mode=mode)
             store[key] = engine
@@ -168,13 +168,13 @@ def shared_adapter(kind: str, host_object: Any, factory: Callable[[Any], T]) -> 
             hit = _ADAPTERS_BY_NAME.get((kind, host_object))
             if hit is None:
                 hit = _ADAPTERS_BY_NAME[(kind, host_object)] = factory(host_object)
-            return hit  # type: ignore[no-any-return]
+            return hit
         key = (kind, id(host_object))  # the adapter holds the object: its id stays its own while the entry lives
         hit = _ADAPTERS.get(key)
         if hit is None:
             hit = factory(host_object)
             _ADAPTERS[key] = hit
-        return hit  # type: ignore[no-any-return]
+        return hit
 
 
 def clear_shared() -> None:
