@@ -103,14 +103,14 @@ def _validated(response: Any, retrieved_contexts: Any) -> tuple[str, str]:
     return context, output
 
 
-def _engine_alias(grapheval: Any, engine: Any, owner: str) -> Any:
+def _engine_alias(grapheval: Any, engine: Any, owner: str, stacklevel: int) -> Any:
     """``grapheval=``, or the deprecated ``engine=`` it replaces (which wins when both are set: a
     ``dataclasses.replace(metric, engine=...)`` carries the old ``grapheval`` along)."""
     if engine is None:
         return grapheval
     warnings.warn(
         f"{owner}(engine=...) is deprecated: pass the engine as grapheval=GraphEval(...)",
-        DeprecationWarning, stacklevel=4,
+        DeprecationWarning, stacklevel=stacklevel,
     )
     return engine
 
@@ -311,7 +311,7 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
                 "(formerly engine=GraphEval(...)), not llm="
             )
         if engine is not None:
-            self.grapheval = _engine_alias(self.grapheval, engine, type(self).__name__)
+            self.grapheval = _engine_alias(self.grapheval, engine, type(self).__name__, stacklevel=4)
         super().__post_init__()
         if isinstance(self.llm, GraphEval):  # a copy (dataclasses.replace): the engine marker, not a model
             self.llm = None
@@ -438,7 +438,7 @@ class GraphEvalRagasMetric(BaseMetric):
     ) -> None:
         if engine is not None and grapheval is not None:
             raise InputError("grapheval", "give grapheval= (engine= is its deprecated old name), not both")
-        grapheval = _engine_alias(grapheval, engine, type(self).__name__)
+        grapheval = _engine_alias(grapheval, engine, type(self).__name__, stacklevel=3)
         self._options = _engine_options(grapheval, llm, scorer, mode, threshold, binary)
         _extraction_model(llm, name)
         self.grapheval = grapheval
