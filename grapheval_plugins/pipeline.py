@@ -453,7 +453,11 @@ class GraphEval:
         timings: dict[str, float],
     ) -> Report:
         checks: list[ClaimCheck] = []
+        unjudged: list[StageError] = []
         for (claim, triple), score in zip(claims, scores):
+            if score.error is not None:  # the scorer could not judge this claim: an error, not a verdict
+                unjudged.append(StageError(stage="check", type="ScoringError", message=f"{claim!r}: {score.error}"))
+                continue
             span = None
             if self.locate:
                 span = locate_triple(sample.output, triple) if triple is not None else (0, len(sample.output))
@@ -470,17 +474,22 @@ class GraphEval:
             )
         ps = [c.p_unsupported for c in checks]
         llm, scorer = self._names()
+        hallucinated: bool | None = aggregate.any_above(ps, self.threshold)
+        # A claim without a verdict leaves the rule undecided unless another claim already decides it.
+        if unjudged and not hallucinated:
+            hallucinated = None
         return Report(
             output=sample.output,
             mode=self.mode,
             threshold=self.threshold,
-            hallucinated=aggregate.any_above(ps, self.threshold),
-            score=aggregate.faithfulness_score(ps),
+            hallucinated=hallucinated,
+            score=None if hallucinated is None else aggregate.faithfulness_score(ps),
             claims=checks,
             extraction=extraction,
             llm=llm,
             scorer=scorer,
             timings=timings,
+            errors=unjudged,
             id=sample.id,
         )
 

@@ -23,11 +23,17 @@ __all__ = ["ClaimScore", "Scorer", "split_context"]
 
 @dataclass(frozen=True)
 class ClaimScore:
-    """One claim's verdict: P(unsupported) and the chunk of the context that decided it."""
+    """One claim's verdict: P(unsupported) and the chunk of the context that decided it.
+
+    ``error`` is set when the scorer could not judge this claim (an LLM judge gave no usable verdict); then
+    ``p_unsupported`` is NaN, ``chunk_index`` -1 and ``chunk`` empty, and the pipeline reports the claim as an
+    error instead of a verdict.
+    """
 
     p_unsupported: float
     chunk_index: int
     chunk: str
+    error: str | None = None
 
 
 def _approx_tokens(text: str) -> int:
