@@ -249,6 +249,8 @@ def main(
     deberta: Annotated[str, typer.Option(help="DeBERTa-v3 sizes: base or xsmall")] = "base",
     batch_size: Annotated[int, typer.Option(help="our scorers' batch size (their default)")] = 16,
     models: Annotated[str, typer.Option(help="comma-separated: hhem, deberta")] = "hhem,deberta",
+    hhem_max_length: Annotated[int | None, typer.Option(
+        help="HHEMScorer max_length (default: the scorer's own); a large value scores whole premises")] = None,
     out: Annotated[Path | None, typer.Option(help="result file (default benchmarks/results/...)")] = None,
 ) -> None:
     import torch
@@ -284,7 +286,9 @@ def main(
             folder = Path(tmp) / "hhem"
             build_hhem(folder)
             tokenizer = t5_tokenizer()
-            hhem = HHEMScorer(folder, tokenizer=tokenizer, device=device, dtype=t5_dtype, batch_size=batch_size).load()
+            extra: dict[str, Any] = {} if hhem_max_length is None else {"max_length": hhem_max_length}
+            hhem = HHEMScorer(folder, tokenizer=tokenizer, device=device, dtype=t5_dtype, batch_size=batch_size,
+                              **extra).load()
             model = hhem.model
 
             def ours_hhem(batch: list[tuple[str, str]]) -> Any:
