@@ -236,6 +236,7 @@ class GraphEval:
         'local:qwen2.5-coder-1.5b + hhem'
         """
         if not load:
+            from .check.llm_judge import is_chat_model
             from .extract.extractor import describe_llm
             from .models import DEFAULT_LLM, DEFAULT_SCORER
 
@@ -248,6 +249,8 @@ class GraphEval:
             scorer = self._scorer_spec
             if scorer is None or isinstance(scorer, str):
                 scorer_name = scorer or DEFAULT_SCORER
+            elif not isinstance(scorer, Scorer) and is_chat_model(scorer):  # becomes an LLMJudge of this name
+                scorer_name = f"judge:{describe_llm(getattr(scorer, 'bound', scorer))}"
             else:
                 scorer_name = str(getattr(scorer, "name", None) or type(scorer).__name__)
             return f"{llm} + {scorer_name}"

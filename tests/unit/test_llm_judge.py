@@ -125,7 +125,9 @@ def test_graph_eval_with_a_fake_list_chat_model_judge() -> None:
 def test_a_chat_model_passed_as_scorer_becomes_an_llm_judge() -> None:
     chat = GenericFakeChatModel(messages=iter([AIMessage(content="1. supported\n2. supported")]))
     engine = GraphEval(llm=extractor(), scorer=chat)
+    named = engine.describe(load=False)
     assert isinstance(engine.scorer, LLMJudge) and engine.scorer.llm is chat
+    assert named.endswith(" + " + engine.scorer.name) and engine.describe(load=False) == named
     report = engine.evaluate(context=CONTEXT, output="Born in Warsaw, won three Nobel Prizes.")
     assert report.ok and report.hallucinated is False and report.score == pytest.approx(0.9)
     bound = FakeListChatModel(responses=["1: unknown"]).bind(stop=["\n\n"])
