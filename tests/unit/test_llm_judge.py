@@ -46,14 +46,22 @@ _TOKEN = re.compile(r"\n|[ ]?[A-Za-z]+|[ ]?\d+|[^\sA-Za-z\d]|[ ]+")
 
 
 class LogprobChatModel(BaseChatModel):
-    """Answers like langchain-openai with ``logprobs=True``: its ``_create_chat_result`` does
-    ``generation_info = {"finish_reason": ...}; if "logprobs" in res: generation_info["logprobs"] = res["logprobs"]``,
-    and the OpenAI choice's ``logprobs`` is ``{"content": [{"token", "bytes", "logprob", "top_logprobs": [{"token",
-    "bytes", "logprob"}, ...]}, ...], "refusal": None}``. langchain-core copies ``generation_info`` into the message's
-    ``response_metadata``.
+    """Answers the way langchain-openai (1.1.9, ``chat_models/base.py``, ``_create_chat_result``) returns a choice
+    with log-probabilities::
 
-    ``answer`` is the text; ``alternatives`` maps a label token (e.g. ``" supported"``) at its n-th occurrence to the
-    top alternatives ``[(token, logprob), ...]`` (the chosen one first).
+        if "logprobs" in res:
+            generation_info["logprobs"] = res["logprobs"]
+        gen = ChatGeneration(message=message, generation_info=generation_info)
+
+    and langchain-core copies ``generation_info`` into the message's ``response_metadata``. The class's own docs
+    show the shape (``model.bind(logprobs=True)``; ``ai_msg.response_metadata["logprobs"]``)::
+
+        {"content": [{"token": "J", "bytes": [74], "logprob": -4.9617593e-06, "top_logprobs": []}, ...]}
+
+    with ``top_logprobs`` filled (``[{"token", "bytes", "logprob"}, ...]``) when ``top_logprobs=k`` is set.
+
+    ``answer`` is the text; ``alternatives`` maps the n-th label token to its top alternatives
+    ``[(token, logprob), ...]`` (the chosen one first). ``top=False``: no ``top_logprobs`` (only ``logprobs=True``).
     """
 
     answer: str
