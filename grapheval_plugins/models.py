@@ -25,7 +25,10 @@ a :class:`~grapheval_plugins.check.Scorer`  used as is
 ``"t5:<name or path>"``                   a T5 model answering "1"/"0"
 ``"nli:<name or path>"``                  an MNLI-style sequence-classification cross-encoder
 ``"hf:<name or path>"`` or ``"org/name"``  a HuggingFace model, its kind read from its config
-``"judge:<llm spec>"``                    an LLM judge over a local model, e.g. ``"judge:local:qwen2.5-coder-1.5b"``
+a LangChain chat model                    an :class:`~grapheval_plugins.check.llm_judge.LLMJudge` over it
+``"judge:local:<name or path>"``          the llama.cpp judge, e.g. ``"judge:local:qwen2.5-coder-1.5b"``
+``"judge:<chat model spec>"``             an LLM judge over any chat model :func:`resolve_llm` resolves, e.g.
+                                          ``"judge:bedrock:<model id>"``, ``"judge:openai:gpt-4o-mini"``
 ``"py:package.module:factory"``           your own factory, called with no arguments (plugins, tests)
 ========================================  =====================================================================
 
@@ -46,7 +49,7 @@ from typing import Any
 from .check.base import Scorer
 from .exceptions import ModelLoadError
 
-__all__ = ["DEFAULT_LLM", "DEFAULT_SCORER", "SCORER_ALIASES", "resolve_llm", "resolve_scorer", "split_revision"]
+__all__ = ["DEFAULT_LLM", "DEFAULT_SCORER", "SCORER_ALIASES", "load_judge", "resolve_llm", "resolve_scorer", "split_revision"]
 
 DEFAULT_LLM = "local:qwen2.5-coder-1.5b"
 """The chat model used when none is given: runs offline, no API key."""
@@ -78,8 +81,26 @@ _SCORER_FACTORIES: dict[str, str] = {
     "nli": "grapheval_plugins.check.hf:CrossEncoderNLIScorer",
     "hf": "grapheval_plugins.check.hf:load_hf_scorer",
     "minicheck": "grapheval_plugins.check.minicheck:load_minicheck",
-    "judge": "grapheval_plugins.local.judge:load_judge_scorer",
+    "judge": "grapheval_plugins.models:load_judge",
 }
+
+
+def load_judge(spec: str, **options: Any) -> Scorer:
+    """The factory behind ``judge:`` specs: ``local:<name or path>`` (or a bare local name) is the llama.cpp judge;
+    any other chat model spec becomes an :class:`~grapheval_plugins.check.llm_judge.LLMJudge` over
+    ``resolve_llm(spec)``. Keyword options go to the judge.
+
+    >>> load_judge("py:grapheval_plugins.testing:ScriptedChatModel").name
+    'judge:scripted'
+    """
+    prefix, _ = _split(spec.strip())
+    if prefix in ("", "local") or len(prefix) == 1:  # a bare name, or a Windows drive letter
+        from .local.judge import load_judge_scorer
+
+        return load_judge_scorer(spec, **options)
+    from .check.llm_judge import LLMJudge
+
+    return LLMJudge(resolve_llm(spec.strip()), **options)
 
 
 def _load(target: str) -> Any:
@@ -182,7 +203,13 @@ def resolve_scorer(spec: Any = None, **options: Any) -> Scorer:
     if isinstance(spec, Scorer):
         return spec
     if not isinstance(spec, str):
-        raise ModelLoadError(f"cannot use {type(spec).__name__} as a scorer: pass a Scorer or a spec string")
+        from .check.llm_judge import LLMJudge, is_chat_model
+
+        if is_chat_model(spec):
+            return LLMJudge(spec, **options)
+        raise ModelLoadError(
+            f"cannot use {type(spec).__name__} as a scorer: pass a Scorer, a LangChain chat model or a spec string"
+        )
     spec = spec.strip()
     prefix, rest = _split(spec)
     if prefix != "py":

@@ -409,6 +409,7 @@ class GraphEval:
         'local:qwen2.5-coder-1.5b + hhem'
         """
         if not load:
+            from .check.llm_judge import is_chat_model
             from .extract.extractor import describe_llm
             from .models import DEFAULT_LLM, DEFAULT_SCORER
 
@@ -421,6 +422,8 @@ class GraphEval:
             scorer = self._scorer_spec
             if scorer is None or isinstance(scorer, str):
                 scorer_name = scorer or DEFAULT_SCORER
+            elif not isinstance(scorer, Scorer) and is_chat_model(scorer):  # becomes an LLMJudge of this name
+                scorer_name = f"judge:{describe_llm(getattr(scorer, 'bound', scorer))}"
             else:
                 scorer_name = str(getattr(scorer, "name", None) or type(scorer).__name__)
             return f"{llm} + {scorer_name}"
@@ -616,7 +619,11 @@ class GraphEval:
         timings: dict[str, float],
     ) -> Report:
         checks: list[ClaimCheck] = []
+        unjudged: list[StageError] = []
         for (claim, triple), score in zip(claims, scores):
+            if score.error is not None:  # the scorer could not judge this claim: an error, not a verdict
+                unjudged.append(StageError(stage="check", type="ScoringError", message=f"{claim!r}: {score.error}"))
+                continue
             span = None
             if self.locate:
                 span = locate_triple(sample.output, triple) if triple is not None else (0, len(sample.output))
@@ -634,17 +641,22 @@ class GraphEval:
             )
         ps = [c.p_unsupported for c in checks]
         llm, scorer = self._names()
+        hallucinated: bool | None = aggregate.any_above(ps, self.hallucination_threshold)
+        # A claim without a verdict leaves the rule undecided unless another claim already decides it.
+        if unjudged and not hallucinated:
+            hallucinated = None
         return Report(
             output=sample.output,
             mode=self.mode,
             threshold=self.hallucination_threshold,
-            hallucinated=aggregate.any_above(ps, self.hallucination_threshold),
-            score=aggregate.faithfulness_score(ps),
+            hallucinated=hallucinated,
+            score=None if hallucinated is None else aggregate.faithfulness_score(ps),
             claims=checks,
             extraction=extraction,
             llm=llm,
             scorer=scorer,
             timings=timings,
+            errors=unjudged,
             id=sample.id,
         )
 

@@ -138,6 +138,9 @@ class Report(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     """Seconds spent per stage: ``extract``, ``check``, ``total``."""
     errors: list[StageError] = Field(default_factory=list)
+    """What failed. A stage failure leaves no verdict (``ok`` is False). A claim the scorer could not judge is listed
+    here (stage ``check``) and left out of ``claims``; the verdict stands only if another claim decides it
+    (some claim is unsupported), else ``hallucinated`` and ``score`` are ``None``."""
     id: str | None = None
     """Optional identifier of the sample, carried through batch runs."""
 

@@ -1,7 +1,8 @@
 """Stage 2: scoring claims against the context.
 
 The interface (:class:`Scorer`) is light; the HuggingFace backends (``HHEMScorer``, ``T5NLIScorer``,
-``CrossEncoderNLIScorer``) load torch and transformers only when first used.
+``CrossEncoderNLIScorer``) load torch and transformers only when first used. LLM judges (:mod:`.judge`,
+:mod:`.llm_judge`): ``JudgeScorer`` over any ``LabelLogits`` backend, ``LLMJudge`` over any LangChain chat model.
 """
 
 from __future__ import annotations
@@ -10,9 +11,15 @@ from typing import Any
 
 from .base import ClaimScore, Scorer, split_context
 
-__all__ = ["ClaimScore", "CrossEncoderNLIScorer", "HHEMScorer", "Scorer", "T5NLIScorer", "split_context"]
+__all__ = [
+    "ClaimScore", "CrossEncoderNLIScorer", "HHEMScorer", "JudgeScorer", "LLMJudge", "LabelLogits", "LabelReading",
+    "Scorer", "T5NLIScorer", "split_context",
+]
 
-_LAZY = {"HHEMScorer": ".hf", "T5NLIScorer": ".hf", "CrossEncoderNLIScorer": ".hf"}
+_LAZY = {
+    "HHEMScorer": ".hf", "T5NLIScorer": ".hf", "CrossEncoderNLIScorer": ".hf",
+    "JudgeScorer": ".judge", "LabelLogits": ".judge", "LabelReading": ".judge", "LLMJudge": ".llm_judge",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -27,12 +27,17 @@ class ClaimScore:
 
     ``chunk_index`` counts the chunks of all the context's passages in order; ``passage_index`` is the passage
     (a context given as a list of documents has one per document; a string is one passage).
+
+    ``error`` is set when the scorer could not judge this claim (an LLM judge gave no usable verdict); then
+    ``p_unsupported`` is NaN, ``chunk_index`` -1 and ``chunk`` empty, and the pipeline reports the claim as an
+    error instead of a verdict.
     """
 
     p_unsupported: float
     chunk_index: int
     chunk: str
     passage_index: int = 0
+    error: str | None = None
 
 
 def _approx_tokens(text: str) -> int:

@@ -28,6 +28,7 @@ from typing import Any
 
 from .._imports import require
 from ..check.base import Scorer
+from ..check.judge import JUDGE_RUBRIC, JudgeCalibration, LabelReading, p_supported
 from ..exceptions import InputError, ModelLoadError
 from .chatml import tokenize_segments
 from .runtime import ContextOverflowError, LlamaSession, get_session
@@ -41,17 +42,9 @@ __all__ = [
     "LocalJudgeScorer",
     "load_judge_scorer",
 ]
+# JudgeCalibration lives in grapheval_plugins.check.judge (shared by every judge backend); re-exported here.
 
-_SYSTEM = (
-    "You are a strict fact-checker. You decide whether a claim is supported by a context, using only the "
-    "context.\n"
-    "- supported: every detail of the claim (who, what, numbers, dates, places, relations) is stated in the "
-    "context or follows directly from it.\n"
-    "- contradicted: the context states something that conflicts with the claim.\n"
-    "- unknown: the context does not state the claim. A claim that is true in the real world but not stated in "
-    "the context is unknown: world knowledge does not count.\n"
-    "Answer with one word: supported, contradicted or unknown."
-)
+_SYSTEM = JUDGE_RUBRIC + "\nAnswer with one word: supported, contradicted or unknown."
 
 
 @dataclass(frozen=True)
@@ -90,43 +83,6 @@ JUDGE_PROMPT = JudgePrompt()
 """The default judge prompt (labels read as the first token of the answer)."""
 
 
-@dataclass(frozen=True)
-class JudgeCalibration:
-    """A logistic recalibration of the judge's P(supported): ``σ(slope · logit(p) + intercept)``.
-
-    The identity (slope 1, intercept 0) keeps the raw softmax. :meth:`from_threshold` builds the calibration
-    that moves a chosen raw P(unsupported) threshold to 0.5, so the pipeline's usual 0.5 applies.
-
-    >>> JudgeCalibration().apply(0.3)
-    0.3
-    >>> round(JudgeCalibration.from_threshold(0.2).apply(0.8), 6)  # raw P(unsupported) 0.2 -> 0.5
-    0.5
-    """
-
-    slope: float = 1.0
-    intercept: float = 0.0
-    source: str = "identity (not fitted)"
-
-    @property
-    def is_identity(self) -> bool:
-        return self.slope == 1.0 and self.intercept == 0.0
-
-    def apply(self, p_supported: float) -> float:
-        if self.is_identity:
-            return p_supported
-        p = min(max(p_supported, 1e-7), 1 - 1e-7)
-        z = self.slope * math.log(p / (1 - p)) + self.intercept
-        return 1.0 / (1.0 + math.exp(-z))
-
-    @classmethod
-    def from_threshold(cls, p_unsupported: float, source: str = "threshold") -> JudgeCalibration:
-        """The calibration under which a raw P(unsupported) of ``p_unsupported`` reads as 0.5."""
-        if not 0.0 < p_unsupported < 1.0:
-            raise InputError("p_unsupported", f"must be in (0, 1), got {p_unsupported!r}")
-        p_sup = 1.0 - p_unsupported
-        return cls(slope=1.0, intercept=-math.log(p_sup / (1 - p_sup)), source=source)
-
-
 JUDGE_CALIBRATIONS: dict[str, JudgeCalibration] = {
     "qwen2.5-coder-1.5b": JudgeCalibration(),
     "qwen2.5-coder-0.5b": JudgeCalibration(),
@@ -138,6 +94,10 @@ with the pipeline's threshold)."""
 
 class LocalJudgeScorer(Scorer):
     """A :class:`~grapheval_plugins.check.Scorer` that asks a local llama.cpp model, reading 3-way label logits.
+
+    It is also a :class:`~grapheval_plugins.check.judge.LabelLogits` backend (:meth:`label_logprobs`), so
+    ``JudgeScorer(LocalJudgeScorer(...))`` judges with per-claim errors instead of a failed batch; both read
+    P(supported) with the decision shared by every judge, :func:`~grapheval_plugins.check.judge.p_supported`.
 
     Args:
         model: a known model name (``"qwen2.5-coder-1.5b"``, ``"qwen2.5-coder-0.5b"``), a ``.gguf`` path, or a hub
@@ -249,6 +209,68 @@ class LocalJudgeScorer(Scorer):
         return len(self._tokenize(text, False))
 
     # ------------------------------------------------------------------ scoring
+    def label_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
+        """The :class:`~grapheval_plugins.check.judge.LabelLogits` protocol: for each claim, the log-softmax over
+        the label words' first-token logits after the prompt (the context is evaluated once for all claims).
+
+        ``labels`` must be this judge's ``prompt.labels`` (their token ids are read from the model).
+
+        Raises:
+            ContextOverflowError: a context + claim does not fit the window.
+        """
+        if tuple(labels) != tuple(self.prompt.labels):
+            raise InputError("labels", f"this judge reads {list(self.prompt.labels)}, not {list(labels)}")
+        rows = self._label_logprobs([(context, claim) for claim in claims], overflow="record")
+        return [
+            LabelReading(error=row) if isinstance(row, str) else LabelReading(logprobs=dict(zip(self.prompt.labels, row)))
+            for row in rows
+        ]
+
+    def _label_logprobs(
+        self, pairs: Sequence[tuple[str, str]], overflow: str = "raise"
+    ) -> list[Any]:
+        """Log-softmax over the three label logits per ``(context, claim)``, grouped by context, in input order.
+
+        ``overflow="record"``: a pair that does not fit the window gets the error message instead of raising.
+        """
+        import numpy as np
+
+        if not pairs:
+            return []
+        labels = list(self.label_ids)
+        groups: dict[str, list[int]] = {}
+        for index, (premise, _) in enumerate(pairs):
+            groups.setdefault(premise, []).append(index)
+        out: list[tuple[float, float, float] | str | None] = [None] * len(pairs)
+        bar = _bar(len(pairs), self.show_progress)
+        try:
+            with self.session.lock:
+                for premise, indices in groups.items():
+                    prefix = tokenize_segments(self.prompt.prefix_segments(premise), self._tokenize)
+                    for index in indices:
+                        claim = pairs[index][1]
+                        suffix = tokenize_segments(self.prompt.claim_segments(claim), self._tokenize)
+                        if len(prefix) + len(suffix) > self.session.n_ctx:
+                            error = ContextOverflowError(
+                                "claim",
+                                f"context ({len(prefix)} tokens) + claim ({len(suffix)} tokens) exceed the judge's "
+                                f"window of {self.session.n_ctx} tokens",
+                            )
+                            if overflow != "record":
+                                raise error
+                            out[index] = str(error)
+                            bar.update(1)
+                            continue
+                        self.session.prefill(prefix + suffix, what="claim")
+                        logits = self.session.logits()[labels].astype(np.float64)
+                        shifted = logits - logits.max()
+                        logp = shifted - math.log(float(np.exp(shifted).sum()))
+                        out[index] = (float(logp[0]), float(logp[1]), float(logp[2]))
+                        bar.update(1)
+        finally:
+            bar.close()
+        return [p for p in out if p is not None]
+
     def predict_proba(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, float, float]]:
         """Softmax over the (supported, contradicted, unknown) label logits for each ``(context, claim)`` pair.
 
@@ -260,42 +282,17 @@ class LocalJudgeScorer(Scorer):
                 :class:`~grapheval_plugins.check.Scorer` base before they get here; a claim longer than
                 ``claim_budget_tokens`` can still overflow).
         """
-        import numpy as np
-
-        if not pairs:
-            return []
-        labels = list(self.label_ids)
-        groups: dict[str, list[int]] = {}
-        for index, (premise, _) in enumerate(pairs):
-            groups.setdefault(premise, []).append(index)
-        out: list[tuple[float, float, float] | None] = [None] * len(pairs)
-        bar = _bar(len(pairs), self.show_progress)
-        try:
-            with self.session.lock:
-                for premise, indices in groups.items():
-                    prefix = tokenize_segments(self.prompt.prefix_segments(premise), self._tokenize)
-                    for index in indices:
-                        claim = pairs[index][1]
-                        suffix = tokenize_segments(self.prompt.claim_segments(claim), self._tokenize)
-                        if len(prefix) + len(suffix) > self.session.n_ctx:
-                            raise ContextOverflowError(
-                                "claim",
-                                f"context ({len(prefix)} tokens) + claim ({len(suffix)} tokens) exceed the judge's "
-                                f"window of {self.session.n_ctx} tokens",
-                            )
-                        self.session.prefill(prefix + suffix, what="claim")
-                        logits = self.session.logits()[labels].astype(np.float64)
-                        probs = np.exp(logits - logits.max())
-                        probs /= probs.sum()
-                        out[index] = (float(probs[0]), float(probs[1]), float(probs[2]))
-                        bar.update(1)
-        finally:
-            bar.close()
-        return [p for p in out if p is not None]
+        rows = self._label_logprobs(pairs)
+        return [(math.exp(a), math.exp(b), math.exp(c)) for a, b, c in rows]
 
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        """Calibrated P(supported) per ``(context, claim)`` pair."""
-        return [self.calibration.apply(p[0]) for p in self.predict_proba(pairs)]
+        """Calibrated P(supported) per ``(context, claim)`` pair (the decision shared by every judge backend,
+        :func:`~grapheval_plugins.check.judge.p_supported`)."""
+        labels = self.prompt.labels
+        return [
+            p_supported(LabelReading(logprobs=dict(zip(labels, row))), labels, self.calibration)
+            for row in self._label_logprobs(pairs)
+        ]
 
 
 def _bar(total: int, enabled: bool) -> Any:
@@ -320,7 +317,9 @@ def load_judge_scorer(spec: str, **options: Any) -> LocalJudgeScorer:
         target = rest.strip()
     elif sep and canonical_name(target) is None and not Path(target).expanduser().is_file() and len(prefix) > 1:
         raise ModelLoadError(
-            f"judge spec 'judge:{spec}': only local llama.cpp models can judge here; use judge:local:<name or path>"
+            f"judge spec {spec!r}: only local llama.cpp models load here (judge:local:<name or path>); for another "
+            "chat model use the spec 'judge:<provider>:<model>' or LLMJudge(chat_model) from "
+            "grapheval_plugins.check.llm_judge"
         )
     target = validate_reference(target)
     return LocalJudgeScorer(target, **options)

@@ -304,6 +304,7 @@ def test_all_is_complete() -> None:
 
 _EXTRA_MODULES = {  # a lazily exported module -> the third-party modules its extra installs
     "grapheval_plugins.check.hf": ("torch", "transformers"),
+    "grapheval_plugins.check.llm_judge": (),
     "grapheval_plugins.local": ("llama_cpp",),
     "grapheval_plugins.correct": (),
     "grapheval_plugins.integrations.langchain": (),

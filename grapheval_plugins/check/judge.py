@@ -1,0 +1,417 @@
+"""LLM judges: the shared rubric, the "label logits" backend protocol and the decision from label log-probabilities.
+
+A judge asks a language model whether each claim is *supported* by a context, reading one of three label words
+(``supported`` / ``contradicted`` / ``unknown``). Backends differ in how they ask:
+
+- :class:`~grapheval_plugins.check.llm_judge.ChatLabelLogits` asks any LangChain chat model about all the claims
+  of a context in one call and reads the verdicts (and the token log-probabilities, where the provider returns
+  them) from its answer;
+- :class:`~grapheval_plugins.local.judge.LocalJudgeScorer` reads the next-token logits of a local llama.cpp model
+  for each claim.
+
+Both implement :class:`LabelLogits` — given a context, its claims and the label words, a
+:class:`LabelReading` per claim — and both turn readings into P(supported) with :func:`p_supported`: the softmax
+over the labels' log-probabilities (optionally recalibrated, :class:`JudgeCalibration`), or, when the backend saw
+only the verdict, a documented fixed probability (:data:`VERDICT_P_UNSUPPORTED`). :class:`JudgeScorer` makes any
+backend a :class:`~grapheval_plugins.check.Scorer`: one backend call per context chunk with all its claims, one
+retry for the claims without a verdict, then per-claim errors (never an error for the whole batch).
+
+Example (a backend that reads labels from a lookup table):
+    >>> class TableJudge:
+    ...     name = "table"
+    ...     def label_logprobs(self, context, claims, labels):
+    ...         return [LabelReading(verdict="supported" if c in context else "unknown") for c in claims]
+    >>> scorer = JudgeScorer(TableJudge())
+    >>> [round(s.p_unsupported, 2) for s in scorer.check(["Paris is in France."] * 2, ["Paris", "Rome"])]
+    [0.1, 0.8]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..exceptions import InputError, ScoringError
+from .base import ClaimScore, Scorer
+
+__all__ = [
+    "JUDGE_LABELS",
+    "JUDGE_RUBRIC",
+    "VERDICT_P_UNSUPPORTED",
+    "JudgeCalibration",
+    "JudgeScorer",
+    "LabelLogits",
+    "LabelReading",
+    "label_distribution",
+    "p_supported",
+]
+
+JUDGE_LABELS: tuple[str, str, str] = ("supported", "contradicted", "unknown")
+"""The judge's label words; the first means "supported"."""
+
+JUDGE_RUBRIC = (
+    "You are a strict fact-checker. You decide whether a claim is supported by a context, using only the "
+    "context.\n"
+    "- supported: every detail of the claim (who, what, numbers, dates, places, relations) is stated in the "
+    "context or follows directly from it.\n"
+    "- contradicted: the context states something that conflicts with the claim.\n"
+    "- unknown: the context does not state the claim. A claim that is true in the real world but not stated in "
+    "the context is unknown: world knowledge does not count."
+)
+"""What the labels mean, shared by every judge backend (each adds how to answer)."""
+
+VERDICT_P_UNSUPPORTED: Mapping[str, float] = {"supported": 0.1, "unknown": 0.8, "contradicted": 0.9}
+"""P(unsupported) read from a bare verdict, when the backend returns no log-probabilities.
+
+Fixed values, not fitted: they keep the verdict's order (contradicted is stronger evidence than unknown) and sit
+on the decided side of the pipeline's default threshold of 0.5. Pass ``verdict_p_unsupported=`` to change them."""
+
+
+@dataclass(frozen=True)
+class JudgeCalibration:
+    """A logistic recalibration of the judge's P(supported): ``σ(slope · logit(p) + intercept)``.
+
+    The identity (slope 1, intercept 0) keeps the raw softmax. :meth:`from_threshold` builds the calibration
+    that moves a chosen raw P(unsupported) threshold to 0.5, so the pipeline's usual 0.5 applies.
+
+    >>> JudgeCalibration().apply(0.3)
+    0.3
+    >>> round(JudgeCalibration.from_threshold(0.2).apply(0.8), 6)  # raw P(unsupported) 0.2 -> 0.5
+    0.5
+    """
+
+    slope: float = 1.0
+    intercept: float = 0.0
+    source: str = "identity (not fitted)"
+
+    @property
+    def is_identity(self) -> bool:
+        return self.slope == 1.0 and self.intercept == 0.0
+
+    def apply(self, p_supported: float) -> float:
+        if self.is_identity:
+            return p_supported
+        p = min(max(p_supported, 1e-7), 1 - 1e-7)
+        z = self.slope * math.log(p / (1 - p)) + self.intercept
+        return 1.0 / (1.0 + math.exp(-z))
+
+    @classmethod
+    def from_threshold(cls, p_unsupported: float, source: str = "threshold") -> JudgeCalibration:
+        """The calibration under which a raw P(unsupported) of ``p_unsupported`` reads as 0.5."""
+        if not 0.0 < p_unsupported < 1.0:
+            raise InputError("p_unsupported", f"must be in (0, 1), got {p_unsupported!r}")
+        p_sup = 1.0 - p_unsupported
+        return cls(slope=1.0, intercept=-math.log(p_sup / (1 - p_sup)), source=source)
+
+
+@dataclass(frozen=True)
+class LabelReading:
+    """What a judge backend read for one claim.
+
+    ``logprobs`` maps label words to log-probabilities (a label left out was not seen: probability 0);
+    ``verdict`` is the label the model answered; ``error`` says why neither could be read. A reading with
+    neither logprobs nor a verdict counts as an error.
+    """
+
+    logprobs: Mapping[str, float] | None = None
+    verdict: str | None = None
+    error: str | None = None
+    notes: tuple[str, ...] = field(default=())
+    """What the reader repaired or could not use (e.g. "log-probabilities not aligned; verdict used")."""
+
+    @property
+    def ok(self) -> bool:
+        usable = self.logprobs is not None and any(math.isfinite(v) for v in self.logprobs.values())
+        return self.error is None and (usable or self.verdict is not None)
+
+
+@runtime_checkable
+class LabelLogits(Protocol):
+    """A judge backend: for each claim of a context, the log-probabilities of the label words (or a verdict).
+
+    ``label_logprobs(context, claims, labels)`` returns one :class:`LabelReading` per claim, in order; a claim
+    that fails on its own (e.g. too long for the window) gets a reading with ``error``. Raising means the whole
+    call failed; :class:`JudgeScorer` turns that into an error for each of its claims. A backend may also define
+    ``async alabel_logprobs`` (same arguments) for concurrent calls from :meth:`JudgeScorer.acheck`, and
+    ``count_tokens(text)`` / ``max_context_tokens`` to have long contexts chunked.
+    """
+
+    name: str
+
+    def label_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]: ...
+
+
+def label_distribution(logprobs: Mapping[str, float], labels: Sequence[str]) -> list[float]:
+    """The softmax over ``labels`` of their log-probabilities (labels not in ``logprobs`` get 0).
+
+    >>> [round(p, 3) for p in label_distribution({"supported": -0.1, "unknown": -2.4}, JUDGE_LABELS)]
+    [0.909, 0.0, 0.091]
+    """
+    values = [logprobs.get(label, -math.inf) for label in labels]
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        raise ValueError("no label has a finite log-probability")
+    top = max(finite)
+    weights = [math.exp(v - top) if math.isfinite(v) else 0.0 for v in values]
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+def p_supported(
+    reading: LabelReading,
+    labels: Sequence[str] = JUDGE_LABELS,
+    calibration: JudgeCalibration | None = None,
+    verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
+) -> float:
+    """P(supported) of one reading: the (calibrated) softmax over the label log-probabilities, else the verdict's
+    fixed probability (:data:`VERDICT_P_UNSUPPORTED`; calibration does not apply to it).
+
+    >>> p_supported(LabelReading(logprobs={"supported": 0.0, "contradicted": -math.inf, "unknown": -math.inf}))
+    1.0
+    >>> p_supported(LabelReading(verdict="unknown"))
+    0.19999999999999996
+
+    Raises:
+        ValueError: the reading has no usable log-probabilities and no known verdict.
+    """
+    if reading.error is not None:
+        raise ValueError(reading.error)
+    if reading.logprobs is not None and any(math.isfinite(v) for v in reading.logprobs.values()):
+        try:
+            p = label_distribution(reading.logprobs, labels)[0]
+        except ValueError:
+            p = None
+        if p is not None:
+            return (calibration or JudgeCalibration()).apply(p)
+    if reading.verdict is not None and reading.verdict in verdict_p_unsupported:
+        return 1.0 - float(verdict_p_unsupported[reading.verdict])
+    raise ValueError(f"no usable log-probabilities and no known verdict (verdict {reading.verdict!r})")
+
+
+def _as_texts(contexts: Sequence[str | Sequence[str]]) -> list[str]:
+    """Each context as one text: a sequence of passages is joined by a blank line, as the judge reads it whole."""
+    return [c if isinstance(c, str) else "\n\n".join(c) for c in contexts]
+
+
+def _error_score(message: str) -> ClaimScore:
+    return ClaimScore(p_unsupported=math.nan, chunk_index=-1, chunk="", error=message)
+
+
+class JudgeScorer(Scorer):
+    """A :class:`~grapheval_plugins.check.Scorer` over any :class:`LabelLogits` backend.
+
+    Each distinct context is chunked (only when the backend declares ``max_context_tokens``) and each chunk is
+    judged in one backend call with all its claims. Claims left without a verdict (missing, malformed or
+    contradictory answers, a call that raised) are asked again once, on their own call; claims still without one
+    get a :class:`~grapheval_plugins.check.ClaimScore` with ``error`` set (and ``p_unsupported`` NaN), so one bad
+    answer never sinks the batch. A claim's score is its best chunk's (max P(supported)).
+
+    Args:
+        backend: the label reader (:class:`~grapheval_plugins.check.llm_judge.ChatLabelLogits`,
+            :class:`~grapheval_plugins.local.judge.LocalJudgeScorer`, or your own).
+        labels: the label words; the first means "supported".
+        calibration: recalibration of P(supported) read from log-probabilities.
+        verdict_p_unsupported: P(unsupported) per verdict when no log-probabilities came back.
+        retries: extra calls for the claims without a verdict (default 1).
+        max_concurrency: backend calls in flight at once in :meth:`acheck` (when the backend is async).
+        name: the scorer's name (default: the backend's).
+    """
+
+    def __init__(
+        self,
+        backend: LabelLogits,
+        *,
+        labels: Sequence[str] = JUDGE_LABELS,
+        calibration: JudgeCalibration | None = None,
+        verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
+        retries: int = 1,
+        max_concurrency: int = 4,
+        name: str | None = None,
+    ) -> None:
+        super().__init__()
+        if not callable(getattr(backend, "label_logprobs", None)):
+            raise InputError("backend", f"{type(backend).__name__} has no label_logprobs(context, claims, labels)")
+        labels = tuple(labels)
+        if len(labels) < 2 or len(set(labels)) != len(labels) or not all(isinstance(x, str) and x for x in labels):
+            raise InputError("labels", f"need two or more distinct non-empty label words, got {labels!r}")
+        for key, value in verdict_p_unsupported.items():
+            if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise InputError("verdict_p_unsupported", f"{key!r}: must be a probability, got {value!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise InputError("retries", f"must be an integer >= 0, got {retries!r}")
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise InputError("max_concurrency", f"must be an integer >= 1, got {max_concurrency!r}")
+        self.backend = backend
+        self.labels = labels
+        self.calibration = calibration or JudgeCalibration()
+        self.verdict_p_unsupported = dict(verdict_p_unsupported)
+        self.retries = retries
+        self.max_concurrency = max_concurrency
+        self.name = name or str(getattr(backend, "name", None) or type(backend).__name__)
+
+    # ------------------------------------------------------------------ chunking
+    @property
+    def max_premise_tokens(self) -> int | None:  # type: ignore[override]
+        """The backend's ``max_context_tokens`` (``None``: contexts are judged whole)."""
+        value = getattr(self.backend, "max_context_tokens", None)
+        return value if isinstance(value, int) else None
+
+    def count_tokens(self, text: str) -> int:
+        counter = getattr(self.backend, "count_tokens", None)
+        return int(counter(text)) if callable(counter) else super().count_tokens(text)
+
+    # ------------------------------------------------------------------ scoring
+    def _plan(self, contexts: Sequence[str], claims: Sequence[str]) -> tuple[
+        dict[str, list[str]], dict[str, list[str]], dict[str, str]
+    ]:
+        """Chunks per context, distinct claims per context (first-seen order), and chunking errors per context."""
+        if len(contexts) != len(claims):
+            raise ValueError("contexts and claims must have the same length")
+        chunked: dict[str, list[str]] = {}
+        grouped: dict[str, list[str]] = {}
+        failed: dict[str, str] = {}
+        for context, claim in zip(contexts, claims):
+            if context not in chunked and context not in failed:
+                try:
+                    chunked[context] = self.chunks(context)
+                except Exception as exc:  # noqa: BLE001 - one context failing to chunk fails its own claims
+                    failed[context] = f"could not chunk the context: {exc}"
+            bucket = grouped.setdefault(context, [])
+            if claim not in bucket:
+                bucket.append(claim)
+        return chunked, grouped, failed
+
+    def _decide(self, reading: LabelReading) -> float | str:
+        """P(supported) of a reading, or the reason there is none."""
+        if not reading.ok:
+            return reading.error or "the judge gave no verdict"
+        try:
+            p = p_supported(reading, self.labels, self.calibration, self.verdict_p_unsupported)
+        except ValueError as exc:
+            return str(exc)
+        if math.isnan(p) or not 0.0 <= p <= 1.0 + 1e-9:
+            return f"invalid probability {p!r}"
+        return min(1.0, p)
+
+    def _readings_or_errors(self, claims: Sequence[str], result: Any) -> list[float | str]:
+        if isinstance(result, BaseException):
+            reason = f"{type(result).__name__}: {result}"
+            return [reason] * len(claims)
+        if not isinstance(result, list) or len(result) != len(claims):
+            got = len(result) if isinstance(result, list) else type(result).__name__
+            return [f"the backend returned {got} readings for {len(claims)} claims"] * len(claims)
+        return [self._decide(r) if isinstance(r, LabelReading) else f"not a LabelReading: {r!r}" for r in result]
+
+    def _call(self, chunk: str, claims: Sequence[str]) -> list[float | str]:
+        try:
+            result: Any = self.backend.label_logprobs(chunk, list(claims), self.labels)
+        except Exception as exc:  # noqa: BLE001 - per-claim errors, never the whole batch
+            result = exc
+        return self._readings_or_errors(claims, result)
+
+    async def _acall(self, chunk: str, claims: Sequence[str], semaphore: asyncio.Semaphore) -> list[float | str]:
+        method = getattr(self.backend, "alabel_logprobs", None)
+        async with semaphore:
+            try:
+                if method is not None and inspect.iscoroutinefunction(method):
+                    result: Any = await method(chunk, list(claims), self.labels)
+                else:
+                    result = await asyncio.to_thread(self.backend.label_logprobs, chunk, list(claims), self.labels)
+            except Exception as exc:  # noqa: BLE001 - per-claim errors, never the whole batch
+                result = exc
+        return self._readings_or_errors(claims, result)
+
+    def _jobs(self, chunked: Mapping[str, list[str]], grouped: Mapping[str, list[str]]) -> list[tuple[str, str, list[str]]]:
+        return [(context, chunk, grouped[context]) for context, chunks in chunked.items() for chunk in chunks]
+
+    @staticmethod
+    def _merge(outcome: dict[tuple[str, str], float | str], chunk: str, claims: Sequence[str],
+               values: Sequence[float | str]) -> list[str]:
+        """Record ``values``; return the claims still without a verdict."""
+        missing = []
+        for claim, value in zip(claims, values):
+            outcome[(chunk, claim)] = value
+            if isinstance(value, str):
+                missing.append(claim)
+        return missing
+
+    def _assemble(
+        self, contexts: Sequence[str], claims: Sequence[str], chunked: Mapping[str, list[str]],
+        failed: Mapping[str, str], outcome: Mapping[tuple[str, str], float | str],
+    ) -> list[ClaimScore]:
+        results: list[ClaimScore] = []
+        for context, claim in zip(contexts, claims):
+            if context in failed:
+                results.append(_error_score(failed[context]))
+                continue
+            chunks = chunked[context]
+            values = [outcome[(chunk, claim)] for chunk in chunks]
+            errors = [(i, v) for i, v in enumerate(values) if isinstance(v, str)]
+            if errors:
+                where = "" if len(chunks) == 1 else f" (chunk {errors[0][0]} of {len(chunks)})"
+                results.append(_error_score(f"no verdict from {self.name}{where}: {errors[0][1]}"))
+                continue
+            best, index = max(((float(v), -i) for i, v in enumerate(values)))
+            results.append(ClaimScore(p_unsupported=min(1.0, max(0.0, 1.0 - best)), chunk_index=-index,
+                                      chunk=chunks[-index]))
+        return results
+
+    def check(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
+        """Judge ``claims[i]`` against ``contexts[i]``: one backend call per context chunk with all its claims.
+
+        A context given as passages is read as one text (its passages joined by a blank line): the judge reads
+        the whole context once. Never raises for a bad answer or a failed call: those claims carry ``error``
+        (see the class docs).
+        """
+        contexts = _as_texts(contexts)
+        chunked, grouped, failed = self._plan(contexts, claims)
+        if not claims:
+            return []
+        outcome: dict[tuple[str, str], float | str] = {}
+        with self.lock:
+            for _, chunk, group in self._jobs(chunked, grouped):
+                missing = self._merge(outcome, chunk, group, self._call(chunk, group))
+                for _ in range(self.retries):
+                    if not missing:
+                        break
+                    missing = self._merge(outcome, chunk, missing, self._call(chunk, missing))
+        return self._assemble(contexts, claims, chunked, failed, outcome)
+
+    async def acheck(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
+        """:meth:`check` with up to ``max_concurrency`` backend calls in flight (the backend's async method when
+        it has one, else its sync method in worker threads)."""
+        contexts = _as_texts(contexts)
+        chunked, grouped, failed = self._plan(contexts, claims)
+        if not claims:
+            return []
+        outcome: dict[tuple[str, str], float | str] = {}
+        semaphore = asyncio.Semaphore(self.max_concurrency)
+
+        async def judge(chunk: str, group: list[str]) -> None:
+            missing = self._merge(outcome, chunk, group, await self._acall(chunk, group, semaphore))
+            for _ in range(self.retries):
+                if not missing:
+                    break
+                missing = self._merge(outcome, chunk, missing, await self._acall(chunk, missing, semaphore))
+
+        await asyncio.gather(*(judge(chunk, group) for _, chunk, group in self._jobs(chunked, grouped)))
+        return self._assemble(contexts, claims, chunked, failed, outcome)
+
+    def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """P(supported) per ``(context, claim)`` pair, through :meth:`check`.
+
+        Raises:
+            ScoringError: some claim got no verdict after the retries.
+        """
+        scores = self.check([p for p, _ in pairs], [h for _, h in pairs]) if pairs else []
+        bad = [s.error for s in scores if s.error is not None]
+        if bad:
+            raise ScoringError(f"scorer {self.name!r}: {len(bad)} of {len(scores)} claim(s) got no verdict: {bad[0]}")
+        return [1.0 - s.p_unsupported for s in scores]
+
+    def __repr__(self) -> str:
+        return f"JudgeScorer({self.name!r})"

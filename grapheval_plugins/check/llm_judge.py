@@ -1,0 +1,265 @@
+"""An LLM judge over any LangChain chat model: for API models, no GPU needed.
+
+One call per context (chunk) holds the context once and all its claims, numbered; the model answers one line per
+claim, ``<number>: supported|contradicted|unknown``. The answer is parsed safely
+(:func:`~grapheval_plugins.check.verdicts.parse_verdicts`: a regular expression, never ``eval``), and when the
+provider returns token log-probabilities (OpenAI-style providers with ``logprobs=True``: LangChain puts them in
+``response_metadata["logprobs"]``), each claim's P(supported) is the softmax over the three labels at its verdict's
+first token; otherwise it is a documented fixed probability of the verdict
+(:data:`~grapheval_plugins.check.judge.VERDICT_P_UNSUPPORTED`). Claims missing from the answer, or answered twice
+differently, are asked again once; claims still without a verdict are reported as per-claim errors.
+
+Example (any chat model; here a fake that always answers the same)::
+
+    >>> from grapheval_plugins import GraphEval
+    >>> from grapheval_plugins.check.llm_judge import LLMJudge
+    >>> from grapheval_plugins.testing import ScriptedChatModel
+    >>> judge = LLMJudge(ScriptedChatModel(responses=["1: supported\\n2: contradicted"]))
+    >>> [round(s.p_unsupported, 2) for s in judge.check(["Paris is in France."] * 2, ["Paris in France", "Paris in Spain"])]
+    [0.1, 0.9]
+
+With an OpenAI-style provider, ask for log-probabilities (here: the top 5 alternatives of every token)::
+
+    from langchain_openai import ChatOpenAI
+    judge = LLMJudge(ChatOpenAI(model="gpt-4o-mini", temperature=0), request_logprobs=5)
+    GraphEval(llm="local:qwen2.5-coder-1.5b", scorer=judge)
+    GraphEval(scorer=ChatOpenAI(model="gpt-4o-mini"))   # shortcut: a chat model as scorer is an LLMJudge
+    GraphEval(scorer="judge:openai:gpt-4o-mini")         # by spec (needs the `langchain` package)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from .._messages import message_text
+from ..exceptions import InputError
+from .judge import (
+    JUDGE_LABELS,
+    JUDGE_RUBRIC,
+    VERDICT_P_UNSUPPORTED,
+    JudgeCalibration,
+    JudgeScorer,
+    LabelReading,
+)
+from .verdicts import label_logprobs_at, parse_verdicts
+
+__all__ = ["CHAT_JUDGE_PROMPT", "ChatJudgePrompt", "ChatLabelLogits", "LLMJudge", "is_chat_model"]
+
+
+@dataclass(frozen=True)
+class ChatJudgePrompt:
+    """The chat judge's wording. Placeholders are replaced literally (no ``str.format``: contexts may hold braces).
+
+    ``system`` holds ``{labels}`` (the label words, comma-separated); ``user`` holds ``{context}`` and
+    ``{claims}``; ``claim_line`` holds ``{number}`` and ``{claim}``.
+    """
+
+    system: str = (
+        JUDGE_RUBRIC
+        + "\n\nYou are given a context and numbered claims. Judge every claim on its own. Answer with one line "
+        "per claim, in the order given: the claim's number, a colon and one word ({labels}). Write nothing else."
+    )
+    user: str = "Context:\n{context}\n\nClaims:\n{claims}\n\nAnswer one line per claim: <number>: <label>"
+    claim_line: str = "{number}. {claim}"
+
+    def messages(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[BaseMessage]:
+        """The system and user messages: the context once, then every claim on its own numbered line.
+
+        >>> m = CHAT_JUDGE_PROMPT.messages("Ctx {x}.", ["a", "b\\nc"], JUDGE_LABELS)
+        >>> print(m[1].content)
+        Context:
+        Ctx {x}.
+        <BLANKLINE>
+        Claims:
+        1. a
+        2. b c
+        <BLANKLINE>
+        Answer one line per claim: <number>: <label>
+        """
+        lines = "\n".join(
+            self.claim_line.replace("{number}", str(i)).replace("{claim}", " ".join(claim.split()))
+            for i, claim in enumerate(claims, start=1)
+        )
+        system = self.system.replace("{labels}", ", ".join(labels))
+        user = self.user.replace("{claims}", lines).replace("{context}", context)
+        return [SystemMessage(content=system), HumanMessage(content=user)]
+
+
+CHAT_JUDGE_PROMPT = ChatJudgePrompt()
+"""The default chat judge prompt."""
+
+
+def is_chat_model(obj: Any) -> bool:
+    """True for a LangChain ``BaseChatModel``, or one bound with options (``model.bind(logprobs=True)``).
+
+    >>> from grapheval_plugins.testing import ScriptedChatModel
+    >>> is_chat_model(ScriptedChatModel()), is_chat_model(ScriptedChatModel().bind(stop=["x"])), is_chat_model("x")
+    (True, True, False)
+    """
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.runnables import RunnableBinding
+
+    if isinstance(obj, BaseChatModel):
+        return True
+    return isinstance(obj, RunnableBinding) and isinstance(obj.bound, BaseChatModel)
+
+
+def _describe(llm: Any) -> str:
+    from langchain_core.runnables import RunnableBinding
+
+    from ..extract.extractor import describe_llm
+
+    return describe_llm(llm.bound if isinstance(llm, RunnableBinding) else llm)
+
+
+class ChatLabelLogits:
+    """The :class:`~grapheval_plugins.check.judge.LabelLogits` backend over a LangChain chat model.
+
+    Args:
+        llm: any LangChain chat model (or a bound one).
+        prompt: the wording (:data:`CHAT_JUDGE_PROMPT`).
+        request_logprobs: ``None`` (default): use log-probabilities when the answer carries them, ask for nothing.
+            An integer ``k``: bind ``logprobs=True`` and, if ``k > 0``, ``top_logprobs=k`` to every call
+            (OpenAI-style providers only; others may reject these options).
+        max_context_tokens: chunk contexts longer than this (in :meth:`count_tokens` units); ``None``: whole.
+        name: the backend's name (default ``judge:<model>``).
+    """
+
+    def __init__(
+        self,
+        llm: Any,
+        *,
+        prompt: ChatJudgePrompt = CHAT_JUDGE_PROMPT,
+        request_logprobs: int | None = None,
+        max_context_tokens: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not (hasattr(llm, "invoke") and hasattr(llm, "ainvoke")):
+            raise InputError("llm", f"{type(llm).__name__} is not a LangChain chat model")
+        if request_logprobs is not None and (isinstance(request_logprobs, bool) or not isinstance(request_logprobs, int)
+                                             or request_logprobs < 0):
+            raise InputError("request_logprobs", f"must be None or an integer >= 0, got {request_logprobs!r}")
+        if max_context_tokens is not None and (isinstance(max_context_tokens, bool)
+                                               or not isinstance(max_context_tokens, int) or max_context_tokens < 8):
+            raise InputError("max_context_tokens", f"must be None or an integer >= 8, got {max_context_tokens!r}")
+        self.llm = llm
+        self.prompt = prompt
+        self.request_logprobs = request_logprobs
+        self.max_context_tokens = max_context_tokens
+        self.name = name or f"judge:{_describe(llm)}"
+        if request_logprobs is None:
+            self._runnable = llm
+        else:
+            options: dict[str, Any] = {"logprobs": True}
+            if request_logprobs > 0:
+                options["top_logprobs"] = request_logprobs
+            self._runnable = llm.bind(**options)
+
+    def label_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
+        """One call with the context and all ``claims``; a reading per claim."""
+        if not claims:
+            return []
+        message = self._runnable.invoke(self.prompt.messages(context, claims, labels))
+        return self.read(message, len(claims), labels)
+
+    async def alabel_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
+        """:meth:`label_logprobs` through the model's async client."""
+        if not claims:
+            return []
+        message = await self._runnable.ainvoke(self.prompt.messages(context, claims, labels))
+        return self.read(message, len(claims), labels)
+
+    @staticmethod
+    def read(message: Any, n_claims: int, labels: Sequence[str]) -> list[LabelReading]:
+        """The readings of ``n_claims`` claims from a chat answer (its text, and its token log-probabilities when
+        ``response_metadata["logprobs"]["content"]`` holds them in the OpenAI format)."""
+        text = message_text(message)
+        parsed = parse_verdicts(text, n_claims, labels)
+        tokens = _logprob_tokens(message)
+        readings: list[LabelReading] = []
+        for number in range(1, n_claims + 1):
+            verdict = parsed.verdicts.get(number)
+            if verdict is None:
+                excerpt = " ".join(text.split())[:160]
+                readings.append(LabelReading(error=f"{parsed.claim_problems[number]} in the answer {excerpt!r}"))
+                continue
+            notes: tuple[str, ...] = ()
+            logprobs = None
+            if tokens is not None:
+                logprobs, note = label_logprobs_at(tokens, text, verdict, labels)
+                if note:
+                    notes = (note,)
+            readings.append(LabelReading(logprobs=logprobs, verdict=verdict.label, notes=notes))
+        return readings
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's own tokenizer when its class has one (e.g. ``ChatOpenAI``'s tiktoken),
+        else an estimate from words (never LangChain's GPT-2 fallback, which may download a tokenizer)."""
+        from langchain_core.language_models import BaseLanguageModel
+
+        from .base import _approx_tokens
+
+        model = getattr(self.llm, "bound", self.llm)
+        own = (type(model).get_token_ids is not BaseLanguageModel.get_token_ids
+               or type(model).get_num_tokens is not BaseLanguageModel.get_num_tokens
+               or getattr(model, "custom_get_token_ids", None) is not None)
+        if own:
+            try:
+                return int(model.get_num_tokens(text))
+            except Exception:  # noqa: BLE001 - a provider whose tokenizer is unavailable falls back to the estimate
+                pass
+        return _approx_tokens(text)
+
+
+def _logprob_tokens(message: Any) -> list[Mapping[str, Any]] | None:
+    metadata = getattr(message, "response_metadata", None)
+    if not isinstance(metadata, Mapping):
+        return None
+    logprobs = metadata.get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+    if isinstance(content, list) and content:
+        return content
+    return None
+
+
+class LLMJudge(JudgeScorer):
+    """A :class:`~grapheval_plugins.check.Scorer` that asks a LangChain chat model (see the module docs).
+
+    ``GraphEval(scorer=chat_model)`` builds one with the defaults; ``"judge:<provider>:<model>"`` specs too.
+
+    Args:
+        llm: any LangChain chat model (``ChatOpenAI``, ``ChatAnthropic``, ``ChatBedrockConverse``, a local one …).
+        prompt, request_logprobs, max_context_tokens: see :class:`ChatLabelLogits`.
+        calibration: recalibration of P(supported) read from log-probabilities (identity by default).
+        verdict_p_unsupported: P(unsupported) of each verdict when no log-probabilities come back.
+        retries: extra calls for claims left without a verdict (default 1).
+        max_concurrency: calls in flight at once in async runs.
+        name: the scorer's name (default ``judge:<model>``).
+    """
+
+    def __init__(
+        self,
+        llm: Any,
+        *,
+        prompt: ChatJudgePrompt = CHAT_JUDGE_PROMPT,
+        request_logprobs: int | None = None,
+        max_context_tokens: int | None = None,
+        calibration: JudgeCalibration | None = None,
+        verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
+        labels: Sequence[str] = JUDGE_LABELS,
+        retries: int = 1,
+        max_concurrency: int = 4,
+        name: str | None = None,
+    ) -> None:
+        backend = ChatLabelLogits(llm, prompt=prompt, request_logprobs=request_logprobs,
+                                  max_context_tokens=max_context_tokens, name=name)
+        super().__init__(backend, labels=labels, calibration=calibration, verdict_p_unsupported=verdict_p_unsupported,
+                         retries=retries, max_concurrency=max_concurrency, name=backend.name)
+        self.llm = llm
+
+    def __repr__(self) -> str:
+        return f"LLMJudge({self.name!r})"

@@ -1,0 +1,183 @@
+"""Reading a chat judge's answer: per-claim verdicts, and their label log-probabilities from token log-probs.
+
+The judge is asked for one line per claim, ``<number>: <label>``. :func:`parse_verdicts` finds those lines with
+one regular expression (nothing is evaluated), tolerating what models add around them: chatter before and after,
+Markdown (``**1.** Supported``), a ``Claim`` prefix, quotes and JSON-ish pairs (``{"1": "supported"}``), any
+case. A verdict must *start* with a label word right after the claim's number, so ``1: not supported`` is no
+verdict (it is reported, and the claim asked again) rather than read as "supported".
+
+:func:`label_logprobs_at` reads, from OpenAI-style token log-probabilities (the ``content`` list of LangChain's
+``response_metadata["logprobs"]``), the log-probability of each label at the token where a verdict starts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ParsedVerdicts", "Verdict", "label_logprobs_at", "parse_verdicts"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One claim's verdict in an answer: the label and where its word starts and ends in the answer text."""
+
+    label: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class ParsedVerdicts:
+    """The verdicts found in an answer, by claim number (1-based), and what was wrong with the answer."""
+
+    verdicts: dict[int, Verdict]
+    problems: list[str] = field(default_factory=list)
+    """Per-claim problems (by number) are in ``claim_problems``; these are about the answer as a whole."""
+    claim_problems: dict[int, str] = field(default_factory=dict)
+    """Why a claim has no verdict: missing, or contradictory answers."""
+
+
+def _pattern(labels: Sequence[str]) -> re.Pattern[str]:
+    words = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
+    return re.compile(
+        r"(?<![\w.,])"                            # not the tail of a word or of a decimal number
+        r"(?:claim\s*#?\s*)?"                     # "Claim 2", "claim #2"
+        r"[\"'*_(\[]*"                            # opening quote / markdown / bracket
+        r"(\d{1,4})"                              # the claim number
+        r"(?:[\"'*_]*[)\]][\"'*_]*\s*(?:[:.=\-\u2013\u2014]+)?"  # "1)", "[1]", "(1):" ...
+        r"|[\"'*_]*\s*(?:[:.)=\-\u2013\u2014]+|is\b))"  # ... or "1:", "1.", "**1.**", "1 -", "1 is"
+        r"[\s\"'*_`\[]*"                          # space, quotes, markdown before the label
+        rf"({words})(?![\w-])",                   # the label, as a whole word
+        re.IGNORECASE,
+    )
+
+
+def parse_verdicts(text: str, n_claims: int, labels: Sequence[str]) -> ParsedVerdicts:
+    """The verdicts for claims ``1..n_claims`` in ``text``.
+
+    A number outside ``1..n_claims`` is ignored (noted in ``problems``); the same label given twice for a claim
+    is fine; two different labels leave the claim without a verdict (``claim_problems``), as does no answer.
+
+    >>> parsed = parse_verdicts("Sure!\\n1: Supported\\n**2.** unknown\\n3: not supported", 3, ["supported", "unknown"])
+    >>> {n: v.label for n, v in parsed.verdicts.items()}
+    {1: 'supported', 2: 'unknown'}
+    >>> parsed.claim_problems
+    {3: 'no verdict for claim 3'}
+    """
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    canonical = {label.lower(): label for label in labels}
+    found: dict[int, list[Verdict]] = {}
+    problems: list[str] = []
+    for match in _pattern(labels).finditer(text):
+        number = int(match.group(1))
+        label = canonical[match.group(2).lower()]
+        if not 1 <= number <= n_claims:
+            problems.append(f"verdict for claim {number}, which was not asked (claims 1..{n_claims})")
+            continue
+        found.setdefault(number, []).append(Verdict(label, match.start(2), match.end(2)))
+    verdicts: dict[int, Verdict] = {}
+    claim_problems: dict[int, str] = {}
+    for number in range(1, n_claims + 1):
+        answers = found.get(number)
+        if not answers:
+            claim_problems[number] = f"no verdict for claim {number}"
+        elif len({v.label for v in answers}) > 1:
+            claim_problems[number] = (
+                f"contradictory verdicts for claim {number}: {sorted({v.label for v in answers})}"
+            )
+        else:
+            verdicts[number] = answers[0]
+    return ParsedVerdicts(verdicts=verdicts, problems=problems, claim_problems=claim_problems)
+
+
+def _token_text(entry: Mapping[str, Any]) -> str | None:
+    token = entry.get("token")
+    raw = entry.get("bytes")
+    if isinstance(raw, list) and raw and all(isinstance(b, int) and 0 <= b < 256 for b in raw):
+        try:
+            return bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    return token if isinstance(token, str) else None
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    top = max(values)
+    if not math.isfinite(top):
+        return top
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+def label_logprobs_at(
+    tokens: Sequence[Mapping[str, Any]], text: str, verdict: Verdict, labels: Sequence[str]
+) -> tuple[dict[str, float] | None, str | None]:
+    """The labels' log-probabilities at the token where ``verdict`` starts, and a note when they cannot be read.
+
+    ``tokens`` is an OpenAI-style list of ``{"token", "bytes", "logprob", "top_logprobs": [{"token", "logprob"},
+    ...]}`` whose texts concatenate to ``text``. The alternatives at that token are matched to labels by prefix
+    (case-insensitive, ignoring leading spaces and anything before the verdict inside the same token: ``" unk"``
+    counts for "unknown"); alternatives matching the same label are summed. Without ``top_logprobs``, the chosen
+    label gets its token's probability and the other labels share the rest equally.
+
+    Returns ``(None, reason)`` when the tokens do not spell ``text`` or no token starts the label.
+    """
+    offsets: list[tuple[int, int, Mapping[str, Any]]] = []
+    position = 0
+    pieces: list[str] = []
+    for entry in tokens:
+        if not isinstance(entry, Mapping):
+            return None, "malformed token log-probabilities"
+        piece = _token_text(entry)
+        if piece is None:
+            return None, "malformed token log-probabilities"
+        offsets.append((position, position + len(piece), entry))
+        pieces.append(piece)
+        position += len(piece)
+    if "".join(pieces) != text:
+        return None, "the token log-probabilities do not spell the answer"
+    at = next(((s, e, entry) for s, e, entry in offsets if s <= verdict.start < e), None)
+    if at is None:
+        return None, "no token at the verdict"
+    start, _, entry = at
+    lead = text[start : verdict.start]  # what the token holds before the label (e.g. " " or ": ")
+    lowered = {label: label.lower() for label in labels}
+
+    def match(piece: str) -> str | None:
+        if lead.strip() and not piece.startswith(lead):
+            return None
+        rest = piece[len(lead):] if piece.startswith(lead) else piece
+        rest = rest.lstrip(" \t*_\"'`").lower()
+        if not rest:
+            return None
+        hits = [label for label, low in lowered.items() if low.startswith(rest) or rest.startswith(low)]
+        return hits[0] if len(hits) == 1 else None
+
+    chosen_lp = entry.get("logprob")
+    chosen = match(_token_text(entry) or "")
+    if chosen != verdict.label or not isinstance(chosen_lp, (int, float)):
+        return None, "the token at the verdict does not spell its label"
+    alternatives = entry.get("top_logprobs") or []
+    grouped: dict[str, list[float]] = {}
+    seen: set[str] = set()
+    for alt in [entry, *alternatives] if isinstance(alternatives, list) else [entry]:
+        if not isinstance(alt, Mapping):
+            continue
+        piece = _token_text(alt)
+        lp = alt.get("logprob")
+        if piece is None or not isinstance(lp, (int, float)) or piece in seen:
+            continue
+        seen.add(piece)
+        label = match(piece)
+        if label is not None:
+            grouped.setdefault(label, []).append(float(lp))
+    if not alternatives:
+        p = min(1.0, math.exp(float(chosen_lp)))
+        rest = (1.0 - p) / max(1, len(labels) - 1)
+        return {label: (float(chosen_lp) if label == chosen else (math.log(rest) if rest > 0 else -math.inf))
+                for label in labels}, "no top log-probabilities: the other labels share the rest equally"
+    return {label: _logsumexp(values) for label, values in grouped.items()}, None
