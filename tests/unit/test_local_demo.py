@@ -59,3 +59,29 @@ def test_demo_reports_a_model_error_without_a_traceback() -> None:
     result = CliRunner().invoke(app, ["demo", "--llm", "local:no-such-model"])
     assert result.exit_code == 2
     assert "unknown local model" in result.output
+
+
+def test_known_false_positives_are_marked_not_counted_as_surprises(tmp_path: Path) -> None:
+    rows = bundled()
+    known = [r for r in rows if r.get("known_false_positive")]
+    assert [r["id"] for r in known] == ["library-ok"] and known[0]["expected"] == "faithful"
+    path = tmp_path / "known.jsonl"
+    path.write_text(
+        json.dumps({"id": "sky-ok", "expected": "faithful", "context": "The sky is blue today.",
+                    "output": "The sky is green today.", "known_false_positive": "a test row"}) + "\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(app, ["demo", *FAKES, "--examples", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "0/1 verdicts match the expected ones; 1 known false positive(s) of the local models: sky-ok" in (
+        " ".join(result.output.split())
+    )
+
+
+def test_an_example_that_cannot_be_checked_fails_the_demo(tmp_path: Path) -> None:
+    path = tmp_path / "broken.jsonl"
+    path.write_text(json.dumps({"id": "empty", "expected": "faithful", "context": "", "output": ""}) + "\n",
+                    encoding="utf-8")
+    result = CliRunner().invoke(app, ["demo", *FAKES, "--examples", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "could not be checked" in result.output
