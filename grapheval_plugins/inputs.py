@@ -8,7 +8,7 @@ from typing import Any, Union
 
 from .exceptions import InputError
 
-__all__ = ["ContextLike", "Sample", "normalize_context", "normalize_output", "normalize_passages", "to_sample"]
+__all__ = ["PASSAGE_SEPARATOR", "ContextLike", "Sample", "normalize_context", "normalize_output", "normalize_passages", "to_sample"]
 
 ContextLike = Union[str, Any, Sequence[Any]]
 """A grounding context: a string, a LangChain ``Document`` (anything with a ``page_content`` string), a mapping with

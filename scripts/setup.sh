@@ -13,3 +13,6 @@ VENV=${VENV:-.venv}
 # llama-cpp-python builds from source the first time (about 12 minutes on 2 cores); pip caches the wheel.
 "$VENV/bin/python" -m pip install -q -e ".[all,dev]"
 "$VENV/bin/python" -c "import grapheval_plugins, ragas, deepeval, llama_cpp, transformers; print('grapheval-plugins', grapheval_plugins.__version__, 'installed')"
+# What the main job will run on (CPU features, weights, one real decode in a child process); a problem here is
+# reported, not fatal: `grapheval doctor` says what to change.
+"$VENV/bin/grapheval" doctor --no-verify || echo "setup: grapheval doctor reported a problem (see above)"

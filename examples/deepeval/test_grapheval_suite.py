@@ -6,7 +6,8 @@
 The test cases are the package's bundled demo rows (``grapheval_plugins/data/demo.jsonl``): three faithful answers
 and three with a planted error. Faithful answers must pass; for each planted error the suite checks that
 GraphEval fails the case *and* that its reason names the planted fact. One faithful row is a known false positive
-of the default model (see ``KNOWN_FALSE_POSITIVES``): it stays in the suite as an expected failure.
+of the local models on some machines (``known_false_positive`` in the row, see ``KNOWN_FALSE_POSITIVES``): it stays
+in the suite as an expected failure that may also pass.
 
 Models: the offline default (``local:qwen2.5-coder-1.5b`` for the knowledge graph, the same model as a judge) runs
 on a CPU with no API key. Choose others with environment variables, e.g. the faster 0.5B model::
@@ -42,13 +43,10 @@ SCORER = os.environ.get("GRAPHEVAL_SCORER") or None
 # What each planted error says; the failing case's reason must name it.
 PLANTED = {"curie-error": "Vienna", "library-error": "40 million", "acme-error": "John Smith"}
 
-# Faithful rows a model is known to fail, and why (kept in the suite as expected failures, not hidden).
-KNOWN_FALSE_POSITIVES = {
-    "library-ok": (
-        "the default 1.5B extractor adds a triple the answer does not state (['Elm Street', 'is the location of', "
-        "\"Riverton's council\"]), and the judge rightly rejects it"
-    ),
-}
+# Faithful rows a model is known to flag, and why: marked in the rows themselves ("known_false_positive"). Whether
+# the local models flag them depends on the machine (llama.cpp's kernels differ by CPU), so they are expected
+# failures that may pass: xfail(strict=False), a pass (XPASS) is not a failure.
+KNOWN_FALSE_POSITIVES: dict[str, str] = {}
 
 
 def load_cases() -> dict[str, LLMTestCase]:
@@ -59,6 +57,8 @@ def load_cases() -> dict[str, LLMTestCase]:
         if not line.strip():
             continue
         row = json.loads(line)
+        if row.get("known_false_positive"):
+            KNOWN_FALSE_POSITIVES[row["id"]] = row["known_false_positive"]
         grounding = {"context": [row["context"]]} if i % 2 == 0 else {"retrieval_context": [row["context"]]}
         cases[row["id"]] = LLMTestCase(
             input="Summarize the passage.", actual_output=row["output"], name=row["id"], **grounding

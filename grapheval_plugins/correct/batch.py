@@ -95,7 +95,7 @@ async def correct_rows(
             sample = to_sample(row, index, context_key, output_key, id_key)
             async with semaphore:
                 return await fixer.acorrect(
-                    sample.context, sample.output, report=detection, id=sample.id, config=config
+                    list(sample.passages), sample.output, report=detection, id=sample.id, config=config
                 )
         except (MissingDependencyError, ModelLoadError):
             raise  # configuration errors: every row would fail the same way

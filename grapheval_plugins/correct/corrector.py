@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from .._async import run_sync
 from ..exceptions import InputError, MissingDependencyError
 from ..extract.extractor import describe_llm
-from ..inputs import normalize_context, normalize_output
+from ..inputs import PASSAGE_SEPARATOR, normalize_output, normalize_passages
 from ..pipeline import GraphEval
 from ..retry import RetryPolicy
 from ..types import Report
@@ -208,7 +208,8 @@ class GraphCorrect:
             InputError: the context or output is unusable, or ``report`` was made for a different output.
             MissingDependencyError: ``rouge=True`` and ``rouge-score`` is not installed.
         """
-        ctx = normalize_context(context)
+        passages = normalize_passages(context)  # detection scores each passage on its own
+        ctx = PASSAGE_SEPARATOR.join(passages)
         original = normalize_output(output)
         if report is not None:
             if not isinstance(report, Report):
@@ -217,7 +218,7 @@ class GraphCorrect:
                 raise InputError("report", "was made for a different output")
         t0 = time.perf_counter()
         if report is None:
-            report = await self.grapheval.aevaluate(ctx, original, id=id, config=config)
+            report = await self.grapheval.aevaluate(passages, original, id=id, config=config)
         t_detect = time.perf_counter() - t0
         rid = id if id is not None else report.id
         common: dict[str, Any] = {
@@ -267,7 +268,7 @@ class GraphCorrect:
             if current == before:
                 recheck = current_report  # same text: the verdict is the one we already have
             else:
-                recheck = await self.grapheval.aevaluate(ctx, current, id=rid, config=config)
+                recheck = await self.grapheval.aevaluate(passages, current, id=rid, config=config)
                 recheck_calls += extraction_calls(recheck)
             t_recheck += time.perf_counter() - t2
             rounds.append(

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -39,7 +38,7 @@ from .._imports import require
 from ..exceptions import InputError
 from .chatml import chatml_segments, message_role, message_text, tokenize_segments
 from .runtime import ContextOverflowError, LlamaSession, get_session
-from .weights import canonical_name, resolve_model_path, validate_reference
+from .weights import ResolvedWeights, canonical_name, resolve_model, validate_reference
 
 __all__ = ["ChatLocalLlama", "load_local_chat_model"]
 
@@ -56,8 +55,12 @@ class ChatLocalLlama(BaseChatModel):
         max_tokens: most tokens generated per call.
         temperature: 0 (default) decodes greedily; above 0 samples with a fixed ``seed``.
         seed: the sampling seed.
-        hub: ``False`` never contacts the model hub while resolving the weights.
+        hub: ``False`` never contacts the model hub while resolving the weights (it is tried only when neither
+            the cache nor the pinned weights packages provide them).
         cache_dir: the model cache folder (default: the user cache).
+        extra_buffers: let llama.cpp repack the weights into its extra buffer types (AMX tiles, interleaved
+            AVX2/NEON layouts). ``None`` (default) reads ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS``, else off: the AMX
+            repack path crashes on some CPUs (see :mod:`grapheval_plugins.local.cpu`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -70,6 +73,7 @@ class ChatLocalLlama(BaseChatModel):
     seed: int = 0
     hub: bool = True
     cache_dir: str | None = None
+    extra_buffers: bool | None = None
     model_label: str = ""
     """Name used in reports and cache keys (default ``local:<model>``)."""
 
@@ -111,11 +115,11 @@ class ChatLocalLlama(BaseChatModel):
             key = canonical_name(self.model) or self.model
             model, cache, hub = self.model, self.cache_dir, self.hub
 
-            def path() -> Path:
-                return resolve_model_path(model, cache=cache, hub=hub)
+            def weights() -> ResolvedWeights:
+                return resolve_model(model, cache=cache, hub=hub)
 
-            self._session = get_session(key, path, role="chat", n_ctx=self.n_ctx, n_threads=self.n_threads,
-                                        seed=self.seed)
+            self._session = get_session(key, weights, role="chat", n_ctx=self.n_ctx, n_threads=self.n_threads,
+                                        seed=self.seed, extra_buffers=self.extra_buffers)
         return self._session
 
     def load(self) -> ChatLocalLlama:
@@ -176,6 +180,7 @@ class ChatLocalLlama(BaseChatModel):
                                "total_tokens": len(prompt) + len(generated)},
             "response_metadata": {
                 "model_name": self.model_label,
+                "weights": session.describe_weights(),
                 "finish_reason": finish,
                 "prefix_tokens_reused": reused,
                 "prompt_tokens_evaluated": len(prompt) - reused,

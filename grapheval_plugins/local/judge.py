@@ -31,7 +31,7 @@ from ..check.base import Scorer
 from ..exceptions import InputError, ModelLoadError
 from .chatml import tokenize_segments
 from .runtime import ContextOverflowError, LlamaSession, get_session
-from .weights import HubFetcher, canonical_name, resolve_model_path, validate_reference
+from .weights import HubFetcher, ResolvedWeights, canonical_name, resolve_model, validate_reference
 
 __all__ = [
     "JUDGE_CALIBRATIONS",
@@ -150,6 +150,8 @@ class LocalJudgeScorer(Scorer):
         hub: passed to ``resolve_model_path`` (``False`` never contacts the hub).
         cache_dir: the model cache folder (default: the user cache).
         session: an explicit :class:`~grapheval_plugins.local.runtime.LlamaSession` (tests, custom runtimes).
+        extra_buffers: let llama.cpp repack the weights into extra buffer types; ``None`` (default) reads
+            ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS``, else off (see :class:`~grapheval_plugins.local.chat.ChatLocalLlama`).
 
     Example::
 
@@ -171,6 +173,7 @@ class LocalJudgeScorer(Scorer):
         cache_dir: str | Path | None = None,
         session: LlamaSession | None = None,
         show_progress: bool = False,
+        extra_buffers: bool | None = None,
     ) -> None:
         super().__init__()
         if claim_budget_tokens < 16 or claim_budget_tokens >= n_ctx // 2:
@@ -183,10 +186,11 @@ class LocalJudgeScorer(Scorer):
         self.claim_budget_tokens = claim_budget_tokens
         self.show_progress = show_progress
         if session is None:
-            def path() -> Path:
-                return resolve_model_path(model, cache=cache_dir, hub=hub)
+            def weights() -> ResolvedWeights:
+                return resolve_model(model, cache=cache_dir, hub=hub)
 
-            session = get_session(self.model_key, path, role="judge", n_ctx=n_ctx, n_threads=n_threads)
+            session = get_session(self.model_key, weights, role="judge", n_ctx=n_ctx, n_threads=n_threads,
+                                  extra_buffers=extra_buffers)
         self.session = session
         self._label_ids: tuple[int, int, int] | None = None
         self._frame_tokens: int | None = None

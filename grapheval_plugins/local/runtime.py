@@ -1,4 +1,4 @@
-"""A llama.cpp context that reuses its evaluated token prefix, shared process-wide and safe across threads.
+"""Sessions: a llama.cpp context that reuses its evaluated token prefix, shared process-wide, safe across threads.
 
 :class:`LlamaSession` owns one ``llama_cpp.Llama`` (loaded lazily on first use). :meth:`LlamaSession.prefill`
 evaluates a token sequence, keeping the longest prefix already in the KV cache, so a fixed prompt prefix (prompt
@@ -8,8 +8,11 @@ Every use of the context holds :attr:`LlamaSession.lock`: one sequence at a time
 :func:`get_session` keeps one session per (GGUF file, role, settings) in the process. The chat model and the judge
 use different roles, hence separate contexts (separate KV caches, so alternating extraction and judging does not
 evict each other's prefix). The weights are loaded once per file: a second session over the same file opens a new
-llama.cpp context on the already-loaded model (:class:`SharedContext`), so the model's memory — the mapped file
-and the copy llama.cpp repacks for the CPU, ~0.6 GiB for the 1.5B model — is not paid twice.
+llama.cpp context on the already-loaded model (:class:`~grapheval_plugins.local.llamacpp.SharedContext`), so the
+model's memory is not paid twice.
+
+Everything that depends on llama-cpp-python's version (loading with or without extra buffer types, the second
+context, reading logits) is in :mod:`grapheval_plugins.local.llamacpp`; this module only keeps sessions.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._imports import require
 from ..exceptions import InputError, ModelLoadError
+from .cpu import ExtraBuffersDecision, decide_extra_buffers
+from .llamacpp import SharedContext, load_llama, next_logits
 
 __all__ = ["ContextOverflowError", "LlamaSession", "SessionStats", "SharedContext", "clear_sessions", "get_session"]
 
@@ -59,62 +63,8 @@ def _default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class SharedContext:
-    """A second llama.cpp context over the model of an existing ``llama_cpp.Llama``: its own KV cache, the same
-    weights in memory. Implements the part of ``Llama``'s interface that :class:`LlamaSession` uses.
-    """
-
-    def __init__(self, base: Any, *, n_ctx: int, n_batch: int, n_threads: int) -> None:
-        import numpy as np
-        from llama_cpp import _internals, llama_cpp
-
-        self._base = base  # keeps the model alive as long as this context
-        template = getattr(base, "context_params", None)
-        params = (
-            type(template).from_buffer_copy(template) if template is not None
-            else llama_cpp.llama_context_default_params()
-        )  # the same settings as the base context (attention kernel, KV types …): identical numerics
-        params.n_ctx = n_ctx
-        params.n_batch = params.n_ubatch = min(n_ctx, n_batch)
-        params.n_threads = params.n_threads_batch = n_threads
-        self._ctx = _internals.LlamaContext(model=base._model, params=params, verbose=False)
-        self._batch = _internals.LlamaBatch(n_tokens=params.n_batch, embd=0, n_seq_max=n_ctx, verbose=False)
-        self.n_batch = params.n_batch
-        self._n_ctx = n_ctx
-        self.input_ids = np.zeros(n_ctx, dtype=np.intc)
-        self.n_tokens = 0
-
-    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
-        return self._base.tokenize(text, add_bos=add_bos, special=special)
-
-    def detokenize(self, tokens: list[int], special: bool = False) -> bytes:
-        return self._base.detokenize(tokens, special=special)
-
-    def token_eos(self) -> int:
-        return self._base.token_eos()
-
-    def n_vocab(self) -> int:
-        return self._base.n_vocab()
-
-    def n_ctx(self) -> int:
-        return self._n_ctx
-
-    def reset(self) -> None:
-        self.n_tokens = 0
-
-    def eval(self, tokens: Sequence[int]) -> None:
-        """As ``Llama.eval`` (logits of the last token only): drop stale KV cells, decode in batches."""
-        self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
-        for i in range(0, len(tokens), self.n_batch):
-            batch = list(tokens[i : i + self.n_batch])
-            self._batch.set_batch(batch=batch, n_past=self.n_tokens, logits_all=False)
-            self._ctx.decode(self._batch)
-            self.input_ids[self.n_tokens : self.n_tokens + len(batch)] = batch
-            self.n_tokens += len(batch)
-
-
-_MODELS: dict[str, Any] = {}
-"""Loaded ``llama_cpp.Llama`` objects by resolved file path (weak in spirit: cleared by :func:`clear_sessions`)."""
+_MODELS: dict[tuple[str, bool], Any] = {}
+"""Loaded ``llama_cpp.Llama`` objects by (resolved file path, extra buffers), cleared by :func:`clear_sessions`."""
 _MODELS_LOCK = threading.Lock()
 
 
@@ -122,22 +72,29 @@ class LlamaSession:
     """One llama.cpp context over a GGUF file, with prefix reuse and a lock.
 
     Args:
-        model_path: the GGUF file, or a function returning it (called on first load: weights are resolved then).
+        model_path: the GGUF file, or a function returning it or a
+            :class:`~grapheval_plugins.local.weights.ResolvedWeights` (called on first load: weights are resolved
+            then, and where they came from is kept in :attr:`weights`).
         n_ctx: context window in tokens (prompt + generated).
         n_threads: CPU threads (default: the cores this process may use).
         n_batch: tokens evaluated per llama.cpp batch.
         seed: llama.cpp seed (sampling here is greedy, so results do not depend on it).
-        factory: builds the ``Llama`` object (``llama_cpp.Llama`` by default; tests pass a fake).
+        extra_buffers: let llama.cpp repack the weights into extra buffer types (AMX, interleaved layouts).
+            ``None`` (default) reads ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS``, else off; see
+            :func:`~grapheval_plugins.local.cpu.decide_extra_buffers`.
+        factory: builds the ``Llama`` object (default: :func:`~grapheval_plugins.local.llamacpp.load_llama`, which
+            validates the file first; tests pass a fake taking ``Llama``'s keyword arguments).
     """
 
     def __init__(
         self,
-        model_path: str | Path | Callable[[], str | Path],
+        model_path: str | Path | Callable[[], Any],
         *,
         n_ctx: int = 4096,
         n_threads: int | None = None,
         n_batch: int = 512,
         seed: int = 0,
+        extra_buffers: bool | None = None,
         factory: Callable[..., Any] | None = None,
     ) -> None:
         if n_ctx < 64:
@@ -147,11 +104,16 @@ class LlamaSession:
         self.n_threads = n_threads or _default_threads()
         self.n_batch = n_batch
         self.seed = seed
+        self.extra_buffers = extra_buffers
         self._factory = factory
         self.lock = threading.RLock()
         self._llama: Any = None
         self._stop_ids: frozenset[int] = frozenset()
         self.path: Path | None = None
+        self.weights: Any = None
+        """The :class:`~grapheval_plugins.local.weights.ResolvedWeights` the model was loaded from, when known."""
+        self.decision: ExtraBuffersDecision | None = None
+        """How ``use_extra_bufts`` was decided for this session's model (set on load)."""
         self.stats = SessionStats()
 
     # ------------------------------------------------------------------ loading
@@ -160,31 +122,49 @@ class LlamaSession:
         return self._llama is not None
 
     def load(self) -> Any:
-        """Resolve the weights and create the llama.cpp context (once); return the ``Llama`` object."""
+        """Resolve the weights and create the llama.cpp context (once); return the ``Llama`` object.
+
+        Raises:
+            ModelLoadError: the weights cannot be resolved, are not a complete ChatML GGUF, or llama.cpp refuses
+                them.
+            InputError: ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` holds something other than a yes/no value.
+        """
         if self._llama is not None:
             return self._llama
         with self.lock:
             if self._llama is not None:
                 return self._llama
-            path = self._model_path() if callable(self._model_path) else self._model_path
-            self.path = Path(path)
-            factory = self._factory
-            if factory is None:
-                factory = require("llama_cpp", "local", "local llama.cpp models", package="llama-cpp-python").Llama
+            self.decision = decide_extra_buffers(self.extra_buffers)
+            resolved = self._model_path() if callable(self._model_path) else self._model_path
+            if isinstance(resolved, (str, Path)):
+                self.path = Path(resolved)
+            else:  # ResolvedWeights
+                self.weights = resolved
+                self.path = Path(resolved.path)
             started = time.perf_counter()
-            try:
-                llama = self._shared_context() if self._factory is None else None
-                if llama is None:
-                    llama = factory(
+            if self._factory is not None:
+                try:
+                    llama = self._factory(
                         model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads,
                         n_threads_batch=self.n_threads, n_batch=self.n_batch, seed=self.seed,
                         logits_all=False, verbose=False,
                     )
-                    if self._factory is None:
-                        with _MODELS_LOCK:
-                            _MODELS.setdefault(str(self.path.resolve()), llama)
-            except (ValueError, RuntimeError, OSError) as exc:
-                raise ModelLoadError(f"llama.cpp could not load {self.path}: {exc}") from exc
+                except (ValueError, RuntimeError, OSError) as exc:
+                    raise ModelLoadError(f"llama.cpp could not load {self.path}: {exc}") from exc
+            else:
+                llama = self._shared_context()
+                if llama is None:
+                    if self.decision.risky:
+                        logger.warning(
+                            "loading %s with llama.cpp's extra buffer types on a CPU with AMX (%s): this path is "
+                            "known to crash in llama_decode", self.path, self.decision.reason,
+                        )
+                    llama = load_llama(
+                        self.path, n_ctx=self.n_ctx, n_threads=self.n_threads, n_batch=self.n_batch,
+                        seed=self.seed, extra_buffers=self.decision.enabled,
+                    )
+                    with _MODELS_LOCK:
+                        _MODELS.setdefault(self._model_key(), llama)
             self.stats.load_seconds += time.perf_counter() - started
             stop = {int(llama.token_eos())}
             for text in END_OF_TURN:
@@ -194,24 +174,34 @@ class LlamaSession:
             self._stop_ids = frozenset(stop)
             self._llama = llama
             logger.info(
-                "loaded %s (n_ctx=%d, threads=%d) in %.1f s", self.path, self.n_ctx, self.n_threads,
-                self.stats.load_seconds,
+                "loaded %s (n_ctx=%d, threads=%d, extra buffers %s) in %.1f s", self.path, self.n_ctx,
+                self.n_threads, "on" if self.decision.enabled else "off", self.stats.load_seconds,
             )
             return llama
 
+    def _model_key(self) -> tuple[str, bool]:
+        assert self.path is not None and self.decision is not None
+        return str(self.path.resolve()), self.decision.enabled
+
     def _shared_context(self) -> SharedContext | None:
-        """A new context over a model this process already loaded from the same file, if any."""
+        """A new context over a model this process already loaded from the same file (same settings), if any."""
         if self.path is None:
             return None
         with _MODELS_LOCK:
-            base = _MODELS.get(str(self.path.resolve()))
+            base = _MODELS.get(self._model_key())
         if base is None:
             return None
         try:
             return SharedContext(base, n_ctx=self.n_ctx, n_batch=self.n_batch, n_threads=self.n_threads)
-        except (AttributeError, TypeError, ImportError) as exc:  # a llama-cpp-python without these internals
+        except ModelLoadError as exc:  # a llama-cpp-python without these internals
             logger.info("cannot share the loaded model (%s); loading %s again", exc, self.path)
             return None
+
+    def describe_weights(self) -> str:
+        """Where the loaded weights came from, e.g. ``qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (parts, sha256 1d96…)``."""
+        if self.weights is not None:
+            return str(self.weights.describe())
+        return str(self.path) if self.path is not None else "(not loaded)"
 
     @property
     def llama(self) -> Any:
@@ -287,11 +277,7 @@ class LlamaSession:
 
     def logits(self) -> Any:
         """A copy of the next-token logits (numpy float32 vector over the vocabulary)."""
-        import numpy as np
-
-        llama = self.llama
-        pointer = llama._ctx.get_logits_ith(-1)
-        return np.ctypeslib.as_array(pointer, shape=(llama.n_vocab(),)).copy()
+        return next_logits(self.llama)
 
     def generate(
         self,
@@ -337,27 +323,34 @@ _SESSIONS_LOCK = threading.Lock()
 
 def get_session(
     key: str,
-    model_path: str | Path | Callable[[], str | Path],
+    model_path: str | Path | Callable[[], Any],
     *,
     role: str,
     n_ctx: int = 4096,
     n_threads: int | None = None,
     n_batch: int = 512,
     seed: int = 0,
+    extra_buffers: bool | None = None,
     factory: Callable[..., Any] | None = None,
 ) -> LlamaSession:
     """The process-wide session for ``(key, role, settings)``, created (not loaded) on first request.
 
     ``key`` identifies the weights (a model name or a path); ``role`` separates contexts that should not share a KV
-    cache (``"chat"``, ``"judge"``).
+    cache (``"chat"``, ``"judge"``). ``extra_buffers`` is decided here (option, else environment variable), so a
+    bad ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` value fails before anything loads.
+
+    Raises:
+        InputError: ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` holds something other than a yes/no value.
     """
     threads = n_threads or _default_threads()
-    ident = (key, role, n_ctx, threads, n_batch, seed, factory)
+    enabled = decide_extra_buffers(extra_buffers).enabled
+    ident = (key, role, n_ctx, threads, n_batch, seed, enabled, factory)
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(ident)
         if session is None:
             session = LlamaSession(
-                model_path, n_ctx=n_ctx, n_threads=threads, n_batch=n_batch, seed=seed, factory=factory
+                model_path, n_ctx=n_ctx, n_threads=threads, n_batch=n_batch, seed=seed,
+                extra_buffers=extra_buffers, factory=factory,
             )
             _SESSIONS[ident] = session
         return session

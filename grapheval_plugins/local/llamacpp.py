@@ -1,0 +1,247 @@
+"""The one module that talks to llama-cpp-python: loading a model, a second context over it, next-token logits.
+
+Everything version-dependent about llama-cpp-python lives here, behind checks that fail with a clear message:
+
+* :func:`load_llama` validates the GGUF file in Python first (:mod:`~grapheval_plugins.local.gguf`: magic, header,
+  tensor bounds, a ChatML chat template), then creates ``llama_cpp.Llama`` with llama.cpp's ``use_extra_bufts``
+  model parameter set from :func:`~grapheval_plugins.local.cpu.decide_extra_buffers` (off by default: the AMX
+  weight-repack path crashes on some CPUs). The parameter is a public field of ``llama_cpp.llama_model_params``;
+  when ``Llama()`` does not take it as a keyword (0.3.x), a subclass sets it on the ``model_params`` structure
+  that ``Llama`` builds and passes to the loader. If a future llama-cpp-python drops the field,
+  :class:`~grapheval_plugins.exceptions.ModelLoadError` says so instead of silently repacking.
+* :class:`SharedContext` opens a second llama.cpp context (its own KV cache) over an already loaded model, so the
+  chat model and the judge share the weights in memory. It needs llama-cpp-python's private ``_internals``
+  module; :func:`internals_supported` checks the version range it was written against, and outside it the
+  caller loads the model a second time instead.
+* :func:`next_logits` reads the logits of the last evaluated position.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Sequence
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .._imports import require
+from ..exceptions import ModelLoadError
+from .gguf import GGUFInfo, check_chatml, read_gguf
+
+__all__ = [
+    "EXTRA_BUFTS_FIELD",
+    "INTERNALS_RANGE",
+    "SharedContext",
+    "internals_supported",
+    "llama_cpp_version",
+    "load_llama",
+    "next_logits",
+    "validate_model_file",
+]
+
+logger = logging.getLogger(__name__)
+
+EXTRA_BUFTS_FIELD = "use_extra_bufts"
+"""The ``llama_model_params`` field that lets llama.cpp repack weights into extra (AMX / interleaved) buffers."""
+
+INTERNALS_RANGE = ((0, 3, 9), (0, 4, 0))
+"""llama-cpp-python versions ``[low, high)`` whose private ``_internals`` :class:`SharedContext` was written for."""
+
+
+def llama_cpp_version() -> str | None:
+    """The installed llama-cpp-python version (without importing it), or ``None``."""
+    try:
+        return metadata.version("llama-cpp-python")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts: list[int] = []
+    for piece in version.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def internals_supported(version: str | None = None) -> bool:
+    """Whether ``version`` (default: the installed one) is in :data:`INTERNALS_RANGE`.
+
+    >>> internals_supported("0.3.36"), internals_supported("0.4.1")
+    (True, False)
+    """
+    version = version if version is not None else llama_cpp_version()
+    if version is None:
+        return False
+    low, high = INTERNALS_RANGE
+    return low <= _version_tuple(version) < high
+
+
+def validate_model_file(path: str | Path, *, require_chatml: bool = True) -> GGUFInfo:
+    """Check ``path`` in Python before llama.cpp loads it (see :mod:`~grapheval_plugins.local.gguf`)."""
+    info = read_gguf(path)
+    if require_chatml:
+        check_chatml(info)
+    return info
+
+
+@cache
+def _llama_with_extra_bufts(base: type, enabled: bool) -> type:
+    """A ``Llama`` subclass that sets ``use_extra_bufts`` on the model parameters ``Llama.__init__`` creates.
+
+    ``Llama.__init__`` assigns ``self.model_params = llama_model_default_params()``, then fills in fields and
+    passes that structure to the model loader; the property below intercepts the one assignment.
+    """
+
+    def _get(self: Any) -> Any:
+        return self.__dict__["_grapheval_model_params"]
+
+    def _set(self: Any, params: Any) -> None:
+        setattr(params, EXTRA_BUFTS_FIELD, enabled)
+        self.__dict__["_grapheval_model_params"] = params
+
+    name = f"Llama{'With' if enabled else 'No'}ExtraBuffers"
+    return type(name, (base,), {"model_params": property(_get, _set), "__module__": __name__})
+
+
+def _llama_factory(llama_cpp: Any, extra_buffers: bool) -> tuple[Any, dict[str, Any]]:
+    """The class to instantiate and extra keyword arguments that make llama.cpp honour ``extra_buffers``."""
+    params_type = getattr(llama_cpp, "llama_model_params", None)
+    fields = {f[0] for f in getattr(params_type, "_fields_", ())}
+    version = getattr(llama_cpp, "__version__", "?")
+    if EXTRA_BUFTS_FIELD not in fields:
+        if extra_buffers:  # what llama.cpp does anyway
+            return llama_cpp.Llama, {}
+        raise ModelLoadError(
+            f"llama-cpp-python {version} has no '{EXTRA_BUFTS_FIELD}' model parameter, so grapheval cannot keep "
+            "llama.cpp from repacking the weights into extra buffer types (the AMX path crashes on some CPUs). "
+            "Install a llama-cpp-python that has it (pip install 'llama-cpp-python>=0.3.9,<0.4'), or opt in to "
+            "llama.cpp's default with GRAPHEVAL_LLAMA_EXTRA_BUFFERS=1 (or extra_buffers=True)."
+        )
+    try:
+        accepts = EXTRA_BUFTS_FIELD in inspect.signature(llama_cpp.Llama.__init__).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a C-implemented signature
+        accepts = False
+    if accepts:
+        return llama_cpp.Llama, {EXTRA_BUFTS_FIELD: extra_buffers}
+    return _llama_with_extra_bufts(llama_cpp.Llama, extra_buffers), {}
+
+
+def load_llama(
+    path: str | Path,
+    *,
+    n_ctx: int,
+    n_threads: int,
+    n_batch: int,
+    seed: int,
+    extra_buffers: bool = False,
+    require_chatml: bool = True,
+    verbose: bool = False,
+) -> Any:
+    """Validate ``path`` and load it as a ``llama_cpp.Llama`` with ``use_extra_bufts=extra_buffers``.
+
+    Raises:
+        MissingDependencyError: llama-cpp-python is not installed.
+        ModelLoadError: the file is not a complete GGUF / not ChatML (:func:`validate_model_file`), llama.cpp
+            refuses it, or the installed llama-cpp-python cannot honour ``extra_buffers``.
+    """
+    path = Path(path)
+    llama_cpp = require("llama_cpp", "local", "local llama.cpp models", package="llama-cpp-python")
+    validate_model_file(path, require_chatml=require_chatml)
+    cls, extra = _llama_factory(llama_cpp, extra_buffers)
+    try:
+        llama = cls(
+            model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, n_batch=n_batch,
+            seed=seed, logits_all=False, verbose=verbose, **extra,
+        )
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ModelLoadError(f"llama.cpp could not load {path}: {exc}") from exc
+    params = getattr(llama, "model_params", None)
+    if params is not None and hasattr(params, EXTRA_BUFTS_FIELD) and bool(getattr(params, EXTRA_BUFTS_FIELD)) != extra_buffers:
+        raise ModelLoadError(  # pragma: no cover - a llama-cpp-python that rebuilt its parameters
+            f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')} did not apply {EXTRA_BUFTS_FIELD}="
+            f"{extra_buffers} when loading {path}"
+        )
+    return llama
+
+
+def next_logits(llama: Any) -> Any:
+    """A copy of the next-token logits after the last evaluated token (numpy float32 vector over the vocabulary)."""
+    import numpy as np
+
+    pointer = llama._ctx.get_logits_ith(-1)
+    return np.ctypeslib.as_array(pointer, shape=(llama.n_vocab(),)).copy()
+
+
+class SharedContext:
+    """A second llama.cpp context over the model of an existing ``llama_cpp.Llama``: its own KV cache, the same
+    weights in memory. Implements the part of ``Llama``'s interface that the runtime uses.
+
+    Raises:
+        ModelLoadError: the installed llama-cpp-python is outside :data:`INTERNALS_RANGE` or lacks the internals
+            (the caller then loads the model again instead).
+    """
+
+    def __init__(self, base: Any, *, n_ctx: int, n_batch: int, n_threads: int) -> None:
+        version = llama_cpp_version()
+        if not internals_supported(version):
+            raise ModelLoadError(
+                f"llama-cpp-python {version} is outside {INTERNALS_RANGE}: a second context over a loaded model "
+                "is not supported"
+            )
+        import numpy as np
+
+        try:
+            from llama_cpp import _internals, llama_cpp
+
+            template = getattr(base, "context_params", None)
+            params = (
+                type(template).from_buffer_copy(template) if template is not None
+                else llama_cpp.llama_context_default_params()
+            )  # the same settings as the base context (attention kernel, KV types …): identical numerics
+            params.n_ctx = n_ctx
+            params.n_batch = params.n_ubatch = min(n_ctx, n_batch)
+            params.n_threads = params.n_threads_batch = n_threads
+            self._ctx = _internals.LlamaContext(model=base._model, params=params, verbose=False)
+            self._batch = _internals.LlamaBatch(n_tokens=params.n_batch, embd=0, n_seq_max=n_ctx, verbose=False)
+        except (ImportError, AttributeError, TypeError) as exc:
+            raise ModelLoadError(f"llama-cpp-python {version}: cannot open a second context ({exc})") from exc
+        self._base = base  # keeps the model alive as long as this context
+        self.n_batch = params.n_batch
+        self._n_ctx = n_ctx
+        self.input_ids = np.zeros(n_ctx, dtype=np.intc)
+        self.n_tokens = 0
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return dict(getattr(self._base, "metadata", {}) or {})
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        return self._base.tokenize(text, add_bos=add_bos, special=special)
+
+    def detokenize(self, tokens: list[int], special: bool = False) -> bytes:
+        return self._base.detokenize(tokens, special=special)
+
+    def token_eos(self) -> int:
+        return self._base.token_eos()
+
+    def n_vocab(self) -> int:
+        return self._base.n_vocab()
+
+    def n_ctx(self) -> int:
+        return self._n_ctx
+
+    def reset(self) -> None:
+        self.n_tokens = 0
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        """As ``Llama.eval`` (logits of the last token only): drop stale KV cells, decode in batches."""
+        self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
+        for i in range(0, len(tokens), self.n_batch):
+            batch = list(tokens[i : i + self.n_batch])
+            self._batch.set_batch(batch=batch, n_past=self.n_tokens, logits_all=False)
+            self._ctx.decode(self._batch)
+            self.input_ids[self.n_tokens : self.n_tokens + len(batch)] = batch
+            self.n_tokens += len(batch)
