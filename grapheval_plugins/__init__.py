@@ -16,6 +16,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from . import registry
+from ._async import run_sync
 from .cache import CachedKG, KGCache, MemoryKGCache, SQLiteKGCache
 from .check.base import ClaimScore, Scorer
 from .exceptions import (
@@ -29,6 +31,7 @@ from .exceptions import (
     WeightsIntegrityError,
 )
 from .extract.prompts import KG_PROMPT, KG_PROMPT_PAPER, KGPrompt
+from .inputs import normalize_context, normalize_output, normalize_passages
 from .models import DEFAULT_LLM, DEFAULT_SCORER, resolve_llm, resolve_scorer
 from .pipeline import GraphEval
 from .types import ClaimCheck, Extraction, Mode, Report, StageError, Triple
@@ -100,9 +103,14 @@ __all__ = [
     "TripleChange",
     "WeightsIntegrityError",
     "__version__",
+    "normalize_context",
+    "normalize_passages",
+    "normalize_output",
+    "registry",
     "resolve_llm",
     "resolve_scorer",
     "route_on_hallucination",
+    "run_sync",
 ]
 
 

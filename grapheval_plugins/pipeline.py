@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import threading
 import time
@@ -13,7 +14,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from . import aggregate
+from . import aggregate, registry
 from ._async import run_sync
 from .cache import KGCache, MemoryKGCache, SQLiteKGCache
 from .check.base import ClaimScore, Scorer
@@ -172,8 +173,8 @@ class GraphEval:
     1. **Extract**: one chat-model call turns the output (never the context) into ``[entity, relation, entity]``
        triples (prompt A).
     2. **Check**: each triple, read as a sentence, is scored against the context: P(unsupported).
-    3. **Aggregate**: the output is a hallucination iff some triple's P(unsupported) > ``threshold``; the
-       unsupported triples are the explanation. ``score = 1 − max P(unsupported)`` (1 = faithful).
+    3. **Aggregate**: the output is a hallucination iff some triple's P(unsupported) > ``hallucination_threshold``;
+       the unsupported triples are the explanation. ``score = 1 − max P(unsupported)`` (1 = faithful).
 
     ``mode="raw"`` skips extraction and scores the whole output as one claim: the paper's baseline.
 
@@ -183,8 +184,12 @@ class GraphEval:
             Resolved on first use, never in the constructor.
         scorer: a :class:`~grapheval_plugins.check.Scorer`, or a spec for
             :func:`~grapheval_plugins.models.resolve_scorer` (``"hhem"``, ``"trueteacher"``, ``"nli:<model>"``,
-            ``"judge:local:qwen2.5-coder-1.5b"`` …). ``None``: the offline default.
-        threshold: decision threshold on P(unsupported); the paper's 0.5 by default.
+            ``"judge:local:qwen2.5-coder-1.5b"`` …). ``None``: the offline default. A spec loads once per process
+            (:func:`~grapheval_plugins.registry.shared_scorer`): engines over the same spec share the model.
+        hallucination_threshold: the P(unsupported) above which a claim is unsupported (and the output a
+            hallucination); the paper's 0.5 by default. Hosts whose threshold means something else translate it
+            (DeepEval's minimum score ``t`` becomes ``1 − t``).
+        threshold: the same value under its short name (give one of the two).
         mode: ``"graph"`` (GraphEval) or ``"raw"`` (whole output as one hypothesis).
         prompt: prompt A; see :mod:`grapheval_plugins.extract.prompts`.
         max_retries: extra extraction calls when an answer cannot be parsed or the call raises.
@@ -218,7 +223,8 @@ class GraphEval:
         llm: Any = None,
         scorer: Any = None,
         *,
-        threshold: float = 0.5,
+        threshold: float | None = None,
+        hallucination_threshold: float | None = None,
         mode: Mode = "graph",
         prompt: KGPrompt = KG_PROMPT,
         max_retries: int = 2,
@@ -233,15 +239,18 @@ class GraphEval:
     ) -> None:
         if mode not in ("graph", "raw"):
             raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
-        if not 0.0 <= threshold <= 1.0:
-            raise InputError("threshold", f"must be in [0, 1], got {threshold!r}")
+        if threshold is not None and hallucination_threshold is not None and threshold != hallucination_threshold:
+            raise InputError("threshold", "give hallucination_threshold= or its alias threshold=, not both")
+        given, field = (threshold, "threshold") if threshold is not None else (hallucination_threshold,
+                                                                               "hallucination_threshold")
+        value = aggregate.DEFAULT_THRESHOLD if given is None else aggregate.check_threshold(given, field)
         if max_concurrency < 1 or check_batch_rows < 1:
             raise InputError("max_concurrency", "max_concurrency and check_batch_rows must be >= 1")
         if isinstance(max_batch_claims, bool) or not isinstance(max_batch_claims, int) or max_batch_claims < 1:
             raise InputError("max_batch_claims", f"must be an integer >= 1, got {max_batch_claims!r}")
         self._llm_spec = llm
         self._scorer_spec = scorer
-        self.threshold = threshold
+        self.hallucination_threshold = value
         self.mode: Mode = mode
         self.prompt = prompt
         self.max_retries = max_retries
@@ -254,12 +263,70 @@ class GraphEval:
         self.batch_wait_s = batch_wait_s
         self.max_batch_claims = max_batch_claims
         self._resolve_lock = threading.Lock()
+        self._origin: GraphEval | None = None
+        self._views: dict[float, GraphEval] = {}
         self._llm: Any = None
         self._scorer: Scorer | None = None
         self._extractor: TripleExtractor | None = None
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _CheckBatcher] = (
             weakref.WeakKeyDictionary()
         )
+
+    @classmethod
+    def shared(
+        cls,
+        llm: Any = None,
+        scorer: Any = None,
+        *,
+        mode: Mode = "graph",
+        hallucination_threshold: float | None = None,
+    ) -> GraphEval:
+        """The process-wide engine for these models (see :func:`~grapheval_plugins.registry.shared_engine`).
+
+        Every host adapter builds its engine here: a DeepEval metric, a Ragas metric and a Runnable over the same
+        specs score with one engine, and its models load once. Nothing loads until first use.
+
+        >>> GraphEval.shared(scorer="hhem") is GraphEval.shared(scorer="hhem:vectara/hallucination_evaluation_model")
+        True
+        """
+        return registry.shared_engine(llm, scorer, mode=mode, hallucination_threshold=hallucination_threshold)
+
+    def with_options(self, *, hallucination_threshold: float | None = None) -> GraphEval:
+        """This engine deciding at another hallucination threshold, sharing its models, knowledge-graph cache and
+        scorer passes; ``self`` when nothing changes, and the same view for the same threshold every time.
+
+        >>> from grapheval_plugins.testing import KeywordScorer
+        >>> engine = GraphEval(scorer=KeywordScorer())
+        >>> strict = engine.with_options(hallucination_threshold=0.2)
+        >>> strict.hallucination_threshold, engine.hallucination_threshold, strict.scorer is engine.scorer
+        (0.2, 0.5, True)
+        """
+        if hallucination_threshold is None:
+            return self
+        value = aggregate.check_threshold(hallucination_threshold)
+        if value == self.hallucination_threshold:
+            return self
+        origin = self._origin or self
+        if value == origin.hallucination_threshold:
+            return origin
+        with origin._resolve_lock:
+            view = origin._views.get(value)
+            if view is None:
+                view = copy.copy(origin)  # shares the cache, the resolution lock and the per-loop batchers
+                view.hallucination_threshold = value
+                view._origin = origin  # models resolve (once) on the origin
+                view._views = {}
+                origin._views[value] = view
+        return view
+
+    @property
+    def threshold(self) -> float:
+        """Alias of :attr:`hallucination_threshold` (the P(unsupported) above which a claim is unsupported)."""
+        return self.hallucination_threshold
+
+    @threshold.setter
+    def threshold(self, value: float) -> None:
+        self.hallucination_threshold = aggregate.check_threshold(value, "threshold")
 
     @staticmethod
     def _make_cache(cache: KGCache | str | Path | bool | None) -> KGCache | None:
@@ -276,6 +343,9 @@ class GraphEval:
     def llm(self) -> Any:
         """The chat model used for extraction (resolved on first access)."""
         if self._llm is None:
+            if self._origin is not None:
+                self._llm = self._origin.llm
+                return self._llm
             with self._resolve_lock:
                 if self._llm is None:
                     from .models import resolve_llm
@@ -287,11 +357,12 @@ class GraphEval:
     def scorer(self) -> Scorer:
         """The scorer (resolved on first access)."""
         if self._scorer is None:
+            if self._origin is not None:
+                self._scorer = self._origin.scorer
+                return self._scorer
             with self._resolve_lock:
                 if self._scorer is None:
-                    from .models import resolve_scorer
-
-                    self._scorer = resolve_scorer(self._scorer_spec)
+                    self._scorer = registry.shared_scorer(self._scorer_spec)
         return self._scorer
 
     @property
@@ -554,7 +625,7 @@ class GraphEval:
                     claim=claim,
                     triple=triple,
                     p_unsupported=score.p_unsupported,
-                    unsupported=score.p_unsupported > self.threshold,
+                    unsupported=score.p_unsupported > self.hallucination_threshold,
                     evidence=score.chunk,
                     evidence_index=score.chunk_index,
                     evidence_passage=score.passage_index,
@@ -566,8 +637,8 @@ class GraphEval:
         return Report(
             output=sample.output,
             mode=self.mode,
-            threshold=self.threshold,
-            hallucinated=aggregate.any_above(ps, self.threshold),
+            threshold=self.hallucination_threshold,
+            hallucinated=aggregate.any_above(ps, self.hallucination_threshold),
             score=aggregate.faithfulness_score(ps),
             claims=checks,
             extraction=extraction,
@@ -584,7 +655,7 @@ class GraphEval:
         return Report(
             output=sample.output,
             mode=self.mode,
-            threshold=self.threshold,
+            threshold=self.hallucination_threshold,
             extraction=extraction,
             llm=llm,
             scorer=scorer,
@@ -594,4 +665,4 @@ class GraphEval:
         )
 
     def __repr__(self) -> str:
-        return f"GraphEval(mode={self.mode!r}, threshold={self.threshold})"
+        return f"GraphEval(mode={self.mode!r}, hallucination_threshold={self.hallucination_threshold})"

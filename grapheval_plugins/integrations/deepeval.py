@@ -23,8 +23,14 @@ Use it next to the metrics a suite already has, and run the suite with ``deepeva
         assert_test(case, [graph_eval, AnswerRelevancyMetric()])
 
 The score follows DeepEval's direction (1 = faithful): ``score = 1 − max P(unsupported)`` over the triples of the
-output's knowledge graph, and a case passes iff ``score >= threshold``. With the default threshold 0.5 that is the
-paper's rule exactly: a hallucination iff some triple's P(unsupported) > 0.5.
+output's knowledge graph, and a case passes iff ``score >= threshold``. DeepEval's ``threshold`` is a minimum
+score; the engine's hallucination threshold is translated from it (``1 − threshold``), so the engine flags exactly
+the cases that fail, and ``suggest_correction`` corrects them. With the default threshold 0.5 that is the paper's
+rule: a hallucination iff some triple's P(unsupported) > 0.5.
+
+The extraction model follows DeepEval's ``model=`` convention: a ``DeepEvalBaseLLM`` (your own, or one of
+DeepEval's) or a model name DeepEval resolves (``model="gpt-4o"``). ``llm=`` takes a LangChain chat model or a
+GraphEval spec (``"local:qwen2.5-coder-1.5b"``) instead; with neither, the offline default is used, never a paid API.
 
 Errors follow DeepEval's conventions. A test case without ``actual_output`` or grounding (``None``, empty or blank)
 raises :class:`deepeval.errors.MissingTestCaseParamsError`: ``deepeval test run -s`` (``skip_on_missing_params``)
@@ -39,32 +45,40 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+import warnings
 import weakref
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from .._async import run_sync
-from ..exceptions import (
+from .. import (
+    ClaimCheck,
     ExtractionError,
+    GraphEval,
     GraphEvalError,
     InputError,
     MissingDependencyError,
+    Mode,
+    Report,
     ScoringError,
+    normalize_output,
+    normalize_passages,
+    registry,
+    run_sync,
 )
-from ..inputs import normalize_output, normalize_passages
-from ..pipeline import GraphEval
-from ..types import ClaimCheck, Mode, Report
+from ..aggregate import check_threshold, threshold_for_min_score
+from .host_models import PromptChatModel
 
 try:
     from deepeval.errors import MissingTestCaseParamsError
     from deepeval.metrics import BaseMetric
     from deepeval.metrics.indicator import metric_progress_indicator
     from deepeval.metrics.utils import construct_verbose_logs
+    from deepeval.models import DeepEvalBaseLLM
     from deepeval.test_case import LLMTestCase, SingleTurnParams
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("deepeval", "deepeval", "GraphEvalMetric") from exc
 
-__all__ = ["ContextField", "GraphEvalMetric", "clear_shared_engines", "shared_engine"]
+__all__ = ["ContextField", "GraphEvalMetric", "clear_shared_engines", "deepeval_chat_model", "shared_engine"]
 
 ContextField = Literal["auto", "context", "retrieval_context"]
 """Where the grounding comes from: ``"context"``, ``"retrieval_context"``, or ``"auto"`` (``context`` when it has
@@ -72,48 +86,108 @@ text, else ``retrieval_context``)."""
 
 _CONTEXT_FIELDS = ("auto", "context", "retrieval_context")
 
-# Engines built for metrics that were given model specs rather than an engine. DeepEval copies a metric for every
-# test case by calling its constructor again; every copy finds the same engine here, so models load once.
-# Spec strings (and the defaults) share one engine per process; engines over caller-made model objects live as
-# long as some metric holds them.
-_ENGINES: dict[tuple[Any, ...], GraphEval] = {}
-_ENGINES_BY_OBJECT: weakref.WeakValueDictionary[tuple[Any, ...], GraphEval] = weakref.WeakValueDictionary()
-_ENGINES_LOCK = threading.Lock()
 _LOADED: weakref.WeakSet[GraphEval] = weakref.WeakSet()  # engines whose models are loaded
 
 
-def _is_spec(value: Any) -> bool:
-    return value is None or isinstance(value, str)
-
-
-def _key(value: Any) -> Any:
-    return value if _is_spec(value) else ("object", id(value))
-
-
 def shared_engine(llm: Any = None, scorer: Any = None, mode: Mode = "graph") -> GraphEval:
-    """The process-wide :class:`~grapheval_plugins.GraphEval` for these models (built on first request; loading
-    nothing until first use).
+    """Deprecated: use :meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>` (the process-wide registry
+    every adapter shares).
 
-    Metrics built from the same specs share it, and so do DeepEval's per-test-case copies of a metric.
-
-    >>> shared_engine("local:qwen2.5-coder-0.5b", "hhem") is shared_engine("local:qwen2.5-coder-0.5b", "hhem")
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     shared_engine(None, "hhem") is GraphEval.shared(None, "hhem")
     True
     """
-    key = (_key(llm), _key(scorer), mode)
-    store: Any = _ENGINES if _is_spec(llm) and _is_spec(scorer) else _ENGINES_BY_OBJECT
-    with _ENGINES_LOCK:
-        engine = store.get(key)
-        if engine is None:
-            engine = GraphEval(llm=llm, scorer=scorer, mode=mode)
-            store[key] = engine
-        return engine
+    warnings.warn(
+        "grapheval_plugins.integrations.deepeval.shared_engine is deprecated: use GraphEval.shared(llm, scorer, "
+        "mode=...)", DeprecationWarning, stacklevel=2,
+    )
+    return GraphEval.shared(llm, scorer, mode=mode)
 
 
 def clear_shared_engines() -> None:
-    """Forget the shared engines (their models are freed once no metric holds them)."""
-    with _ENGINES_LOCK:
-        _ENGINES.clear()
-        _ENGINES_BY_OBJECT.clear()
+    """Deprecated: use :func:`grapheval_plugins.registry.clear_shared` (forgets every shared engine and scorer)."""
+    warnings.warn(
+        "clear_shared_engines is deprecated: use grapheval_plugins.registry.clear_shared()",
+        DeprecationWarning, stacklevel=2,
+    )
+    registry.clear_shared()
+
+
+# --------------------------------------------------------------------- DeepEval's model= convention
+class _NamedModel:
+    """A model name DeepEval resolves (``initialize_model``), resolved on the first call, once."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    from deepeval.metrics.utils import initialize_model
+
+                    self._model, _ = initialize_model(self.name)
+        return self._model
+
+
+def _answer_text(answer: Any) -> str:
+    """The text of a ``generate`` answer: DeepEval's own models return ``(text, cost)``, custom ones the text."""
+    if isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], (int, float, type(None))):
+        answer = answer[0]
+    if not isinstance(answer, str):
+        raise ExtractionError(f"the DeepEval model answered {type(answer).__name__}, not text")
+    return answer
+
+
+def _adapt(model: Any) -> PromptChatModel:
+    if isinstance(model, str):
+        named = _NamedModel(model)
+
+        def generate(prompt: str) -> str:
+            return _answer_text(named.get().generate(prompt))
+
+        async def agenerate(prompt: str) -> str:
+            return _answer_text(await named.get().a_generate(prompt))
+
+        return PromptChatModel(complete=generate, acomplete=agenerate, label=f"deepeval:{model}")
+
+    def generate_with(prompt: str) -> str:
+        return _answer_text(model.generate(prompt))
+
+    async def agenerate_with(prompt: str) -> str:
+        return _answer_text(await model.a_generate(prompt))
+
+    try:
+        name = str(model.get_model_name())
+    except Exception:  # noqa: BLE001 - a name is a nicety; the class name will do
+        name = type(model).__name__
+    return PromptChatModel(complete=generate_with, acomplete=agenerate_with, label=f"deepeval:{name}")
+
+
+def deepeval_chat_model(model: Any) -> PromptChatModel:
+    """A DeepEval model (a ``DeepEvalBaseLLM`` or a model name DeepEval resolves) as the chat model GraphEval's
+    extractor calls: the prompt is rendered to text, ``generate`` / ``a_generate`` answer it.
+
+    One adapter per model object (and per name) in the process, so every copy of a metric shares one engine.
+    A name is resolved by DeepEval (``deepeval.metrics.utils.initialize_model``) on the first call.
+
+    Raises:
+        InputError: ``model`` is neither a ``DeepEvalBaseLLM`` nor a name.
+    """
+    if isinstance(model, str):
+        if not model.strip():
+            raise InputError("model", "is an empty model name")
+    elif not isinstance(model, DeepEvalBaseLLM):
+        raise InputError(
+            "model",
+            f"expected a DeepEvalBaseLLM or a model name DeepEval resolves, got {type(model).__name__}; "
+            "a LangChain chat model or a GraphEval spec goes to llm=",
+        )
+    return registry.shared_adapter("deepeval", model, _adapt)  # type: ignore[no-any-return]
 
 
 class GraphEvalMetric(BaseMetric):
@@ -125,11 +199,14 @@ class GraphEvalMetric(BaseMetric):
     ``score >= threshold``.
 
     Args:
-        threshold: minimum passing score. The default 0.5 reproduces the paper's rule (a hallucination iff some
-            triple's P(unsupported) > 0.5).
+        threshold: minimum passing score (DeepEval's convention). The engine decides at the hallucination threshold
+            ``1 − threshold`` (a claim is unsupported iff P(unsupported) > 1 − threshold), so ``threshold=0.8``
+            flags, and corrects, every case scoring below 0.8. The default 0.5 reproduces the paper's rule.
         grapheval: the engine to use, passed by reference to every copy DeepEval makes (its loaded models are
-            shared). Build one yourself for options beyond ``llm``/``scorer``/``mode`` (cache file, prompt,
-            retries …).
+            shared), seen at the metric's threshold. Build one yourself for options beyond
+            ``llm``/``scorer``/``mode`` (cache file, prompt, retries …).
+        model: DeepEval's convention for the extraction model: a ``DeepEvalBaseLLM`` or a model name DeepEval
+            resolves (``"gpt-4o"``). Its text answers go to GraphEval's parser.
         llm: chat model or spec for the extraction when no engine is given (``None``: the offline default).
         scorer: scorer or spec when no engine is given (``None``: the offline default).
         mode: ``"graph"`` (default) or ``"raw"`` (the whole output scored as one claim: the paper's baseline).
@@ -145,8 +222,9 @@ class GraphEvalMetric(BaseMetric):
             engine): for a case GraphEval flags, ask GraphCorrect for a corrected output and append it to
             ``reason``. Costs a few chat-model calls per flagged case; a failed correction is noted, never raised.
 
-    Models are never loaded in the constructor: they load on the first measured test case, once per engine.
-    Concurrent test cases share scorer passes (``evaluate()`` runs 20 at a time by default).
+    Models are never loaded in the constructor: they load on the first measured test case, once per process
+    (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`: a Ragas metric or a Runnable over the same
+    specs uses the same engine). Concurrent test cases share scorer passes (``evaluate()`` runs 20 at a time).
 
     Example:
         >>> from deepeval.test_case import LLMTestCase
@@ -171,6 +249,7 @@ class GraphEvalMetric(BaseMetric):
         threshold: float = 0.5,
         grapheval: GraphEval | None = None,
         *,
+        model: Any = None,
         llm: Any = None,
         scorer: Any = None,
         mode: Mode | None = None,
@@ -183,21 +262,24 @@ class GraphEvalMetric(BaseMetric):
     ) -> None:
         # DeepEval copies a metric by calling this constructor with ``vars(metric)``: every argument is stored
         # under its own name, and the engine travels by reference.
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
-            raise InputError("threshold", f"must be a number in [0, 1], got {threshold!r}")
+        min_score = 1.0 if strict_mode else check_threshold(threshold, "threshold")
         if context_field not in _CONTEXT_FIELDS:
             raise InputError("context_field", f"must be one of {_CONTEXT_FIELDS}, got {context_field!r}")
-        if mode not in (None, "graph", "raw"):
-            raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
-        if grapheval is not None:
-            if not isinstance(grapheval, GraphEval):
-                raise InputError("grapheval", f"expected a GraphEval engine, got {type(grapheval).__name__}")
-            if llm is not None or scorer is not None:
-                raise InputError("grapheval", "pass either an engine or llm/scorer, not both")
-            if mode is not None and mode != grapheval.mode:
-                raise InputError("mode", f"{mode!r} differs from the engine's mode {grapheval.mode!r}")
-        self.threshold = 1.0 if strict_mode else float(threshold)
+        if model is not None and llm is not None:
+            raise InputError("model", "give either model= (DeepEval's) or llm= (a LangChain chat model or spec)")
+        if model is not None and grapheval is not None:
+            raise InputError("model", "give either grapheval= or model=, not both (the engine has its own)")
+        options = registry.engine_options(
+            grapheval,
+            llm=deepeval_chat_model(model) if model is not None else llm,
+            scorer=scorer,
+            mode=mode,
+            hallucination_threshold=threshold_for_min_score(min_score),
+            fields={"hallucination_threshold": "threshold", "llm": "model" if model is not None else "llm"},
+        )
+        self.threshold = min_score
         self.grapheval = grapheval
+        self.model = model
         self.llm = llm
         self.scorer = scorer
         self.mode = mode
@@ -209,7 +291,7 @@ class GraphEvalMetric(BaseMetric):
         if not isinstance(suggest_correction, bool) and not hasattr(suggest_correction, "acorrect"):
             raise InputError("suggest_correction", f"expected a bool or a GraphCorrect, got {suggest_correction!r}")
         self.suggest_correction = suggest_correction
-        self._engine = grapheval if grapheval is not None else shared_engine(llm, scorer, mode or "graph")
+        self._engine = options.engine()
         self.evaluation_model = self._engine.describe(load=False)
         self.evaluation_cost = None
         self.score = None
@@ -220,8 +302,10 @@ class GraphEvalMetric(BaseMetric):
 
     @property
     def engine(self) -> GraphEval:
-        """The GraphEval engine this metric (and every copy of it) scores with."""
-        return self._engine
+        """The GraphEval engine this metric (and every copy of it) shares: the one given as ``grapheval``, else the
+        process-wide engine for its models. Cases are decided by ``engine.with_options(hallucination_threshold=
+        1 - threshold)``: the same models, cache and scorer passes, at the metric's threshold."""
+        return self.grapheval if self.grapheval is not None else self._engine
 
     def warm_up(self) -> Report:
         """Load the models now and check one tiny sample with them; returns its report.
@@ -281,7 +365,9 @@ class GraphEvalMetric(BaseMetric):
                 self.success = False
                 raise
             correction = None
-            if self.suggest_correction and self.include_reason and report.hallucinated:
+            fails = report.score is not None and report.score < self._threshold
+            if self.suggest_correction and self.include_reason and report.hallucinated and fails:
+                # The engine flags at 1 - threshold (hallucinated); the case fails in DeepEval's score space.
                 correction = await self._suggest(context, output, report)
             return self._apply(report, source, correction)
 

@@ -49,11 +49,16 @@ from langchain_core.runnables import (
 from pydantic import ConfigDict
 from typing_extensions import Self
 
-from ..correct import GraphCorrect
-from ..exceptions import InputError
-from ..inputs import normalize_output, normalize_passages
-from ..pipeline import GraphEval
-from ..types import Report
+from .. import (
+    GraphCorrect,
+    GraphEval,
+    InputError,
+    Report,
+    normalize_output,
+    normalize_passages,
+    registry,
+    run_sync,
+)
 
 __all__ = ["GraphCorrectRunnable", "GraphEvalRunnable", "route_on_hallucination"]
 
@@ -132,8 +137,6 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
     # The helpers below take ``run_manager`` and ``config``: LangChain passes the child config (callbacks of this
     # run) as ``config``, so the chat-model calls inside become nested runs.
     def _row(self, row: dict[str, Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> Any:
-        from .._async import run_sync
-
         return run_sync(self._arow(row, config))
 
     async def _arow_traced(
@@ -164,8 +167,6 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
     def _many(
         self, rows: list[dict[str, Any]], run_manager: list[CallbackManagerForChainRun], config: list[RunnableConfig]
     ) -> list[Any]:
-        from .._async import run_sync
-
         return run_sync(self._amany(rows, config))
 
     async def _amany_traced(
@@ -218,8 +219,10 @@ class GraphEvalRunnable(_RowRunnable):
     without an answer or a context raises :class:`~grapheval_plugins.exceptions.InputError`.
 
     Args:
-        grapheval: the engine; built from ``llm`` and ``scorer`` when not given.
-        llm, scorer: shortcuts for ``GraphEval(llm=llm, scorer=scorer)`` (models resolve on first use).
+        grapheval: the engine; when not given, the process-wide engine for ``llm`` and ``scorer``
+            (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`: Runnables, DeepEval and Ragas metrics
+            over the same specs share it, and its models load once).
+        llm, scorer: models or specs for that shared engine (they resolve on first use).
         answer_keys: keys tried in turn for the answer (default ``("answer", "output")``).
         context_keys: keys tried in turn for the grounding (default ``("context", "documents")``).
         report_key: where the report goes in the output dict (default ``"grapheval"``).
@@ -249,12 +252,7 @@ class GraphEvalRunnable(_RowRunnable):
     def __init__(
         self, grapheval: GraphEval | None = None, *, llm: Any = None, scorer: Any = None, **kwargs: Any
     ) -> None:
-        if grapheval is None:
-            grapheval = GraphEval(llm=llm, scorer=scorer)
-        elif llm is not None or scorer is not None:
-            raise InputError("llm", "pass either a GraphEval engine or llm/scorer, not both")
-        if not isinstance(grapheval, GraphEval):
-            raise InputError("grapheval", f"expected a GraphEval engine, got {type(grapheval).__name__}")
+        grapheval = registry.engine_options(grapheval, llm=llm, scorer=scorer).engine()
         self._check_options(kwargs)
         super().__init__(grapheval=grapheval, **kwargs)  # type: ignore[call-arg]
 
@@ -285,7 +283,8 @@ class GraphCorrectRunnable(_RowRunnable):
     Args:
         corrector: the :class:`~grapheval_plugins.correct.GraphCorrect` engine; built from ``grapheval`` and
             ``llm`` when not given.
-        grapheval, llm: shortcuts for ``GraphCorrect(grapheval, llm)``.
+        grapheval, llm: shortcuts for ``GraphCorrect(grapheval, llm)`` (no ``grapheval``: the process-wide
+            default engine, :meth:`GraphEval.shared() <grapheval_plugins.GraphEval.shared>`).
         answer_keys, context_keys: as for :class:`GraphEvalRunnable`.
         report_key: where a GraphEval report may already be in the row (default ``"grapheval"``).
         correction_key: where the correction report goes (default ``"correction"``).
@@ -328,7 +327,9 @@ class GraphCorrectRunnable(_RowRunnable):
         **kwargs: Any,
     ) -> None:
         if corrector is None:
-            corrector = GraphCorrect(grapheval, llm)
+            if grapheval is not None and not isinstance(grapheval, GraphEval):
+                raise InputError("grapheval", f"expected a GraphEval engine, got {type(grapheval).__name__}")
+            corrector = GraphCorrect(grapheval if grapheval is not None else GraphEval.shared(), llm)
         elif grapheval is not None or llm is not None:
             raise InputError("grapheval", "pass either a GraphCorrect engine or grapheval/llm, not both")
         if not isinstance(corrector, GraphCorrect):

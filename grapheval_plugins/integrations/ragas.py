@@ -3,18 +3,25 @@
 * :class:`GraphEvalFaithfulness`: the legacy API (a ``SingleTurnMetric`` dataclass), the one
   ``ragas.evaluate()`` / ``ragas.aevaluate()`` accept. Reads ``response`` and ``retrieved_contexts``
   (``user_input`` is optional) and returns a float: 1 = faithful.
-* :class:`GraphEvalMetric`: the ``ragas.metrics.collections`` API. ``score`` / ``ascore`` / ``batch_score`` /
-  ``abatch_score`` return ``MetricResult(value, reason)``, the unsupported triples in the reason. Exported at the
-  package top level as ``GraphEvalRagasMetric`` (``grapheval_plugins.GraphEvalMetric`` is the DeepEval metric).
+* :class:`GraphEvalRagasMetric`: the ``ragas.metrics.collections`` API. ``score`` / ``ascore`` / ``batch_score`` /
+  ``abatch_score`` return ``MetricResult(value, reason)``, the unsupported triples in the reason. (Its old name
+  here, ``GraphEvalMetric``, is a deprecated alias: ``grapheval_plugins.GraphEvalMetric`` is the DeepEval metric.)
 
 The score is ``1 − max P(unsupported)`` over the triples extracted from the response, or with ``binary=True``
 the paper's verdict: 0 when some triple's P(unsupported) exceeds the threshold, else 1.
 
-Both take a :class:`~grapheval_plugins.GraphEval` engine by reference (its models load once and are shared by
-every sample and every copy of the metric), or model specs from which an engine is built on first use. Samples
-scored concurrently (``ragas.evaluate()`` runs them so) share scorer passes: the engine gathers their claims into
-one batch; :meth:`GraphEvalMetric.abatch_score` sends the whole batch through
+Both take a :class:`~grapheval_plugins.GraphEval` engine by reference as ``grapheval=`` (its models load once and
+are shared by every sample and every copy of the metric; ``engine=`` is its deprecated old name), or models from
+which the process-wide engine is taken (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`: a DeepEval
+metric or a LangChain Runnable over the same specs uses the same one). Samples scored concurrently
+(``ragas.evaluate()`` runs them so) share scorer passes: the engine gathers their claims into one batch;
+:meth:`GraphEvalRagasMetric.abatch_score` sends the whole batch through
 :meth:`~grapheval_plugins.GraphEval.aevaluate_many`.
+
+The extraction model may be any of Ragas's own LLMs: a ``LangchainLLMWrapper`` (unwrapped), an Instructor-based LLM
+from ``ragas.llms.llm_factory`` (its structured output fills the triples: :mod:`.host_models`), or another
+``BaseRagasLLM`` (its text answers are parsed); or a LangChain chat model or a GraphEval spec. The OpenAI model
+``ragas.evaluate()`` builds for a metric without one is refused: GraphEval never calls a paid API it was not given.
 
 Bad samples follow Ragas's convention: a sample without a response or contexts, or one whose extraction or scoring
 failed, scores NaN and the reason is logged (warning, logger ``grapheval_plugins.integrations.ragas``); the other
@@ -28,35 +35,38 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
+import sys
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
-from .._imports import require
-
-require("ragas", "ragas", "the Ragas metrics")
-
-from langchain_core.callbacks import Callbacks  # noqa: E402
-from ragas.callbacks import ChainType, new_group  # noqa: E402
-from ragas.dataset_schema import SingleTurnSample  # noqa: E402
-from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM, LangchainLLMWrapper  # noqa: E402
-from ragas.metrics.base import (  # noqa: E402
-    MetricOutputType,
-    MetricType,
-    MetricWithLLM,
-    SingleTurnMetric,
+from .. import (
+    GraphEval,
+    InputError,
+    MissingDependencyError,
+    Mode,
+    Report,
+    normalize_output,
+    normalize_passages,
+    registry,
 )
-from ragas.metrics.collections.base import BaseMetric  # noqa: E402
-from ragas.metrics.result import MetricResult  # noqa: E402
-from ragas.run_config import RunConfig  # noqa: E402
+from .host_models import PromptChatModel, StructuredTriplesChatModel
 
-from ..exceptions import InputError  # noqa: E402
-from ..inputs import normalize_output, normalize_passages  # noqa: E402
-from ..pipeline import GraphEval  # noqa: E402
-from ..types import Mode, Report  # noqa: E402
+try:
+    from langchain_core.callbacks import Callbacks
+    from langchain_core.prompt_values import StringPromptValue
+    from ragas.callbacks import ChainType, new_group
+    from ragas.dataset_schema import SingleTurnSample
+    from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM, LangchainLLMWrapper
+    from ragas.metrics.base import MetricOutputType, MetricType, MetricWithLLM, SingleTurnMetric
+    from ragas.metrics.collections.base import BaseMetric
+    from ragas.metrics.result import MetricResult
+    from ragas.run_config import RunConfig
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("ragas", "ragas", "the Ragas metrics") from exc
 
-__all__ = ["GraphEvalFaithfulness", "GraphEvalMetric", "GraphEvalRagasMetric", "report_value"]
+__all__ = ["GraphEvalFaithfulness", "GraphEvalRagasMetric", "ragas_chat_model", "report_value"]
 
 logger = logging.getLogger(__name__)
 
@@ -94,85 +104,126 @@ def _validated(response: Any, retrieved_contexts: Any) -> tuple[tuple[str, ...],
     return context, output
 
 
-def _check_options(engine: Any, mode: Any, threshold: Any, binary: Any, mode_field: str = "mode") -> None:
-    if engine is not None and not isinstance(engine, GraphEval):
-        raise InputError("engine", f"expected a GraphEval engine, got {type(engine).__name__}")
-    if mode is not None and mode not in ("graph", "raw"):
-        raise InputError(mode_field, f"must be 'graph' or 'raw', got {mode!r}")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                                  or not 0.0 <= threshold <= 1.0):
-        raise InputError("threshold", f"must be a number in [0, 1], got {threshold!r}")
+def _engine_alias(grapheval: Any, engine: Any, owner: str, stacklevel: int) -> Any:
+    """``grapheval=``, or the deprecated ``engine=`` it replaces (which wins when both are set: a
+    ``dataclasses.replace(metric, engine=...)`` carries the old ``grapheval`` along)."""
+    if engine is None:
+        return grapheval
+    warnings.warn(
+        f"{owner}(engine=...) is deprecated: pass the engine as grapheval=GraphEval(...)",
+        DeprecationWarning, stacklevel=stacklevel,
+    )
+    return engine
+
+
+def _engine_options(
+    grapheval: Any, llm: Any, scorer: Any, mode: Any, threshold: Any, binary: Any, mode_field: str = "mode"
+) -> registry.EngineOptions:
     if not isinstance(binary, bool):
         raise InputError("binary", f"must be True or False, got {binary!r}")
-    if engine is not None:
-        if mode is not None and mode != engine.mode:
-            raise InputError(mode_field, f"{mode!r} differs from the engine's mode {engine.mode!r}: set it on the engine")
-        if threshold is not None and threshold != engine.threshold:
-            raise InputError(
-                "threshold", f"{threshold!r} differs from the engine's threshold {engine.threshold!r}: set it on the engine"
-            )
-
-
-def _extraction_model(llm: Any, owner: str) -> Any:
-    """The chat model (or spec) to extract with, from what a metric holds; Ragas's LangChain wrapper is unwrapped.
-
-    ``None`` means the engine's own default (offline, local). Ragas LLMs that are not LangChain models are refused:
-    among them is the OpenAI model ``ragas.evaluate()`` builds for a metric when it is given no ``llm=``.
-    """
-    if llm is None or isinstance(llm, str):
-        return llm
-    if isinstance(llm, LangchainLLMWrapper):
-        return llm.langchain_llm
-    if isinstance(llm, (InstructorBaseRagasLLM, BaseRagasLLM)):
-        model = getattr(llm, "model", None) or getattr(llm, "model_name", None)
-        what = f"{type(llm).__name__}({model})" if isinstance(model, str) else type(llm).__name__
-        raise InputError(
-            "llm",
-            f"{owner} cannot extract triples with {what}: it needs a LangChain chat model (or a model spec such as "
-            "'local:qwen2.5-coder-1.5b'). When ragas.evaluate() gets no llm=, Ragas builds an OpenAI gpt-4o-mini "
-            "model for every metric without one; GraphEval never uses a paid API it was not explicitly given. "
-            "Pass llm=<a LangChain chat model> to evaluate(), or give the metric its own model: "
-            "llm='local:qwen2.5-coder-1.5b' (offline) or engine=GraphEval(...).",
-        )
-    if hasattr(llm, "ainvoke") and hasattr(llm, "invoke"):
-        return llm
-    raise InputError(
-        "llm", f"{owner} cannot use {type(llm).__name__}: pass a LangChain chat model, a model spec or an engine"
+    return registry.engine_options(
+        grapheval, llm=llm, scorer=scorer, mode=mode, hallucination_threshold=threshold,
+        engine_differs="error", fields={"mode": mode_field, "hallucination_threshold": "threshold"},
     )
 
 
-class _Engines:
-    """The engines a metric scores with: the engine it was given, or engines built on first use from specs.
+def _ragas_text(result: Any) -> str:
+    generations = getattr(result, "generations", None)
+    try:
+        return str(generations[0][0].text)  # type: ignore[index]
+    except (TypeError, IndexError, AttributeError) as exc:
+        raise InputError("llm", f"the Ragas LLM returned no text generation: {result!r}") from exc
 
-    Built engines are kept per extraction model (an ``llm=`` handed to ``ragas.evaluate()`` may differ from run to
-    run) and share one scorer, so each model loads once. Copies of a metric share this object.
+
+def _adapt(llm: Any) -> Any:
+    model = getattr(llm, "model", None) or getattr(llm, "model_name", None)
+    label = f"ragas:{model}" if isinstance(model, str) else f"ragas:{type(llm).__name__}"
+    if isinstance(llm, InstructorBaseRagasLLM):
+        # Instructor's structured output fills the triples. A sync client has only generate() (agenerate raises).
+        if getattr(llm, "is_async", True):
+            return StructuredTriplesChatModel(complete=llm.generate, acomplete=llm.agenerate, label=label)
+        return StructuredTriplesChatModel(complete=llm.generate, label=label)
+
+    async def agenerate(prompt: str) -> str:
+        return _ragas_text(await llm.agenerate_text(StringPromptValue(text=prompt)))
+
+    def generate(prompt: str) -> str:
+        return _ragas_text(llm.generate_text(StringPromptValue(text=prompt)))
+
+    return PromptChatModel(complete=generate, acomplete=agenerate, label=label)
+
+
+def ragas_chat_model(llm: Any) -> Any:
+    """A Ragas LLM as the chat model GraphEval's extractor calls (one adapter per LLM object in the process).
+
+    * ``LangchainLLMWrapper``: the LangChain chat model inside it.
+    * an Instructor-based LLM (``ragas.llms.llm_factory(...)``): its structured output fills a list of
+      subject / relation / object triples (:class:`~grapheval_plugins.integrations.host_models.KnowledgeGraphAnswer`).
+    * another ``BaseRagasLLM``: its text answers go to GraphEval's parser.
+
+    Anything else is returned as is (a LangChain chat model, a spec, ``None``).
     """
+    if isinstance(llm, LangchainLLMWrapper):
+        return llm.langchain_llm
+    if isinstance(llm, (InstructorBaseRagasLLM, BaseRagasLLM)):
+        return registry.shared_adapter("ragas", llm, _adapt)
+    return llm
 
-    def __init__(self, engine: GraphEval | None, scorer: Any, mode: Mode | None, threshold: float | None) -> None:
-        self.settings = (engine, scorer, mode, threshold)
-        self.engine = engine
-        self.scorer = scorer
-        self.mode: Mode = mode or "graph"
-        self.threshold = 0.5 if threshold is None else float(threshold)
-        self._lock = threading.Lock()
-        self._built: dict[Any, tuple[Any, GraphEval]] = {}
 
-    def serves(self, engine: Any, scorer: Any, mode: Any, threshold: Any) -> bool:
-        """True when built for these settings (a copy of a metric with other settings needs its own)."""
-        return all(a is b or a == b for a, b in zip(self.settings, (engine, scorer, mode, threshold)))
+def _evaluate_default(llm: Any) -> bool:
+    """True when ``llm`` is the OpenAI model ``ragas.evaluate()`` built because it was given no ``llm=``.
 
-    def get(self, model: Any) -> GraphEval:
-        if self.engine is not None:
-            return self.engine
-        key = model if model is None or isinstance(model, str) else ("object", id(model))
-        with self._lock:
-            hit = self._built.get(key)
-            if hit is None:
-                first = next(iter(self._built.values()), None)
-                scorer = first[1].scorer if first is not None else self.scorer
-                hit = (model, GraphEval(llm=model, scorer=scorer, mode=self.mode, threshold=self.threshold))
-                self._built[key] = hit
-        return hit[1]
+    Ragas 0.4 builds it in ``aevaluate`` (``client = OpenAI(); llm = llm_factory("gpt-4o-mini", client=client)``)
+    right before calling each metric's ``init()``; that frame's ``client`` is the one inside the default's
+    Instructor client. An ``llm=`` given to ``evaluate()`` leaves ``client`` unset there.
+    """
+    frame = sys._getframe(1)
+    for _ in range(4):
+        frame = frame.f_back  # type: ignore[assignment]
+        if frame is None:
+            return False
+        if frame.f_code.co_name in ("aevaluate", "evaluate") and frame.f_globals.get("__name__") == "ragas.evaluation":
+            client = frame.f_locals.get("client")
+            if client is None:
+                return False
+            held = getattr(llm, "client", None)  # Instructor's client wraps the OpenAI client as .client
+            for _ in range(3):
+                if held is None:
+                    return False
+                if held is client:
+                    return True
+                held = getattr(held, "client", None)
+            return False
+    return False
+
+
+def _extraction_model(llm: Any, owner: str) -> Any:
+    """The chat model (or spec) to extract with, from what a metric holds; Ragas's own LLMs are adapted.
+
+    ``None`` means the engine's own default (offline, local).
+    """
+    if llm is None or isinstance(llm, str):
+        return llm
+    if isinstance(llm, (LangchainLLMWrapper, InstructorBaseRagasLLM, BaseRagasLLM)):
+        return ragas_chat_model(llm)
+    if hasattr(llm, "ainvoke") and hasattr(llm, "invoke"):
+        return llm
+    raise InputError(
+        "llm",
+        f"{owner} cannot use {type(llm).__name__}: pass a Ragas LLM, a LangChain chat model, a model spec or an engine",
+    )
+
+
+def _refuse_default(llm: Any, owner: str) -> None:
+    model = getattr(llm, "model", None) or getattr(llm, "model_name", None)
+    what = f"{type(llm).__name__}({model})" if isinstance(model, str) else type(llm).__name__
+    raise InputError(
+        "llm",
+        f"{owner} will not extract triples with {what}: when ragas.evaluate() gets no llm=, Ragas builds an OpenAI "
+        "gpt-4o-mini model for every metric without one, and GraphEval never uses a paid API it was not explicitly "
+        "given. Pass llm= to evaluate() (a Ragas LLM such as llm_factory(...), or a LangChain chat model), or give "
+        "the metric its own model: llm='local:qwen2.5-coder-1.5b' (offline) or grapheval=GraphEval(...).",
+    )
 
 
 def _trace_output(report: Report) -> dict[str, Any]:
@@ -200,25 +251,28 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
 
     Which chat model extracts the triples:
 
-    1. ``engine=``: the engine's own (its models are shared by reference and load once).
-    2. ``llm=``: a LangChain chat model or a spec (``"local:qwen2.5-coder-1.5b"``, ``"bedrock:<model id>"``).
-    3. neither: the ``llm=`` handed to ``ragas.evaluate()`` (Ragas wraps a LangChain model in its
-       ``LangchainLLMWrapper``; it is unwrapped). Scored outside ``evaluate()``: the engine's offline default.
+    1. ``grapheval=``: the engine's own (its models are shared by reference and load once).
+    2. ``llm=``: a Ragas LLM (``llm_factory(...)``, ``LangchainLLMWrapper``), a LangChain chat model or a spec
+       (``"local:qwen2.5-coder-1.5b"``, ``"bedrock:<model id>"``).
+    3. neither: the ``llm=`` handed to ``ragas.evaluate()`` (any of the above; Ragas wraps a LangChain model in its
+       ``LangchainLLMWrapper``, which is unwrapped). Scored outside ``evaluate()``: the engine's offline default.
 
-    A Ragas LLM that is not a LangChain model is refused with a clear error (:class:`~grapheval_plugins.InputError`
-    when ``evaluate()`` starts). That includes the OpenAI model Ragas builds when ``evaluate()`` gets no ``llm=``:
-    never used silently. (Without an ``OPENAI_API_KEY`` Ragas fails earlier, building that model: give the metric
-    ``llm=`` or ``engine=`` or pass ``llm=`` to ``evaluate()``.)
+    The OpenAI model Ragas builds when ``evaluate()`` gets no ``llm=`` is refused with a clear error
+    (:class:`~grapheval_plugins.InputError` when ``evaluate()`` starts): never used silently. (Without an
+    ``OPENAI_API_KEY`` Ragas fails earlier, building that model: give the metric ``llm=`` or ``grapheval=`` or pass
+    ``llm=`` to ``evaluate()``.)
 
     Args:
-        engine: a :class:`~grapheval_plugins.GraphEval` to score with; its mode and threshold apply.
-        llm: the extraction chat model or spec when no engine is given.
+        grapheval: a :class:`~grapheval_plugins.GraphEval` to score with; its mode and threshold apply.
+        engine: deprecated name of ``grapheval`` (warns).
+        llm: the extraction model or spec when no engine is given.
         scorer: the scorer or scorer spec when no engine is given (``None``: the offline default).
         binary: return the paper's 0/1 verdict instead of the continuous score.
         check_mode: ``"graph"`` (default) or ``"raw"`` (whole response as one claim) when no engine is given.
             (Not ``mode``: ``ragas.evaluate()`` renames the result column of any metric with a ``mode`` attribute
             to ``"<name>(mode=...)"``.)
-        threshold: the decision threshold on P(unsupported) (default 0.5) when no engine is given.
+        threshold: the hallucination threshold, the P(unsupported) above which a claim is unsupported (default
+            0.5), when no engine is given.
         name: the column name in Ragas's result table.
 
     ``EvaluationResult.traces[i][name]["grapheval"]["output"]`` holds each sample's unsupported triples and
@@ -229,7 +283,7 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
         >>> from grapheval_plugins import GraphEval
         >>> from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
         >>> llm = ScriptedChatModel(responses=['<python>[["Marie Curie", "won", "three Nobel Prizes"]]</python>'])
-        >>> metric = GraphEvalFaithfulness(engine=GraphEval(llm=llm, scorer=KeywordScorer()), binary=True)
+        >>> metric = GraphEvalFaithfulness(grapheval=GraphEval(llm=llm, scorer=KeywordScorer()), binary=True)
         >>> metric.single_turn_score(SingleTurnSample(
         ...     response="Marie Curie won three Nobel Prizes.",
         ...     retrieved_contexts=["Marie Curie won two Nobel Prizes."]))
@@ -243,56 +297,63 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
     _required_columns: dict[MetricType, set[str]] = field(
         default_factory=lambda: {MetricType.SINGLE_TURN: {"response", "retrieved_contexts", "user_input:optional"}}
     )
-    engine: GraphEval | None = None
+    grapheval: GraphEval | None = None
+    engine: InitVar[GraphEval | None] = None
     scorer: Any = None
     binary: bool = False
     check_mode: Mode | None = None
     threshold: float | None = None
-    _engines: _Engines | None = field(default=None, repr=False, compare=False)
+    _options: registry.EngineOptions | None = field(default=None, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        if self.engine is None and isinstance(self.llm, GraphEval):  # GraphEvalFaithfulness(engine) positionally
-            raise TypeError(f"{type(self).__name__} takes keyword arguments: engine=GraphEval(...), not llm=")
+    def __post_init__(self, engine: GraphEval | None = None) -> None:  # type: ignore[override]
+        if engine is None and self.grapheval is None and isinstance(self.llm, GraphEval):  # given positionally
+            raise TypeError(
+                f"{type(self).__name__} takes keyword arguments: grapheval=GraphEval(...) "
+                "(formerly engine=GraphEval(...)), not llm="
+            )
+        if engine is not None:
+            self.grapheval = _engine_alias(self.grapheval, engine, type(self).__name__, stacklevel=4)
         super().__post_init__()
-        _check_options(self.engine, self.check_mode, self.threshold, self.binary, mode_field="check_mode")
-        if self.engine is not None:
-            if isinstance(self.llm, GraphEval):  # a copy (dataclasses.replace) given another engine
-                self.llm = None
-            if self.llm is not None:
-                raise InputError("llm", "give either engine= or llm=/scorer=, not both (the engine has its own)")
-            if self.scorer is not None:
-                raise InputError("scorer", "give either engine= or llm=/scorer=, not both (the engine has its own)")
+        if isinstance(self.llm, GraphEval):  # a copy (dataclasses.replace): the engine marker, not a model
+            self.llm = None
+        self._options = _engine_options(
+            self.grapheval, self.llm, self.scorer, self.check_mode, self.threshold, self.binary, mode_field="check_mode"
+        )
+        if self.grapheval is not None:
             # A metric whose llm is None gets ragas.evaluate()'s llm= (or Ragas's OpenAI default): mark it as
             # having one, the engine.
-            self.llm = self.engine  # type: ignore[assignment]
+            self.llm = self.grapheval  # type: ignore[assignment]
         else:
             _extraction_model(self.llm, self.name)  # refuse an unusable model now, not at the first sample
         self.output_type = MetricOutputType.BINARY if self.binary else MetricOutputType.CONTINUOUS
-        if self._engines is None or not self._engines.serves(self.engine, self.scorer, self.check_mode, self.threshold):
-            self._engines = _Engines(self.engine, self.scorer, self.check_mode, self.threshold)
+        self.__dict__["engine"] = self.grapheval  # the deprecated name still reads
 
     def init(self, run_config: RunConfig) -> None:
         """Called by ``ragas.evaluate()`` once the metric has its ``llm``: refuses one GraphEval cannot use.
 
         Raises:
-            InputError: the LLM is not a LangChain chat model (e.g. Ragas's implicit OpenAI default). The metric's
+            InputError: the LLM cannot extract triples, or it is Ragas's implicit OpenAI default. The metric's
                 ``llm`` is reset first, so the metric stays usable.
         """
-        if self.engine is not None and self.llm is self.engine:
+        if self.grapheval is not None and self.llm is self.grapheval:
             return
         try:
+            if self.llm is not None and _evaluate_default(self.llm):
+                _refuse_default(self.llm, self.name)
             _extraction_model(self.llm, self.name)
         except InputError:
             self.llm = None  # evaluate() set it and does not reset it when init() raises
             raise
 
     def current_engine(self) -> GraphEval:
-        """The engine the next sample is scored with (built on first use; model loading stays lazy)."""
-        if self.engine is not None:
-            return self.engine
-        if self._engines is None:
-            self._engines = _Engines(None, self.scorer, self.check_mode, self.threshold)
-        return self._engines.get(_extraction_model(self.llm, self.name))
+        """The engine the next sample is scored with (shared, built on first use; model loading stays lazy)."""
+        if self._options is None:
+            self._options = _engine_options(None, None, self.scorer, self.check_mode, self.threshold, self.binary)
+        if self.grapheval is not None:
+            return self.grapheval
+        engine = self._options.engine(llm=_extraction_model(self.llm, self.name))
+        self.__dict__["_held"] = engine  # the registry holds engines over objects weakly: keep the one in use alive
+        return engine
 
     async def _single_turn_ascore(self, sample: SingleTurnSample, callbacks: Callbacks) -> float:
         try:
@@ -323,7 +384,7 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
 
 
 # --------------------------------------------------------------------------- new API: ragas.metrics.collections
-class GraphEvalMetric(BaseMetric):
+class GraphEvalRagasMetric(BaseMetric):
     """GraphEval as a ``ragas.metrics.collections`` metric: ``MetricResult(value, reason)``, 1 = faithful.
 
     ``ascore(response=..., retrieved_contexts=[...], user_input=None)``; ``score`` is its sync form;
@@ -335,12 +396,15 @@ class GraphEvalMetric(BaseMetric):
     whose extraction or scoring failed, gets ``value=nan`` and the reason (logged as a warning too).
 
     Args:
-        engine: a :class:`~grapheval_plugins.GraphEval` to score with, shared by reference.
-        llm: the extraction chat model or spec when no engine is given (``None``: the offline default). Stored as
+        grapheval: a :class:`~grapheval_plugins.GraphEval` to score with, shared by reference.
+        engine: deprecated name of ``grapheval`` (warns).
+        llm: the extraction model or spec when no engine is given (``None``: the offline default): a Ragas LLM
+            (``llm_factory(...)``, ``LangchainLLMWrapper``), a LangChain chat model or a spec. Stored as
             ``extraction_llm``: Ragas reserves ``llm`` for its own LLM type.
         scorer: the scorer or scorer spec when no engine is given.
         binary: the paper's 0/1 verdict instead of ``1 − max P(unsupported)``.
-        mode, threshold: for an engine built from specs (an engine's own apply otherwise).
+        mode, threshold: for an engine built from specs (an engine's own apply otherwise); ``threshold`` is the
+            hallucination threshold, the P(unsupported) above which a claim is unsupported.
         name: the metric name.
         max_reason_claims: unsupported claims listed in a reason at most.
 
@@ -350,7 +414,7 @@ class GraphEvalMetric(BaseMetric):
         >>> from grapheval_plugins import GraphEval
         >>> from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
         >>> llm = ScriptedChatModel(responses=['<python>[["Marie Curie", "won", "three Nobel Prizes"]]</python>'])
-        >>> metric = GraphEvalMetric(GraphEval(llm=llm, scorer=KeywordScorer()))
+        >>> metric = GraphEvalRagasMetric(GraphEval(llm=llm, scorer=KeywordScorer()))
         >>> result = metric.score(response="Marie Curie won three Nobel Prizes.",
         ...                       retrieved_contexts=["Marie Curie won two Nobel Prizes."])
         >>> round(result.value, 3)
@@ -362,8 +426,9 @@ class GraphEvalMetric(BaseMetric):
 
     def __init__(
         self,
-        engine: GraphEval | None = None,
+        grapheval: GraphEval | None = None,
         *,
+        engine: GraphEval | None = None,
         llm: Any = None,
         scorer: Any = None,
         binary: bool = False,
@@ -372,23 +437,32 @@ class GraphEvalMetric(BaseMetric):
         name: str = DEFAULT_NAME,
         max_reason_claims: int = 10,
     ) -> None:
-        _check_options(engine, mode, threshold, binary)
-        if engine is not None and (llm is not None or scorer is not None):
-            raise InputError("engine", "give either engine= or llm=/scorer=, not both (the engine has its own)")
+        if engine is not None and grapheval is not None:
+            raise InputError("grapheval", "give grapheval= (engine= is its deprecated old name), not both")
+        grapheval = _engine_alias(grapheval, engine, type(self).__name__, stacklevel=3)
+        self._options = _engine_options(grapheval, llm, scorer, mode, threshold, binary)
         _extraction_model(llm, name)
-        self.engine = engine
+        self.grapheval = grapheval
         self.extraction_llm = llm
         self.scorer = scorer
         self.binary = binary
         self.mode = mode
         self.threshold = threshold
         self.max_reason_claims = max_reason_claims
-        self._engines = _Engines(engine, scorer, mode, threshold)
         super().__init__(name=name, allowed_values=(0.0, 1.0))
 
+    @property
+    def engine(self) -> GraphEval | None:
+        """Deprecated name of :attr:`grapheval`."""
+        return self.grapheval
+
     def current_engine(self) -> GraphEval:
-        """The engine this metric scores with (built on first use; model loading stays lazy)."""
-        return self._engines.get(_extraction_model(self.extraction_llm, self.name))
+        """The engine this metric scores with (shared, built on first use; model loading stays lazy)."""
+        if self.grapheval is not None:
+            return self.grapheval
+        engine = self._options.engine(llm=_extraction_model(self.extraction_llm, self.name))
+        self._held = engine  # the registry holds engines over objects weakly: keep the one in use alive
+        return engine
 
     def _result(self, report: Report) -> MetricResult:
         value = report_value(report, self.binary)
@@ -452,10 +526,16 @@ class GraphEvalMetric(BaseMetric):
         return [r for r in results if r is not None]
 
     def __repr__(self) -> str:
-        how = repr(self.engine) if self.engine is not None else f"llm={self.extraction_llm!r}, scorer={self.scorer!r}"
+        how = repr(self.grapheval) if self.grapheval is not None else f"llm={self.extraction_llm!r}, scorer={self.scorer!r}"
         return f"{type(self).__name__}({how}, binary={self.binary}, name={self.name!r})"
 
 
-GraphEvalRagasMetric = GraphEvalMetric
-"""The name under which :class:`GraphEvalMetric` is exported by ``grapheval_plugins`` (whose ``GraphEvalMetric``
-is the DeepEval metric)."""
+def __getattr__(name: str) -> Any:
+    if name == "GraphEvalMetric":
+        warnings.warn(
+            "grapheval_plugins.integrations.ragas.GraphEvalMetric is deprecated: it is GraphEvalRagasMetric "
+            "(grapheval_plugins.GraphEvalMetric is the DeepEval metric)",
+            DeprecationWarning, stacklevel=2,
+        )
+        return GraphEvalRagasMetric
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -240,12 +240,13 @@ def test_ragas_openai_default_is_refused_never_used(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("OPENAI_API_KEY")
     with pytest.raises(openai.OpenAIError):  # without a key Ragas itself fails first, building its default
         evaluate(dataset, metrics=[metric], show_progress=False)
-    # An Instructor LLM given explicitly is refused at construction.
+    # An Instructor LLM given explicitly is the caller's choice: accepted (its structured output fills the triples;
+    # see test_host_models.py), and no request is made before a sample is scored.
     instructor = llm_factory("gpt-4o-mini", client=openai.OpenAI(api_key="sk-not-a-real-key"))
-    with pytest.raises(InputError, match="LangChain chat model"):
-        GraphEvalFaithfulness(llm=instructor)
-    with pytest.raises(InputError, match="LangChain chat model"):
-        GraphEvalMetric(llm=instructor)
+    assert GraphEvalFaithfulness(llm=instructor, scorer=KeywordScorer()).current_engine().describe(load=False) == (
+        "ragas:gpt-4o-mini + keyword-overlap"
+    )
+    assert GraphEvalMetric(llm=instructor).extraction_llm is instructor
 
 
 def test_outside_evaluate_a_bare_metric_uses_the_engine_default_not_a_paid_api(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,212 @@
+"""A host framework's own model objects as the LangChain chat model GraphEval's extractor calls.
+
+DeepEval users hold a ``DeepEvalBaseLLM`` (text in, text out), Ragas users a Ragas LLM (text in, or a Pydantic
+model out through Instructor). The adapters build one of the two chat models here around it:
+
+* :class:`PromptChatModel`: for text-generating models. The chat messages (prompt A and, on a retry, the previous
+  answer and the retry instruction) are rendered into one prompt (:func:`render_prompt`); the model's text answer
+  goes to the usual safe parser.
+* :class:`StructuredTriplesChatModel`: for structured-output models. The model fills :class:`KnowledgeGraphAnswer`
+  (a list of subject / relation / object triples); the result is written back as the ``<python>[...]</python>``
+  answer the parser reads, so caching, retries and reports work as for any chat model.
+
+Both import nothing from the hosts: the host adapter passes the functions that call its model.
+
+>>> import asyncio
+>>> from langchain_core.messages import HumanMessage, SystemMessage
+>>> llm = PromptChatModel(complete=lambda prompt: f"{len(prompt)} characters", label="echo")
+>>> llm.invoke([SystemMessage("Be brief."), HumanMessage("Hi")]).content
+'13 characters'
+>>> async def structured(prompt, response_model):
+...     return response_model(triples=[{"subject": "Paris", "relation": "capital of", "object": "France"}])
+>>> kg = StructuredTriplesChatModel(acomplete=structured, label="instructor")
+>>> kg.invoke([HumanMessage("Paris is the capital of France.")]).content
+'<python>[["Paris", "capital of", "France"]]</python>'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ExtractedTriple",
+    "KnowledgeGraphAnswer",
+    "PromptChatModel",
+    "StructuredTriplesChatModel",
+    "render_prompt",
+]
+
+
+def _text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content if isinstance(b, (str, dict)))
+
+
+def render_prompt(messages: Sequence[BaseMessage]) -> str:
+    """One text prompt from chat messages, for models that take a string.
+
+    System and user messages are joined by blank lines; an earlier answer of the model (a retry) is quoted as such.
+
+    >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+    >>> print(render_prompt([SystemMessage("Rules."), HumanMessage("Task."), AIMessage("[x"), HumanMessage("Fix it.")]))
+    Rules.
+    <BLANKLINE>
+    Task.
+    <BLANKLINE>
+    Your previous answer was:
+    [x
+    <BLANKLINE>
+    Fix it.
+    """
+    parts: list[str] = []
+    for message in messages:
+        text = _text(message).strip()
+        if not text:
+            continue
+        parts.append(f"Your previous answer was:\n{text}" if isinstance(message, AIMessage) else text)
+    return "\n\n".join(parts)
+
+
+class ExtractedTriple(BaseModel):
+    """One ``[subject, relation, object]`` triple, as a structured-output model fills it."""
+
+    subject: str = Field(description="the first entity")
+    relation: str = Field(description="the relation between the two entities")
+    object: str = Field(description="the second entity")
+
+
+class KnowledgeGraphAnswer(BaseModel):
+    """The knowledge graph of a text: every fact it states, as triples."""
+
+    triples: list[ExtractedTriple] = Field(description="every fact of the text as a (subject, relation, object) triple")
+
+    def as_answer(self) -> str:
+        """The answer text GraphEval's parser reads: the triples inside ``<python>`` tags."""
+        listed = [[t.subject, t.relation, t.object] for t in self.triples]
+        return "<python>" + json.dumps(listed, ensure_ascii=False) + "</python>"
+
+
+class _HostChatModel(BaseChatModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    label: str = "host-model"
+    """The model's name in reports and cache keys (``describe_llm`` reads ``model_label``)."""
+
+    @property
+    def model_label(self) -> str:
+        return self.label
+
+    @property
+    def _llm_type(self) -> str:
+        return "grapheval-host-model"
+
+    def _answer(self, text: str) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
+
+
+class PromptChatModel(_HostChatModel):
+    """A chat model over a text-generating function ``prompt -> answer`` (and optionally its async form).
+
+    Args:
+        complete: the synchronous call; used by ``invoke`` and, in a worker thread, by ``ainvoke`` when no
+            ``acomplete`` is given.
+        acomplete: the asynchronous call (used by ``invoke`` too when there is no ``complete``).
+        label: the model's name (reports, cache keys).
+    """
+
+    complete: Callable[[str], str] | None = None
+    acomplete: Callable[[str], Awaitable[str]] | None = None
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        prompt = render_prompt(messages)
+        if self.complete is None:
+            from .. import run_sync
+
+            assert self.acomplete is not None
+            return self._answer(run_sync(_awaited(self.acomplete(prompt))))
+        return self._answer(self.complete(prompt))
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        prompt = render_prompt(messages)
+        if self.acomplete is None:
+            assert self.complete is not None
+            return self._answer(await asyncio.to_thread(self.complete, prompt))
+        return self._answer(await self.acomplete(prompt))
+
+
+class StructuredTriplesChatModel(_HostChatModel):
+    """A chat model over a structured-output function ``(prompt, response_model) -> response_model instance``.
+
+    The model fills :class:`KnowledgeGraphAnswer`; the answer is its triples in the parser's format.
+
+    Args:
+        complete: the synchronous call (e.g. a Ragas ``InstructorLLM.generate``).
+        acomplete: the asynchronous call (e.g. ``InstructorLLM.agenerate``).
+        label: the model's name (reports, cache keys).
+    """
+
+    complete: Callable[[str, type[BaseModel]], BaseModel] | None = None
+    acomplete: Callable[[str, type[BaseModel]], Awaitable[BaseModel]] | None = None
+
+    @staticmethod
+    def _graph(result: Any) -> str:
+        if isinstance(result, KnowledgeGraphAnswer):
+            return result.as_answer()
+        return KnowledgeGraphAnswer.model_validate(result, from_attributes=True).as_answer()
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        prompt = render_prompt(messages)
+        if self.complete is None:
+            from .. import run_sync
+
+            assert self.acomplete is not None
+            return self._answer(self._graph(run_sync(_awaited(self.acomplete(prompt, KnowledgeGraphAnswer)))))
+        return self._answer(self._graph(self.complete(prompt, KnowledgeGraphAnswer)))
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        prompt = render_prompt(messages)
+        if self.acomplete is None:
+            assert self.complete is not None
+            result = await asyncio.to_thread(self.complete, prompt, KnowledgeGraphAnswer)
+        else:
+            result = await self.acomplete(prompt, KnowledgeGraphAnswer)
+        return self._answer(self._graph(result))
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value

@@ -1,0 +1,278 @@
+"""One process-wide registry of engines, loaded scorers and adapted host models.
+
+Every host adapter (DeepEval, Ragas, LangChain) gets its engine here, so a process that scores with a DeepEval
+metric, a Ragas metric and a LangChain Runnable over the same model specs builds one
+:class:`~grapheval_plugins.GraphEval` and loads its scorer once:
+
+* :func:`shared_engine` (also :meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`): the engine for
+  ``(llm, scorer, mode, hallucination_threshold)``. Engines over spec strings live as long as the process (or until
+  :func:`clear_shared`); engines over model objects live as long as something holds them.
+* :func:`shared_scorer`: the loaded scorer for a spec string (``"hhem"`` and its long form are one spec). Every
+  :class:`~grapheval_plugins.GraphEval` resolves its scorer spec through it, shared or not.
+* :func:`shared_adapter`: one adapter per host model object or name (a DeepEval ``DeepEvalBaseLLM``, a Ragas LLM),
+  so the copies a host makes of a metric all reach the same engine.
+* :func:`engine_options`: the one place that validates what an adapter was given (an engine, or models and
+  options to build one from) and hands back the engine to score with.
+
+Nothing is loaded when an engine is looked up: models load on first use.
+
+>>> from grapheval_plugins import GraphEval
+>>> GraphEval.shared("local:qwen2.5-coder-0.5b", "hhem") is shared_engine("local:qwen2.5-coder-0.5b", "hhem")
+True
+>>> shared_engine(scorer="hhem", hallucination_threshold=0.2).hallucination_threshold
+0.2
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from . import aggregate
+from .check.base import Scorer
+from .exceptions import InputError
+from .types import Mode
+
+if TYPE_CHECKING:
+    from .pipeline import GraphEval
+
+__all__ = [
+    "EngineOptions",
+    "clear_shared",
+    "engine_options",
+    "scorer_key",
+    "shared_adapter",
+    "shared_engine",
+    "shared_scorer",
+]
+
+T = TypeVar("T")
+
+_LOCK = threading.RLock()
+_SCORERS: dict[str, Scorer] = {}
+_SCORER_LOCKS: dict[str, threading.Lock] = {}
+_ENGINES: dict[tuple[Any, ...], GraphEval] = {}
+_ENGINES_BY_OBJECT: weakref.WeakValueDictionary[tuple[Any, ...], GraphEval] = weakref.WeakValueDictionary()
+_ADAPTERS: weakref.WeakValueDictionary[tuple[str, int], Any] = weakref.WeakValueDictionary()
+_ADAPTERS_BY_NAME: dict[tuple[str, str], Any] = {}
+
+
+def _is_spec(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def scorer_key(spec: str | None) -> str:
+    """The canonical form of a scorer spec: ``None`` is the default, aliases name their model.
+
+    >>> scorer_key("HHEM") == scorer_key("hhem:vectara/hallucination_evaluation_model")
+    True
+    """
+    from .models import DEFAULT_SCORER, SCORER_ALIASES
+
+    text = (spec or DEFAULT_SCORER).strip()
+    text = SCORER_ALIASES.get(text.lower(), text)
+    prefix, sep, rest = text.partition(":")
+    return f"{prefix.lower()}:{rest}" if sep else text
+
+
+def shared_scorer(spec: Any = None) -> Scorer:
+    """The process-wide scorer for ``spec``: loaded on the first request, then reused.
+
+    A :class:`~grapheval_plugins.check.Scorer` object is returned as it is; a spec string (or ``None``, the
+    default) goes through :func:`~grapheval_plugins.models.resolve_scorer` once per canonical spec
+    (:func:`scorer_key`). Loads of different specs may run at once; two requests for one spec load it once.
+
+    Raises:
+        ModelLoadError, MissingDependencyError: as :func:`~grapheval_plugins.models.resolve_scorer`.
+    """
+    from . import models
+
+    if not _is_spec(spec):
+        return models.resolve_scorer(spec)
+    key = scorer_key(spec)
+    with _LOCK:
+        scorer = _SCORERS.get(key)
+        if scorer is not None:
+            return scorer
+        lock = _SCORER_LOCKS.setdefault(key, threading.Lock())
+    with lock:  # one load per spec; other specs are not held up
+        with _LOCK:
+            scorer = _SCORERS.get(key)
+        if scorer is None:
+            scorer = models.resolve_scorer(spec)
+            with _LOCK:
+                _SCORERS[key] = scorer
+        return scorer
+
+
+def _llm_key(llm: Any) -> Hashable:
+    if llm is None:
+        from .models import DEFAULT_LLM
+
+        return DEFAULT_LLM
+    return llm.strip() if isinstance(llm, str) else ("object", id(llm))
+
+
+def _scorer_part(scorer: Any) -> Hashable:
+    return scorer_key(scorer) if _is_spec(scorer) else ("object", id(scorer))
+
+
+def shared_engine(
+    llm: Any = None,
+    scorer: Any = None,
+    *,
+    mode: Mode = "graph",
+    hallucination_threshold: float | None = None,
+) -> GraphEval:
+    """The process-wide :class:`~grapheval_plugins.GraphEval` for these models and options.
+
+    Built on the first request (nothing loads until first use) and returned again for the same arguments: spec
+    strings compare by value (``"hhem"`` and its long form are one), model objects by identity. Engines that
+    differ only in ``hallucination_threshold`` share their models, knowledge-graph cache and scorer passes (see
+    :meth:`GraphEval.with_options <grapheval_plugins.GraphEval.with_options>`).
+
+    Args:
+        llm: the extraction chat model or spec (``None``: the offline default).
+        scorer: the scorer or spec (``None``: the offline default).
+        mode: ``"graph"`` or ``"raw"``.
+        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5).
+    """
+    from .pipeline import GraphEval
+
+    if mode not in ("graph", "raw"):
+        raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
+    value = aggregate.check_threshold(0.5 if hallucination_threshold is None else hallucination_threshold)
+    key = (_llm_key(llm), _scorer_part(scorer), mode)
+    store: Any = _ENGINES if _is_spec(llm) and _is_spec(scorer) else _ENGINES_BY_OBJECT
+    with _LOCK:
+        engine: GraphEval | None = store.get(key)
+        if engine is None:
+            engine = GraphEval(llm=llm, scorer=scorer, mode=mode)
+            store[key] = engine
+    return engine.with_options(hallucination_threshold=value)
+
+
+def shared_adapter(kind: str, host_object: Any, factory: Callable[[Any], T]) -> T:
+    """One adapter per host model object: ``factory(host_object)`` on the first request, the same object after.
+
+    A host that copies a metric for every test case hands each copy the same model object; through this they all
+    get the same adapter, hence the same engine from :func:`shared_engine`. ``kind`` names the host
+    (``"deepeval"``, ``"ragas"``). A name (a string) is adapted once per process; an object's adapter, which holds
+    the object, lives as long as something (an engine, a metric) holds the adapter.
+    """
+    with _LOCK:
+        if isinstance(host_object, str):
+            hit = _ADAPTERS_BY_NAME.get((kind, host_object))
+            if hit is None:
+                hit = _ADAPTERS_BY_NAME[(kind, host_object)] = factory(host_object)
+            return hit
+        key = (kind, id(host_object))  # the adapter holds the object: its id stays its own while the entry lives
+        hit = _ADAPTERS.get(key)
+        if hit is None:
+            hit = factory(host_object)
+            _ADAPTERS[key] = hit
+        return hit
+
+
+def clear_shared() -> None:
+    """Forget every shared engine, scorer and adapter (their models are freed once nothing else holds them)."""
+    with _LOCK:
+        _ENGINES.clear()
+        _ENGINES_BY_OBJECT.clear()
+        _SCORERS.clear()
+        _SCORER_LOCKS.clear()
+        _ADAPTERS.clear()
+        _ADAPTERS_BY_NAME.clear()
+
+
+# --------------------------------------------------------------------- what an adapter was given
+@dataclass(frozen=True)
+class EngineOptions:
+    """What a host adapter scores with, validated: an engine, or the models and options to build one from.
+
+    Made by :func:`engine_options`; :meth:`engine` gives the engine.
+    """
+
+    grapheval: GraphEval | None = None
+    llm: Any = None
+    scorer: Any = None
+    mode: Mode | None = None
+    hallucination_threshold: float | None = None
+
+    def engine(self, llm: Any = None) -> GraphEval:
+        """The engine to score with: the given engine (seen at this threshold), or the shared engine.
+
+        ``llm`` replaces the extraction model of a spec-built engine (a host's per-run model, e.g. the ``llm=`` of
+        ``ragas.evaluate()``); it is ignored when an engine was given.
+        """
+        if self.grapheval is not None:
+            return self.grapheval.with_options(hallucination_threshold=self.hallucination_threshold)
+        return shared_engine(
+            self.llm if llm is None else llm,
+            self.scorer,
+            mode=self.mode or "graph",
+            hallucination_threshold=self.hallucination_threshold,
+        )
+
+
+def engine_options(
+    grapheval: Any = None,
+    *,
+    llm: Any = None,
+    scorer: Any = None,
+    mode: Any = None,
+    hallucination_threshold: Any = None,
+    engine_differs: str = "adapt",
+    fields: dict[str, str] | None = None,
+) -> EngineOptions:
+    """Validate the shared options of a host adapter; the one place every adapter checks them.
+
+    Args:
+        grapheval: an engine to score with (passed by reference), or ``None``.
+        llm, scorer: models or specs for an engine built here (refused together with ``grapheval``).
+        mode: ``"graph"``, ``"raw"`` or ``None`` (the engine's own; ``"graph"`` for a built one).
+        hallucination_threshold: the P(unsupported) above which a claim is unsupported, in [0, 1], or ``None``
+            (the engine's own; 0.5 for a built one). Hosts translate their own convention before calling this.
+        engine_differs: with an engine whose threshold differs: ``"adapt"`` scores with a view of the engine at
+            this threshold (same models, cache and scorer passes); ``"error"`` refuses it.
+        fields: the host's names for the options, used in error messages (e.g. ``{"mode": "check_mode"}``).
+
+    Raises:
+        InputError: a value of the wrong type or out of range, an engine with ``llm``/``scorer``, or a ``mode`` that
+            differs from the engine's.
+
+    >>> engine_options(mode="fast")
+    Traceback (most recent call last):
+    ...
+    grapheval_plugins.exceptions.InputError: mode: must be 'graph' or 'raw', got 'fast'
+    """
+    from .pipeline import GraphEval
+
+    names = {"grapheval": "grapheval", "llm": "llm", "scorer": "scorer", "mode": "mode",
+             "hallucination_threshold": "hallucination_threshold", **(fields or {})}
+    if mode is not None and mode not in ("graph", "raw"):
+        raise InputError(names["mode"], f"must be 'graph' or 'raw', got {mode!r}")
+    value = None
+    if hallucination_threshold is not None:
+        value = aggregate.check_threshold(hallucination_threshold, names["hallucination_threshold"])
+    if grapheval is None:
+        return EngineOptions(llm=llm, scorer=scorer, mode=mode, hallucination_threshold=value)
+    if not isinstance(grapheval, GraphEval):
+        raise InputError(names["grapheval"], f"expected a GraphEval engine, got {type(grapheval).__name__}")
+    if llm is not None or scorer is not None:
+        raise InputError(
+            names["grapheval"], f"give either {names['grapheval']}= or llm=/scorer=, not both (the engine has its own)"
+        )
+    if mode is not None and mode != grapheval.mode:
+        raise InputError(
+            names["mode"], f"{mode!r} differs from the engine's mode {grapheval.mode!r}: set it on the engine"
+        )
+    if value is not None and value != grapheval.hallucination_threshold and engine_differs == "error":
+        raise InputError(
+            names["hallucination_threshold"],
+            f"{value!r} differs from the engine's threshold {grapheval.hallucination_threshold!r}: set it on the engine",
+        )
+    return EngineOptions(grapheval=grapheval, mode=grapheval.mode, hallucination_threshold=value)
