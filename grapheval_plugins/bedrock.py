@@ -256,7 +256,8 @@ def chat_bedrock(
         params["additional_model_request_fields"] = fields
     params = {k: v for k, v in params.items() if v is not None}
     try:
-        return aws.ChatBedrockConverse(**params)
+        chat: ChatBedrockConverse = aws.ChatBedrockConverse(**params)
+        return chat
     except Exception as exc:  # noqa: BLE001 - botocore / pydantic errors, translated with their cause
         hint = ""
         if type(exc).__name__ == "NoRegionError" or "region" in str(exc).lower():

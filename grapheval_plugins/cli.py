@@ -10,11 +10,16 @@ import csv
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from .correct.guard import GuardMode
+    from .correct.types import CorrectionMethod
+    from .types import Mode
 
 app = typer.Typer(
     name="grapheval",
@@ -153,7 +158,8 @@ def evaluate(
 
     if mode not in ("graph", "raw"):
         raise typer.BadParameter("mode must be 'graph' or 'raw'")
-    engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, mode=mode, cache=cache or True)  # type: ignore[arg-type]
+    checked_mode: Mode = "graph" if mode == "graph" else "raw"
+    engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, mode=checked_mode, cache=cache or True)
     rows, skipped, problems = _pending_rows(input, output, id_field, limit, resume)
     counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": skipped}
 
@@ -209,10 +215,12 @@ def correct(
         raise typer.BadParameter("method must be 'graph' or 'direct'")
     if guard not in ("off", "reject", "flag"):
         raise typer.BadParameter("guard must be 'off', 'reject' or 'flag'")
+    checked_method: CorrectionMethod = "graph" if method == "graph" else "direct"
+    checked_guard: GuardMode = False if guard == "off" else "reject" if guard == "reject" else "flag"
     try:
         engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, cache=cache or True)
         fixer = GraphCorrect(
-            engine, method=method, max_rounds=max_rounds, guard=False if guard == "off" else guard,  # type: ignore[arg-type]
+            engine, method=checked_method, max_rounds=max_rounds, guard=checked_guard,
             batch_step1=batch_step1, show_progress=False,
         )
     except GraphEvalError as exc:

@@ -108,6 +108,13 @@ def _load(target: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def _made_scorer(made: object, spec: str) -> Scorer:
+    """What a scorer factory returned, checked to be a :class:`Scorer`."""
+    if not isinstance(made, Scorer):
+        raise ModelLoadError(f"the factory for scorer spec {spec!r} returned {type(made).__name__}, not a Scorer")
+    return made
+
+
 def _from_python(target: str, options: dict[str, Any]) -> Any:
     """``package.module:factory`` → ``factory(**options)`` (an importable name the caller chose; nothing is eval'd)."""
     module, sep, name = target.partition(":")
@@ -228,9 +235,9 @@ def resolve_scorer(spec: Any = None, **options: Any) -> Scorer:
     if prefix in _SCORER_FACTORIES:
         if not rest:
             raise ModelLoadError(f"scorer spec {spec!r} names no model after {prefix!r}:")
-        return _load(_SCORER_FACTORIES[prefix])(rest, **options)
+        return _made_scorer(_load(_SCORER_FACTORIES[prefix])(rest, **options), spec)
     if not prefix:  # a bare hub name or path: read its kind from its config
-        return _load(_SCORER_FACTORIES["hf"])(rest, **options)
+        return _made_scorer(_load(_SCORER_FACTORIES["hf"])(rest, **options), spec)
     raise ModelLoadError(
         f"unknown scorer spec {spec!r}: use one of {sorted(SCORER_ALIASES)} or a prefix of {sorted(_SCORER_FACTORIES)}"
     )

@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 Passages = tuple[str, ...]
 
 
-def _progress(total: int, desc: str, enabled: bool):  # type: ignore[no-untyped-def]
+def _progress(total: int, desc: str, enabled: bool) -> Any:  # a tqdm bar (tqdm ships no type hints)
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit="row", disable=not enabled, leave=False)

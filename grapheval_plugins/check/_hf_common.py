@@ -110,10 +110,12 @@ class HFScorer(Scorer):
         """A tokenizer object as is, or ``AutoTokenizer.from_pretrained(source, **hub_kwargs)``."""
         transformers = _transformers()
         if isinstance(source, transformers.PreTrainedTokenizerBase):
-            return source
+            given: PreTrainedTokenizerBase = source
+            return given
         name = os.fspath(source)
         try:
-            return transformers.AutoTokenizer.from_pretrained(name, **hub_kwargs)
+            loaded: PreTrainedTokenizerBase = transformers.AutoTokenizer.from_pretrained(name, **hub_kwargs)
+            return loaded
         except GraphEvalError:
             raise
         except Exception as exc:  # noqa: BLE001 - hub / IO errors translated with their cause
@@ -121,7 +123,7 @@ class HFScorer(Scorer):
             raise load_error("the tokenizer", name, hub, exc) from exc
 
     def _ensure_tokenizer(self) -> PreTrainedTokenizerBase:
-        tokenizer = self._tokenizer
+        tokenizer: PreTrainedTokenizerBase | None = self._tokenizer
         if tokenizer is not None:
             return tokenizer
         with self.lock:
@@ -131,7 +133,8 @@ class HFScorer(Scorer):
                     raise ModelLoadError(f"the tokenizer of {self.model_name!r} has no padding token")
                 self._premise_budget = self._compute_budget(tokenizer)
                 self._tokenizer = tokenizer
-            return self._tokenizer
+            loaded: PreTrainedTokenizerBase = self._tokenizer
+            return loaded
 
     def _compute_budget(self, tokenizer: PreTrainedTokenizerBase) -> int:
         overhead = len(self._tokenize_many(tokenizer, [("", "")])[0]["input_ids"])
@@ -176,7 +179,8 @@ class HFScorer(Scorer):
     def model(self) -> torch.nn.Module:
         """The loaded torch model (loads it on first access)."""
         self.load()
-        return self._model  # type: ignore[no-any-return]
+        model: torch.nn.Module = self._model
+        return model
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -187,10 +191,11 @@ class HFScorer(Scorer):
     def device(self) -> torch.device:
         """The device the model runs on (loads the model on first access)."""
         self.load()
-        return self._device
+        device: torch.device = self._device
+        return device
 
     # ----------------------------------------------------------------- token budget
-    @property  # type: ignore[override]
+    @property
     def max_premise_tokens(self) -> int:
         """Largest premise, in tokens, that fits with the template and a hypothesis of ``hypothesis_tokens``.
 

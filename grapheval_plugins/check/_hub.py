@@ -120,10 +120,10 @@ def read_config_dict(name: str, hub: HubOptions) -> dict[str, Any]:
 
 def find_weights(name: str, hub: HubOptions) -> list[str]:
     """Local paths of the checkpoint files of ``name`` (safetensors preferred; sharded checkpoints supported)."""
-    from transformers.utils import cached_file
+    from transformers.utils.hub import cached_file
 
     def fetch(filename: str) -> str | None:
-        return cached_file(name, filename, _raise_exceptions_for_missing_entries=False, **hub.kwargs())  # type: ignore[no-any-return]
+        return cached_file(name, filename, _raise_exceptions_for_missing_entries=False, **hub.kwargs())
 
     for single, index in (("model.safetensors", "model.safetensors.index.json"),
                           ("pytorch_model.bin", "pytorch_model.bin.index.json")):

@@ -43,7 +43,9 @@ def select_device(device: DeviceLike = None) -> torch.device:
     >>> str(select_device("cpu"))
     'cpu'
     """
-    torch = _torch()
+    _torch()  # a missing torch raises MissingDependencyError, naming the extra
+    import torch
+
     if device is not None:
         return torch.device(device)
     if torch.cuda.is_available():
@@ -68,14 +70,17 @@ def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = 
     >>> resolve_dtype("bf16", torch.device("cpu"))
     torch.bfloat16
     """
-    torch = _torch()
+    _torch()  # a missing torch raises MissingDependencyError, naming the extra
+    import torch
+
     if isinstance(dtype, torch.dtype):
         return dtype
     if isinstance(dtype, str) and dtype.lower() != "auto":
         key = _DTYPE_NAMES.get(dtype.lower())
         if key is None:
             raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(set(_DTYPE_NAMES))} or a torch.dtype")
-        return getattr(torch, key)
+        named: torch.dtype = getattr(torch, key)
+        return named
     if dtype is not None and not isinstance(dtype, str):
         raise TypeError(f"dtype must be a torch.dtype, a name or None, not {type(dtype).__name__}")
     if device.type == "cuda":

@@ -13,10 +13,14 @@ import asyncio
 import math
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..exceptions import ScoringError
+
+if TYPE_CHECKING:
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 __all__ = ["ClaimScore", "Scorer", "split_context"]
 
@@ -44,20 +48,22 @@ def _approx_tokens(text: str) -> int:
     return max(1, math.ceil(len(text.split()) * 4 / 3))
 
 
-def _splitter(max_tokens: int, overlap: int, counter: object):  # type: ignore[no-untyped-def]
+def _splitter(max_tokens: int, overlap: int, counter: Callable[[str], int]) -> RecursiveCharacterTextSplitter:
     # Built per call (cheap): caching it would keep scorers, and their models, alive through ``counter``.
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     return RecursiveCharacterTextSplitter(
         chunk_size=max_tokens,
         chunk_overlap=min(overlap, max_tokens // 2),
-        length_function=counter,  # type: ignore[arg-type]
+        length_function=counter,
         separators=["\n\n", "\n", ". ", "? ", "! ", "; ", ", ", " ", ""],
         keep_separator="end",
     )
 
 
-def split_context(context: str, max_tokens: int | None, count_tokens=_approx_tokens, overlap: int = 48) -> list[str]:  # type: ignore[no-untyped-def]
+def split_context(
+    context: str, max_tokens: int | None, count_tokens: Callable[[str], int] = _approx_tokens, overlap: int = 48
+) -> list[str]:
     """Split ``context`` into overlapping chunks of at most ``max_tokens`` (by ``count_tokens``).
 
     Paragraphs, then sentences, then words are kept whole where they fit. ``max_tokens=None`` returns the
@@ -103,7 +109,7 @@ class Scorer(ABC):
     @property
     def lock(self) -> threading.RLock:
         """Serialises model access across threads (created on first use for subclasses that skip ``__init__``)."""
-        lock = self.__dict__.get("_lock")
+        lock: threading.RLock | None = self.__dict__.get("_lock")
         if lock is None:
             lock = self.__dict__.setdefault("_lock", threading.RLock())
         return lock

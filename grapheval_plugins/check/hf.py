@@ -297,7 +297,7 @@ class HHEMScorer(HFScorer):
         left = [name for name, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
         if left:
             raise ModelLoadError(f"model {self.model_name!r}: tensors not in the checkpoint: {left[:5]}")
-        return model
+        return model  # type: ignore[no-any-return]  # transformers' models are untyped here (lazy import)
 
     def _after_load(self, model: Any) -> None:
         verify_tied_embeddings(model.transformer)
@@ -308,7 +308,7 @@ class HHEMScorer(HFScorer):
         return [{"input_ids": list(row), "attention_mask": [1] * len(row)} for row in ids]
 
     def _support(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        logits: torch.Tensor = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
         return logits[:, 0, :].float().softmax(dim=-1)[:, 1]
 
 
@@ -426,7 +426,7 @@ class T5NLIScorer(HFScorer):
             raise ModelLoadError(f"model {self.model_name!r}: answer token ids {self.label_token_ids} exceed its "
                                  f"vocabulary ({vocab}); tokenizer and model do not match")
         self._decoder_start = int(start)
-        return model  # type: ignore[no-any-return]
+        return model  # type: ignore[no-any-return]  # transformers' models are untyped here (lazy import)
 
     def _after_load(self, model: Any) -> None:
         if hasattr(model, "shared") and hasattr(model, "encoder"):
@@ -442,7 +442,9 @@ class T5NLIScorer(HFScorer):
 
         input_ids = batch["input_ids"]
         start = torch.full((input_ids.shape[0], 1), self._decoder_start or 0, dtype=torch.long, device=input_ids.device)
-        logits = model(input_ids=input_ids, attention_mask=batch["attention_mask"], decoder_input_ids=start).logits
+        logits: torch.Tensor = model(
+            input_ids=input_ids, attention_mask=batch["attention_mask"], decoder_input_ids=start
+        ).logits
         yes, no = self.label_token_ids or (0, 0)
         if self.answer_softmax == "vocab":
             return logits[:, 0, :].float().softmax(dim=-1)[:, yes]
@@ -561,7 +563,7 @@ class CrossEncoderNLIScorer(HFScorer):
             self.entailment_index = 0
         else:
             self.entailment_index = entailment_index(model.config.id2label, self.entailment_label)
-        return model  # type: ignore[no-any-return]
+        return model  # type: ignore[no-any-return]  # transformers' models are untyped here (lazy import)
 
     def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
         encoded = tokenizer([p for p, _ in pairs], [h for _, h in pairs], add_special_tokens=True)
@@ -569,7 +571,7 @@ class CrossEncoderNLIScorer(HFScorer):
         return [{k: list(encoded[k][i]) for k in keys} for i in range(len(pairs))]
 
     def _support(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        logits = model(**batch).logits.float()
+        logits: torch.Tensor = model(**batch).logits.float()
         if logits.shape[-1] == 1:
             return logits[:, 0].sigmoid()
         return logits.softmax(dim=-1)[:, self.entailment_index or 0]

@@ -88,7 +88,7 @@ def _as_triple(item: Any) -> Triple | None:
         return None
     if len(parts) > 3:
         parts = [parts[0], parts[1], " ".join(p for p in parts[2:] if p)]
-    return Triple.from_list(parts)  # type: ignore[arg-type]
+    return Triple.from_list(parts)
 
 
 def _collect(items: list[Any], result: ParseResult) -> None:

@@ -187,10 +187,10 @@ def deepeval_chat_model(model: Any) -> PromptChatModel:
             f"expected a DeepEvalBaseLLM or a model name DeepEval resolves, got {type(model).__name__}; "
             "a LangChain chat model or a GraphEval spec goes to llm=",
         )
-    return registry.shared_adapter("deepeval", model, _adapt)  # type: ignore[no-any-return]
+    return registry.shared_adapter("deepeval", model, _adapt)
 
 
-class GraphEvalMetric(BaseMetric):
+class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped in DeepEval
     """GraphEval (knowledge-graph hallucination detection) as a DeepEval metric.
 
     Reads ``actual_output`` and the grounding from ``context`` or, when that is absent, ``retrieval_context``
@@ -319,7 +319,7 @@ class GraphEvalMetric(BaseMetric):
         return report
 
     @property
-    def __name__(self) -> str:  # type: ignore[override]
+    def __name__(self) -> str:
         return "GraphEval (raw)" if self._engine.mode == "raw" else "GraphEval"
 
     # ----------------------------------------------------------------- DeepEval's interface

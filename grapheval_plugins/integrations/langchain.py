@@ -340,7 +340,8 @@ class GraphCorrectRunnable(_RowRunnable):
         super().__init__(corrector=corrector, **kwargs)  # type: ignore[call-arg]
 
     def _max_concurrency(self) -> int:
-        return self.corrector.max_concurrency or self.corrector.grapheval.max_concurrency
+        limit: int = self.corrector.max_concurrency or self.corrector.grapheval.max_concurrency
+        return limit
 
     async def _arow(self, row: dict[str, Any], config: RunnableConfig) -> Any:
         context, answer, answer_key = self._read(row)

@@ -39,7 +39,7 @@ import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from .. import (
     GraphEval,
@@ -305,7 +305,7 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
     threshold: float | None = None
     _options: registry.EngineOptions | None = field(default=None, repr=False, compare=False)
 
-    def __post_init__(self, engine: GraphEval | None = None) -> None:  # type: ignore[override]
+    def __post_init__(self, engine: GraphEval | None = None) -> None:
         if engine is None and self.grapheval is None and isinstance(self.llm, GraphEval):  # given positionally
             raise TypeError(
                 f"{type(self).__name__} takes keyword arguments: grapheval=GraphEval(...) "
@@ -313,7 +313,7 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
             )
         if engine is not None:
             self.grapheval = _engine_alias(self.grapheval, engine, type(self).__name__, stacklevel=4)
-        super().__post_init__()
+        super().__post_init__()  # type: ignore[no-untyped-call]  # Ragas's metric base is untyped
         if isinstance(self.llm, GraphEval):  # a copy (dataclasses.replace): the engine marker, not a model
             self.llm = None
         self._options = _engine_options(
@@ -335,7 +335,7 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
             InputError: the LLM cannot extract triples, or it is Ragas's implicit OpenAI default. The metric's
                 ``llm`` is reset first, so the metric stays usable.
         """
-        if self.grapheval is not None and self.llm is self.grapheval:
+        if self.grapheval is not None and cast(object, self.llm) is self.grapheval:  # the engine marker
             return
         try:
             if self.llm is not None and _evaluate_default(self.llm):
@@ -475,7 +475,7 @@ class GraphEvalRagasMetric(BaseMetric):
         logger.warning("%s: NaN for a sample without usable input: %s", self.name, exc)
         return MetricResult(value=math.nan, reason=f"error: {exc}")
 
-    async def ascore(  # type: ignore[override]
+    async def ascore(
         self,
         response: str | None = None,
         retrieved_contexts: Sequence[str] | str | None = None,
@@ -497,7 +497,7 @@ class GraphEvalRagasMetric(BaseMetric):
         report = await self.current_engine().aevaluate(context, output)
         return self._result(report)
 
-    async def abatch_score(self, inputs: list[dict[str, Any]]) -> list[MetricResult]:  # type: ignore[override]
+    async def abatch_score(self, inputs: list[dict[str, Any]]) -> list[MetricResult]:
         """Score many rows (keyword dicts as for :meth:`ascore`) in one engine batch; results in input order.
 
         A bad row (not a mapping, an unknown key, no response or contexts) gets a NaN result with the reason;

@@ -219,16 +219,16 @@ class SharedContext:
         return dict(getattr(self._base, "metadata", {}) or {})
 
     def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
-        return self._base.tokenize(text, add_bos=add_bos, special=special)
+        return list(self._base.tokenize(text, add_bos=add_bos, special=special))
 
     def detokenize(self, tokens: list[int], special: bool = False) -> bytes:
-        return self._base.detokenize(tokens, special=special)
+        return bytes(self._base.detokenize(tokens, special=special))
 
     def token_eos(self) -> int:
-        return self._base.token_eos()
+        return int(self._base.token_eos())
 
     def n_vocab(self) -> int:
-        return self._base.n_vocab()
+        return int(self._base.n_vocab())
 
     def n_ctx(self) -> int:
         return self._n_ctx
