@@ -1,0 +1,61 @@
+"""Where each entity of a knowledge graph is drawn: a force-directed layout computed by networkx.
+
+The drawing itself is static SVG written by the template, so a report's graph needs no JavaScript.
+
+>>> pos = layout([("Ann", "Paris"), ("Ann", "France")], width=400, height=300)
+>>> sorted(pos), all(0 <= x <= 400 and 0 <= y <= 300 for x, y in pos.values())
+(['Ann', 'France', 'Paris'], True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+from .._imports import require
+
+__all__ = ["layout"]
+
+
+def layout(
+    edges: Sequence[tuple[Hashable, Hashable]],
+    *,
+    width: float,
+    height: float,
+    margin: float = 60.0,
+    seed: int = 0,
+) -> dict[Hashable, tuple[float, float]]:
+    """Node positions inside a ``width × height`` box (``margin`` kept free on each side for labels).
+
+    Fruchterman–Reingold (``networkx.spring_layout``) with a fixed seed, so the same graph is always drawn the
+    same way; one or two nodes are placed directly. Self-loops and repeated edges are allowed.
+    """
+    nodes: list[Hashable] = []
+    for a, b in edges:
+        for n in (a, b):
+            if n not in nodes:
+                nodes.append(n)
+    if not nodes:
+        return {}
+    cx, cy = width / 2, height / 2
+    if len(nodes) == 1:
+        return {nodes[0]: (cx, cy)}
+    if len(nodes) == 2:
+        return {nodes[0]: (margin + 40, cy), nodes[1]: (width - margin - 40, cy)}
+    nx = require("networkx", "report", "to lay out the knowledge graph of an HTML report")
+    graph = nx.Graph()
+    graph.add_nodes_from(range(len(nodes)))
+    index = {n: i for i, n in enumerate(nodes)}
+    graph.add_edges_from((index[a], index[b]) for a, b in edges if a != b)
+    raw = nx.spring_layout(graph, seed=seed, iterations=100)
+    xs = [float(p[0]) for p in raw.values()]
+    ys = [float(p[1]) for p in raw.values()]
+    span_x = (max(xs) - min(xs)) or 1.0
+    span_y = (max(ys) - min(ys)) or 1.0
+    inner_w, inner_h = width - 2 * margin, height - 2 * margin
+    return {
+        nodes[i]: (
+            margin + (float(p[0]) - min(xs)) / span_x * inner_w,
+            margin + (float(p[1]) - min(ys)) / span_y * inner_h,
+        )
+        for i, p in raw.items()
+    }

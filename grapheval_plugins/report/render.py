@@ -1,0 +1,95 @@
+"""HTML pages from view data: Jinja2 templates (package data) with autoescaping on for every template."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import re
+from collections.abc import Sequence
+from importlib.resources import files
+from typing import Any
+
+from .._imports import require
+from .view import CorrectionView, RowView, RunView
+
+__all__ = ["render_correction_page", "render_row_page", "render_run_page"]
+
+DEFAULT_INLINE_ROWS = 300
+"""Runs of up to this many rows draw every row view in the page (works without JavaScript); larger runs keep each
+view in an inert block drawn when its link is followed, so the page stays fast."""
+
+_UNSAFE_IN_BLOB = re.compile(r"<\s*/?\s*script|<!--", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=1)
+def _env() -> Any:
+    jinja2 = require("jinja2", "report", "to write HTML reports")
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("grapheval_plugins.report", "templates"),
+        autoescape=True,  # every template, whatever its name: model output and data are always escaped
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _static(name: str) -> str:
+    return files("grapheval_plugins.report").joinpath("static").joinpath(name).read_text(encoding="utf-8")
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _markup(text: str) -> Any:
+    """Our own static CSS and JavaScript (package files, never data) marked safe for the template."""
+    return require("markupsafe", "report").Markup(text)
+
+
+def render_row_page(row: RowView, *, document: bool = True, title: str | None = None) -> str:
+    """A page (or, with ``document=False``, a fragment for a notebook) for one report."""
+    template = _env().get_template("single.html.j2")
+    return str(template.render(
+        row=row, correction=None, document=document, css=_markup(_static("report.css")), version=_version(),
+        title=title or f"GraphEval report{'' if row.id is None else ': ' + row.id}",
+    ))
+
+
+def render_correction_page(view: CorrectionView, *, document: bool = True, title: str | None = None) -> str:
+    """A page (or a fragment) for one correction report."""
+    template = _env().get_template("single.html.j2")
+    return str(template.render(
+        row=None, correction=view, document=document, css=_markup(_static("report.css")), version=_version(),
+        title=title or f"GraphCorrect report{'' if view.id is None else ': ' + view.id}",
+    ))
+
+
+def _row_blob(row: RowView) -> Any:
+    """A row's view as escaped markup to keep in an inert ``<script type="text/x-grapheval-row">`` block."""
+    macros = _env().get_template("macros.html.j2").make_module()
+    html = str(macros.row_section(row, False, "h2"))
+    # Report text is escaped, so '<' never comes from data; our own markup has no script tag nor comment. Checked
+    # anyway: such a sequence would end the inert block early.
+    if _UNSAFE_IN_BLOB.search(html):
+        raise ValueError(f"row view {row.anchor} holds a script tag or comment: refusing to inline it")
+    return _markup(html)
+
+
+def render_run_page(
+    run: RunView, *, inline_rows: int = DEFAULT_INLINE_ROWS, source: str | None = None
+) -> str:
+    """The page of a whole run: summary, histogram, frequent unsupported relations, errors, the row table, the
+    row views (inline up to ``inline_rows`` rows, else drawn on demand)."""
+    js = _static("report.js")
+    digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
+    lazy = len(run.rows) > inline_rows
+    blobs: Sequence[Any] = [_row_blob(r) for r in run.rows] if lazy else []
+    template = _env().get_template("run.html.j2")
+    return str(template.render(
+        run=run, lazy=lazy, blobs=blobs, css=_markup(_static("report.css")), js=_markup(js),
+        script_hash=f"sha256-{digest}", version=_version(), source=source,
+    ))
