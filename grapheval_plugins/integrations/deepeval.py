@@ -330,6 +330,8 @@ class GraphEvalMetric(BaseMetric):
             f"Score: {score:.3f} = 1 - max P(unsupported)"
             + (" (strict mode: 1 only when every claim has P(unsupported) = 0)" if self.strict_mode else "")
             + f"; threshold {threshold:.3f} -> {'pass' if self.success else 'fail'}\nReason: {self.reason}",
+            # The whole report, for grapheval_plugins.report.render_json(metric.verbose_logs) -> HTML page.
+            f"{_REPORT_JSON_MARKER} {report.model_dump_json()}",
         ]
         self.verbose_logs = construct_verbose_logs(self, steps=steps)
         return score
@@ -397,6 +399,7 @@ def _raise_for_report(report: Report) -> None:
 
 
 # --------------------------------------------------------------------- reason and verbose logs
+_REPORT_JSON_MARKER = "GraphEval report JSON:"  # = grapheval_plugins.report.JSON_MARKER (kept light: no import)
 _WORD = re.compile(r"[a-z0-9]+")
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _MAX_EVIDENCE = 200

@@ -340,6 +340,10 @@ def row_view(
     if extraction is not None and extraction.fallback:
         view.fallback = True
         view.notes.append("No knowledge graph could be extracted: the whole output was checked as one claim.")
+    elif extraction is not None and not extraction.triples and report.mode == "graph" and report.claims:
+        view.fallback = True
+        view.notes.append("The knowledge graph has no triple" + (" (served from the cache)" if extraction.cached else "")
+                          + ": the whole output was checked as one claim.")
     if extraction is not None:
         view.notes.extend(f"Extraction: {issue}" for issue in extraction.issues)
     if report.mode == "raw":
