@@ -69,7 +69,7 @@ def shorten(text: str, limit: int) -> str:
 def snippet(passage: str, claim: str, limit: int = _SNIPPET_CHARS) -> str:
     """The sentence of ``passage`` sharing most words with ``claim`` (the whole passage when short).
 
-    >>> snippet("Ann is tall. Ann won silver in 2012.", "Ann won gold", limit=20)
+    >>> snippet("Ann is tall. Ann won silver in 2012.", "Ann won gold", limit=24)
     '…Ann won silver in 2012.…'
     """
     passage = " ".join(passage.split())
