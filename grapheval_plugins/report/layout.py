@@ -46,7 +46,7 @@ def layout(
     graph.add_nodes_from(range(len(nodes)))
     index = {n: i for i, n in enumerate(nodes)}
     graph.add_edges_from((index[a], index[b]) for a, b in edges if a != b)
-    raw = nx.spring_layout(graph, seed=seed, iterations=100)
+    raw = nx.spring_layout(graph, seed=seed, iterations=50)
     xs = [float(p[0]) for p in raw.values()]
     ys = [float(p[1]) for p in raw.values()]
     span_x = (max(xs) - min(xs)) or 1.0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import functools
+import gzip
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from importlib.resources import files
@@ -16,8 +18,11 @@ from .view import CorrectionView, RowView, RunView
 __all__ = ["render_correction_page", "render_row_page", "render_run_page"]
 
 DEFAULT_INLINE_ROWS = 300
-"""Runs of up to this many rows draw every row view in the page (works without JavaScript); larger runs keep each
-view in an inert block drawn when its link is followed, so the page stays fast."""
+"""Runs of up to this many rows draw every row view in the page (works without JavaScript); larger runs keep the
+views, gzip-compressed, in inert blocks, and draw one when its link is followed, so the page stays small and fast."""
+
+CHUNK_ROWS = 100
+"""Row views per compressed block in a large run (one block is decompressed when one of its rows is opened)."""
 
 _UNSAFE_IN_BLOB = re.compile(r"<\s*/?\s*script|<!--", re.IGNORECASE)
 
@@ -68,15 +73,22 @@ def render_correction_page(view: CorrectionView, *, document: bool = True, title
     ))
 
 
-def _row_blob(row: RowView) -> Any:
-    """A row's view as escaped markup to keep in an inert ``<script type="text/x-grapheval-row">`` block."""
+def _packed_views(rows: Sequence[RowView]) -> list[str]:
+    """The rows' views (escaped markup), as base64 of gzip of a JSON list, :data:`CHUNK_ROWS` views a block."""
     macros = _env().get_template("macros.html.j2").make_module()
-    html = str(macros.row_section(row, False, "h2"))
-    # Report text is escaped, so '<' never comes from data; our own markup has no script tag nor comment. Checked
-    # anyway: such a sequence would end the inert block early.
-    if _UNSAFE_IN_BLOB.search(html):
-        raise ValueError(f"row view {row.anchor} holds a script tag or comment: refusing to inline it")
-    return _markup(html)
+    blocks = []
+    for start in range(0, len(rows), CHUNK_ROWS):
+        views = []
+        for row in rows[start : start + CHUNK_ROWS]:
+            html = str(macros.row_section(row, False, "h2"))
+            # Report text is escaped, so '<' never comes from data and our own markup has no script nor comment.
+            # Checked anyway, as the view is put in the page by the script.
+            if _UNSAFE_IN_BLOB.search(html):
+                raise ValueError(f"row view {row.anchor} holds a script tag or a comment: refusing to pack it")
+            views.append(html)
+        packed = gzip.compress(json.dumps(views, ensure_ascii=False).encode("utf-8"), compresslevel=6, mtime=0)
+        blocks.append(base64.b64encode(packed).decode("ascii"))
+    return blocks
 
 
 def render_run_page(
@@ -87,9 +99,9 @@ def render_run_page(
     js = _static("report.js")
     digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
     lazy = len(run.rows) > inline_rows
-    blobs: Sequence[Any] = [_row_blob(r) for r in run.rows] if lazy else []
+    blocks = _packed_views(run.rows) if lazy else []
     template = _env().get_template("run.html.j2")
     return str(template.render(
-        run=run, lazy=lazy, blobs=blobs, css=_markup(_static("report.css")), js=_markup(js),
+        run=run, lazy=lazy, blocks=blocks, chunk_rows=CHUNK_ROWS, css=_markup(_static("report.css")), js=_markup(js),
         script_hash=f"sha256-{digest}", version=_version(), source=source,
     ))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 import re
@@ -220,16 +221,20 @@ def test_run_page_script_is_the_only_one_and_its_hash_is_in_the_policy(tmp_path:
     assert "default-src 'none'" in html
 
 
-def test_large_runs_keep_row_views_in_inert_blocks(tmp_path: Path) -> None:
+def test_large_runs_keep_row_views_compressed_in_inert_blocks(tmp_path: Path) -> None:
     reports = [hostile_report(id=f"r{i}") for i in range(5)]
     html = run_html(reports, inline_rows=2)
     page = Page(html)
     assert_inert(page, allowed_scripts=1)
-    blobs = [s for s in page.scripts if s.get("type") == "text/x-grapheval-row"]
-    assert len(blobs) == 5
-    for block in re.findall(r'<script type="text/x-grapheval-row"[^>]*>(.*?)</script>', html, re.S):
-        assert "<script" not in block.lower() and "&lt;script&gt;" in block
-        assert_inert(Page(block))
+    assert page.count("section", **{"class": "row"}) == 0
+    blocks = re.findall(r'<script type="application/x-grapheval-rows\+gzip"[^>]*>(.*?)</script>', html, re.S)
+    assert len(blocks) == 1 and re.fullmatch(r"[A-Za-z0-9+/=]+", blocks[0])
+    views = json.loads(gzip.decompress(base64.b64decode(blocks[0])))
+    assert len(views) == 5
+    for view in views:
+        assert "<script" not in view.lower() and "&lt;script&gt;" in view
+        assert_inert(Page(view))
+        assert Page(view).count("section", **{"class": "row"}) == 1
     assert "needs JavaScript" in html  # the noscript note
 
 
