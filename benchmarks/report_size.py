@@ -1,7 +1,8 @@
 """Size and load time of the HTML run report for runs of 50 to 10 000 rows, in headless Chromium.
 
-Rows are the committed QAGS-C reports (20 full reports with spans and deciding passages), repeated with fresh ids
-up to the run size, each with its QAGS-C context when the data set is found. For each size the page is written,
+Rows are the committed QAGS-C reports (20 full reports with spans and deciding passages) and every committed
+detection-study row of the 1.5B runs on SummEval, QAGS-C and QAGS-X rebuilt into a report (about 890 distinct rows),
+repeated with fresh ids up to the run size, each with its context when the data sets are found. For each size the page is written,
 then opened in Debian's ``chromium`` (driven by playwright, a new profile per load, no network) and timed with the
 Navigation Timing API; the median of ``--repeats`` loads is kept. Also timed: drawing a row view on demand (large
 runs keep row views in inert blocks) and sorting the table by score.
@@ -13,6 +14,7 @@ runs keep row views in inert blocks) and sorting the table by score.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import sys
@@ -38,17 +40,32 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 app = typer.Typer(add_completion=False)
 
 
+def _distinct_reports() -> tuple[list[Report], dict[str, str]]:
+    """The 20 committed full reports, then every detection-study row of the three sets rebuilt into a report (spans
+    located when drawn, no deciding passage), each with its context when the data sets are found."""
+    reports = [r.report for r in load_rows(REPORTS)[0]]
+    contexts: dict[str, str] = {}
+    for name in bench.DATASETS:
+        try:
+            data = {r["id"]: r for r in bench.load_dataset(name)}
+        except Exception:  # noqa: BLE001  (the data sets are optional: without them the passages stand alone)
+            continue
+        contexts.update({k: r["context"] for k, r in data.items()})
+        path = ROOT / "benchmarks" / "results" / (
+            f"detect-{name}-local-qwen2.5-coder-1.5b-judge-local-qwen2.5-coder-1.5b-examples-first-concat.jsonl")
+        if path.exists():
+            reports += [bench.report_from_detection_row(row, data[row["id"]]["output"])
+                        for row in bench.load_results(path) if not row.get("error") and row["id"] in data]
+    return reports, contexts
+
+
 def _rows(n: int) -> tuple[list[Report], list[str | None]]:
-    base = [r.report for r in load_rows(REPORTS)[0]]
-    try:
-        contexts = {r["id"]: r["context"] for r in bench.load_dataset("qags_c")}
-    except Exception:  # noqa: BLE001  (the data set is optional: without it the passages stand alone)
-        contexts = {}
+    base, contexts = _distinct_reports()
     reports, ctx = [], []
     for i in range(n):
         src = base[i % len(base)]
         reports.append(src.model_copy(update={"id": f"{src.id}#{i // len(base)}"}))
-        ctx.append(contexts.get(src.id))
+        ctx.append(contexts.get(str(src.id)))
     return reports, ctx
 
 
@@ -113,7 +130,8 @@ def main(
     import subprocess
 
     version = subprocess.run([chromium, "--version"], capture_output=True, text=True).stdout.strip()
-    summary = {"machine": f"{platform.system()} {platform.machine()}, {cpu}", "browser": version,
+    summary = {"machine": f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} cores",
+               "load_average_1_5_15": [round(x, 1) for x in os.getloadavg()], "browser": version,
                "repeats": repeats, "results": results}
     out.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     base = results[0]

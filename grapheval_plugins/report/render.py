@@ -24,6 +24,9 @@ views, gzip-compressed, in inert blocks, and draw one when its link is followed,
 CHUNK_ROWS = 100
 """Row views per compressed block in a large run (one block is decompressed when one of its rows is opened)."""
 
+PAGE_ROWS = 100
+"""Rows of the run table shown at a time (a large run's page carries only the first page as HTML)."""
+
 _UNSAFE_IN_BLOB = re.compile(r"<\s*/?\s*script|<!--", re.IGNORECASE)
 
 
@@ -73,21 +76,41 @@ def render_correction_page(view: CorrectionView, *, document: bool = True, title
     ))
 
 
+def _pack(data: Any) -> str:
+    return base64.b64encode(
+        gzip.compress(json.dumps(data, ensure_ascii=False).encode("utf-8"), compresslevel=6, mtime=0)
+    ).decode("ascii")
+
+
+def _checked(html: str, what: str) -> str:
+    # Report text is escaped, so '<' never comes from data and our own markup has no script nor comment.
+    # Checked anyway, as this markup is put in the page by the script.
+    if _UNSAFE_IN_BLOB.search(html):
+        raise ValueError(f"{what} holds a script tag or a comment: refusing to pack it")
+    return html
+
+
+def _packed_table(rows: Sequence[RowView]) -> str:
+    """Every row of the run table as ``[n, id, status, score, claims, unsupported, text, markup]``, packed."""
+    macros = _env().get_template("macros.html.j2").make_module()
+    records = []
+    for n, row in enumerate(rows, start=1):
+        html = _checked(str(macros.run_row(row, n)).strip(), f"table row {n}")
+        worst = row.worst
+        text = " ".join([row.id or "", worst.claim if worst else "", *row.problems, "fallback" if row.fallback else ""])
+        records.append([n, row.id or "", row.status, -1 if row.score is None else row.score, len(row.claims),
+                        len(row.unsupported), text.lower(), html])
+    return _pack(records)
+
+
 def _packed_views(rows: Sequence[RowView]) -> list[str]:
     """The rows' views (escaped markup), as base64 of gzip of a JSON list, :data:`CHUNK_ROWS` views a block."""
     macros = _env().get_template("macros.html.j2").make_module()
     blocks = []
     for start in range(0, len(rows), CHUNK_ROWS):
-        views = []
-        for row in rows[start : start + CHUNK_ROWS]:
-            html = str(macros.row_section(row, False, "h2"))
-            # Report text is escaped, so '<' never comes from data and our own markup has no script nor comment.
-            # Checked anyway, as the view is put in the page by the script.
-            if _UNSAFE_IN_BLOB.search(html):
-                raise ValueError(f"row view {row.anchor} holds a script tag or a comment: refusing to pack it")
-            views.append(html)
-        packed = gzip.compress(json.dumps(views, ensure_ascii=False).encode("utf-8"), compresslevel=6, mtime=0)
-        blocks.append(base64.b64encode(packed).decode("ascii"))
+        views = [_checked(str(macros.row_section(row, False, "h2")), f"row view {row.anchor}")
+                 for row in rows[start : start + CHUNK_ROWS]]
+        blocks.append(_pack(views))
     return blocks
 
 
@@ -100,8 +123,9 @@ def render_run_page(
     digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
     lazy = len(run.rows) > inline_rows
     blocks = _packed_views(run.rows) if lazy else []
+    table_block = _packed_table(run.rows) if lazy else ""
     template = _env().get_template("run.html.j2")
     return str(template.render(
-        run=run, lazy=lazy, blocks=blocks, chunk_rows=CHUNK_ROWS, css=_markup(_static("report.css")), js=_markup(js),
+        run=run, lazy=lazy, blocks=blocks, table_block=table_block, first_page=PAGE_ROWS, chunk_rows=CHUNK_ROWS, css=_markup(_static("report.css")), js=_markup(js),
         script_hash=f"sha256-{digest}", version=_version(), source=source,
     ))

@@ -89,6 +89,10 @@ def test_large_run_draws_a_row_view_on_demand(browser_page, tmp_path: Path, scre
     page.goto(write_run(tmp_path, inline_rows=5).as_uri())
     page.wait_for_function("document.documentElement.dataset.geReady === '1'")
     assert page.locator("section.row").count() == 0  # no row view until one is asked for
+    assert page.inner_text("#ge-count") == "21 rows"  # the whole table, unpacked from its compressed block
+    page.select_option("#ge-status", "hallucinated")
+    assert page.locator("#ge-table tbody tr").count() == 10
+    page.select_option("#ge-status", "")
     page.click("#ge-table a[href='#row-1']")
     page.wait_for_selector("#ge-viewer #row-1")
     assert "<script>window.__pwned = 1</script>" in page.inner_text("#row-1 .output")

@@ -7,7 +7,6 @@
   var table = document.getElementById("ge-table");
   if (!table) { return; }
   var body = table.tBodies[0];
-  var rows = Array.prototype.slice.call(body.rows);
   var filter = document.getElementById("ge-filter");
   var status = document.getElementById("ge-status");
   var count = document.getElementById("ge-count");
@@ -16,27 +15,42 @@
   var prev = document.getElementById("ge-prev");
   var next = document.getElementById("ge-next");
   var page = 0;
-  var shown = rows;
-  document.getElementById("ge-controls").hidden = false;
+  var records = [];  /* one per row: sort keys, filter text, and its table row (element, or markup to parse) */
+  var shown = [];
 
-  rows.forEach(function (tr) { tr._text = tr.textContent.toLowerCase(); });
+  function unpack(id) {  /* base64 of gzip of JSON, written by the report generator */
+    var el = document.getElementById(id);
+    if (!el) { return Promise.resolve(null); }
+    var bin = atob(el.textContent.trim());
+    var bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) { bytes[i] = bin.charCodeAt(i); }
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text().then(JSON.parse);
+  }
+
+  function element(rec) {
+    if (!rec.el) {
+      var tpl = document.createElement("template");
+      tpl.innerHTML = rec.html;  /* markup written (and escaped) by the report generator */
+      rec.el = tpl.content.firstElementChild;
+    }
+    return rec.el;
+  }
 
   function apply() {
     var q = filter.value.trim().toLowerCase();
     var s = status.value;
-    shown = rows.filter(function (tr) {
-      return (!s || tr.dataset.status === s) && (!q || tr._text.indexOf(q) !== -1);
+    shown = records.filter(function (r) {
+      return (!s || r.status === s) && (!q || r.text.indexOf(q) !== -1);
     });
     var pages = Math.max(1, Math.ceil(shown.length / PAGE));
     if (page >= pages) { page = pages - 1; }
-    var start = page * PAGE, end = start + PAGE;
-    var visible = new Set(shown.slice(start, end));
-    rows.forEach(function (tr) { tr.hidden = !visible.has(tr); });
-    count.textContent = shown.length === rows.length ? rows.length + " rows" :
-      shown.length + " of " + rows.length + " rows match";
+    var start = page * PAGE, end = Math.min(start + PAGE, shown.length);
+    body.replaceChildren.apply(body, shown.slice(start, end).map(element));
+    count.textContent = shown.length === records.length ? records.length + " rows" :
+      shown.length + " of " + records.length + " rows match";
     pager.hidden = shown.length <= PAGE;
-    pageLabel.textContent = " rows " + (shown.length ? start + 1 : 0) + "–" + Math.min(end, shown.length) +
-      " of " + shown.length + " ";
+    pageLabel.textContent = " rows " + (shown.length ? start + 1 : 0) + "–" + end + " of " + shown.length + " ";
     prev.disabled = page === 0;
     next.disabled = page >= pages - 1;
   }
@@ -47,40 +61,44 @@
     Array.prototype.forEach.call(table.tHead.rows[0].cells, function (c) { c.removeAttribute("aria-sort"); });
     th.setAttribute("aria-sort", dir);
     var sign = dir === "ascending" ? 1 : -1;
-    rows.sort(function (a, b) {
-      var x = a.dataset[key], y = b.dataset[key];
-      if (num) { return sign * (parseFloat(x) - parseFloat(y)); }
-      return sign * x.localeCompare(y, undefined, {numeric: true});
+    records.sort(function (a, b) {
+      var x = a[key], y = b[key];
+      if (num) { return sign * (x - y) || a.n - b.n; }
+      return sign * String(x).localeCompare(String(y), undefined, {numeric: true}) || a.n - b.n;
     });
-    var frag = document.createDocumentFragment();
-    rows.forEach(function (tr) { frag.appendChild(tr); });
-    body.appendChild(frag);
     page = 0;
     apply();
   }
 
-  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
-    var button = th.querySelector("button");
-    if (button) { button.addEventListener("click", function () { sortBy(th); }); }
-  });
-  filter.addEventListener("input", function () { page = 0; apply(); });
-  status.addEventListener("change", function () { page = 0; apply(); });
-  prev.addEventListener("click", function () { page -= 1; apply(); });
-  next.addEventListener("click", function () { page += 1; apply(); });
+  function begin(packed) {
+    if (packed) {
+      records = packed.map(function (r) {
+        return {n: r[0], id: r[1], status: r[2], score: r[3], claims: r[4], unsup: r[5], text: r[6], html: r[7]};
+      });
+    } else {
+      records = Array.prototype.map.call(body.rows, function (tr) {
+        var d = tr.dataset;
+        return {n: +d.n, id: d.id, status: d.status, score: +d.score, claims: +d.claims, unsup: +d.unsup,
+                text: tr.textContent.toLowerCase(), el: tr};
+      });
+    }
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
+      var button = th.querySelector("button");
+      if (button) { button.addEventListener("click", function () { sortBy(th); }); }
+    });
+    filter.addEventListener("input", function () { page = 0; apply(); });
+    status.addEventListener("change", function () { page = 0; apply(); });
+    prev.addEventListener("click", function () { page -= 1; apply(); });
+    next.addEventListener("click", function () { page += 1; apply(); });
+    document.getElementById("ge-controls").hidden = false;
+    apply();
+  }
 
   /* Large runs: row views are escaped markup, gzip-compressed in inert blocks of rows (base64). */
   var viewer = document.getElementById("ge-viewer");
   var blocks = {};
   function block(k) {
-    if (!blocks[k]) {
-      var el = document.getElementById("ge-rows-" + k);
-      if (!el) { return Promise.resolve(null); }
-      var bin = atob(el.textContent.trim());
-      var bytes = new Uint8Array(bin.length);
-      for (var i = 0; i < bin.length; i++) { bytes[i] = bin.charCodeAt(i); }
-      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-      blocks[k] = new Response(stream).text().then(JSON.parse);
-    }
+    if (!blocks[k]) { blocks[k] = unpack("ge-rows-" + k); }
     return blocks[k];
   }
   function show() {
@@ -104,7 +122,10 @@
     });
   }
   window.addEventListener("hashchange", show);
-  apply();
-  show();
-  document.documentElement.dataset.geReady = "1";
+  var packedTable = document.getElementById("ge-table-rows") ? unpack("ge-table-rows") : Promise.resolve(null);
+  packedTable.then(function (packed) {
+    begin(packed);
+    show();
+    document.documentElement.dataset.geReady = "1";
+  });
 })();
