@@ -46,16 +46,34 @@ def layout(
     graph.add_nodes_from(range(len(nodes)))
     index = {n: i for i, n in enumerate(nodes)}
     graph.add_edges_from((index[a], index[b]) for a, b in edges if a != b)
-    raw = nx.spring_layout(graph, seed=seed, iterations=50)
-    xs = [float(p[0]) for p in raw.values()]
-    ys = [float(p[1]) for p in raw.values()]
-    span_x = (max(xs) - min(xs)) or 1.0
-    span_y = (max(ys) - min(ys)) or 1.0
+    components = sorted((sorted(c) for c in nx.connected_components(graph)), key=lambda c: (-len(c), c[0]))
     inner_w, inner_h = width - 2 * margin, height - 2 * margin
-    return {
-        nodes[i]: (
-            margin + (float(p[0]) - min(xs)) / span_x * inner_w,
-            margin + (float(p[1]) - min(ys)) / span_y * inner_h,
-        )
-        for i, p in raw.items()
-    }
+    # Each connected component gets its own box: the largest the top band (all of it when alone), the others
+    # share the bottom band, widths in proportion to their sizes. Within a box, Fruchterman–Reingold.
+    boxes: list[tuple[float, float, float, float]] = []
+    if len(components) == 1:
+        boxes.append((margin, margin, inner_w, inner_h))
+    else:
+        top = inner_h * (0.62 if len(components[0]) > 2 else 0.5)
+        boxes.append((margin, margin, inner_w, top - 30))
+        rest = components[1:]
+        total = sum(len(c) for c in rest)
+        x = margin
+        for c in rest:
+            w = inner_w * len(c) / total
+            boxes.append((x, margin + top + 30, w, inner_h - top - 30))
+            x += w
+    out: dict[Hashable, tuple[float, float]] = {}
+    for members, (bx, by, bw, bh) in zip(components, boxes):
+        if len(members) == 1:
+            out[nodes[members[0]]] = (bx + bw / 2, by + bh / 2)
+            continue
+        sub = graph.subgraph(members)
+        raw = nx.spring_layout(sub, seed=seed, iterations=50, k=1.6 / len(members) ** 0.5)
+        xs = [float(p[0]) for p in raw.values()]
+        ys = [float(p[1]) for p in raw.values()]
+        span_x = (max(xs) - min(xs)) or 1.0
+        span_y = (max(ys) - min(ys)) or 1.0
+        for i, p in raw.items():
+            out[nodes[i]] = (bx + (float(p[0]) - min(xs)) / span_x * bw, by + (float(p[1]) - min(ys)) / span_y * bh)
+    return out

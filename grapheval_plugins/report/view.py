@@ -144,6 +144,7 @@ class Node:
     x: float
     y: float
     verdict: Verdict
+    label_x: float = 0.0
 
 
 @dataclass
@@ -317,24 +318,27 @@ def _graph(claims: Sequence[ClaimView]) -> GraphView | None:
         path = f"M {x1:.1f} {y1:.1f} Q {mx:.1f} {my:.1f} {tx:.1f} {ty:.1f}"
         lx, ly = 0.25 * x1 + 0.5 * mx + 0.25 * x2, 0.25 * y1 + 0.5 * my + 0.25 * y2
         edges.append(Edge(c.number, path, round(lx, 1), round(ly + 4, 1), label, full, c.verdict))
-    _spread_labels(nodes, edges, height)
+    _spread_labels(nodes, edges, width, height)
     return GraphView(width=width, height=height, nodes=nodes, edges=edges)
 
 
-def _spread_labels(nodes: Sequence[Node], edges: Sequence[Edge], height: int) -> None:
-    """Move edge labels up or down until none overlaps another label, a node or a node's label (greedy)."""
+def _spread_labels(nodes: Sequence[Node], edges: Sequence[Edge], width: int, height: int) -> None:
+    """Keep every label inside the drawing, and move edge labels up or down until none overlaps another label, a
+    node or a node's label (greedy)."""
     char_w, line_h = 7.2, 15.0
     boxes: list[tuple[float, float, float, float]] = []
     for n in nodes:
         boxes.append((n.x - 10, n.y - 10, n.x + 10, n.y + 10))
         half = len(n.label) * char_w / 2
-        boxes.append((n.x - half, n.y + 12, n.x + half, n.y + 12 + line_h))
+        n.label_x = round(min(max(n.x, half + 2), width - half - 2), 1)
+        boxes.append((n.label_x - half, n.y + 12, n.label_x + half, n.y + 12 + line_h))
 
     def hits(box: tuple[float, float, float, float]) -> bool:
         return any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in boxes)
 
     for e in edges:
         half = (len(e.label) + 2) * char_w / 2
+        e.label_x = round(min(max(e.label_x, half + 2), width - half - 2), 1)
         for step in (0, 1, -1, 2, -2, 3, -3, 4, -4, 5, -5):
             y = e.label_y + step * line_h
             box = (e.label_x - half, y - line_h + 3, e.label_x + half, y + 3)
@@ -455,10 +459,11 @@ class CorrectionView:
 def word_diff(before: str, after: str) -> list[tuple[Literal["same", "del", "ins"], str]]:
     """Pieces of a word-level diff (``difflib``), whitespace kept.
 
-    >>> word_diff("Ann won gold.", "Ann won silver.")
-    [('same', 'Ann won '), ('del', 'gold.'), ('ins', 'silver.')]
+    >>> word_diff("Ann won gold in Rio.", "Ann won silver in Paris.")
+    [('same', 'Ann won '), ('del', 'gold '), ('ins', 'silver '), ('same', 'in '), ('del', 'Rio.'), ('ins', 'Paris.')]
     """
-    a, b = re.findall(r"\S+|\s+", before), re.findall(r"\S+|\s+", after)
+    # Words keep their trailing whitespace, so a rewritten stretch reads as one removal and one addition.
+    a, b = re.findall(r"^\s+|\S+\s*", before), re.findall(r"^\s+|\S+\s*", after)
     out: list[tuple[Literal["same", "del", "ins"], str]] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if op == "equal":
