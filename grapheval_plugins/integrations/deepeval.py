@@ -330,10 +330,9 @@ class GraphEvalMetric(BaseMetric):
             f"Score: {score:.3f} = 1 - max P(unsupported)"
             + (" (strict mode: 1 only when every claim has P(unsupported) = 0)" if self.strict_mode else "")
             + f"; threshold {threshold:.3f} -> {'pass' if self.success else 'fail'}\nReason: {self.reason}",
-            # The whole report, for grapheval_plugins.report.render_json(metric.verbose_logs) -> HTML page.
-            f"{_REPORT_JSON_MARKER} {report.model_dump_json()}",
         ]
-        self.verbose_logs = construct_verbose_logs(self, steps=steps)
+        # The whole report last (stored, not printed): grapheval_plugins.report.render_json(verbose_logs) -> HTML.
+        self.verbose_logs = construct_verbose_logs(self, steps=steps) + f" \n \n{_REPORT_JSON_MARKER} {report.model_dump_json()}"
         return score
 
 
