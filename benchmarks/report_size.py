@@ -106,17 +106,18 @@ def main(
     chromium: Annotated[str, typer.Option(help="The Chromium binary.")] = "/usr/bin/chromium",
     keep: Annotated[Path, typer.Option(help="Folder for the generated pages.")] = ROOT / "benchmarks" / ".cache",
     out: Annotated[Path, typer.Option(help="Where to write the figures (JSON).")] = OUT,
+    inline_rows: Annotated[int, typer.Option(help="Row views in the page up to this many rows.")] = DEFAULT_INLINE_ROWS,
 ) -> None:
     keep.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     for n in (int(s) for s in sizes.split(",")):
         reports, contexts = _rows(n)
         started = time.perf_counter()
-        html = run_html(reports, contexts=contexts, title=f"GraphEval run ({n} rows)")
+        html = run_html(reports, contexts=contexts, title=f"GraphEval run ({n} rows)", inline_rows=inline_rows)
         render_s = time.perf_counter() - started
-        path = keep / f"report-{n}.html"
+        path = keep / f"report-{n}{'-lazy' if n > inline_rows else ''}.html"
         path.write_text(html, encoding="utf-8")
-        lazy = n > DEFAULT_INLINE_ROWS
+        lazy = n > inline_rows
         loads = [_load_once(chromium, path, f"row-{n // 2}" if lazy else None) for _ in range(repeats)]
         row: dict[str, Any] = {"rows": n, "lazy_row_views": lazy, "bytes": path.stat().st_size,
                                "render_s": round(render_s, 2)}

@@ -282,7 +282,7 @@ def report_command(
     inputs: Annotated[Optional[Path], typer.Option(exists=True, dir_okay=False, help="The input rows (JSONL or CSV): shows each row's context.")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Report only the first N rows.")] = None,
     title: Annotated[Optional[str], typer.Option(help="Page title.")] = None,
-    inline_rows: Annotated[int, typer.Option(help="Draw every row view in the page up to this many rows; above it, views are drawn when opened.")] = 300,
+    inline_rows: Annotated[int, typer.Option(help="Draw every row view in the page up to this many rows; above it, views are drawn when opened.")] = 100,
     threshold: Annotated[float, typer.Option(help="Threshold for detection-study rows (reports carry their own).")] = 0.5,
     context_field: Annotated[str, typer.Option(help="Field of INPUTS holding the context.")] = "context",
     output_field: Annotated[str, typer.Option(help="Field of INPUTS holding the output.")] = "output",

@@ -17,7 +17,7 @@ from .view import CorrectionView, RowView, RunView
 
 __all__ = ["render_correction_page", "render_row_page", "render_run_page"]
 
-DEFAULT_INLINE_ROWS = 300
+DEFAULT_INLINE_ROWS = 100
 """Runs of up to this many rows draw every row view in the page (works without JavaScript); larger runs keep the
 views, gzip-compressed, in inert blocks, and draw one when its link is followed, so the page stays small and fast."""
 
