@@ -126,11 +126,12 @@ def _row_of(item: Any, index: int, context: str | None = None) -> RowView:
             return RowView(anchor=anchor, id=item.id, status="error", output=item.original,
                            problems=[f"{e.stage} stage failed: {e.type}: {e.message}" for e in item.errors]
                            or ["No detection report was recorded."])
-        view = correction_view(item, context=context, anchor=anchor).detection
-        assert view is not None
-        view.anchor, view.id = anchor, item.id
-        view.notes.insert(0, f"Correction: {item.status}" + (f"; corrected output: {item.corrected}" if item.changed else ""))
-        return view
+        detected = correction_view(item, context=context, anchor=anchor).detection
+        assert detected is not None
+        detected.anchor, detected.id = anchor, item.id
+        detected.notes.insert(0, f"Correction: {item.status}"
+                              + (f"; corrected output: {item.corrected}" if item.changed else ""))
+        return detected
     if isinstance(item, Report):
         return row_view(item, context=context, anchor=anchor)
     raise TypeError(f"expected a Report, CorrectionReport or LoadedRow, got {type(item).__name__}")

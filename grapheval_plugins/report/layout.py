@@ -10,26 +10,29 @@ The drawing itself is static SVG written by the template, so a report's graph ne
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import TypeVar
 
 from .._imports import require
 
 __all__ = ["layout"]
 
+K = TypeVar("K", bound=Hashable)
+
 
 def layout(
-    edges: Sequence[tuple[Hashable, Hashable]],
+    edges: Sequence[tuple[K, K]],
     *,
     width: float,
     height: float,
     margin: float = 60.0,
     seed: int = 0,
-) -> dict[Hashable, tuple[float, float]]:
+) -> dict[K, tuple[float, float]]:
     """Node positions inside a ``width × height`` box (``margin`` kept free on each side for labels).
 
     Fruchterman–Reingold (``networkx.spring_layout``) with a fixed seed, so the same graph is always drawn the
     same way; one or two nodes are placed directly. Self-loops and repeated edges are allowed.
     """
-    nodes: list[Hashable] = []
+    nodes: list[K] = []
     for a, b in edges:
         for n in (a, b):
             if n not in nodes:
@@ -63,7 +66,7 @@ def layout(
             w = inner_w * len(c) / total
             boxes.append((x, margin + top + 30, w, inner_h - top - 30))
             x += w
-    out: dict[Hashable, tuple[float, float]] = {}
+    out: dict[K, tuple[float, float]] = {}
     for members, (bx, by, bw, bh) in zip(components, boxes):
         if len(members) == 1:
             out[nodes[members[0]]] = (bx + bw / 2, by + bh / 2)

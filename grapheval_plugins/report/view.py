@@ -66,18 +66,35 @@ def shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + " …"
 
 
+def best_sentence(passage: str, claim: str) -> tuple[int, int] | None:
+    """``[start, end)`` of the sentence of ``passage`` sharing most words with ``claim`` (``None``: no word shared).
+
+    >>> text = "Ann is tall. Ann won silver in 2012."
+    >>> start, end = best_sentence(text, "Ann won gold")
+    >>> text[start:end]
+    'Ann won silver in 2012.'
+    """
+    words = set(_WORD.findall(claim.lower()))
+    best, best_score = None, 0
+    for m in _SENTENCE.finditer(passage):
+        sentence = m.group()
+        score = len(words & set(_WORD.findall(sentence.lower())))
+        if score > best_score and sentence.strip():
+            start = m.start() + len(sentence) - len(sentence.lstrip())
+            best, best_score = (start, m.start() + len(sentence.rstrip())), score
+    return best
+
+
 def snippet(passage: str, claim: str, limit: int = _SNIPPET_CHARS) -> str:
     """The sentence of ``passage`` sharing most words with ``claim`` (the whole passage when short).
 
     >>> snippet("Ann is tall. Ann won silver in 2012.", "Ann won gold", limit=24)
     '…Ann won silver in 2012.…'
     """
-    passage = " ".join(passage.split())
-    if len(passage) <= limit:
-        return passage
-    words = set(_WORD.findall(claim.lower()))
-    sentences = [s.strip() for s in _SENTENCE.findall(passage) if s.strip()]
-    best = max(sentences, key=lambda s: len(words & set(_WORD.findall(s.lower()))), default=passage)
+    if len(" ".join(passage.split())) <= limit:
+        return " ".join(passage.split())
+    span = best_sentence(passage, claim)
+    best = passage[span[0] : span[1]] if span else passage
     return "…" + shorten(best, limit) + "…"
 
 
@@ -134,6 +151,10 @@ class ContextPiece:
     passages: list[int] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)
     """Passages that begin with this stretch (their anchor is put here)."""
+    hits: list[int] = field(default_factory=list)
+    """Claims whose best-matching sentence of their deciding passage covers this stretch."""
+    hit_starts: list[int] = field(default_factory=list)
+    hit_verdict: Verdict | None = None
     elided: int = 0
 
 
@@ -235,8 +256,11 @@ def _clamp_span(span: Sequence[int] | None, length: int) -> tuple[int, int] | No
     return (start, end) if end > start else None
 
 
-def _context_pieces(context: str, passages: list[Passage], max_chars: int) -> list[ContextPiece]:
+def _context_pieces(
+    context: str, passages: list[Passage], claims: Sequence[ClaimView], max_chars: int
+) -> list[ContextPiece]:
     marks: list[tuple[int, int, int]] = []
+    hits: list[tuple[int, int, int]] = []
     for p in passages:
         start = context.find(p.text) if p.text else -1
         if start < 0 and p.text.strip():
@@ -247,14 +271,24 @@ def _context_pieces(context: str, passages: list[Passage], max_chars: int) -> li
         if start >= 0:
             p.found = True
             marks.append((start, start + p_len, p.number))
+            for number in p.claims:  # within the passage, the sentence that best matches each claim it decided
+                span = best_sentence(context[start : start + p_len], claims[number - 1].claim)
+                if span is not None:
+                    hits.append((start + span[0], start + span[1], number))
     cuts = {0, len(context)}
-    for s, e, _ in marks:
+    for s, e, _ in (*marks, *hits):
         cuts.update((s, e))
     points = sorted(cuts)
     pieces: list[ContextPiece] = []
     for a, b in zip(points, points[1:]):
         numbers = [n for s, e, n in marks if s <= a and b <= e]
-        pieces.append(ContextPiece(text=context[a:b], passages=numbers, starts=[n for s, _, n in marks if s == a]))
+        covering = [n for s, e, n in hits if s <= a and b <= e]
+        verdict: Verdict | None = None
+        if covering:
+            bad = any(claims[n - 1].verdict == "unsupported" for n in covering)
+            verdict = "unsupported" if bad else "supported"
+        pieces.append(ContextPiece(text=context[a:b], passages=numbers, starts=[n for s, _, n in marks if s == a],
+                                   hits=covering, hit_starts=[n for s, _, n in hits if s == a], hit_verdict=verdict))
     if len(context) <= max_chars:
         return [p for p in pieces if p.text]
     trimmed: list[ContextPiece] = []
@@ -295,14 +329,14 @@ def _graph(claims: Sequence[ClaimView]) -> GraphView | None:
     radius = 9.0
     for (c, t), (a, b) in zip(triples, pairs):
         pair = (min(a, b), max(a, b))
-        k = seen[pair]
+        nth = seen[pair]
         seen[pair] += 1
         x1, y1 = pos[a]
         x2, y2 = pos[b]
         full = f"{c.number}. {t.subject} | {t.relation} | {t.object} · P(unsupported) {c.p_unsupported:.2f}"
         label = f"{c.number}. {shorten(t.relation, _EDGE_LABEL_CHARS)}"
         if a == b:  # a self-loop above the node
-            r = 26 + 12 * k
+            r = 26 + 12 * nth
             path = (f"M {x1 - 6:.1f} {y1 - radius:.1f} C {x1 - r:.1f} {y1 - 2.5 * r:.1f} "
                     f"{x1 + r:.1f} {y1 - 2.5 * r:.1f} {x1 + 6:.1f} {y1 - radius:.1f}")
             edges.append(Edge(c.number, path, round(x1, 1), round(y1 - 2 * r, 1), label, full, c.verdict))
@@ -310,7 +344,7 @@ def _graph(claims: Sequence[ClaimView]) -> GraphView | None:
         dx, dy = x2 - x1, y2 - y1
         dist = math.hypot(dx, dy) or 1.0
         ux, uy = dx / dist, dy / dist
-        bend = 0.0 if k == 0 else (52.0 * ((k + 1) // 2)) * (1 if k % 2 else -1)
+        bend = 0.0 if nth == 0 else (52.0 * ((nth + 1) // 2)) * (1 if nth % 2 else -1)
         mx, my = (x1 + x2) / 2 - uy * bend, (y1 + y2) / 2 + ux * bend
         # End short of the target node so the arrow head stays visible.
         tx, ty = x2 - (x2 - mx) / (math.hypot(x2 - mx, y2 - my) or 1.0) * (radius + 3), \
@@ -384,7 +418,7 @@ def row_view(
         note = ""
         if span is None and claim.triple is None:
             span = (0, len(output)) if output else None
-        elif span is None:
+        elif span is None and claim.triple is not None:
             span = locate_triple(output, claim.triple)
             note = "span located when the report was drawn" if span else "not found in the output"
             located += span is not None
@@ -418,7 +452,7 @@ def row_view(
     view.graph = _graph(view.claims)
     if context is not None:
         view.context_chars = len(context)
-        view.context = _context_pieces(context, view.passages, max_context_chars)
+        view.context = _context_pieces(context, view.passages, view.claims, max_context_chars)
     return view
 
 
