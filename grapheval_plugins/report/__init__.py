@@ -190,5 +190,6 @@ def write_run_report(
         notes.append("No input rows were given (--inputs): the deciding passages are shown without their context.")
     run = run_view(views, title=title or "GraphEval run", notes=notes)
     html = render_run_page(run, inline_rows=inline_rows, source=", ".join(str(p) for p in paths))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(html, encoding="utf-8")
     return run
