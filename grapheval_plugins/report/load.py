@@ -42,10 +42,10 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield number, None, f"line {number} is not valid JSON ({exc.msg} at column {exc.colno})"
+                yield number, None, f"not valid JSON: line {number} ({exc.msg} at column {exc.colno})"
                 continue
             if not isinstance(row, dict):
-                yield number, None, f"line {number} is not a JSON object"
+                yield number, None, f"not a JSON object: line {number}"
                 continue
             yield number, row, None
 
@@ -82,7 +82,7 @@ def _validation_problems(exc: ValidationError) -> list[str]:
     for err in exc.errors()[:8]:
         where = ".".join(str(p) for p in err.get("loc", ())) or "row"
         kind = "missing field" if err.get("type") == "missing" else err.get("msg", "invalid")
-        problems.append(f"input: {kind}: {where}" if kind == "missing field" else f"input: {where}: {kind}")
+        problems.append(f"unreadable: {kind}: {where}" if kind == "missing field" else f"unreadable: {where}: {kind}")
     return problems
 
 
@@ -101,7 +101,7 @@ def _read_row(row: dict[str, Any], inputs: Mapping[str, Mapping[str, str]], thre
         return loaded
     if "output" not in row and "p_graph" in row and "triples" in row:  # a detection-study result row
         if "output" not in given:
-            loaded.problems = ["input: missing field: output (a detection-study row: give the data set's rows "
+            loaded.problems = ["unreadable: missing field: output (a detection-study row: give the data set's rows "
                                "with --inputs to show it)"]
             return loaded
         from ..bench import report_from_detection_row
@@ -110,7 +110,7 @@ def _read_row(row: dict[str, Any], inputs: Mapping[str, Mapping[str, str]], thre
         try:
             loaded.report = report_from_detection_row(row, given["output"], threshold=threshold)
         except GraphEvalError as exc:
-            loaded.problems = [f"input: {exc}"]
+            loaded.problems = [f"unreadable: {exc}"]
             loaded.output = given["output"]
         return loaded
     try:
@@ -145,7 +145,7 @@ def load_rows(
             if limit is not None and len(rows) >= limit:
                 break
             if row is None:
-                rows.append(LoadedRow(line=number, source=str(path), problems=[f"input: {error}"]))
+                rows.append(LoadedRow(line=number, source=str(path), problems=[f"unreadable: {error}"]))
                 continue
             loaded = _read_row(row, inputs, threshold)
             loaded.line, loaded.source = number, str(path)

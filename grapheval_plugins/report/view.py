@@ -651,7 +651,9 @@ def run_view(rows: Sequence[RowView], title: str = "GraphEval run", notes: Seque
             places = relation_rows.setdefault(key, [])
             if len(places) < 3 and (r.anchor, row_label(r)) not in places:
                 places.append((r.anchor, row_label(r)))
-        row_kinds = [p.split(":", 1)[0] for p in r.problems]
+        # The kind of a problem: "extract stage failed", "unreadable: missing field", "unreadable: not valid JSON" …
+        row_kinds = [":".join(p.split(":", 2)[:2]) if p.startswith("unreadable:") else p.split(":", 1)[0]
+                     for p in r.problems]
         if r.fallback:
             row_kinds.append("fallback: whole output checked as one claim")
         for kind in dict.fromkeys(row_kinds):

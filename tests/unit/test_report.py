@@ -205,11 +205,13 @@ def test_run_page_from_bad_jsonl_renders_every_line_with_its_problem(tmp_path: P
     page = Page(html)
     assert_inert(page, allowed_scripts=1)
     visible = page.visible
-    assert "line 2 is not valid JSON" in visible and "line 3 is not a JSON object" in visible
+    assert "not valid JSON: line 2" in visible and "not a JSON object: line 3" in visible
     assert "missing field: output" in visible and "missing field: mode" in visible
     assert "Output <i>kept</i>." in visible  # what could be read is shown, escaped
     assert "give the data set's rows with --inputs" in visible
     assert page.count("tr", **{"class": "unsupported"}) >= 1
+    kinds = {k.label: k.count for k in run.error_kinds}
+    assert kinds["unreadable: missing field"] == 3 and kinds["unreadable: not valid JSON"] == 1
 
 
 def test_run_page_script_is_the_only_one_and_its_hash_is_in_the_policy(tmp_path: Path) -> None:

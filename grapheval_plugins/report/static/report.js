@@ -126,6 +126,7 @@
   packedTable.then(function (packed) {
     begin(packed);
     show();
+    document.documentElement.dataset.geReadyMs = String(Math.round(performance.now()));
     document.documentElement.dataset.geReady = "1";
   });
 })();
