@@ -89,10 +89,13 @@ def test_large_run_draws_a_row_view_on_demand(browser_page, tmp_path: Path, scre
     page.goto(write_run(tmp_path, inline_rows=5).as_uri())
     page.wait_for_function("document.documentElement.dataset.geReady === '1'")
     assert page.locator("section.row").count() == 0  # no row view until one is asked for
-    assert page.inner_text("#ge-count") == "21 rows"  # the whole table, unpacked from its compressed block
+    assert page.inner_text("#ge-count") == "21 rows"
+    # Filtering unpacks the whole table from its compressed block (7 committed reports flagged + the hostile row).
     page.select_option("#ge-status", "hallucinated")
-    assert page.locator("#ge-table tbody tr").count() == 8  # 7 committed reports flagged, and the hostile row
+    page.wait_for_function("document.querySelectorAll('#ge-table tbody tr').length === 8")
+    assert page.inner_text("#ge-count") == "8 of 21 rows match"
     page.select_option("#ge-status", "")
+    page.wait_for_function("document.querySelectorAll('#ge-table tbody tr').length === 21")
     page.click("#ge-table a[href='#row-1']")
     page.wait_for_selector("#ge-viewer #row-1")
     assert "<script>window.__pwned = 1</script>" in page.inner_text("#row-1 .output")
@@ -104,12 +107,34 @@ def test_large_run_draws_a_row_view_on_demand(browser_page, tmp_path: Path, scre
     check_clean(page)
 
 
+def test_a_large_run_shows_its_first_page_and_unpacks_the_rest_when_asked(  # type: ignore[no-untyped-def]
+    browser_page, tmp_path: Path
+) -> None:
+    rows, _ = load_rows(REPORTS)
+    reports = [r.report.model_copy(update={"id": f"{r.id}#{k}"}) for k in range(6) for r in rows]  # 120 rows
+    path = tmp_path / "run-120.html"
+    path.write_text(run_html([hostile(), *reports], inline_rows=50), encoding="utf-8")
+    page = browser_page
+    page.goto(path.as_uri())
+    page.wait_for_function("document.documentElement.dataset.geReady === '1'")
+    assert page.locator("#ge-table tbody tr").count() == 100 and page.inner_text("#ge-count") == "121 rows"
+    page.click("#ge-next")
+    page.wait_for_function("document.querySelectorAll('#ge-table tbody tr').length === 21")
+    assert "rows 101–121 of 121" in page.inner_text("#ge-page")
+    page.fill("#ge-filter", "hostile")
+    page.wait_for_function("document.querySelectorAll('#ge-table tbody tr').length === 1")
+    page.click("#ge-table tbody tr a")
+    page.wait_for_selector("#ge-viewer #row-1 .output")
+    check_clean(page)
+
+
 def test_single_report_page_needs_no_script(browser_page, tmp_path: Path, screenshot) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "one.html"
     path.write_text(hostile().to_html(context="Before. Ann won silver. <script>window.__pwned = 5</script> After."), encoding="utf-8")
     page = browser_page
     page.goto(path.as_uri())
     assert page.locator("script").count() == 0
-    assert page.locator("mark.ev").count() == 1 and page.locator(".graph .edge").count() == 1
+    assert page.locator("mark.ev[id]").count() == 1 and page.locator("mark.ev .hit").count() == 1
+    assert page.locator(".graph .edge").count() == 1
     screenshot(page, "report-single.png")
     check_clean(page)

@@ -47,6 +47,14 @@
     if (page >= pages) { page = pages - 1; }
     var start = page * PAGE, end = Math.min(start + PAGE, shown.length);
     body.replaceChildren.apply(body, shown.slice(start, end).map(element));
+    if (!full && total > records.length) {  /* only the first page is in the page until the table is unpacked */
+      count.textContent = total + " rows";
+      pager.hidden = false;
+      pageLabel.textContent = " rows 1–" + records.length + " of " + total + " ";
+      prev.disabled = true;
+      next.disabled = false;
+      return;
+    }
     count.textContent = shown.length === records.length ? records.length + " rows" :
       shown.length + " of " + records.length + " rows match";
     pager.hidden = shown.length <= PAGE;
@@ -70,26 +78,37 @@
     apply();
   }
 
-  function begin(packed) {
-    if (packed) {
-      records = packed.map(function (r) {
-        return {n: r[0], id: r[1], status: r[2], score: r[3], claims: r[4], unsup: r[5], text: r[6], html: r[7]};
-      });
-    } else {
-      records = Array.prototype.map.call(body.rows, function (tr) {
-        var d = tr.dataset;
-        return {n: +d.n, id: d.id, status: d.status, score: +d.score, claims: +d.claims, unsup: +d.unsup,
-                text: tr.textContent.toLowerCase(), el: tr};
+  var total = parseInt(table.dataset.total || "0", 10);
+  var full = !document.getElementById("ge-table-rows");
+  var loading = null;
+  function ensure() {  /* a large run's whole table is unpacked on the first sort, filter or page change */
+    if (full) { return Promise.resolve(); }
+    if (!loading) {
+      loading = unpack("ge-table-rows").then(function (packed) {
+        records = packed.map(function (r) {
+          return {n: r[0], id: r[1], status: r[2], score: r[3], claims: r[4], unsup: r[5], text: r[6], html: r[7]};
+        });
+        full = true;
       });
     }
+    return loading;
+  }
+  function then(f) { return function () { var self = this; ensure().then(function () { f.call(self); }); }; }
+
+  function begin() {
+    records = Array.prototype.map.call(body.rows, function (tr) {
+      var d = tr.dataset;
+      return {n: +d.n, id: d.id, status: d.status, score: +d.score, claims: +d.claims, unsup: +d.unsup,
+              text: tr.textContent.toLowerCase(), el: tr};
+    });
     Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
       var button = th.querySelector("button");
-      if (button) { button.addEventListener("click", function () { sortBy(th); }); }
+      if (button) { button.addEventListener("click", then(function () { sortBy(th); })); }
     });
-    filter.addEventListener("input", function () { page = 0; apply(); });
-    status.addEventListener("change", function () { page = 0; apply(); });
-    prev.addEventListener("click", function () { page -= 1; apply(); });
-    next.addEventListener("click", function () { page += 1; apply(); });
+    filter.addEventListener("input", then(function () { page = 0; apply(); }));
+    status.addEventListener("change", then(function () { page = 0; apply(); }));
+    prev.addEventListener("click", then(function () { page -= 1; apply(); }));
+    next.addEventListener("click", then(function () { page += 1; apply(); }));
     document.getElementById("ge-controls").hidden = false;
     apply();
   }
@@ -122,11 +141,8 @@
     });
   }
   window.addEventListener("hashchange", show);
-  var packedTable = document.getElementById("ge-table-rows") ? unpack("ge-table-rows") : Promise.resolve(null);
-  packedTable.then(function (packed) {
-    begin(packed);
-    show();
-    document.documentElement.dataset.geReadyMs = String(Math.round(performance.now()));
-    document.documentElement.dataset.geReady = "1";
-  });
+  begin();
+  show();
+  document.documentElement.dataset.geReadyMs = String(Math.round(performance.now()));
+  document.documentElement.dataset.geReady = "1";
 })();
