@@ -78,7 +78,7 @@ def _load_once(chromium: str, page_path: Path, lazy_row: str | None) -> dict[str
         context.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file:") else r.abort())
         page = context.new_page()
         page.goto(page_path.as_uri(), wait_until="load")
-        page.wait_for_function("document.documentElement.dataset.geReady === '1'")
+        page.wait_for_function("() => document.documentElement.dataset.geReady === '1'")
         timing = page.evaluate("""() => {
             const n = performance.getEntriesByType('navigation')[0];
             const paint = performance.getEntriesByName('first-contentful-paint')[0];
@@ -89,7 +89,7 @@ def _load_once(chromium: str, page_path: Path, lazy_row: str | None) -> dict[str
         }""")
         started = time.perf_counter()
         page.click("#ge-table th[data-key=score] button")
-        page.wait_for_function("document.querySelector('#ge-table th[data-key=score]').getAttribute('aria-sort')")
+        page.wait_for_function("() => document.querySelector('#ge-table th[data-key=score]').getAttribute('aria-sort')")
         timing["sort_ms"] = (time.perf_counter() - started) * 1000
         if lazy_row:
             started = time.perf_counter()

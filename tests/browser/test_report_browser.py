@@ -34,6 +34,8 @@ def write_run(tmp_path: Path, inline_rows: int = 300) -> Path:
     return page
 
 
+# wait_for_function gets arrow functions: a bare expression would be polled through eval, which the page's
+# Content-Security-Policy refuses.
 def check_clean(page) -> None:  # type: ignore[no-untyped-def]
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert page.network_requests == []  # opened without any network
@@ -45,7 +47,7 @@ def test_run_report_renders_in_chromium_and_injected_script_does_not_run(
 ) -> None:
     page = browser_page
     page.goto(write_run(tmp_path).as_uri())
-    page.wait_for_function("document.documentElement.dataset.geReady === '1'")  # our own script ran
+    page.wait_for_function("() => document.documentElement.dataset.geReady === '1'")  # our own script ran
     check_clean(page)
     # The injected markup is shown as text.
     assert "<script>window.__pwned = 1</script>" in page.inner_text("#row-1 .output")
@@ -87,15 +89,15 @@ def test_run_report_renders_in_chromium_and_injected_script_does_not_run(
 def test_large_run_draws_a_row_view_on_demand(browser_page, tmp_path: Path, screenshot) -> None:  # type: ignore[no-untyped-def]
     page = browser_page
     page.goto(write_run(tmp_path, inline_rows=5).as_uri())
-    page.wait_for_function("document.documentElement.dataset.geReady === '1'")
+    page.wait_for_function("() => document.documentElement.dataset.geReady === '1'")
     assert page.locator("section.row").count() == 0  # no row view until one is asked for
     assert page.inner_text("#ge-count") == "21 rows"
     # Filtering unpacks the whole table from its compressed block (7 committed reports flagged + the hostile row).
     page.select_option("#ge-status", "hallucinated")
-    page.wait_for_function("document.querySelectorAll('#ge-table tbody tr').length === 8")
+    page.wait_for_function("() => document.querySelectorAll('#ge-table tbody tr').length === 8")
     assert page.inner_text("#ge-count") == "8 of 21 rows match"
     page.select_option("#ge-status", "")
-    page.wait_for_function("document.querySelectorAll('#ge-table tbody tr').length === 21")
+    page.wait_for_function("() => document.querySelectorAll('#ge-table tbody tr').length === 21")
     page.click("#ge-table a[href='#row-1']")
     page.wait_for_selector("#ge-viewer #row-1")
     assert "<script>window.__pwned = 1</script>" in page.inner_text("#row-1 .output")
@@ -116,13 +118,13 @@ def test_a_large_run_shows_its_first_page_and_unpacks_the_rest_when_asked(  # ty
     path.write_text(run_html([hostile(), *reports], inline_rows=50), encoding="utf-8")
     page = browser_page
     page.goto(path.as_uri())
-    page.wait_for_function("document.documentElement.dataset.geReady === '1'")
+    page.wait_for_function("() => document.documentElement.dataset.geReady === '1'")
     assert page.locator("#ge-table tbody tr").count() == 100 and page.inner_text("#ge-count") == "121 rows"
     page.click("#ge-next")
-    page.wait_for_function("document.querySelectorAll('#ge-table tbody tr').length === 21")
+    page.wait_for_function("() => document.querySelectorAll('#ge-table tbody tr').length === 21")
     assert "rows 101–121 of 121" in page.inner_text("#ge-page")
     page.fill("#ge-filter", "hostile")
-    page.wait_for_function("document.querySelectorAll('#ge-table tbody tr').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('#ge-table tbody tr').length === 1")
     page.click("#ge-table tbody tr a")
     page.wait_for_selector("#ge-viewer #row-1 .output")
     check_clean(page)
