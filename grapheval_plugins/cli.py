@@ -152,6 +152,7 @@ def evaluate(
     cache: Annotated[Optional[Path], typer.Option(help="SQLite file caching extracted knowledge graphs.")] = None,
     batch_rows: Annotated[int, typer.Option(help="Rows processed (and written) per batch.")] = 16,
     resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT.")] = True,
+    report: Annotated[Optional[Path], typer.Option("--report", help="Also write an HTML report of the run (all of OUTPUT) here.")] = None,
 ) -> None:
     """Check every row of INPUT and write a report per row to OUTPUT (JSONL)."""
     from .pipeline import GraphEval
@@ -183,6 +184,9 @@ def evaluate(
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
     console.print(f"reports written to {output}")
+    if report is not None:
+        _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,
+                           output_field=output_field, threshold=threshold)
 
 
 @app.command()
@@ -260,6 +264,38 @@ def correct(
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
     console.print(f"correction reports written to {output}")
+
+
+def _write_html_report(results: list[Path], out: Path, **kwargs: Any) -> None:
+    from .exceptions import MissingDependencyError
+    from .report import write_run_report
+
+    try:
+        run = write_run_report(results, out, **kwargs)
+    except MissingDependencyError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from exc
+    rate = "-" if run.rate is None else f"{100 * run.rate:.1f} %"
+    console.print(f"HTML report of {run.total} row(s) (hallucination rate {rate}, {run.errors + run.unreadable} "
+                  f"with a problem) written to {out}")
+
+
+@app.command("report")
+def report_command(
+    results: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="Per-row JSONL file(s) written by evaluate (or correct).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the HTML page.")] = Path("grapheval-report.html"),
+    inputs: Annotated[Optional[Path], typer.Option(exists=True, dir_okay=False, help="The input rows (JSONL or CSV): shows each row's context.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Report only the first N rows.")] = None,
+    title: Annotated[Optional[str], typer.Option(help="Page title.")] = None,
+    inline_rows: Annotated[int, typer.Option(help="Draw every row view in the page up to this many rows; above it, views are drawn when opened.")] = 100,
+    threshold: Annotated[float, typer.Option(help="Threshold for detection-study rows (reports carry their own).")] = 0.5,
+    context_field: Annotated[str, typer.Option(help="Field of INPUTS holding the context.")] = "context",
+    output_field: Annotated[str, typer.Option(help="Field of INPUTS holding the output.")] = "output",
+    id_field: Annotated[str, typer.Option(help="Field of INPUTS holding the row id (default: the line number).")] = "id",
+) -> None:
+    """Write the HTML report of a finished (or interrupted) run from its per-row JSONL: no model is loaded."""
+    _write_html_report(results, output, inputs=inputs, limit=limit, title=title, inline_rows=inline_rows,
+                       threshold=threshold, id_field=id_field, context_field=context_field, output_field=output_field)
 
 
 @app.command()

@@ -180,3 +180,21 @@ class Report(BaseModel):
         if len(bad) > max_claims:
             lines.append(f"- … {len(bad) - max_claims} more")
         return "\n".join(lines)
+
+    def to_html(self, context: str | None = None) -> str:
+        """A self-contained HTML page: the output with each claim's span highlighted by verdict, the knowledge
+        graph drawn, and ``context`` (when given) with the deciding passages marked. Needs the ``report`` extra.
+
+        >>> r = Report(output="<b>x</b>", mode="raw", threshold=0.5, hallucinated=False, score=0.9)
+        >>> "&lt;b&gt;x&lt;/b&gt;" in r.to_html()
+        True
+        """
+        from .report import report_html
+
+        return report_html(self, context=context)
+
+    def _repr_html_(self) -> str:
+        """What Jupyter shows: the report as an HTML fragment with its own scoped style."""
+        from .report import report_html
+
+        return report_html(self, document=False)

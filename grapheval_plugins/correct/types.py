@@ -170,3 +170,16 @@ class CorrectionReport(BaseModel):
         if self.diff:
             lines.append(f"diff: {self.diff}")
         return "\n".join(lines)
+
+    def to_html(self, context: str | None = None) -> str:
+        """A self-contained HTML page: original vs corrected with the word diff, each attempted change, and the
+        detection (changed claims marked) and re-check reports drawn. Needs the ``report`` extra."""
+        from ..report import report_html
+
+        return report_html(self, context=context)
+
+    def _repr_html_(self) -> str:
+        """What Jupyter shows: the correction report as an HTML fragment with its own scoped style."""
+        from ..report import report_html
+
+        return report_html(self, document=False)

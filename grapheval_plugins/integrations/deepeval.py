@@ -417,7 +417,8 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             + (" (strict mode: 1 only when every claim has P(unsupported) = 0)" if self.strict_mode else "")
             + f"; threshold {threshold:.3f} -> {'pass' if self.success else 'fail'}\nReason: {self.reason}",
         ]
-        self.verbose_logs = construct_verbose_logs(self, steps=steps)
+        # The whole report last (stored, not printed): grapheval_plugins.report.render_json(verbose_logs) -> HTML.
+        self.verbose_logs = construct_verbose_logs(self, steps=steps) + f" \n \n{_REPORT_JSON_MARKER} {report.model_dump_json()}"
         return score
 
 
@@ -485,6 +486,7 @@ def _raise_for_report(report: Report) -> None:
 
 
 # --------------------------------------------------------------------- reason and verbose logs
+_REPORT_JSON_MARKER = "GraphEval report JSON:"  # = grapheval_plugins.report.JSON_MARKER (kept light: no import)
 _WORD = re.compile(r"[a-z0-9]+")
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _MAX_EVIDENCE = 200

@@ -237,6 +237,8 @@ def _trace_output(report: Report) -> dict[str, Any]:
         "reason": report.explain(),
         "models": f"{report.llm or 'raw'} + {report.scorer}",
         "errors": [e.model_dump() for e in report.errors],
+        # The whole report: grapheval_plugins.report.render_json(this dict) gives its HTML page.
+        "report": report.model_dump(mode="json"),
     }
 
 

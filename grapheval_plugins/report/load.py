@@ -1,0 +1,159 @@
+"""Reading a run back: the per-row JSONL that ``grapheval evaluate`` (or ``correct``) writes, without any model.
+
+Every line becomes a row of the report, whatever its state: a report, a correction report, a detection-study
+result row (rebuilt into a report when the input rows give its output), or a *problem row* that says why the line
+could not be read (invalid JSON, a missing field, a wrong type). One bad line never stops the report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..types import Report
+
+__all__ = ["LoadedRow", "load_inputs", "load_rows"]
+
+
+@dataclass
+class LoadedRow:
+    """One line of a result file: its report (or correction report), or the problems that kept it from being one."""
+
+    line: int
+    source: str
+    id: str | None = None
+    report: Any = None
+    """A :class:`~grapheval_plugins.types.Report` or :class:`~grapheval_plugins.correct.CorrectionReport`."""
+    output: str | None = None
+    context: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield number, None, f"not valid JSON: line {number} ({exc.msg} at column {exc.colno})"
+                continue
+            if not isinstance(row, dict):
+                yield number, None, f"not a JSON object: line {number}"
+                continue
+            yield number, row, None
+
+
+def load_inputs(
+    path: str | Path, *, id_field: str = "id", context_field: str = "context", output_field: str = "output"
+) -> dict[str, dict[str, str]]:
+    """``{id: {"context": …, "output": …}}`` from an input file (JSONL or CSV, ids as ``grapheval evaluate``
+    gives them: the id field, else the line number)."""
+    path = Path(path)
+    rows: Iterable[tuple[int, Mapping[str, Any] | None]]
+    if path.suffix.lower() == ".csv":
+        import csv
+
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = list(enumerate(csv.DictReader(fh), start=2))
+    else:
+        rows = [(n, r) for n, r, _ in _lines(path)]
+    out: dict[str, dict[str, str]] = {}
+    for number, row in rows:
+        if row is None:
+            continue
+        rid = str(row.get(id_field, number))
+        entry = {k: row[f] for k, f in (("context", context_field), ("output", output_field))
+                 if isinstance(row.get(f), str)}
+        if isinstance(row.get(context_field), list):  # a list of passages, as the pipeline accepts
+            entry["context"] = "\n\n".join(str(p) for p in row[context_field])
+        out.setdefault(rid, entry)
+    return out
+
+
+def _validation_problems(exc: ValidationError) -> list[str]:
+    problems = []
+    for err in exc.errors()[:8]:
+        where = ".".join(str(p) for p in err.get("loc", ())) or "row"
+        kind = "missing field" if err.get("type") == "missing" else err.get("msg", "invalid")
+        problems.append(f"unreadable: {kind}: {where}" if kind == "missing field" else f"unreadable: {where}: {kind}")
+    return problems
+
+
+def _read_row(row: dict[str, Any], inputs: Mapping[str, Mapping[str, str]], threshold: float) -> LoadedRow:
+    rid = None if row.get("id") is None else str(row["id"])
+    given = inputs.get(rid, {}) if rid is not None else {}
+    loaded = LoadedRow(line=0, source="", id=rid, context=given.get("context"))
+    if "original" in row and "corrected" in row:
+        from ..correct.types import CorrectionReport
+
+        try:
+            loaded.report = CorrectionReport.model_validate(row)
+        except ValidationError as exc:
+            loaded.problems = _validation_problems(exc)
+            loaded.output = row.get("original") if isinstance(row.get("original"), str) else None
+        return loaded
+    if "output" not in row and "p_graph" in row and "triples" in row:  # a detection-study result row
+        if "output" not in given:
+            loaded.problems = ["unreadable: missing field: output (a detection-study row: give the data set's rows "
+                               "with --inputs to show it)"]
+            return loaded
+        from ..bench import report_from_detection_row
+        from ..exceptions import GraphEvalError
+
+        try:
+            loaded.report = report_from_detection_row(row, given["output"], threshold=threshold)
+        except GraphEvalError as exc:
+            loaded.problems = [f"unreadable: {exc}"]
+            loaded.output = given["output"]
+        return loaded
+    try:
+        loaded.report = Report.model_validate(row)
+    except ValidationError as exc:
+        loaded.problems = _validation_problems(exc)
+        output = row.get("output")
+        loaded.output = output if isinstance(output, str) else given.get("output")
+    return loaded
+
+
+def load_rows(
+    paths: str | Path | Iterable[str | Path],
+    *,
+    inputs: Mapping[str, Mapping[str, str]] | None = None,
+    limit: int | None = None,
+    threshold: float = 0.5,
+) -> tuple[list[LoadedRow], list[str]]:
+    """The rows of one or more result files, in file order; a row id seen before is skipped (the first wins).
+
+    Returns ``(rows, notes)``; ``notes`` says what was skipped. ``inputs`` (from :func:`load_inputs`) adds each
+    row's context, and the output of detection-study rows. ``threshold`` only applies to detection-study rows.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    inputs = inputs or {}
+    rows: list[LoadedRow] = []
+    seen: set[str] = set()
+    duplicates = 0
+    for path in map(Path, paths):
+        for number, row, error in _lines(path):
+            if limit is not None and len(rows) >= limit:
+                break
+            if row is None:
+                rows.append(LoadedRow(line=number, source=str(path), problems=[f"unreadable: {error}"]))
+                continue
+            loaded = _read_row(row, inputs, threshold)
+            loaded.line, loaded.source = number, str(path)
+            if loaded.id is not None:
+                if loaded.id in seen:
+                    duplicates += 1
+                    continue
+                seen.add(loaded.id)
+            rows.append(loaded)
+    notes = [f"{duplicates} row(s) skipped: their id was already read from an earlier line or file."] if duplicates else []
+    return rows, notes

@@ -1,0 +1,131 @@
+"""HTML pages from view data: Jinja2 templates (package data) with autoescaping on for every template."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from importlib.resources import files
+from typing import Any
+
+from .._imports import require
+from .view import CorrectionView, RowView, RunView
+
+__all__ = ["render_correction_page", "render_row_page", "render_run_page"]
+
+DEFAULT_INLINE_ROWS = 100
+"""Runs of up to this many rows draw every row view in the page (works without JavaScript); larger runs keep the
+views, gzip-compressed, in inert blocks, and draw one when its link is followed, so the page stays small and fast."""
+
+CHUNK_ROWS = 100
+"""Row views per compressed block in a large run (one block is decompressed when one of its rows is opened)."""
+
+PAGE_ROWS = 100
+"""Rows of the run table shown at a time (a large run's page carries only the first page as HTML)."""
+
+_UNSAFE_IN_BLOB = re.compile(r"<\s*/?\s*script|<!--", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=1)
+def _env() -> Any:
+    jinja2 = require("jinja2", "report", "to write HTML reports")
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("grapheval_plugins.report", "templates"),
+        autoescape=True,  # every template, whatever its name: model output and data are always escaped
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _static(name: str) -> str:
+    return files("grapheval_plugins.report").joinpath("static").joinpath(name).read_text(encoding="utf-8")
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _markup(text: str) -> Any:
+    """Our own static CSS and JavaScript (package files, never data) marked safe for the template."""
+    return require("markupsafe", "report").Markup(text)
+
+
+def render_row_page(row: RowView, *, document: bool = True, title: str | None = None) -> str:
+    """A page (or, with ``document=False``, a fragment for a notebook) for one report."""
+    template = _env().get_template("single.html.j2")
+    return str(template.render(
+        row=row, correction=None, document=document, css=_markup(_static("report.css")), version=_version(),
+        title=title or f"GraphEval report{'' if row.id is None else ': ' + row.id}",
+    ))
+
+
+def render_correction_page(view: CorrectionView, *, document: bool = True, title: str | None = None) -> str:
+    """A page (or a fragment) for one correction report."""
+    template = _env().get_template("single.html.j2")
+    return str(template.render(
+        row=None, correction=view, document=document, css=_markup(_static("report.css")), version=_version(),
+        title=title or f"GraphCorrect report{'' if view.id is None else ': ' + view.id}",
+    ))
+
+
+def _pack(data: Any) -> str:
+    return base64.b64encode(
+        gzip.compress(json.dumps(data, ensure_ascii=False).encode("utf-8"), compresslevel=6, mtime=0)
+    ).decode("ascii")
+
+
+def _checked(html: str, what: str) -> str:
+    # Report text is escaped, so '<' never comes from data and our own markup has no script nor comment.
+    # Checked anyway, as this markup is put in the page by the script.
+    if _UNSAFE_IN_BLOB.search(html):
+        raise ValueError(f"{what} holds a script tag or a comment: refusing to pack it")
+    return html
+
+
+def _packed_table(rows: Sequence[RowView]) -> str:
+    """Every row of the run table as ``[n, id, status, score, claims, unsupported, text, markup]``, packed."""
+    macros = _env().get_template("macros.html.j2").make_module()
+    records = []
+    for n, row in enumerate(rows, start=1):
+        html = _checked(str(macros.run_row(row, n)).strip(), f"table row {n}")
+        worst = row.worst
+        text = " ".join([row.id or "", worst.claim if worst else "", *row.problems, "fallback" if row.fallback else ""])
+        records.append([n, row.id or "", row.status, -1 if row.score is None else row.score, len(row.claims),
+                        len(row.unsupported), text.lower(), html])
+    return _pack(records)
+
+
+def _packed_views(rows: Sequence[RowView]) -> list[str]:
+    """The rows' views (escaped markup), as base64 of gzip of a JSON list, :data:`CHUNK_ROWS` views a block."""
+    macros = _env().get_template("macros.html.j2").make_module()
+    blocks = []
+    for start in range(0, len(rows), CHUNK_ROWS):
+        views = [_checked(str(macros.row_section(row, False, "h2")), f"row view {row.anchor}")
+                 for row in rows[start : start + CHUNK_ROWS]]
+        blocks.append(_pack(views))
+    return blocks
+
+
+def render_run_page(
+    run: RunView, *, inline_rows: int = DEFAULT_INLINE_ROWS, source: str | None = None
+) -> str:
+    """The page of a whole run: summary, histogram, frequent unsupported relations, errors, the row table, the
+    row views (inline up to ``inline_rows`` rows, else drawn on demand)."""
+    js = _static("report.js")
+    digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
+    lazy = len(run.rows) > inline_rows
+    blocks = _packed_views(run.rows) if lazy else []
+    table_block = _packed_table(run.rows) if lazy else ""
+    template = _env().get_template("run.html.j2")
+    return str(template.render(
+        run=run, lazy=lazy, blocks=blocks, table_block=table_block, first_page=PAGE_ROWS, chunk_rows=CHUNK_ROWS, css=_markup(_static("report.css")), js=_markup(js),
+        script_hash=f"sha256-{digest}", version=_version(), source=source,
+    ))

@@ -1,0 +1,1 @@
+"""Browser tests (a package, so its conftest has a module name of its own)."""
