@@ -1,0 +1,119 @@
+"""A griffe extension for the API reference (mkdocs.yml): the package's docstrings, written for both ``help()`` and
+doctest, rendered as Markdown.
+
+* Doctest blocks (``>>>`` lines and their output) outside a section become ``pycon`` code blocks; inside an
+  ``Example:`` / ``Example (note):`` section, the section is renamed ``Examples:`` so that griffe renders them as
+  code (a bare ``>>>`` in Markdown is a block quote).
+* reST leftovers: ``.. code-block:: lang`` and ``Title::`` literal blocks become fenced code blocks; roles such as
+  ``:class:`~grapheval_plugins.types.Report``` become code spans (``Report``).
+* An ``Args:`` item whose names wrap onto a second line (``a, b, c,`` / ``d: as for ...``) is joined into one.
+
+Nothing here changes the source files: the rewrite applies to the docstrings griffe has loaded.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import griffe
+
+_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|data|mod|attr|exc|obj|const|type):`(~?)([^`]+)`")
+_EXAMPLE = re.compile(r"^(?P<indent>\s*)Examples?(?:\s*\((?P<note>[^)]*)\))?:\s*$")
+_CODE_BLOCK = re.compile(r"^(?P<indent>\s*)\.\. code-block::\s*(?P<lang>[\w+-]*)\s*$")
+_LITERAL = re.compile(r"^(?P<indent>\s*)(?P<text>\S.*?)::\s*$")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _role(match: re.Match[str]) -> str:
+    target = match.group(2)
+    return f"`{target.rsplit('.', 1)[-1] if match.group(1) else target}`"
+
+
+def _indented_block(lines: list[str], start: int, base: int) -> tuple[list[str], int]:
+    """The lines from ``start`` that are blank or indented deeper than ``base`` (trailing blanks excluded)."""
+    end = start
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > base):
+        end += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return lines[start:end], end
+
+
+def _fence(block: list[str], indent: str, lang: str) -> list[str]:
+    deepest = min((_indent(x) for x in block if x.strip()), default=0)
+    return [f"{indent}```{lang}", *[indent + x[deepest:] if x.strip() else "" for x in block], f"{indent}```"]
+
+
+def to_markdown(text: str) -> str:
+    """The docstring ``text`` with the rewrites of this module's docstring applied."""
+    lines = _ROLE.sub(_role, text).splitlines()
+    out: list[str] = []
+    i = 0
+    in_section_at: int | None = None  # indentation of the current section header, if any
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        if stripped and in_section_at is not None and _indent(line) <= in_section_at:
+            in_section_at = None
+        if (match := _EXAMPLE.match(line)) is not None:
+            out.append(f"{match['indent']}Examples:")
+            if match["note"]:
+                out.append(f"{match['indent']}    {match['note'][0].upper()}{match['note'][1:]}:")
+            in_section_at = len(match["indent"])
+            i += 1
+            continue
+        if re.match(r"^\s*[A-Z][\w ]*:\s*$", line):  # a Google-style section header (Args:, Raises: ...)
+            in_section_at = _indent(line)
+            out.append(line)
+            i += 1
+            continue
+        if (match := _CODE_BLOCK.match(line)) is not None:
+            j = i + 1
+            while j < len(lines) and not lines[j].strip():
+                j += 1
+            block, i = _indented_block(lines, j, _indent(line))
+            out += _fence(block, match["indent"], match["lang"])
+            continue
+        if (match := _LITERAL.match(line)) is not None and not stripped.startswith(".."):
+            j = i + 1
+            while j < len(lines) and not lines[j].strip():
+                j += 1
+            if j < len(lines) and _indent(lines[j]) > _indent(line):
+                block, end = _indented_block(lines, j, _indent(line))
+                out += [f"{match['indent']}{match['text']}:", "", *_fence(block, match["indent"], "")]
+                i = end
+                continue
+        if stripped.startswith(">>>") and in_section_at is None:
+            j = i
+            while j < len(lines) and lines[j].strip():
+                j += 1
+            out += _fence(lines[i:j], line[: _indent(line)], "pycon")
+            i = j
+            continue
+        if (
+            in_section_at is not None
+            and stripped.endswith(",")
+            and ":" not in stripped
+            and i + 1 < len(lines)
+            and _indent(lines[i + 1]) > _indent(line)
+            and ":" in lines[i + 1]
+        ):  # an Args item whose names wrap: join the two lines
+            out.append(line.rstrip() + " " + lines[i + 1].strip())
+            i += 2
+            continue
+        out.append(line)
+        i += 1
+    return "\n".join(out)
+
+
+class DocstringsAsMarkdown(griffe.Extension):
+    """Rewrites every loaded docstring with :func:`to_markdown` once the object tree is built."""
+
+    def on_object(self, *, obj: Any, **kwargs: Any) -> None:
+        docstring = getattr(obj, "docstring", None)
+        if docstring is not None and not getattr(obj, "is_alias", False):
+            docstring.value = to_markdown(docstring.value)
