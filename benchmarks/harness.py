@@ -48,7 +48,8 @@ from grapheval_plugins.exceptions import InputError
 from grapheval_plugins.extract.extractor import describe_llm
 from grapheval_plugins.extract.prompts import KG_PROMPT, KGPrompt
 from grapheval_plugins.jsonl import JsonlStore, read_jsonl
-from grapheval_plugins.types import TRIPLE_RENDERERS, ClaimCheck, Extraction, Report, Triple
+from grapheval_plugins.report.load import report_from_detection_row
+from grapheval_plugins.types import TRIPLE_RENDERERS, Report, Triple
 
 __all__ = [
     "DATASETS",
@@ -384,50 +385,6 @@ def merge_results(source: str | Path, into: str | Path) -> int:
                 store.append(row)
                 added += 1
         return added
-
-
-def report_from_detection_row(row: Mapping[str, Any], output: str, threshold: float = 0.5) -> Report:
-    """GraphEval's report on ``output``, rebuilt from a detection-study result row (no model is called).
-
-    The row holds every scored triple with its P(unsupported), so the verdict is the one the pipeline gave:
-    ``hallucinated`` when the largest P(unsupported) exceeds ``threshold``. A fallback row (no triple parsed)
-    becomes one whole-output claim scored ``p_graph``. Only rows of the paper's rendering (``concat``) qualify:
-    they are what :class:`~grapheval_plugins.GraphEval` checks by default. Evidence passages and spans are not
-    stored in result rows, so they are absent.
-
-    >>> row = {"id": "r1", "p_graph": 0.8, "fallback": False, "llm_calls": 1, "cached": False,
-    ...        "render": "concat", "triples": [["Ann", "won", "gold", 0.8], ["Ann", "is", "a swimmer", 0.1]]}
-    >>> report = report_from_detection_row(row, "Ann, a swimmer, won gold.")
-    >>> report.hallucinated, [c.claim for c in report.unsupported]
-    (True, ['Ann won gold'])
-
-    Raises:
-        InputError: the row recorded an error, has no graph score, or used another rendering.
-    """
-    if row.get("error") or row.get("p_graph") is None:
-        raise InputError("row", f"detection row {row.get('id')!r} has no graph verdict ({row.get('error')})")
-    if row.get("render", "concat") != "concat":
-        raise InputError("row", f"detection row {row.get('id')!r} used render {row.get('render')!r}, not concat")
-    triples = [(Triple.from_list(list(t[:3])), float(t[3])) for t in row.get("triples") or []]
-    if triples:
-        claims = [
-            ClaimCheck(claim=t.sentence(), triple=t, p_unsupported=p, unsupported=p > threshold) for t, p in triples
-        ]
-    else:
-        p = float(row["p_graph"])
-        claims = [ClaimCheck(claim=output, p_unsupported=p, unsupported=p > threshold)]
-    worst = max(c.p_unsupported for c in claims)
-    extraction = Extraction(
-        triples=[t for t, _ in triples],
-        attempts=int(row.get("llm_calls") or 0),
-        cached=bool(row.get("cached")),
-        fallback=not triples,
-    )
-    return Report(
-        output=output, mode="graph", threshold=threshold, hallucinated=worst > threshold, score=1.0 - worst,
-        claims=claims, extraction=extraction, llm=row.get("llm"), scorer=row.get("scorer"),
-        id=None if row.get("id") is None else str(row["id"]),
-    )
 
 
 RENDERERS: dict[str, Callable[[Triple], str]] = TRIPLE_RENDERERS
