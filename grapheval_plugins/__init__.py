@@ -31,7 +31,7 @@ from .exceptions import (
 from .extract.prompts import KG_PROMPT, KG_PROMPT_PAPER, KGPrompt
 from .models import DEFAULT_LLM, DEFAULT_SCORER, resolve_llm, resolve_scorer
 from .pipeline import GraphEval
-from .types import ClaimCheck, Extraction, Mode, Report, StageError, Triple
+from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, Triple
 
 __version__ = "0.1.0"
 
@@ -70,6 +70,7 @@ __all__ = [
     "CorrectionPrompts",
     "CorrectionReport",
     "CrossEncoderNLIScorer",
+    "ExtractedRow",
     "Extraction",
     "ExtractionError",
     "GraphCorrectRunnable",
