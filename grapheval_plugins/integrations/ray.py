@@ -241,7 +241,7 @@ def build_dataset(
     expected_completion_tokens: int = 256,
     check_actors: int = 1,
     check_batch_rows: int = 256,
-    check_num_cpus: float = 1.0,
+    check_num_cpus: float = 0.5,
     check_num_gpus: float | None = None,
     max_restarts: int = -1,
     max_task_retries: int = -1,
@@ -272,8 +272,8 @@ def build_dataset(
         max_restarts, max_task_retries: Ray's actor restarts and task retries (-1: unbounded, Ray Data's
             default for actor pools).
         parallelism: blocks to split the input into (default: Ray's choice); ``read_num_cpus``: CPUs reserved per
-            read task (a fraction by default, so that on a small cluster the reads never wait for CPUs the actor
-            pools hold).
+            read task. The actor pools hold their CPUs for the whole run: on a small cluster leave at least one CPU
+            free for Ray Data's file listing (Parquet), or the reads wait forever.
     """
     ray = _ray()
     if extract_actors < 1 or check_actors < 1 or extract_concurrency < 1:

@@ -122,8 +122,8 @@ def expected() -> list[Report]:
 
 def _options(**extra: Any) -> dict[str, Any]:
     return {
-        "llm": fake_llm, "scorer": SCORER, "extract_actors": 2, "extract_num_cpus": 0.5, "check_actors": 1,
-        "check_num_cpus": 0.5, "extract_batch_rows": 8, "check_batch_rows": 16, **extra,
+        "llm": fake_llm, "scorer": SCORER, "extract_actors": 2, "extract_num_cpus": 0.25, "check_actors": 1,
+        "check_num_cpus": 0.25, "extract_batch_rows": 8, "check_batch_rows": 16, **extra,
     }
 
 

@@ -57,3 +57,15 @@ def test_positions_name_the_row_in_the_whole_batch() -> None:
     [report] = _engine().extract_rows([ROWS[4]], positions=[41])
     assert isinstance(report, Report)
     assert report.errors[0].message == "rows[41].output: is empty"
+
+
+def test_ray_is_imported_only_when_the_ray_engine_runs() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, grapheval_plugins, grapheval_plugins.ratelimit, grapheval_plugins.integrations.ray, "
+        "grapheval_plugins.cli; print('ray' in sys.modules, 'pyarrow' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
