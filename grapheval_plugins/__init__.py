@@ -34,7 +34,7 @@ from .extract.prompts import KG_PROMPT, KG_PROMPT_PAPER, KGPrompt
 from .inputs import normalize_context, normalize_output, normalize_passages
 from .models import DEFAULT_LLM, DEFAULT_SCORER, resolve_llm, resolve_scorer
 from .pipeline import GraphEval
-from .types import ClaimCheck, Extraction, Mode, Report, StageError, Triple
+from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, Triple
 
 __version__ = "0.1.0"
 
@@ -74,6 +74,7 @@ __all__ = [
     "CorrectionPrompts",
     "CorrectionReport",
     "CrossEncoderNLIScorer",
+    "ExtractedRow",
     "Extraction",
     "ExtractionError",
     "GraphCorrectRunnable",

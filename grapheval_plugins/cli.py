@@ -153,16 +153,44 @@ def evaluate(
     batch_rows: Annotated[int, typer.Option(help="Rows processed (and written) per batch.")] = 16,
     resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT.")] = True,
     report: Annotated[Optional[Path], typer.Option("--report", help="Also write an HTML report of the run (all of OUTPUT) here.")] = None,
+    engine_name: Annotated[str, typer.Option("--engine", help="process (this process) or ray (a Ray cluster; the 'ray' extra).")] = "process",
+    address: Annotated[Optional[str], typer.Option(help="Ray cluster to connect to (default: a running one, else a local Ray).")] = None,
+    extract_actors: Annotated[int, typer.Option(help="Ray: extraction actors (one chat model each).")] = 2,
+    check_actors: Annotated[int, typer.Option(help="Ray: scoring actors (one loaded scorer each).")] = 1,
+    requests_per_minute: Annotated[Optional[float], typer.Option(help="Ray: chat-model requests a minute, whole run.")] = None,
+    tokens_per_minute: Annotated[Optional[float], typer.Option(help="Ray: chat-model tokens a minute, whole run.")] = None,
 ) -> None:
     """Check every row of INPUT and write a report per row to OUTPUT (JSONL)."""
     from .pipeline import GraphEval
 
     if mode not in ("graph", "raw"):
         raise typer.BadParameter("mode must be 'graph' or 'raw'")
+    if engine_name not in ("process", "ray"):
+        raise typer.BadParameter("engine must be 'process' or 'ray'")
     checked_mode: Mode = "graph" if mode == "graph" else "raw"
     engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, mode=checked_mode, cache=cache or True)
     rows, skipped, problems = _pending_rows(input, output, id_field, limit, resume)
     counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": skipped}
+    if engine_name == "ray":
+        _evaluate_on_ray(
+            rows, output, counts, problems, llm=llm, scorer=scorer, threshold=threshold, mode=mode, cache=cache,
+            context_key=context_field, output_key=output_field, id_key=id_field, address=address,
+            extract_actors=extract_actors, check_actors=check_actors, requests_per_minute=requests_per_minute,
+            tokens_per_minute=tokens_per_minute,
+        )
+    else:
+        _evaluate_here(engine, rows, output, counts, problems, batch_rows=batch_rows, mode=mode,
+                       context_field=context_field, output_field=output_field, id_field=id_field)
+    if report is not None:
+        _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,
+                           output_field=output_field, threshold=threshold)
+
+
+def _evaluate_here(
+    engine: Any, rows: list[dict[str, Any]], output: Path, counts: dict[str, Any], problems: list[str], *,
+    batch_rows: int, mode: str, context_field: str, output_field: str, id_field: str,
+) -> None:
+    """``evaluate`` in this process: batches through ``engine.evaluate_many``, each report appended as it comes."""
 
     def tally(row: dict[str, Any], report: Any) -> None:
         counts["rows"] += 1
@@ -184,9 +212,34 @@ def evaluate(
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
     console.print(f"reports written to {output}")
-    if report is not None:
-        _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,
-                           output_field=output_field, threshold=threshold)
+
+
+def _evaluate_on_ray(
+    rows: list[dict[str, Any]], output: Path, counts: dict[str, Any], problems: list[str], *, address: str | None,
+    **options: Any,
+) -> None:
+    """``evaluate --engine ray``: the pending rows through the Ray pipeline, each report appended as it comes."""
+    from .exceptions import GraphEvalError
+
+    try:
+        from .integrations.ray import RayEvalSummary, evaluate_to_file
+    except GraphEvalError as exc:  # pragma: no cover - the extra is missing
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from exc
+    if rows:
+        try:
+            summary = evaluate_to_file(rows, output, append=True, address=address, show_progress=True, **options)
+        except GraphEvalError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(code=2) from exc
+    else:
+        summary = RayEvalSummary(path=output)
+    counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
+    problems.extend(summary.problems)
+    console.print(_summary_table(f"GraphEval on Ray ({options.get('mode')})", counts))
+    for problem in problems:
+        console.print(f"[yellow]{problem}[/yellow]")
+    console.print(f"reports written to {output}")
 
 
 @app.command()

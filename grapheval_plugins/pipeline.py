@@ -23,7 +23,7 @@ from .extract.extractor import TripleExtractor
 from .extract.prompts import KG_PROMPT, KGPrompt
 from .inputs import Sample, to_sample
 from .locate import locate_triple
-from .types import ClaimCheck, Extraction, Mode, Report, StageError, Triple
+from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, Triple
 
 __all__ = ["GraphEval"]
 
@@ -513,15 +513,7 @@ class GraphEval:
             try:
                 samples.append((i, to_sample(row, i, context_key, output_key, id_key)))
             except InputError as exc:
-                rid = row.get(id_key) if isinstance(row, dict) else None
-                output = row.get(output_key) if isinstance(row, dict) else None
-                reports[i] = Report(
-                    output=output if isinstance(output, str) else "",
-                    mode=self.mode,
-                    threshold=self.threshold,
-                    id=None if rid is None else str(rid),
-                    errors=[StageError(stage="input", type="InputError", message=str(exc))],
-                )
+                reports[i] = self._input_error_report(row, exc, output_key, id_key)
 
         # Stage 1: extraction, bounded concurrency.
         semaphore = asyncio.Semaphore(self.max_concurrency)
@@ -563,6 +555,111 @@ class GraphEval:
         finally:
             bar.close()
         return [r for r in reports if r is not None]
+
+    # ----------------------------------------------------------------- the two stages, one at a time
+    def extract_rows(
+        self,
+        rows: Iterable[Any],
+        *,
+        context_key: str = "context",
+        output_key: str = "output",
+        id_key: str = "id",
+        config: RunnableConfig | None = None,
+        positions: Sequence[int] | None = None,
+    ) -> list[Report | ExtractedRow]:
+        """Stage 1 alone. See :meth:`aextract_rows`."""
+        return run_sync(
+            self.aextract_rows(
+                rows, context_key=context_key, output_key=output_key, id_key=id_key, config=config,
+                positions=positions,
+            )
+        )
+
+    async def aextract_rows(
+        self,
+        rows: Iterable[Any],
+        *,
+        context_key: str = "context",
+        output_key: str = "output",
+        id_key: str = "id",
+        config: RunnableConfig | None = None,
+        positions: Sequence[int] | None = None,
+    ) -> list[Report | ExtractedRow]:
+        """The extraction stage of :meth:`aevaluate_many` on its own, for running the stages apart (e.g. on a cluster).
+
+        Rows are read as in :meth:`aevaluate_many`, with at most ``max_concurrency`` chat-model calls in flight.
+        A row that fails here (bad input, the chat model raising on every retry) comes back as its final
+        :class:`~grapheval_plugins.types.Report`, the one :meth:`aevaluate_many` gives it; every other row as an
+        :class:`~grapheval_plugins.types.ExtractedRow` for :meth:`acheck_rows`. Results are in the order of
+        ``rows``. The scorer is not loaded. ``positions``: each row's index in the whole batch, for the messages
+        of input errors (``rows[i]``) when ``rows`` is one slice of it (default: 0, 1, …).
+
+        >>> from grapheval_plugins.testing import ScriptedChatModel, KeywordScorer
+        >>> ge = GraphEval(llm=ScriptedChatModel(responses=['<python>[["Sky", "is", "green"]]</python>']),
+        ...                scorer=KeywordScorer())
+        >>> [pending] = ge.extract_rows([{"context": "The sky is blue.", "output": "The sky is green."}])
+        >>> pending.claims[0][0]
+        'Sky is green'
+        >>> ge.check_rows([pending])[0].hallucinated
+        True
+        """
+        rows = list(rows)
+        where = list(range(len(rows))) if positions is None else list(positions)
+        if len(where) != len(rows):
+            raise InputError("positions", f"{len(where)} positions for {len(rows)} rows")
+        results: list[Report | ExtractedRow | None] = [None] * len(rows)
+        samples: list[tuple[int, Sample]] = []
+        for i, row in enumerate(rows):
+            try:
+                samples.append((i, to_sample(row, where[i], context_key, output_key, id_key)))
+            except InputError as exc:
+                results[i] = self._input_error_report(row, exc, output_key, id_key)
+        semaphore = asyncio.Semaphore(self.max_concurrency)
+
+        async def extract(i: int, sample: Sample) -> None:
+            async with semaphore:
+                t0 = time.perf_counter()
+                extraction, claims, error = await self._extract_claims(sample, config)
+                seconds = time.perf_counter() - t0
+            if error is not None:
+                results[i] = self._error_report(sample, extraction, error, {"extract": seconds, "total": seconds})
+            else:
+                results[i] = ExtractedRow(
+                    id=sample.id, context=sample.context, passages=list(sample.passages), output=sample.output,
+                    extraction=extraction,
+                    claims=claims, llm=None if self.mode == "raw" else self.extractor.llm_id,
+                    extract_seconds=seconds,
+                )
+
+        await asyncio.gather(*(extract(i, s) for i, s in samples))
+        return [r for r in results if r is not None]
+
+    def check_rows(self, rows: Sequence[ExtractedRow]) -> list[Report]:
+        """Stages 2 and 3 alone. See :meth:`acheck_rows`."""
+        return run_sync(self.acheck_rows(rows))
+
+    async def acheck_rows(self, rows: Sequence[ExtractedRow]) -> list[Report]:
+        """Score and decide rows extracted by :meth:`aextract_rows` (possibly by another process).
+
+        As in :meth:`aevaluate_many`: the claims of ``check_batch_rows`` rows at a time go to the scorer in one
+        pass, a scorer failure fails only its own row, and the reports are those :meth:`aevaluate_many` gives
+        (``llm`` names the chat model that extracted the row; the chat model is not loaded here).
+        """
+        reports: list[Report] = []
+        for start in range(0, len(rows), self.check_batch_rows):
+            group = rows[start : start + self.check_batch_rows]
+            pairs = [(Sample(r.context, r.output, r.id, tuple(r.passages)), list(r.claims)) for r in group]
+            t0 = time.perf_counter()
+            results = await self._check_group(pairs)
+            share = (time.perf_counter() - t0) / max(1, len(group))
+            for row, (sample, claims), result in zip(group, pairs, results):
+                timings = {"extract": row.extract_seconds, "check": share, "total": row.extract_seconds + share}
+                if isinstance(result, StageError):
+                    report = self._error_report(sample, row.extraction, result, timings)
+                else:
+                    report = self._report(sample, row.extraction, claims, result, timings)
+                reports.append(report if report.llm == row.llm else report.model_copy(update={"llm": row.llm}))
+        return reports
 
     # ----------------------------------------------------------------- stages
     async def _extract_claims(
@@ -658,6 +755,17 @@ class GraphEval:
             timings=timings,
             errors=unjudged,
             id=sample.id,
+        )
+
+    def _input_error_report(self, row: Any, exc: InputError, output_key: str, id_key: str) -> Report:
+        rid = row.get(id_key) if isinstance(row, dict) else None
+        output = row.get(output_key) if isinstance(row, dict) else None
+        return Report(
+            output=output if isinstance(output, str) else "",
+            mode=self.mode,
+            threshold=self.threshold,
+            id=None if rid is None else str(rid),
+            errors=[StageError(stage="input", type="InputError", message=str(exc))],
         )
 
     def _error_report(

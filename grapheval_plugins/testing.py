@@ -10,8 +10,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +37,8 @@ class ScriptedChatModel(BaseChatModel):
         responses: answers returned in turn (the last one repeats once the list is used up). An ``Exception``
             instance in the list is raised instead of answered.
         respond: alternatively, a function of the messages that returns the answer (or raises).
+        latency_s: seconds each call takes (``asyncio.sleep`` on the async path, so concurrent calls overlap as they
+            would with a provider's API).
 
     ``calls`` holds the message list of every call, in order.
     """
@@ -44,6 +48,7 @@ class ScriptedChatModel(BaseChatModel):
     responses: list[Any] = Field(default_factory=list)
     respond: Responder | None = None
     model_label: str = "scripted"
+    latency_s: float = 0.0
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
@@ -75,6 +80,8 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        if self.latency_s:
+            time.sleep(self.latency_s)
         return ChatResult(generations=[ChatGeneration(message=AIMessage(self._answer(messages)))])
 
     async def _agenerate(
@@ -84,6 +91,8 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
         return ChatResult(generations=[ChatGeneration(message=AIMessage(self._answer(messages)))])
 
 
@@ -158,7 +167,7 @@ def _naive_triples(messages: list[BaseMessage]) -> str:
     return "<python>" + json.dumps(triples) + "</python>"
 
 
-def naive_triples_chat_model() -> ScriptedChatModel:
+def naive_triples_chat_model(latency_s: float = 0.0) -> ScriptedChatModel:
     """A fake chat model that answers prompt A with crude triples cut from each sentence of the input.
 
     For demos and tests of the plumbing (CLI, adapters) without a real model: the spec
@@ -168,4 +177,4 @@ def naive_triples_chat_model() -> ScriptedChatModel:
     >>> naive_triples_chat_model().invoke(KG_PROMPT.messages("The cat sat on the mat.")).content
     '<python>[["The cat", "sat", "on the mat"]]</python>'
     """
-    return ScriptedChatModel(respond=_naive_triples, model_label="naive-triples")
+    return ScriptedChatModel(respond=_naive_triples, model_label="naive-triples", latency_s=latency_s)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 __all__ = [
     "TRIPLE_RENDERERS",
     "ClaimCheck",
+    "ExtractedRow",
     "Extraction",
     "Mode",
     "Report",
@@ -198,3 +199,28 @@ class Report(BaseModel):
         from .report import report_html
 
         return report_html(self, document=False)
+
+class ExtractedRow(BaseModel):
+    """One row between the two stages of :class:`~grapheval_plugins.GraphEval`: extracted, not yet scored.
+
+    Produced by :meth:`GraphEval.extract_rows <grapheval_plugins.GraphEval.extract_rows>` and consumed by
+    :meth:`GraphEval.check_rows <grapheval_plugins.GraphEval.check_rows>`. It is plain data (``model_dump_json`` /
+    ``model_validate_json`` round-trip it), so the two stages can run in different processes or machines.
+
+    >>> row = ExtractedRow(id="1", context="Paris is in France.", output="Paris is in France.",
+    ...                    claims=[("Paris is in France", Triple.from_list(["Paris", "is in", "France"]))])
+    >>> ExtractedRow.model_validate_json(row.model_dump_json()) == row
+    True
+    """
+
+    id: str | None = None
+    context: str
+    passages: list[str] = Field(default_factory=list)
+    """The context's passages, as the scorer reads them (each chunked on its own); empty: ``context`` is one."""
+    output: str
+    extraction: Extraction | None = None
+    claims: list[tuple[str, Triple | None]] = Field(default_factory=list)
+    """The hypotheses to score, each with the triple it was read from (``None``: the whole output)."""
+    llm: str | None = None
+    """The chat model that extracted the claims (``None`` in raw mode)."""
+    extract_seconds: float = 0.0

@@ -1,0 +1,504 @@
+"""GraphEval on a Ray cluster: millions of rows, the same reports as one machine (``ray`` extra).
+
+A Ray Data pipeline in three stages, each running the core's own stage functions, so the reports are those of
+:meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>`:
+
+1. **read** JSONL or Parquet (or rows / a ``ray.data.Dataset`` you already have);
+2. **extract**: a pool of ``extract_actors`` actors, each holding one chat model, calls it with at most
+   ``extract_concurrency`` requests in flight and under its share of the ``requests_per_minute`` /
+   ``tokens_per_minute`` limits (:meth:`GraphEval.extract_rows <grapheval_plugins.GraphEval.extract_rows>`);
+3. **check + aggregate**: a pool of ``check_actors`` actors, each holding one loaded scorer (one GPU each when the
+   cluster has GPUs), scores large batches of claims and decides each row
+   (:meth:`GraphEval.check_rows <grapheval_plugins.GraphEval.check_rows>`);
+
+then the reports are written as JSONL (one ``Report.model_dump(mode="json")`` per line, as ``grapheval evaluate``
+writes) or Parquet. Models are given as spec strings (or picklable zero-argument factories) and each actor builds
+its own. A SQLite knowledge-graph cache path shared by the workers makes a re-run cost no chat-model call.
+
+Fault tolerance is Ray's: a batch whose worker dies is retried (``max_task_retries``) on a restarted actor
+(``max_restarts``); Ray Data keeps only the output of the attempt that finished, so no row is lost or duplicated.
+
+Example (a local Ray is started, and stopped, when none is running)::
+
+    from grapheval_plugins.integrations.ray import evaluate_dataset, evaluate_to_file
+    reports = evaluate_dataset("rows.jsonl", llm="bedrock:<model id>", scorer="hhem", cache="kg.sqlite")
+    evaluate_to_file("rows.parquet", "reports.jsonl", llm="local:qwen2.5-coder-0.5b", scorer="hhem",
+                     extract_actors=8, requests_per_minute=600, tokens_per_minute=400_000)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._imports import require
+from ..exceptions import InputError
+from ..extract.prompts import KG_PROMPT, KGPrompt
+from ..pipeline import GraphEval
+from ..types import ExtractedRow, Mode, Report, Triple
+
+__all__ = [
+    "EngineSpec",
+    "RayEvalSummary",
+    "build_dataset",
+    "evaluate_dataset",
+    "evaluate_to_file",
+    "iter_report_json",
+    "read_reports",
+    "report_record",
+    "report_schema",
+]
+
+logger = logging.getLogger(__name__)
+
+_PURPOSE = "to run GraphEval on Ray"
+_POSITION = "__grapheval_position__"
+
+
+def _ray() -> Any:
+    return require("ray", "ray", _PURPOSE)
+
+
+# --------------------------------------------------------------------------------------------- engine settings
+@dataclass(frozen=True)
+class EngineSpec:
+    """Everything an actor needs to build its own :class:`~grapheval_plugins.GraphEval` (sent to the workers).
+
+    ``llm`` and ``scorer`` are spec strings (``"bedrock:<id>"``, ``"hhem"``, ``"py:pkg.mod:factory"`` …) or
+    picklable zero-argument callables returning a chat model / scorer. ``cache``: a SQLite file path on storage
+    every worker reaches (``None``: each actor keeps an in-memory cache).
+    """
+
+    llm: Any = None
+    scorer: Any = None
+    threshold: float = 0.5
+    mode: Mode = "graph"
+    prompt: KGPrompt = KG_PROMPT
+    max_retries: int = 2
+    cache: str | None = None
+    render_triple: Callable[[Triple], str] = Triple.sentence
+    locate: bool = True
+
+    def _model(self, spec: Any, resolve: Callable[[Any], Any]) -> Any:
+        if callable(spec) and not hasattr(spec, "ainvoke") and not hasattr(spec, "predict_support"):
+            spec = spec()
+        return resolve(spec)
+
+    def build_llm(self) -> Any:
+        """The chat model, resolved in the calling process."""
+        from ..models import resolve_llm
+
+        return self._model(self.llm, resolve_llm)
+
+    def build_scorer(self) -> Any:
+        """The scorer, resolved (and so loaded) in the calling process."""
+        from ..models import resolve_scorer
+
+        return self._model(self.scorer, resolve_scorer)
+
+    def engine(self, *, llm: Any = None, scorer: Any = None, **options: Any) -> GraphEval:
+        """A :class:`~grapheval_plugins.GraphEval` with these settings over already-built models."""
+        return GraphEval(
+            llm=llm, scorer=scorer, threshold=self.threshold, mode=self.mode, prompt=self.prompt,
+            max_retries=self.max_retries, cache=self.cache if self.cache is not None else True,
+            render_triple=self.render_triple, locate=self.locate, show_progress=False, **options,
+        )
+
+
+@dataclass(frozen=True)
+class _Columns:
+    context: str = "context"
+    output: str = "output"
+    id: str = "id"
+
+
+@dataclass(frozen=True)
+class _Limits:
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    expected_completion_tokens: int = 256
+
+
+# --------------------------------------------------------------------------------------------- the two actors
+def _report_json(report: Report) -> str:
+    """One report as ``grapheval evaluate`` writes it (a line of its JSONL output)."""
+    return json.dumps(report.model_dump(mode="json"), ensure_ascii=False)
+
+
+class _ExtractStage:
+    """Actor: one chat model, rate-limited; rows → ``(id, kind, payload)`` (a final report, or the pending row)."""
+
+    def __init__(self, spec: EngineSpec, columns: _Columns, limits: _Limits, concurrency: int) -> None:
+        llm: Any = None
+        if spec.mode == "graph":
+            llm = spec.build_llm()
+            if limits.requests_per_minute or limits.tokens_per_minute:
+                from ..ratelimit import RateLimitedChatModel
+
+                llm = RateLimitedChatModel(
+                    llm, requests_per_minute=limits.requests_per_minute,
+                    tokens_per_minute=limits.tokens_per_minute,
+                    expected_completion_tokens=limits.expected_completion_tokens,
+                )
+        self.engine = spec.engine(llm=llm, max_concurrency=concurrency)
+        self.columns = columns
+
+    def __call__(self, batch: Any) -> dict[str, list[str | None]]:
+        rows = batch.to_pylist()
+        positions = [row.pop(_POSITION) for row in rows] if _POSITION in batch.column_names else None
+        results = self.engine.extract_rows(
+            rows, context_key=self.columns.context, output_key=self.columns.output, id_key=self.columns.id,
+            positions=positions,
+        )
+        ids: list[str | None] = []
+        kinds: list[str | None] = []
+        payloads: list[str | None] = []
+        for result in results:
+            ids.append(result.id)
+            if isinstance(result, Report):
+                kinds.append("report")
+                payloads.append(_report_json(result))
+            else:
+                kinds.append("pending")
+                payloads.append(result.model_dump_json())
+        return {"id": ids, "kind": kinds, "payload": payloads}
+
+
+class _CheckStage:
+    """Actor: one loaded scorer; pending rows → reports (rows already final pass through)."""
+
+    def __init__(self, spec: EngineSpec, check_batch_rows: int) -> None:
+        self.engine = spec.engine(scorer=spec.build_scorer(), check_batch_rows=check_batch_rows)
+        self.engine.scorer  # noqa: B018 - load before the first batch
+
+    def __call__(self, batch: Any) -> dict[str, list[str | None]]:
+        ids = batch.column("id").to_pylist()
+        kinds = batch.column("kind").to_pylist()
+        payloads = batch.column("payload").to_pylist()
+        pending = [ExtractedRow.model_validate_json(p) for k, p in zip(kinds, payloads) if k == "pending"]
+        checked = iter(self.engine.check_rows(pending))
+        reports = [p if k == "report" else _report_json(next(checked)) for k, p in zip(kinds, payloads)]
+        return {"id": ids, "report": reports}
+
+
+# --------------------------------------------------------------------------------------------- the pipeline
+def _read(source: Any, parallelism: int | None, num_cpus: float) -> Any:
+    """A ``ray.data.Dataset`` from paths (JSONL / JSON / Parquet, by suffix), rows, or a dataset."""
+    ray = _ray()
+    if isinstance(source, ray.data.Dataset):
+        return source
+    if isinstance(source, (str, Path)):
+        source = [source]
+    items = list(source)
+    if items and all(isinstance(s, (str, Path)) for s in items):
+        paths = [str(p) for p in items]
+        suffixes = {Path(p).suffix.lower() for p in paths}
+        kwargs: dict[str, Any] = {"num_cpus": num_cpus}
+        if parallelism is not None:
+            kwargs["override_num_blocks"] = parallelism
+        if suffixes <= {".parquet", ".pq"}:
+            return ray.data.read_parquet(paths, **kwargs)
+        if suffixes <= {".jsonl", ".json", ".ndjson"}:
+            return ray.data.read_json(paths, lines=True, **kwargs)
+        raise InputError("source", f"read JSONL (.jsonl/.json) or Parquet (.parquet) files, got {sorted(suffixes)}")
+    if not all(isinstance(r, Mapping) for r in items):
+        raise InputError("source", "rows must be mappings (dicts) with the context / output / id fields")
+    # In-memory rows carry their position, so an input error names the row as evaluate_many does.
+    rows = [{**r, _POSITION: i} for i, r in enumerate(items)]
+    return ray.data.from_items(rows, **({} if parallelism is None else {"override_num_blocks": parallelism}))
+
+
+def _auto_gpus(requested: float | None) -> float:
+    if requested is not None:
+        return requested
+    return 1.0 if _ray().cluster_resources().get("GPU", 0) > 0 else 0.0
+
+
+def build_dataset(
+    source: Any,
+    *,
+    llm: Any = None,
+    scorer: Any = None,
+    threshold: float = 0.5,
+    mode: Mode = "graph",
+    prompt: KGPrompt = KG_PROMPT,
+    max_retries: int = 2,
+    cache: str | Path | None = None,
+    context_key: str = "context",
+    output_key: str = "output",
+    id_key: str = "id",
+    extract_actors: int = 2,
+    extract_concurrency: int = 4,
+    extract_batch_rows: int = 16,
+    extract_num_cpus: float = 0.25,
+    requests_per_minute: float | None = None,
+    tokens_per_minute: float | None = None,
+    expected_completion_tokens: int = 256,
+    check_actors: int = 1,
+    check_batch_rows: int = 256,
+    check_num_cpus: float = 0.5,
+    check_num_gpus: float | None = None,
+    max_restarts: int = -1,
+    max_task_retries: int = -1,
+    parallelism: int | None = None,
+    read_num_cpus: float = 0.25,
+    render_triple: Callable[[Triple], str] = Triple.sentence,
+    locate: bool = True,
+) -> Any:
+    """The lazy Ray Data pipeline: a ``ray.data.Dataset`` of ``{"id", "report"}`` rows (``report``: one JSON line).
+
+    Nothing runs until the dataset is consumed (:func:`iter_report_json`, ``ds.write_*``, …). Ray must be
+    initialised (``ray.init``); :func:`evaluate_dataset` and :func:`evaluate_to_file` do that for you.
+
+    Args:
+        source: JSONL / Parquet path(s), a list of row dicts, or a ``ray.data.Dataset``. Rows carry
+            ``context_key``, ``output_key`` and (for resuming and de-duplication) ``id_key``.
+        llm, scorer: spec strings (or picklable zero-argument factories); each actor builds its own model.
+        cache: SQLite file for the knowledge-graph cache, on storage all workers reach (see ``docs/ray.md``);
+            ``None``: an in-memory cache per extraction actor.
+        extract_actors: extraction actors (one chat model each); ``extract_concurrency``: calls in flight per
+            actor; ``extract_batch_rows``: rows per extraction task; ``extract_num_cpus``: CPUs reserved per
+            actor (API models wait on the network: a fraction; a local model: its threads).
+        requests_per_minute, tokens_per_minute: the account's limits for the whole run; each extraction actor
+            keeps under ``1 / extract_actors`` of them.
+        check_actors: scoring actors (one loaded scorer each); ``check_batch_rows``: rows whose claims go to the
+            scorer in one pass; ``check_num_gpus``: GPUs per scoring actor (``None``: 1 when the cluster has
+            GPUs, else 0).
+        max_restarts, max_task_retries: Ray's actor restarts and task retries (-1: unbounded, Ray Data's
+            default for actor pools).
+        parallelism: blocks to split the input into (default: Ray's choice); ``read_num_cpus``: CPUs reserved per
+            read task. The actor pools hold their CPUs for the whole run: on a small cluster leave at least one CPU
+            free for Ray Data's file listing (Parquet), or the reads wait forever.
+    """
+    ray = _ray()
+    if extract_actors < 1 or check_actors < 1 or extract_concurrency < 1:
+        raise InputError("extract_actors", "extract_actors, check_actors and extract_concurrency must be >= 1")
+    spec = EngineSpec(
+        llm=llm, scorer=scorer, threshold=threshold, mode=mode, prompt=prompt, max_retries=max_retries,
+        cache=None if cache is None else str(Path(cache).resolve()), render_triple=render_triple, locate=locate,
+    )
+    limits = _Limits(
+        None if requests_per_minute is None else requests_per_minute / extract_actors,
+        None if tokens_per_minute is None else tokens_per_minute / extract_actors,
+        expected_completion_tokens,
+    )
+    # Ray Data's actor pools restart dead actors and retry their tasks without bound by default; pass only changes.
+    retries = {k: v for k, v in (("max_restarts", max_restarts), ("max_task_retries", max_task_retries)) if v != -1}
+    ds = _read(source, parallelism, read_num_cpus)
+    ds = ds.map_batches(
+        _ExtractStage,
+        fn_constructor_kwargs={
+            "spec": spec, "columns": _Columns(context_key, output_key, id_key), "limits": limits,
+            "concurrency": extract_concurrency,
+        },
+        batch_size=extract_batch_rows,
+        batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(size=extract_actors),
+        num_cpus=extract_num_cpus,
+        **retries,
+    )
+    ds = ds.map_batches(
+        _CheckStage,
+        fn_constructor_kwargs={"spec": spec, "check_batch_rows": check_batch_rows},
+        batch_size=check_batch_rows,
+        batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(size=check_actors),
+        num_cpus=check_num_cpus,
+        num_gpus=_auto_gpus(check_num_gpus),
+        **retries,
+    )
+    assert isinstance(ds, ray.data.Dataset)
+    return ds
+
+
+def iter_report_json(dataset: Any, batch_rows: int = 256) -> Iterator[str]:
+    """The JSON lines of a :func:`build_dataset` pipeline, streamed to this process as they are ready."""
+    for batch in dataset.iter_batches(batch_size=batch_rows, batch_format="pyarrow"):
+        yield from batch.column("report").to_pylist()
+
+
+@contextlib.contextmanager
+def _ray_session(address: str | None, num_cpus: int | None, init: Mapping[str, Any] | None) -> Iterator[None]:
+    """Use the running Ray, or connect to ``address``, or start a local one (stopped again on exit)."""
+    ray = _ray()
+    if ray.is_initialized():
+        yield
+        return
+    options: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING, **(init or {})}
+    if address is not None:
+        options["address"] = address
+    elif num_cpus is not None:
+        options.setdefault("num_cpus", num_cpus)
+    ray.init(**options)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@contextlib.contextmanager
+def _ordered(preserve_order: bool, show_progress: bool) -> Iterator[None]:
+    ctx = _ray().data.DataContext.get_current()
+    saved = (ctx.execution_options.preserve_order, ctx.enable_progress_bars)
+    ctx.execution_options.preserve_order = preserve_order
+    ctx.enable_progress_bars = show_progress
+    try:
+        yield
+    finally:
+        ctx.execution_options.preserve_order, ctx.enable_progress_bars = saved
+
+
+def evaluate_dataset(
+    source: Any,
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    ray_init: Mapping[str, Any] | None = None,
+    preserve_order: bool = True,
+    show_progress: bool = False,
+    **options: Any,
+) -> list[Report]:
+    """Check every row of ``source`` on Ray and return the reports (in the order of the rows).
+
+    Options are those of :func:`build_dataset`. With no Ray running, connects to ``address`` (e.g.
+    ``"ray://head:10001"`` or ``"auto"``) or starts a local Ray with ``num_cpus`` CPUs, and stops it afterwards.
+    The reports equal what :meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>` returns
+    on the same rows and models (except the wall times in ``timings``). For millions of rows, stream to a file
+    with :func:`evaluate_to_file` instead of holding every report in memory.
+    """
+    with _ray_session(address, num_cpus, ray_init), _ordered(preserve_order, show_progress):
+        ds = build_dataset(source, **options)
+        return [Report.model_validate_json(line) for line in iter_report_json(ds)]
+
+
+@dataclass
+class RayEvalSummary:
+    """What :func:`evaluate_to_file` wrote: row counts by verdict, and the problems met."""
+
+    path: Path
+    rows: int = 0
+    flagged: int = 0
+    faithful: int = 0
+    errors: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, report: Report) -> None:
+        self.rows += 1
+        if not report.ok:
+            self.errors += 1
+            self.problems.append(f"row {report.id}: " + "; ".join(e.message for e in report.errors))
+        elif report.hallucinated:
+            self.flagged += 1
+        else:
+            self.faithful += 1
+
+
+def evaluate_to_file(
+    source: Any,
+    output: str | Path,
+    *,
+    append: bool = False,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    ray_init: Mapping[str, Any] | None = None,
+    preserve_order: bool = False,
+    show_progress: bool = False,
+    on_report: Callable[[Report], None] | None = None,
+    **options: Any,
+) -> RayEvalSummary:
+    """Check every row of ``source`` on Ray and write one report per row to ``output`` as the results come.
+
+    ``output`` ending in ``.parquet`` is written as Parquet (:func:`report_schema`), anything else as JSONL,
+    line for line what ``grapheval evaluate`` writes; ``append=True`` adds to an existing JSONL file (resuming).
+    Options are those of :func:`build_dataset`; Ray is started as in :func:`evaluate_dataset`.
+    """
+    path = Path(output)
+    summary = RayEvalSummary(path=path)
+    parquet = path.suffix.lower() in (".parquet", ".pq")
+    if parquet and append:
+        raise InputError("append", "appending is supported for JSONL output only")
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def reports(lines: Iterable[str]) -> Iterator[tuple[str, Report]]:
+        for line in lines:
+            report = Report.model_validate_json(line)
+            summary.add(report)
+            if on_report is not None:
+                on_report(report)
+            yield line, report
+
+    with _ray_session(address, num_cpus, ray_init), _ordered(preserve_order, show_progress):
+        lines = iter_report_json(build_dataset(source, **options))
+        if parquet:
+            _write_parquet(path, (r for _, r in reports(lines)))
+        else:
+            with path.open("a" if append else "w", encoding="utf-8") as fh:
+                for line, _ in reports(lines):
+                    fh.write(line + "\n")
+                    if summary.rows % 256 == 0:
+                        fh.flush()
+    return summary
+
+
+# --------------------------------------------------------------------------------------------- Parquet
+def report_schema() -> Any:
+    """The Arrow schema of a report row in Parquet output: the fields of ``Report.model_dump()``, typed."""
+    pa = require("pyarrow", "ray", _PURPOSE)
+    triple = pa.struct([("subject", pa.string()), ("relation", pa.string()), ("object", pa.string())])
+    claim = pa.struct([
+        ("claim", pa.string()), ("triple", triple), ("p_unsupported", pa.float64()), ("unsupported", pa.bool_()),
+        ("evidence", pa.string()), ("evidence_index", pa.int64()), ("span", pa.list_(pa.int64())),
+    ])
+    extraction = pa.struct([
+        ("triples", pa.list_(triple)), ("raw_text", pa.string()), ("attempts", pa.int64()),
+        ("cached", pa.bool_()), ("fallback", pa.bool_()), ("issues", pa.list_(pa.string())),
+    ])
+    error = pa.struct([("stage", pa.string()), ("type", pa.string()), ("message", pa.string())])
+    return pa.schema([
+        ("output", pa.string()), ("mode", pa.string()), ("threshold", pa.float64()),
+        ("hallucinated", pa.bool_()), ("score", pa.float64()), ("claims", pa.list_(claim)),
+        ("extraction", extraction), ("llm", pa.string()), ("scorer", pa.string()),
+        ("timings", pa.map_(pa.string(), pa.float64())), ("errors", pa.list_(error)), ("id", pa.string()),
+        ("ok", pa.bool_()),
+    ])
+
+
+def report_record(report: Report) -> dict[str, Any]:
+    """A report as a row of :func:`report_schema`: ``model_dump(mode="json")`` with ``timings`` as key/value pairs."""
+    data = report.model_dump(mode="json")
+    data["timings"] = list(data["timings"].items())
+    return data
+
+
+def _write_parquet(path: Path, reports: Iterable[Report], rows_per_group: int = 4096) -> None:
+    pa = require("pyarrow", "ray", _PURPOSE)
+    pq = require("pyarrow.parquet", "ray", _PURPOSE)
+    schema = report_schema()
+    with pq.ParquetWriter(str(path), schema) as writer:
+        chunk: list[dict[str, Any]] = []
+        for report in reports:
+            chunk.append(report_record(report))
+            if len(chunk) >= rows_per_group:
+                writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
+                chunk = []
+        if chunk:
+            writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
+
+
+def read_reports(path: str | Path) -> list[Report]:
+    """Read back reports written by :func:`evaluate_to_file` (JSONL or Parquet) or ``grapheval evaluate``."""
+    path = Path(path)
+    if path.suffix.lower() in (".parquet", ".pq"):
+        pq = require("pyarrow.parquet", "ray", _PURPOSE)
+        out = []
+        for data in pq.read_table(str(path)).to_pylist():
+            data["timings"] = dict(data["timings"] or [])
+            out.append(Report.model_validate(data))
+        return out
+    with path.open(encoding="utf-8") as fh:
+        return [Report.model_validate_json(line) for line in fh if line.strip()]

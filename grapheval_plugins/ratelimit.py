@@ -1,0 +1,171 @@
+"""Client-side rate limits for a chat model: requests per minute and tokens per minute.
+
+Providers bound a key's traffic by requests and by tokens per minute; a batch run that ignores the bounds gets
+throttled (HTTP 429) and retries blindly. :class:`RateLimitedChatModel` wraps any LangChain chat model and waits
+before each call until both budgets allow it. It keeps the wrapped model's name, so the knowledge-graph cache keys
+(and the reports' ``llm`` field) are the same with or without limits.
+
+A token budget is charged twice: before the call with an estimate (prompt characters / 4 + the expected completion),
+then corrected with the tokens the provider reports (``usage_metadata``) once the answer arrives. The balance may go
+negative after a long answer; later calls then wait until it is paid back. That post-hoc charge, and requests larger
+than one minute's budget, are why this is a small token bucket of its own rather than a leaky-bucket library.
+
+>>> import asyncio
+>>> from grapheval_plugins.testing import ScriptedChatModel
+>>> llm = RateLimitedChatModel(ScriptedChatModel(responses=["ok"], model_label="m"), requests_per_minute=600)
+>>> llm.invoke("hi").content, llm.model_label
+('ok', 'm')
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ._async import run_sync
+from ._messages import message_text
+from .extract.extractor import describe_llm
+
+__all__ = ["RateLimitedChatModel", "TokenBucket", "estimate_tokens"]
+
+
+def estimate_tokens(messages: Any) -> int:
+    """A provider-neutral estimate of a prompt's tokens: its characters / 4 (English prose with BPE tokenizers).
+
+    >>> estimate_tokens("a" * 400)
+    100
+    """
+    if isinstance(messages, str):
+        text = messages
+    elif isinstance(messages, (list, tuple)):
+        text = "".join(message_text(m) if not isinstance(m, str) else m for m in messages)
+    else:
+        text = str(messages)
+    return max(1, len(text) // 4)
+
+
+class TokenBucket:
+    """A thread-safe token bucket refilled continuously at ``per_minute`` units a minute, holding at most ``burst``.
+
+    ``acquire(n)`` waits until the bucket holds ``n`` units (or is full, for ``n`` above the burst) and takes them;
+    ``charge(n)`` takes ``n`` more at once, possibly into debt (negative: later acquires wait for it).
+    Safe across threads and event loops (no asyncio primitive is bound to a loop).
+
+    >>> bucket = TokenBucket(per_minute=60, burst=2)
+    >>> asyncio.run(bucket.acquire(2)); bucket.level < 1
+    True
+    """
+
+    def __init__(
+        self, per_minute: float, burst: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if per_minute <= 0:
+            raise ValueError("per_minute must be > 0")
+        self.rate = per_minute / 60.0
+        self.capacity = float(burst if burst is not None else per_minute)
+        if self.capacity <= 0:
+            raise ValueError("burst must be > 0")
+        self._clock = clock
+        self._level = self.capacity
+        self._updated = clock()
+        self._lock = threading.Lock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._level = min(self.capacity, self._level + (now - self._updated) * self.rate)
+        self._updated = now
+
+    @property
+    def level(self) -> float:
+        """Units available now (negative while in debt)."""
+        with self._lock:
+            self._refill()
+            return self._level
+
+    def try_acquire(self, amount: float = 1.0) -> float:
+        """Take ``amount`` if available and return 0.0; otherwise take nothing and return the seconds to wait."""
+        need = min(amount, self.capacity)
+        with self._lock:
+            self._refill()
+            if self._level >= need:
+                self._level -= amount
+                return 0.0
+            return (need - self._level) / self.rate
+
+    async def acquire(self, amount: float = 1.0) -> None:
+        """Wait until ``amount`` units are available, then take them."""
+        while True:
+            wait = self.try_acquire(amount)
+            if wait <= 0.0:
+                return
+            await asyncio.sleep(wait)
+
+    def charge(self, amount: float) -> None:
+        """Take ``amount`` more units now (a negative amount gives units back), without waiting."""
+        with self._lock:
+            self._refill()
+            self._level = min(self.capacity, self._level - amount)
+
+
+def _usage_tokens(answer: Any) -> int | None:
+    usage = getattr(answer, "usage_metadata", None)
+    if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
+        return int(usage["total_tokens"])
+    return None
+
+
+class RateLimitedChatModel:
+    """A chat model that keeps under requests-per-minute and tokens-per-minute budgets.
+
+    Args:
+        llm: any LangChain chat model (``ainvoke`` / ``invoke``).
+        requests_per_minute: calls a minute (``None``: unbounded).
+        tokens_per_minute: prompt + completion tokens a minute (``None``: unbounded).
+        expected_completion_tokens: the completion length charged up front, corrected by the reported usage.
+        burst_seconds: how many seconds of budget may be spent at once (default: one minute's worth).
+
+    The budgets are per instance: a run spread over N processes gives each 1/N of the account's limits
+    (:func:`grapheval_plugins.integrations.ray.evaluate_dataset` does this for its extraction actors).
+    """
+
+    def __init__(
+        self,
+        llm: Any,
+        *,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+        expected_completion_tokens: int = 256,
+        burst_seconds: float = 60.0,
+    ) -> None:
+        self.llm = llm
+        self.model_label = describe_llm(llm)
+        share = burst_seconds / 60.0
+        self.requests = (
+            TokenBucket(requests_per_minute, max(1.0, requests_per_minute * share)) if requests_per_minute else None
+        )
+        self.tokens = TokenBucket(tokens_per_minute, tokens_per_minute * share) if tokens_per_minute else None
+        self.expected_completion_tokens = expected_completion_tokens
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        """Wait for the budgets, then call the wrapped model; charge the reported usage afterwards."""
+        estimate = estimate_tokens(input) + self.expected_completion_tokens
+        if self.requests is not None:
+            await self.requests.acquire(1.0)
+        if self.tokens is not None:
+            await self.tokens.acquire(estimate)
+        answer = await self.llm.ainvoke(input, config=config, **kwargs)
+        if self.tokens is not None:
+            used = _usage_tokens(answer)
+            if used is not None:
+                self.tokens.charge(used - estimate)
+        return answer
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        """Synchronous :meth:`ainvoke`."""
+        return run_sync(self.ainvoke(input, config=config, **kwargs))
+
+    def __repr__(self) -> str:
+        return f"RateLimitedChatModel({self.model_label!r})"

@@ -1,0 +1,71 @@
+"""The two stages run apart (``extract_rows`` then ``check_rows``, through JSON) give ``evaluate_many``'s reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grapheval_plugins import ExtractedRow, GraphEval, Report
+from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel, naive_triples_chat_model
+
+
+def _respond(messages: list[Any]) -> str:
+    text = str(messages[-1].content)
+    if "provider-down" in text:
+        raise RuntimeError("provider unavailable")
+    if "garbled" in text:
+        return "no graph here"
+    respond = naive_triples_chat_model().respond
+    assert respond is not None
+    return respond(messages)
+
+
+def _engine(**options: Any) -> GraphEval:
+    return GraphEval(llm=ScriptedChatModel(respond=_respond, model_label="fake"), scorer=KeywordScorer(),
+                     max_retries=1, show_progress=False, **options)
+
+
+ROWS = [
+    {"id": "a", "context": "Alice Smith lives in Paris. She works at Acme.", "output": "Alice Smith lives in Paris."},
+    {"id": "b", "context": "Alice Smith lives in Paris.", "output": "Alice Smith lives in Rome now."},
+    {"id": "c", "context": "Some context.", "output": "This is garbled output."},
+    {"id": "d", "context": "Some context.", "output": "This says provider-down today."},
+    {"id": "e", "context": "Some context.", "output": ""},
+    {"id": "f", "context": "Bob Jones was born in 1970.", "output": "Bob Jones was born in 1970."},
+]
+
+
+def _strip(report: Report) -> dict[str, Any]:
+    return report.model_dump(mode="json", exclude={"timings"})
+
+
+def test_stages_apart_give_the_reports_of_evaluate_many() -> None:
+    expected = _engine(check_batch_rows=2).evaluate_many(ROWS)
+    extracted = _engine().extract_rows(ROWS)
+    assert [type(r).__name__ for r in extracted] == ["ExtractedRow"] * 3 + ["Report"] * 2 + ["ExtractedRow"]
+    # across a process boundary the pending rows travel as JSON; the checking engine has no chat model
+    pending = [ExtractedRow.model_validate_json(r.model_dump_json()) for r in extracted if isinstance(r, ExtractedRow)]
+    checker = GraphEval(llm="never-loaded:model", scorer=KeywordScorer(), check_batch_rows=2, show_progress=False)
+    checked = iter(checker.check_rows(pending))
+    reports = [r if isinstance(r, Report) else next(checked) for r in extracted]
+    assert [_strip(r) for r in reports] == [_strip(r) for r in expected]
+    assert checker._llm is None
+    assert {r.llm for r in reports if r.ok} == {"fake"}
+    assert set(reports[0].timings) == {"extract", "check", "total"}
+
+
+def test_positions_name_the_row_in_the_whole_batch() -> None:
+    [report] = _engine().extract_rows([ROWS[4]], positions=[41])
+    assert isinstance(report, Report)
+    assert report.errors[0].message == "rows[41].output: is empty"
+
+
+def test_ray_is_imported_only_when_the_ray_engine_runs() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, grapheval_plugins, grapheval_plugins.ratelimit, grapheval_plugins.integrations.ray, "
+        "grapheval_plugins.cli; print('ray' in sys.modules, 'pyarrow' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
