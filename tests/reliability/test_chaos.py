@@ -100,15 +100,17 @@ def test_scorer_faults_fail_their_rows_only(core: tuple[GraphEval, list[Report]]
     scorer = grapheval.scorer
     assert isinstance(scorer, ChaosScorer)
     poisoned = set()
+    kinds = set()
+    signs = {"nan": "probability: nan", "out_of_range": "probability: 1.5", "oom": "out of memory",
+             "raise": "backend crashed"}
     for row, report in zip(rows(), reports):
         claims = [c.claim for c in report.claims]
         faults = {scorer.fault_of(row["context"], c) for c in claims}
         assert faults == {None} or not claims, f"{report.id}: a faulty score was taken as a verdict"
         if not report.ok and report.errors[0].stage == "check":
             poisoned.add(report.id)
-    assert poisoned
-    kinds = {k for k in CHAOS_SCORER_FAULTS}
-    assert kinds  # every fault kind is reachable; which ones hit depends on the seed
+            kinds |= {kind for kind, sign in signs.items() if sign in report.errors[0].message}
+    assert kinds == set(CHAOS_SCORER_FAULTS)  # each fault kind hit some row and was recorded as its error
     assert len(poisoned) < N_ROWS // 5  # a poisoned claim fails its row, not its batch
 
 
