@@ -1,7 +1,7 @@
 """Untrusted model output: the triple parser, the correction parsers and the verdict parser fuzzed with adversarial
 answers (nested and unmatched tags, ``</python>`` inside strings, huge lists, deep brackets, code, prompt
 injection). Each case runs under a deadline, nothing is ever evaluated (``eval``/``exec`` raise and ``compile``
-refuses anything but an AST during the fuzz), and the parsers' contracts hold. 10,500 cases per run in all."""
+refuses anything but an AST during the fuzz), and the parsers' contracts hold. 10,000 cases per run in all."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def _valid(triple: Triple) -> bool:
     return all(isinstance(p, str) and p.strip() for p in triple.as_list())
 
 
-@settings(FUZZ, max_examples=4500)
+@settings(FUZZ, max_examples=4000)
 @given(answers)
 def test_parse_triples_never_evaluates_and_returns_valid_triples(text: str) -> None:
     with nothing_evaluated():
