@@ -38,12 +38,17 @@ def _root() -> None:
 def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
     """Yield ``(line number, row, error)`` for each record of a JSONL or CSV file; bad lines give an error."""
     if path.suffix.lower() == ".csv":
-        with path.open(newline="", encoding="utf-8") as fh:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
             for number, row in enumerate(csv.DictReader(fh), start=2):
                 yield number, dict(row), None
         return
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:  # decoded line by line: one bad byte costs its line, not the run; a BOM is dropped
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                yield number, None, f"not UTF-8 text (byte {exc.start}: {exc.reason})"
+                continue
             if not line.strip():
                 continue
             try:

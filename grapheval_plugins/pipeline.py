@@ -23,6 +23,7 @@ from .extract.extractor import TripleExtractor
 from .extract.prompts import KG_PROMPT, KGPrompt
 from .inputs import Sample, to_sample
 from .locate import locate_triple
+from .retry import RetryPolicy
 from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, Triple
 
 __all__ = ["GraphEval"]
@@ -202,6 +203,8 @@ class GraphEval:
         render_triple: how a triple becomes the scorer's hypothesis (default: the paper's concatenation).
         locate: find each triple's character span in the output.
         show_progress: progress bars in batch runs (default: on for 2+ rows when attached to a terminal).
+        retry: the backoff of extraction calls that raised (a :class:`~grapheval_plugins.retry.RetryPolicy`;
+            default: ``max_retries + 1`` attempts with the policy's default backoff).
 
     Example:
         >>> from grapheval_plugins import GraphEval
@@ -236,6 +239,7 @@ class GraphEval:
         show_progress: bool | None = None,
         batch_wait_s: float = 0.02,
         max_batch_claims: int = 256,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if mode not in ("graph", "raw"):
             raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
@@ -262,6 +266,7 @@ class GraphEval:
         self.show_progress = show_progress
         self.batch_wait_s = batch_wait_s
         self.max_batch_claims = max_batch_claims
+        self.retry = retry
         self._resolve_lock = threading.Lock()
         self._origin: GraphEval | None = None
         self._views: dict[float, GraphEval] = {}
@@ -372,7 +377,8 @@ class GraphEval:
             with self._resolve_lock:
                 if self._extractor is None:
                     self._extractor = TripleExtractor(
-                        llm, prompt=self.prompt, max_retries=self.max_retries, cache=self.cache
+                        llm, prompt=self.prompt, max_retries=self.max_retries, cache=self.cache,
+                        retry=self.retry,
                     )
         return self._extractor
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ class HubOptions:
 
     revision: str | None = None
     local_files_only: bool | None = None
-    token: str | bool | None = None
+    token: str | bool | None = field(default=None, repr=False)
     cache_dir: str | os.PathLike[str] | None = None
 
     def kwargs(self, revision: str | None = None, *, same_revision: bool = True) -> dict[str, Any]:
