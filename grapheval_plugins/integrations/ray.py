@@ -461,7 +461,8 @@ def report_schema() -> Any:
     triple = pa.struct([("subject", pa.string()), ("relation", pa.string()), ("object", pa.string())])
     claim = pa.struct([
         ("claim", pa.string()), ("triple", triple), ("p_unsupported", pa.float64()), ("unsupported", pa.bool_()),
-        ("evidence", pa.string()), ("evidence_index", pa.int64()), ("span", pa.list_(pa.int64())),
+        ("evidence", pa.string()), ("evidence_index", pa.int64()), ("evidence_passage", pa.int64()),
+        ("span", pa.list_(pa.int64())),
     ])
     extraction = pa.struct([
         ("triples", pa.list_(triple)), ("raw_text", pa.string()), ("attempts", pa.int64()),

@@ -222,3 +222,16 @@ def test_rate_limits_are_split_between_actors(local_ray: None) -> None:
     ds = graph_ray.build_dataset(make_rows(4), **_options(requests_per_minute=600, tokens_per_minute=1e6))
     reports = [Report.model_validate_json(line) for line in graph_ray.iter_report_json(ds)]
     assert len(reports) == 4
+
+
+def test_the_parquet_schema_names_every_report_field() -> None:
+    """A field added to Report, ClaimCheck, Extraction or StageError must reach the Parquet schema, or Parquet
+    output silently drops it (it once dropped ``ClaimCheck.evidence_passage``)."""
+    from grapheval_plugins.types import ClaimCheck, Extraction, StageError
+
+    schema = graph_ray.report_schema()
+    assert set(Report.model_fields) | {"ok"} == set(schema.names)
+    for name, model in (("claims", ClaimCheck), ("extraction", Extraction), ("errors", StageError)):
+        arrow_type = schema.field(name).type
+        struct = arrow_type.value_type if hasattr(arrow_type, "value_type") else arrow_type
+        assert {struct.field(i).name for i in range(struct.num_fields)} == set(model.model_fields), name
