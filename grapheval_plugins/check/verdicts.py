@@ -46,11 +46,11 @@ def _pattern(labels: Sequence[str]) -> re.Pattern[str]:
     return re.compile(
         r"(?<![\w.,])"                            # not the tail of a word or of a decimal number
         r"(?:claim\s*#?\s*)?"                     # "Claim 2", "claim #2"
-        r"[\"'*_(\[]*"                            # opening quote / markdown / bracket
+        r"[\"'*_(\[]{0,8}"                        # opening quote / markdown / bracket (bounded: no quadratic scan)
         r"(\d{1,4})"                              # the claim number
         r"(?:[\"'*_]*[)\]][\"'*_]*\s*(?:[:.=\-\u2013\u2014]+)?"  # "1)", "[1]", "(1):" ...
         r"|[\"'*_]*\s*(?:[:.)=\-\u2013\u2014]+|is\b))"  # ... or "1:", "1.", "**1.**", "1 -", "1 is"
-        r"[\s\"'*_`\[]*"                          # space, quotes, markdown before the label
+        r"[\s\"'*_`\[]{0,40}"                     # space, quotes, markdown before the label (bounded)
         rf"({words})(?![\w-])",                   # the label, as a whole word
         re.IGNORECASE,
     )
