@@ -7,8 +7,8 @@
 #   SMOKE_FULL   extras installed in full, each in its own fresh venv ("core" = no extra); default "core offline"
 #   SMOKE_DRY    extras only resolved (`pip install --dry-run`, in a fresh venv); default "hf deepeval ragas aws"
 #   SMOKE_KEEP=1 keep the work folder (printed at the end)
-# In the "offline" venv the installed `grapheval` runs `--help`, `doctor` (when the installed version has that
-# command) and `demo --fast` with the model hub off; the other full venvs import what their extra provides and
+# In the "offline" venv the installed `grapheval` runs `--help`, `doctor` (exit 0 required; in the core venv it must
+# exit 1 and name llama-cpp-python) and `demo --fast` with the model hub off; the other full venvs import what their extra provides and
 # run `pip check`. torch is always installed first, pinned (TORCH_VERSION, default 2.13.0): a bare torch requirement
 # resolves to a multi-GB CUDA build.
 # Measured 2026-12-01 on the 2-core machine shared with other jobs (load 13-30), every extra in full
@@ -100,10 +100,12 @@ for extra in $SMOKE_FULL; do
     case "$where" in "$venv"/*) ;; *) fail "imported grapheval_plugins from $where, not from the venv" ;; esac
     "$venv/bin/python" -c "import importlib.metadata as m, grapheval_plugins as g; assert m.version('grapheval-plugins') == g.__version__"
     "$venv/bin/grapheval" --help >/dev/null || fail "grapheval --help ($extra)"
-    if "$venv/bin/grapheval" --help | grep -qw doctor; then
-        "$venv/bin/grapheval" doctor || fail "grapheval doctor ($extra)"
+    if [ "$extra" = core ]; then
+        # without the local extra the main job cannot run: doctor must say so (exit 1) and name what to install
+        if out=$("$venv/bin/grapheval" doctor 2>&1); then echo "$out"; fail "doctor passed without the local extra"; fi
+        echo "$out" | grep -q "llama-cpp-python" || { echo "$out"; fail "doctor without llama.cpp did not name it"; }
     else
-        echo "(this version has no 'grapheval doctor' command: skipped)"
+        "$venv/bin/grapheval" doctor || fail "grapheval doctor ($extra)"
     fi
     case "$extra" in
         core)
