@@ -407,6 +407,114 @@ def report(
     typer.echo(stats(sets))
 
 
+# ----------------------------------------------------------------- the shipped decision rule (method="hybrid")
+PAPER_TAG = "examples-first"
+"""Per-row files of the paper's procedure (kg-parser/1: triples only)."""
+DEFAULT_TAG = "examples-first+pairs"
+"""Per-row files of the shipped default's claims: pairs read (kg-parser/2), so the fallback rows are re-judged."""
+
+
+def hybrid_score(row: dict[str, Any], weights: Any) -> float:
+    """The shipped rule's P(hallucination) of a per-row result: the core's own function over its two scores."""
+    return weights.probability(row["p_raw"], [row["p_graph"]])
+
+
+def fit_weights(rows: list[dict[str, Any]], fitted_on: str) -> Any:
+    from grapheval_plugins.calibrate import fit_hybrid
+
+    return fit_hybrid([r["label"] for r in rows], [r["p_raw"] for r in rows], [r["p_graph"] for r in rows],
+                      fitted_on=fitted_on)
+
+
+def hybrid_tables(paper: dict[str, list[dict]], default: dict[str, list[dict]], n_boot: int, seed: int) -> str:
+    """Per data set: raw, the paper's procedure and the shipped default (weights fitted on the other sets)."""
+    from grapheval_plugins.aggregate import hybrid_weights
+
+    shipped = hybrid_weights(next(iter(default.values()))[0]["scorer"])
+    lines: list[str] = []
+    lifts: dict[str, list[Any]] = {"raw @0.5": [], "raw, threshold fitted elsewhere": []}
+    for name, rows in default.items():
+        base = {r["id"]: r for r in paper.get(name, [])}
+        rows = [r for r in rows if r["id"] in base]
+        others = [r for other, rs in default.items() if other != name for r in rs]
+        loso = fit_weights(others, "+".join(o for o in default if o != name))
+        y = [r["label"] for r in rows]
+        t_raw = bench.fit_threshold([r["label"] for r in others], [r["p_raw"] for r in others])
+        t_paper = bench.fit_threshold([r["label"] for other, rs in paper.items() if other != name for r in rs],
+                                      [r["p_graph"] for other, rs in paper.items() if other != name for r in rs])
+        methods = [
+            ("raw (whole output), 0.5", [r["p_raw"] for r in rows], 0.5, rows),
+            (f"raw, threshold fitted elsewhere ({t_raw:.3f})", [r["p_raw"] for r in rows], t_raw, rows),
+            ("paper's procedure, 0.5", [base[r["id"]]["p_graph"] for r in rows], 0.5, [base[r["id"]] for r in rows]),
+            (f"paper's procedure, threshold fitted elsewhere ({t_paper:.3f})",
+             [base[r["id"]]["p_graph"] for r in rows], t_paper, [base[r["id"]] for r in rows]),
+            ("paper's rule + pairs, 0.5", [r["p_graph"] for r in rows], 0.5, rows),
+            (f"**hybrid (default), weights fitted on {loso.fitted_on}, 0.5**",
+             [hybrid_score(r, loso) for r in rows], 0.5, rows),
+        ]
+        if shipped is not None:
+            methods.append(("hybrid, shipped weights (fitted on all three sets: in-sample), 0.5",
+                            [hybrid_score(r, shipped) for r in rows], 0.5, rows))
+        lines += [f"**{name}** ({len(rows)} rows; {sum(y)} hallucinated)", "",
+                  "| method | BA | TPR/TNR | AUC | fallback rows | LLM calls/row | s/row |", "|---|---|---|---|---|---|---|"]
+        for label, scores, t, src in methods:
+            pred = [v > t for v in scores]
+            tpr, tnr = bench.rates(y, pred)
+            fresh = [r for r in src if not r.get("cached")] or src
+            calls = sum(r["llm_calls"] for r in fresh) / len(fresh) if "raw" not in label else 0.0
+            secs = [r["timings"]["check_raw"] + (0 if label.startswith("raw") else
+                    r["timings"]["extract"] + r["timings"]["check_graph"]) for r in fresh]
+            fallback = "—" if label.startswith("raw") else str(sum(1 for r in src if r.get("fallback")))
+            lines.append(f"| {label} | {_fmt(100 * bench.balanced_accuracy(y, pred))} | {tpr:.2f}/{tnr:.2f} "
+                         f"| {_fmt(100 * bench.roc_auc(y, scores))} | {fallback} | {calls:.2f} "
+                         f"| {sum(secs) / len(secs):.1f} |")
+        lines.append("")
+        hyb = [hybrid_score(r, loso) for r in rows]
+        raw = [r["p_raw"] for r in rows]
+        lifts["raw @0.5"].append(bench.LiftInput(name, y, raw, hyb))
+        lifts["raw, threshold fitted elsewhere"].append(bench.LiftInput(name, y, raw, hyb, raw_threshold=t_raw))
+    for against, inputs in lifts.items():
+        lift = bench.bootstrap_lift(inputs, n_boot=n_boot, seed=seed)
+        lines.append(f"Size-weighted BA lift of the default (weights fitted on the other sets, 0.5) over {against}, "
+                     f"{', '.join(i.name for i in inputs)}: **{lift.lift:+.1f}** points (bootstrap SE {lift.se:.1f}, "
+                     f"95 % CI {lift.ci_low:+.1f} … {lift.ci_high:+.1f}; {lift.n_boot} resamples, seed {lift.seed}).")
+        lines.append("")
+    return "\n".join(lines)
+
+
+@app.command("hybrid")
+def hybrid_report(
+    llm: Annotated[str, typer.Option()] = "local:qwen2.5-coder-1.5b",
+    scorer: Annotated[str, typer.Option()] = "judge:local:qwen2.5-coder-1.5b",
+    datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "summeval,qags_c,qags_x",
+    n_boot: Annotated[int, typer.Option()] = 2000,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """The shipped default (``method="hybrid"``) against raw and the paper's procedure, from the per-row files."""
+    names = datasets.split(",")
+    paper = _load_sets(llm, scorer, PAPER_TAG, "concat", names)
+    default = _load_sets(llm, scorer, DEFAULT_TAG, "concat", names)
+    if not default:
+        typer.echo("no result rows found", err=True)
+        raise typer.Exit(1)
+    typer.echo(hybrid_tables(paper, default, n_boot=n_boot, seed=seed))
+
+
+@app.command("fit-hybrid")
+def fit_hybrid_command(
+    llm: Annotated[str, typer.Option()] = "local:qwen2.5-coder-1.5b",
+    scorer: Annotated[str, typer.Option()] = "judge:local:qwen2.5-coder-1.5b",
+    datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "summeval,qags_c,qags_x",
+) -> None:
+    """Fit the hybrid rule's weights on all rows of these sets; prints the entry for ``HYBRID_WEIGHTS``."""
+    default = _load_sets(llm, scorer, DEFAULT_TAG, "concat", datasets.split(","))
+    rows = [r for rs in default.values() for r in rs]
+    w = fit_weights(rows, f"{'+'.join(default)} ({len(rows)} rows, {DEFAULT_TAG} per-row files): "
+                          f"benchmarks/detection.py fit-hybrid --llm {llm} --scorer {scorer}")
+    typer.echo(f'"{scorer}": HybridWeights(\n    whole={w.whole:.4f}, claims={w.claims:.4f}, bias={w.bias:.4f},\n'
+               f'    fitted_on="{w.fitted_on}",\n),')
+
+
 @app.command()
 def disagreements(
     llm: Annotated[str, typer.Option()] = "local:qwen2.5-coder-0.5b",

@@ -1,24 +1,45 @@
 """Stage 3: pure decision rules over the claims' P(unsupported).
 
-The paper's rule: an output is a hallucination iff some claim's P(unsupported) exceeds the *hallucination
-threshold* (0.5): the one threshold concept of the core, ``GraphEval(hallucination_threshold=...)``. The score
-reported to host frameworks (1 = faithful) is ``1 − max P(unsupported)``; a host whose threshold is a minimum
-score (DeepEval) is translated with :func:`threshold_for_min_score`, so that ``score >= min_score`` is exactly "not a
-hallucination" at the translated threshold.
+Two rules, each giving a row's P(hallucination); the output is a hallucination iff it exceeds the *hallucination
+threshold* (0.5): the one threshold concept of the core, ``GraphEval(hallucination_threshold=...)``.
+
+- ``method="paper"``: the largest P(unsupported) over the triples' claims (the paper's rule).
+- ``method="hybrid"`` (the default): a logistic combination of the whole output's P(unsupported) and the largest
+  over its triples, ``σ(bias + whole · logit(p_whole) + claims · logit(max p_claim))``, with weights fitted per
+  scorer (:data:`HYBRID_WEIGHTS`; fitted by ``benchmarks/detection.py fit-hybrid``). A scorer without fitted weights
+  is decided by the paper's rule.
+
+The score reported to host frameworks (1 = faithful) is ``1 − P(hallucination)``; a host whose threshold is a
+minimum score (DeepEval) is translated with :func:`threshold_for_min_score`, so that ``score >= min_score`` is
+exactly "not a hallucination" at the translated threshold.
 
 >>> any_above([0.1, 0.7], 0.5)
 True
 >>> faithfulness_score([0.1, 0.7])
 0.30000000000000004
+>>> mean = HybridWeights(whole=0.5, claims=0.5, bias=0.0, fitted_on="the mean of the two log-odds")
+>>> round(mean.probability(0.2, [0.1, 0.8]), 3)
+0.5
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .exceptions import InputError
 
-__all__ = ["any_above", "check_threshold", "faithfulness_score", "max_unsupported", "threshold_for_min_score"]
+__all__ = [
+    "HYBRID_WEIGHTS",
+    "HybridWeights",
+    "any_above",
+    "check_threshold",
+    "faithfulness_score",
+    "hybrid_weights",
+    "max_unsupported",
+    "threshold_for_min_score",
+]
 
 DEFAULT_THRESHOLD = 0.5
 """The paper's hallucination threshold."""
@@ -67,3 +88,68 @@ def threshold_for_min_score(min_score: float) -> float:
     (True, False)
     """
     return round(1.0 - check_threshold(min_score, "threshold"), 12)
+
+
+_EPS = 1e-4  # probabilities are clipped to [_EPS, 1 - _EPS] before their log-odds are taken
+
+
+def logit(p: float) -> float:
+    """``log(p / (1 - p))`` with ``p`` clipped to [1e-4, 1 − 1e-4], so 0 and 1 stay finite.
+
+    >>> round(logit(0.5), 6), round(logit(1.0), 2)
+    (0.0, 9.21)
+    """
+    p = min(max(float(p), _EPS), 1.0 - _EPS)
+    return math.log(p / (1.0 - p))
+
+
+def sigmoid(x: float) -> float:
+    """The logistic function, inverse of :func:`logit` (stable for large ``|x|``)."""
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+@dataclass(frozen=True)
+class HybridWeights:
+    """The ``hybrid`` rule's weights: ``P = σ(bias + whole · logit(p_whole) + claims · logit(max p_claim))``.
+
+    ``p_whole`` is the scorer's P(unsupported) for the whole output read as one claim, ``max p_claim`` the largest
+    over the output's triples (``p_whole`` again when no triple was extracted). ``fitted_on`` says where the
+    weights come from (data sets and command), so a report can name its calibration.
+
+    >>> w = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
+    >>> round(w.probability(0.3, [0.9]), 6)
+    0.3
+    """
+
+    whole: float
+    claims: float
+    bias: float
+    fitted_on: str
+
+    def probability(self, p_whole: float, p_claims: Sequence[float]) -> float:
+        """P(hallucination) of one output from its whole-output and per-triple P(unsupported)."""
+        p_max = max(p_claims) if len(p_claims) else p_whole
+        return sigmoid(self.bias + self.whole * logit(p_whole) + self.claims * logit(p_max))
+
+
+HYBRID_WEIGHTS: dict[str, HybridWeights] = {
+    "judge:local:qwen2.5-coder-1.5b": HybridWeights(
+        whole=0.5862, claims=0.1684, bias=0.7111,
+        fitted_on="summeval+qags_c+qags_x (874 rows, examples-first+pairs per-row files): benchmarks/detection.py "
+                  "fit-hybrid --llm local:qwen2.5-coder-1.5b --scorer judge:local:qwen2.5-coder-1.5b",
+    ),
+}
+"""Fitted ``hybrid`` weights per scorer name (:attr:`Scorer.name <grapheval_plugins.check.Scorer.name>`). A scorer
+without an entry (and no ``GraphEval(hybrid_weights=...)``) is decided by the paper's rule."""
+
+
+def hybrid_weights(scorer_name: str | None) -> HybridWeights | None:
+    """The fitted weights of this scorer, or ``None`` (then the paper's rule decides).
+
+    >>> hybrid_weights("some-other-scorer") is None
+    True
+    """
+    return HYBRID_WEIGHTS.get(scorer_name or "")

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["balanced_accuracy", "fit_threshold", "rates", "roc_auc"]
+if TYPE_CHECKING:
+    from .aggregate import HybridWeights
+
+__all__ = ["balanced_accuracy", "fit_hybrid", "fit_threshold", "rates", "roc_auc"]
 
 
 def _columns(labels: Sequence[Any], values: Sequence[Any]) -> tuple[list[int], list[float]]:
@@ -117,3 +120,74 @@ def fit_threshold(labels: Sequence[int], scores: Sequence[float]) -> float:
         if key > best_key:
             best_t, best_key = t, key
     return min(1.0, max(0.0, best_t))
+
+
+def fit_hybrid(
+    labels: Sequence[int],
+    p_whole: Sequence[float],
+    p_claims: Sequence[float],
+    *,
+    fitted_on: str,
+    l2: float = 1.0,
+    max_iter: int = 100,
+) -> HybridWeights:
+    """Fit the ``hybrid`` rule's weights (:class:`~grapheval_plugins.aggregate.HybridWeights`) on labelled rows.
+
+    A class-balanced logistic regression of the label on ``logit(p_whole)`` and ``logit(p_claims)`` (the row's
+    largest P(unsupported) over its triples), with an L2 penalty ``l2 / 2 · (whole² + claims²)`` (the bias is not
+    penalised), solved by Newton's method. Class-balanced: each class weighs half the loss whatever its share of
+    the rows, so the fitted rule's 0.5 is the balanced-accuracy threshold and travels between data sets with
+    different shares of hallucinations. This is scikit-learn's ``LogisticRegression(C=1 / l2,
+    class_weight="balanced")`` objective.
+
+    >>> w = fit_hybrid([0, 0, 0, 1, 1, 1], [0.1, 0.3, 0.6, 0.4, 0.7, 0.9], [0.2, 0.6, 0.5, 0.5, 0.9, 0.8],
+    ...                fitted_on="six rows")
+    >>> w.whole > 0 and w.claims > 0
+    True
+
+    Raises:
+        ValueError: the inputs differ in length, or one class is absent.
+    """
+    from .aggregate import HybridWeights, logit, sigmoid
+
+    y, a = _columns(labels, p_whole)
+    _, b = _columns(labels, p_claims)
+    if len(b) != len(y):
+        raise ValueError(f"p_claims has {len(b)} values for {len(y)} labels")
+    n_pos = sum(1 for v in y if v == 1)
+    n_neg = len(y) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError("fitting needs rows of both classes")
+    rows = [(1.0, logit(p), logit(q)) for p, q in zip(a, b)]
+    weight = [len(y) / (2 * (n_pos if v == 1 else n_neg)) for v in y]
+    beta = [0.0, 0.0, 0.0]  # bias, whole, claims
+    penalty = [0.0, l2, l2]
+    for _ in range(max_iter):
+        grad = [penalty[j] * beta[j] for j in range(3)]
+        hess = [[penalty[j] if j == k else 0.0 for k in range(3)] for j in range(3)]
+        for x, target, w in zip(rows, y, weight):
+            p = sigmoid(sum(bj * xj for bj, xj in zip(beta, x)))
+            for j in range(3):
+                grad[j] += w * (p - target) * x[j]
+                for k in range(3):
+                    hess[j][k] += w * p * (1 - p) * x[j] * x[k]
+        step = _solve3(hess, grad)
+        beta = [bj - sj for bj, sj in zip(beta, step)]
+        if max(abs(sj) for sj in step) < 1e-10:
+            break
+    return HybridWeights(whole=beta[1], claims=beta[2], bias=beta[0], fitted_on=fitted_on)
+
+
+def _solve3(m: list[list[float]], v: list[float]) -> list[float]:
+    """Solve the 3×3 system ``m · x = v`` (Gaussian elimination with partial pivoting)."""
+    a = [row[:] + [v[i]] for i, row in enumerate(m)]
+    for col in range(3):
+        pivot = max(range(col, 3), key=lambda r: abs(a[r][col]))
+        a[col], a[pivot] = a[pivot], a[col]
+        if a[col][col] == 0.0:
+            raise ValueError("singular system: the features do not vary")
+        for r in range(3):
+            if r != col:
+                f = a[r][col] / a[col][col]
+                a[r] = [x - f * y for x, y in zip(a[r], a[col])]
+    return [a[i][3] / a[i][i] for i in range(3)]

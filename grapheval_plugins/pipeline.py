@@ -24,7 +24,7 @@ from .extract.prompts import KG_PROMPT, KGPrompt
 from .inputs import Sample, to_sample
 from .locate import locate_triple
 from .retry import RetryPolicy
-from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, Triple
+from .types import ClaimCheck, ExtractedRow, Extraction, Method, Mode, Report, StageError, Triple
 
 __all__ = ["GraphEval"]
 
@@ -173,9 +173,13 @@ class GraphEval:
 
     1. **Extract**: one chat-model call turns the output (never the context) into ``[entity, relation, entity]``
        triples (prompt A).
-    2. **Check**: each triple, read as a sentence, is scored against the context: P(unsupported).
-    3. **Aggregate**: the output is a hallucination iff some triple's P(unsupported) > ``hallucination_threshold``;
-       the unsupported triples are the explanation. ``score = 1 − max P(unsupported)`` (1 = faithful).
+    2. **Check**: each triple, read as a sentence, is scored against the context: P(unsupported). Under the default
+       ``method="hybrid"`` the whole output is scored too, as one more claim against the same context.
+    3. **Aggregate**: the row's P(hallucination) is, under ``method="paper"`` (the paper's rule), the largest
+       triple's P(unsupported); under ``hybrid``, a combination of the whole output's and the largest triple's,
+       weighted per scorer (:data:`~grapheval_plugins.aggregate.HYBRID_WEIGHTS`, fitted on labelled data sets). The
+       output is a hallucination iff P(hallucination) > ``hallucination_threshold``; the triples above the
+       threshold are the explanation. ``score = 1 − P(hallucination)`` (1 = faithful).
 
     ``mode="raw"`` skips extraction and scores the whole output as one claim: the paper's baseline.
 
@@ -192,6 +196,12 @@ class GraphEval:
             (DeepEval's minimum score ``t`` becomes ``1 − t``).
         threshold: the same value under its short name (give one of the two).
         mode: ``"graph"`` (GraphEval) or ``"raw"`` (whole output as one hypothesis).
+        method: graph mode's decision rule: ``"hybrid"`` (default; with the offline default scorer measured at least
+            level with raw on ROC AUC on every benchmark set, docs/benchmarks.md) or ``"paper"`` (the paper's
+            procedure). ``hybrid`` needs weights fitted for the scorer (``hybrid_weights``, else
+            :data:`~grapheval_plugins.aggregate.HYBRID_WEIGHTS`); a scorer without any is decided by the paper's rule.
+        hybrid_weights: the hybrid rule's weights for this scorer, e.g. fitted on your labelled rows with
+            :func:`~grapheval_plugins.calibrate.fit_hybrid` (default: the fitted entry for the scorer's name).
         prompt: prompt A; see :mod:`grapheval_plugins.extract.prompts`.
         max_retries: extra extraction calls when an answer cannot be parsed or the call raises.
         cache: knowledge-graph cache: ``True`` (in memory, default), ``False``/``None`` (off), a path (SQLite
@@ -229,6 +239,8 @@ class GraphEval:
         threshold: float | None = None,
         hallucination_threshold: float | None = None,
         mode: Mode = "graph",
+        method: Method = "hybrid",
+        hybrid_weights: aggregate.HybridWeights | None = None,
         prompt: KGPrompt = KG_PROMPT,
         max_retries: int = 2,
         cache: KGCache | str | Path | bool | None = True,
@@ -243,6 +255,8 @@ class GraphEval:
     ) -> None:
         if mode not in ("graph", "raw"):
             raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
+        if method not in ("hybrid", "paper"):
+            raise InputError("method", f"must be 'hybrid' or 'paper', got {method!r}")
         if threshold is not None and hallucination_threshold is not None and threshold != hallucination_threshold:
             raise InputError("threshold", "give hallucination_threshold= or its alias threshold=, not both")
         given, field = (threshold, "threshold") if threshold is not None else (hallucination_threshold,
@@ -256,6 +270,8 @@ class GraphEval:
         self._scorer_spec = scorer
         self.hallucination_threshold = value
         self.mode: Mode = mode
+        self.method: Method = method
+        self.hybrid_weights = hybrid_weights
         self.prompt = prompt
         self.max_retries = max_retries
         self.cache = self._make_cache(cache)
@@ -435,6 +451,22 @@ class GraphEval:
             return f"{llm} + {scorer_name}"
         llm = "raw" if self.mode == "raw" else self.extractor.llm_id
         return f"{llm} + {self.scorer.name}"
+
+    def decision_weights(self) -> aggregate.HybridWeights | None:
+        """The weights of the hybrid rule this engine decides by; ``None``: the paper's rule (raw mode,
+        ``method="paper"``, or a scorer with no fitted weights). Read from the scorer's spec: nothing loads.
+
+        >>> GraphEval().decision_weights().fitted_on.startswith("summeval+qags_c+qags_x")
+        True
+        >>> GraphEval(scorer="hhem").decision_weights() is None
+        True
+        """
+        if self.mode == "raw" or self.method != "hybrid":
+            return None
+        if self.hybrid_weights is not None:
+            return self.hybrid_weights
+        name = self._scorer.name if self._scorer is not None else self.describe(load=False).split(" + ", 1)[1]
+        return aggregate.hybrid_weights(name)
 
     # ----------------------------------------------------------------- public API
     def evaluate(
@@ -690,6 +722,8 @@ class GraphEval:
             if claim not in seen:
                 seen.add(claim)
                 claims.append((claim, triple))
+        if self.decision_weights() is not None:
+            claims.append((sample.output, None))  # last: the scorer reads it after the triples, context reused
         return extraction, claims, None
 
     async def _check_group(
@@ -742,19 +776,36 @@ class GraphEval:
                     span=span,
                 )
             )
+        weights = self.decision_weights()
+        method = None if self.mode == "raw" else ("hybrid" if weights is not None else "paper")
+        whole_output: ClaimCheck | None = None
+        if weights is not None and any(c.triple is not None for c in checks):
+            # The whole output's own claim is the rule's other input, not one of the claims that explain it.
+            whole_output = next((c for c in checks if c.triple is None), None)
+            checks = [c for c in checks if c.triple is not None]
         ps = [c.p_unsupported for c in checks]
         llm, scorer = self._names()
-        hallucinated: bool | None = aggregate.any_above(ps, self.hallucination_threshold)
-        # A claim without a verdict leaves the rule undecided unless another claim already decides it.
+        p_hallucination = aggregate.max_unsupported(ps)
+        if weights is not None and checks:
+            if whole_output is not None:
+                p_hallucination = weights.probability(whole_output.p_unsupported, ps)
+            elif checks[0].triple is None:  # nothing extracted: the whole output is the only claim
+                p_hallucination = weights.probability(ps[0], [])
+            # else the whole output's claim went unjudged (listed in ``unjudged``): the paper's rule over the
+            # triples decides, and only a positive verdict stands.
+        hallucinated: bool | None = p_hallucination > self.hallucination_threshold
+        # A claim without a verdict leaves the rule undecided unless the claims judged already decide it.
         if unjudged and not hallucinated:
             hallucinated = None
         return Report(
             output=sample.output,
             mode=self.mode,
+            method=method,
             threshold=self.hallucination_threshold,
             hallucinated=hallucinated,
-            score=None if hallucinated is None else aggregate.faithfulness_score(ps),
+            score=None if hallucinated is None else 1.0 - p_hallucination,
             claims=checks,
+            whole_output=whole_output,
             extraction=extraction,
             llm=llm,
             scorer=scorer,
@@ -791,4 +842,5 @@ class GraphEval:
         )
 
     def __repr__(self) -> str:
-        return f"GraphEval(mode={self.mode!r}, hallucination_threshold={self.hallucination_threshold})"
+        return (f"GraphEval(mode={self.mode!r}, method={self.method!r}, "
+                f"hallucination_threshold={self.hallucination_threshold})")

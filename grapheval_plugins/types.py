@@ -24,6 +24,9 @@ __all__ = [
 ]
 
 Mode = Literal["graph", "raw"]
+Method = Literal["hybrid", "paper"]
+"""How graph mode decides a row (see :mod:`grapheval_plugins.aggregate`): ``hybrid`` (default) combines the whole
+output's score with its triples'; ``paper`` is the paper's rule, the largest P(unsupported) over the triples."""
 """``"graph"``: check each extracted triple (GraphEval). ``"raw"``: check the whole output as one claim (baseline)."""
 
 
@@ -122,8 +125,11 @@ class ClaimCheck(BaseModel):
 class Report(BaseModel):
     """GraphEval's verdict on one ``(context, output)`` pair.
 
-    ``score`` follows the convention of DeepEval and Ragas: 1 = faithful. ``hallucinated`` is the paper's rule:
-    true iff some claim's ``p_unsupported`` exceeds ``threshold``. Both are ``None`` when the sample errored.
+    ``score`` follows the convention of DeepEval and Ragas: 1 = faithful, ``1 − P(hallucination)``.
+    ``hallucinated`` is ``P(hallucination) > threshold``; P(hallucination) is, under the paper's rule
+    (``method="paper"``, and in raw mode), the largest ``p_unsupported`` over the claims, and under ``hybrid`` a
+    fitted combination of the whole output's and the triples' (:mod:`grapheval_plugins.aggregate`). Both are
+    ``None`` when the sample errored.
     """
 
     output: str
@@ -131,8 +137,15 @@ class Report(BaseModel):
     threshold: float
     hallucinated: bool | None = None
     score: float | None = None
-    """``1 − max p_unsupported`` over the claims (``None`` on error)."""
+    """``1 − P(hallucination)`` (``None`` on error)."""
+    method: Method | None = None
+    """The decision rule of a graph-mode report (``None``: raw mode, or a report written before rules were named,
+    which used the paper's)."""
     claims: list[ClaimCheck] = Field(default_factory=list)
+    whole_output: ClaimCheck | None = None
+    """Under ``method="hybrid"``, the whole output scored as one claim: the rule's other input beside ``claims``
+    (``None`` in raw mode, under the paper's rule, and when nothing was extracted: then the whole output is the
+    one claim in ``claims``)."""
     extraction: Extraction | None = None
     llm: str | None = None
     scorer: str | None = None
@@ -172,6 +185,11 @@ class Report(BaseModel):
             msg = "; ".join(f"{e.stage}: {e.message}" for e in self.errors) or "no verdict"
             return f"error: {msg}"
         bad = sorted(self.unsupported, key=lambda c: -c.p_unsupported)
+        if not bad and self.hallucinated and self.claims:  # a combined rule decided: name the likeliest claim
+            top = max(self.claims, key=lambda c: c.p_unsupported)
+            what = str(top.triple.as_list()) if top.triple is not None else repr(top.claim)
+            return (f"hallucination (score {self.score:.3f}): no single claim above {self.threshold}; the likeliest "
+                    f"unsupported is {what} p_unsupported={top.p_unsupported:.3f}")
         if not bad:
             return f"faithful (score {self.score:.3f}): no unsupported claims"
         lines = [f"hallucination (score {self.score:.3f}): {len(bad)} unsupported claim(s)"]

@@ -192,7 +192,7 @@ class GraphStrategy:
         if answer is None:
             job.tally.issues.append(f"batched step 1: the chat model raised {error}; one call per triple instead")
             return None, Step1(calls=calls)
-        parsed = parse_triples(answer).triples
+        parsed = parse_triples(answer, pairs=False).triples
         if len(parsed) != len(triples):
             job.tally.issues.append(
                 f"batched step 1 returned {len(parsed)} triple(s) for {len(triples)}: one call per triple instead"

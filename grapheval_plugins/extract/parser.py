@@ -23,7 +23,7 @@ from ..types import Triple
 
 __all__ = ["PARSER_VERSION", "ParseResult", "parse_single_triple", "parse_triples"]
 
-PARSER_VERSION = "kg-parser/1"
+PARSER_VERSION = "kg-parser/2"
 """Enters the knowledge-graph cache key: change it whenever :func:`parse_triples` reads an answer differently."""
 
 MAX_ANSWER_CHARS = 200_000
@@ -91,11 +91,38 @@ def _as_triple(item: Any) -> Triple | None:
     return Triple.from_list(parts)
 
 
-def _collect(items: list[Any], result: ParseResult) -> None:
+def _pair_as_triple(item: Any) -> Triple | None:
+    """A ``[subject, "predicate phrase"]`` pair (small models write these instead of triples) as the triple
+    ``[subject, first word, rest]``, so that the rendered claim is the pair's own words; a one-word predicate
+    becomes ``[subject, "is", word]``.
+
+    >>> _pair_as_triple(["Jesper Blomqvist", "helped coach youngsters"]).as_list()
+    ['Jesper Blomqvist', 'helped', 'coach youngsters']
+    """
+    if not isinstance(item, (list, tuple)) or len(item) != 2 or not all(isinstance(p, str) for p in item):
+        return None
+    subject, predicate = (" ".join(part.split()) for part in item)
+    if not subject or not predicate:
+        return None
+    words = predicate.split(" ", 1)
+    return Triple.from_list([subject, words[0], words[1]] if len(words) == 2 else [subject, "is", predicate])
+
+
+def _flat_triples(value: list[Any]) -> list[Any]:
+    """A flat list of 3k strings (``["a", "r", "b", "c", "s", "d"]``) read as k triples; anything else as is."""
+    if len(value) > 3 and len(value) % 3 == 0 and all(isinstance(v, str) for v in value):
+        return [value[i : i + 3] for i in range(0, len(value), 3)]
+    return value
+
+
+def _collect(items: list[Any], result: ParseResult, pairs: bool) -> None:
+    # Pairs count only in an answer with no whole triple: a model that writes pairs writes them throughout, while a
+    # stray pair among triples is more often a fragment of one.
+    pairs = pairs and not any(_as_triple(item) is not None for item in items)
     seen = {tuple(p.casefold() for p in t.as_list()) for t in result.triples}
     dropped = 0
     for item in items:
-        triple = _as_triple(item)
+        triple = _as_triple(item) or (_pair_as_triple(item) if pairs else None)
         if triple is None:
             dropped += 1
             continue
@@ -109,11 +136,16 @@ def _collect(items: list[Any], result: ParseResult) -> None:
         result.issues.append(f"{dropped} malformed item(s) dropped")
 
 
-def parse_triples(text: str) -> ParseResult:
+def parse_triples(text: str, *, pairs: bool = True) -> ParseResult:
     """Read the triples in a chat model's answer. Never raises on any string input; never executes code.
 
     Keeps items of three non-empty strings (extra strings are appended to the object), with whitespace
-    collapsed, de-duplicated (case-insensitively) in order of appearance.
+    collapsed, de-duplicated (case-insensitively) in order of appearance. An answer made only of
+    ``[subject, predicate]`` pairs is read pair by pair (see :func:`_pair_as_triple`), and a flat list of 3k strings
+    as k triples. ``pairs=False``: pairs are dropped as malformed (an answer that must be one whole triple).
+
+    >>> [t.as_list() for t in parse_triples('<python>[["Sofia", "revealed she was bullied"]]</python>').triples]
+    [['Sofia', 'revealed', 'she was bullied']]
     """
     result = ParseResult()
     if not isinstance(text, str) or not text.strip():
@@ -136,9 +168,10 @@ def parse_triples(text: str) -> ParseResult:
             if value is not None:
                 result.issues.append("trailing comma repaired")
         if isinstance(value, (list, tuple)):
-            if len(value) >= 3 and all(isinstance(v, str) for v in value):
-                value = [value]  # a single bare triple
-            _collect(list(value), result)
+            value = _flat_triples(list(value))
+            if len(value) >= 2 and all(isinstance(v, str) for v in value):
+                value = [value]  # a single bare triple (or pair)
+            _collect(list(value), result, pairs)
             if result.triples:
                 return result
 
@@ -150,7 +183,7 @@ def parse_triples(text: str) -> ParseResult:
             items.append(value)
     if items:
         result.issues.append("list recovered item by item")
-        _collect(items, result)
+        _collect(items, result, pairs)
     if not result.triples:
         result.issues.append("no triple could be parsed")
     return result
@@ -162,5 +195,5 @@ def parse_single_triple(text: str) -> Triple | None:
     >>> parse_single_triple('<triple>["Paris", "capital of", "France"]</triple>').as_list()
     ['Paris', 'capital of', 'France']
     """
-    parsed = parse_triples(text)
+    parsed = parse_triples(text, pairs=False)
     return parsed.triples[0] if parsed.triples else None

@@ -82,7 +82,7 @@ def test_the_cache_makes_a_rerun_cost_no_llm_call(tmp_path) -> None:
 
 def test_an_unparseable_answer_is_cached_so_a_rerun_makes_no_call_and_falls_back_again(tmp_path) -> None:
     path = tmp_path / "kg.sqlite"
-    llm = ScriptedChatModel(responses=['<python>[["The Louvre", "opened in 1793"]]</python>'])
+    llm = ScriptedChatModel(responses=['<python>[["The Louvre"], ["opened in 1793"]]</python>'])
     first = GraphEval(llm=llm, scorer=KeywordScorer(), cache=path, max_retries=1).evaluate(CONTEXT, OUTPUT)
     again = GraphEval(llm=llm, scorer=KeywordScorer(), cache=path, max_retries=1).evaluate(CONTEXT, OUTPUT)
     assert len(llm.calls) == 2  # the first run's two attempts; none on the re-run

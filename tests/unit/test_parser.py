@@ -65,6 +65,35 @@ def test_extra_items_are_kept_in_the_object() -> None:
     assert lists(parse_triples(flat)) == [["Nordlys Bikes", "opened its second factory", "Riga, Latvia in 2021"]]
 
 
+# A real answer of the 1.5B extraction model (benchmarks/results/kg-local-qwen2.5-coder-1.5b.jsonl, QAGS-C):
+# pairs instead of triples, which a quarter of its QAGS-C answers were before pairs were read.
+PAIRS_ANSWER = (
+    '<python>[["Jesper blomqvist", "helped coach youngsters from Manchester United Foundation\'s street red project"], '
+    '["Jesper blomqvist", "was on a bridge over a week ago"], ["Jesper blomqvist", "is back in manchester"]]</python>'
+)
+
+
+def test_an_answer_of_pairs_is_read_pair_by_pair_with_the_pairs_own_words() -> None:
+    triples = parse_triples(PAIRS_ANSWER).triples
+    assert [t.as_list() for t in triples][1:] == [
+        ["Jesper blomqvist", "was", "on a bridge over a week ago"], ["Jesper blomqvist", "is", "back in manchester"]]
+    assert triples[0].sentence() == (
+        "Jesper blomqvist helped coach youngsters from Manchester United Foundation's street red project")
+    assert lists(parse_triples('[["Sofia", "smiles"]]')) == [["Sofia", "is", "smiles"]]
+
+
+def test_pairs_among_triples_and_where_one_triple_is_required_are_dropped() -> None:
+    mixed = '[["A", "knows", "B"], ["A", "lives in Rome"]]'
+    assert lists(parse_triples(mixed)) == [["A", "knows", "B"]]
+    assert parse_triples(PAIRS_ANSWER, pairs=False).triples == []
+    assert parse_single_triple('<triple>["Marie Curie", "born in"]</triple>') is None
+
+
+def test_a_flat_list_of_3k_strings_is_k_triples() -> None:
+    flat = '["Paris", "capital of", "France", "Rome", "capital of", "Italy"]'
+    assert lists(parse_triples(flat)) == [["Paris", "capital of", "France"], ["Rome", "capital of", "Italy"]]
+
+
 def test_a_single_bare_triple_is_accepted() -> None:
     assert parse_single_triple('["Paris", "capital of", "France"]').as_list() == ["Paris", "capital of", "France"]
 
