@@ -20,10 +20,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from langchain_core.messages import HumanMessage
 
+from grapheval_plugins import GraphEval, Report
 from grapheval_plugins.local import runtime
 from grapheval_plugins.local.chat import ChatLocalLlama
 from grapheval_plugins.local.judge import LocalJudgeScorer
+from grapheval_plugins.testing import _naive_triples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from local_fake_llama import FakeLlama, label_logits, scripted_reply  # noqa: E402
@@ -58,7 +61,10 @@ class Weights:
 
 
 def answer(prompt: str) -> str:
-    """The chat model's answer: a function of the question only, so any mix-up of contexts changes it."""
+    """The chat model's answer: a function of the question only, so any mix-up of contexts changes it. Prompt A
+    (knowledge-graph extraction) is answered with crude triples of its input."""
+    if "<input>" in prompt:
+        return _naive_triples([HumanMessage(prompt)])
     question = prompt.rsplit("user\n", 1)[-1][:40]
     return "ans:" + "".join(sorted(set(question.lower())))[:12]
 
@@ -125,9 +131,9 @@ CONTEXT = "The river Seine flows through Paris. The Eiffel tower was built in Pa
 CLAIMS = ["Seine flows through Paris", "tower built in Berlin", "Paris holds the tower", "king founded Paris"]
 
 
-def models(path: Path) -> tuple[ChatLocalLlama, LocalJudgeScorer]:
-    chat = ChatLocalLlama(model=str(path), max_tokens=24, n_ctx=2048, n_threads=1, hub=False)
-    judge = LocalJudgeScorer(str(path), n_ctx=2048, n_threads=1, hub=False)
+def models(path: Path, max_tokens: int = 24) -> tuple[ChatLocalLlama, LocalJudgeScorer]:
+    chat = ChatLocalLlama(model=str(path), max_tokens=max_tokens, n_ctx=8192, n_threads=1, hub=False)
+    judge = LocalJudgeScorer(str(path), n_ctx=8192, n_threads=1, hub=False)
     return chat, judge
 
 
@@ -207,3 +213,44 @@ def test_cancelled_calls_leave_the_model_usable(
     assert content == expected
     assert judged == pytest.approx(judge.predict_support([(CONTEXT, c) for c in CLAIMS]))
     assert shared.most == 1
+
+
+def test_the_engine_over_the_local_chat_model_and_judge(
+    weights: tuple[Weights, Path, list[RecordingContext]],
+) -> None:
+    """The offline default (local extraction model + local judge over the same weights) under the engine's own
+    concurrency (extraction and scoring of different rows overlap) and callers' threads: one call in the model at a
+    time, and the reports of sequential use."""
+    shared, path, _ = weights
+    cities = ["Paris", "Rome", "Oslo", "Lima"]
+    rows = [{"id": f"r{i}", "context": f"The bridge number {i} stands in {cities[i % 4]}. It is old.",
+             "output": f"The bridge number {i} stands in {cities[(i + i % 2) % 4]}. It is very old."}
+            for i in range(12)]
+
+    def verdict(report: Report) -> tuple[Any, ...]:
+        return (report.id, report.hallucinated, report.score, [(c.claim, c.p_unsupported) for c in report.claims],
+                [e.message for e in report.errors])
+
+    def engine() -> GraphEval:
+        chat, judge = models(path, max_tokens=400)
+        return GraphEval(llm=chat, scorer=judge, cache=False, max_concurrency=4, show_progress=False)
+
+    sequential = engine()
+    expected = {r["id"]: verdict(sequential.evaluate(r["context"], r["output"], id=r["id"])) for r in rows}
+    assert all(v[1] is not None for v in expected.values()) and any(v[1] for v in expected.values())
+    assert all(len(v[3]) == 2 for v in expected.values())  # two triples per row were extracted and judged
+    runtime.clear_sessions()
+    shared.most = 0
+    shared_engine = engine()
+
+    async def tasks() -> list[Report]:
+        calls = [shared_engine.aevaluate(r["context"], r["output"], id=r["id"]) for r in rows[:6]]
+        return await asyncio.wait_for(asyncio.gather(*calls), WAIT_S)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        threaded = [pool.submit(shared_engine.evaluate, r["context"], r["output"], id=r["id"]) for r in rows[6:9]]
+        batch = pool.submit(shared_engine.evaluate_many, rows[9:])
+        reports = asyncio.run(tasks())
+        reports += [f.result(timeout=WAIT_S) for f in threaded] + batch.result(timeout=WAIT_S)
+    assert shared.most == 1 and shared.overlaps == [], shared.overlaps[:5]
+    assert {r.id: verdict(r) for r in reports} == expected

@@ -177,11 +177,3 @@ def test_an_overriding_revision_reaches_every_loader(hub: Hub) -> None:
     scorer.check(["Paris is the capital of France."], ["Paris is in France"])
     hub_calls = [c for c in hub.calls if c[1] == "lytang/MiniCheck-RoBERTa-Large"]
     assert len(hub_calls) >= 2 and all(kw.get("revision") == "0123abc" for _, _, kw in hub_calls), hub_calls
-
-
-def test_no_source_line_turns_remote_code_on() -> None:
-    root = Path(__file__).resolve().parents[2] / "grapheval_plugins"
-    pattern = re.compile(r"trust_remote_code\s*[=:]\s*(?!False|None)\S", re.I)
-    hits = [f"{path}:{n}" for path in root.rglob("*.py")
-            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
-    assert not hits, hits
