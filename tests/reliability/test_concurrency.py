@@ -76,10 +76,10 @@ class SlowScorer(ChaosScorer):
         return super().predict_support(pairs)
 
 
-def chaos_engine(**options: Any) -> GraphEval:
+def chaos_engine(cache: Any = False) -> GraphEval:
     return GraphEval(
-        llm=SlowChaos(failure_rate=0.3, seed=SEED), scorer=SlowScorer(failure_rate=0.05, seed=SEED), cache=False,
-        retry=FAST_RETRY, max_concurrency=8, show_progress=False, **options,
+        llm=SlowChaos(failure_rate=0.3, seed=SEED), scorer=SlowScorer(failure_rate=0.05, seed=SEED), cache=cache,
+        retry=FAST_RETRY, max_concurrency=8, show_progress=False,
     )
 
 
@@ -153,14 +153,16 @@ def test_many_tasks_on_one_loop_match_sequential_use() -> None:
     assert {r.id: outcome(r) for r in got} == expected
 
 
-def test_every_way_in_at_once_on_one_engine() -> None:
+@pytest.mark.parametrize("cache", ["none", "memory", "sqlite"])
+def test_every_way_in_at_once_on_one_engine(cache: str, tmp_path: Any) -> None:
     """Sync calls from threads (the background loop), tasks on a caller's own loop, a batch and a Runnable batch,
-    all at the same time on one engine and its scorer."""
+    all at the same time on one engine, its scorer and its knowledge-graph cache."""
     from grapheval_plugins.integrations.langchain import GraphEvalRunnable
 
     batch = rows(120)
     expected = sequential(batch)
-    engine = chaos_engine()
+    store = {"none": False, "memory": True, "sqlite": tmp_path / "kg.sqlite"}[cache]
+    engine = chaos_engine(cache=store)
     parts = [batch[i::5] for i in range(5)]
 
     def sync_calls(part: list[dict[str, str]]) -> Callable[[], list[Report]]:
@@ -186,6 +188,8 @@ def test_every_way_in_at_once_on_one_engine() -> None:
         assert len(reports) == len(part) and all(isinstance(r, Report) for r in reports)
         for row, report in zip(part, reports):  # (a Runnable's report has no row id: compare the rest)
             assert outcome(report)[1:] == expected[row["id"]][1:], row["id"]
+    if engine.cache is not None:  # every extraction that parsed went through the shared cache
+        assert len(engine.cache) == sum(1 for o in expected.values() if o[5] is not None and not o[5][1])  # type: ignore[arg-type]
 
 
 def test_shared_registry_engines_from_many_threads(monkeypatch: pytest.MonkeyPatch) -> None:
