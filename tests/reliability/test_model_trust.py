@@ -1,5 +1,6 @@
-"""Hub models: remote code is never trusted, and the built-in ones load a pinned commit. (The GGUF weights of the
-local models are sha256-verified on assembly and on download: tests/unit/test_local_weights.py.)
+"""Models: remote code is never trusted, the built-in hub models load a pinned commit, and the local GGUF weights
+are the pinned bytes whenever they are used, not only when they were assembled or downloaded (the checks made then
+are in tests/unit/test_local_weights.py).
 
 Every built-in hub scorer is loaded and run through a stand-in hub: the transformers loaders are wrapped so that a
 hub name is served from a tiny model of the same architecture built here, and every call is recorded with its
@@ -8,8 +9,12 @@ keyword arguments. Nothing reaches the network.
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import os
 import re
 import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,3 +182,97 @@ def test_an_overriding_revision_reaches_every_loader(hub: Hub) -> None:
     scorer.check(["Paris is the capital of France."], ["Paris is in France"])
     hub_calls = [c for c in hub.calls if c[1] == "lytang/MiniCheck-RoBERTa-Large"]
     assert len(hub_calls) >= 2 and all(kw.get("revision") == "0123abc" for _, _, kw in hub_calls), hub_calls
+
+
+# --------------------------------------------------------------------------- GGUF weights stay verified
+BLOB = b"GGUF" + bytes(range(256)) * 40
+
+
+@pytest.fixture
+def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A known model whose pinned parts are installed (as modules with ``get_part_path``), nothing on the hub."""
+    from grapheval_plugins.local import weights as W
+
+    modules = []
+    for i, start in enumerate(range(0, len(BLOB), 4096), start=1):
+        part = tmp_path / "site" / f"part{i}.bin"
+        part.parent.mkdir(exist_ok=True)
+        part.write_bytes(BLOB[start : start + 4096])
+        module = types.ModuleType(f"trust_tiny_part{i}")
+        module.get_part_path = lambda p=part: str(p)  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+        modules.append(module.__name__)
+    model = W.GGUFModel(name="trust-tiny", filename="trust-tiny.gguf", sha256=hashlib.sha256(BLOB).hexdigest(),
+                        size=len(BLOB), hub_repo="example/trust-tiny-GGUF", part_modules=tuple(modules),
+                        part_requirements=tuple(f"trust-tiny-part{i}==1.0" for i in range(len(modules))),
+                        extra="weights-tiny")
+    monkeypatch.setitem(W.KNOWN_MODELS, model.name, model)
+    monkeypatch.setenv("GRAPHEVAL_CACHE_DIR", str(tmp_path / "cache"))
+    hashed: list[Path] = []
+    real = W.file_sha256
+
+    def counted(path: Any, progress: Any = None) -> str:
+        hashed.append(Path(path))
+        return real(path, progress)
+
+    monkeypatch.setattr(W, "file_sha256", counted)
+    return model, hashed
+
+
+def resolve(name: str) -> Any:
+    from grapheval_plugins.local.weights import resolve_model
+
+    return resolve_model(name, hub=False, show_progress=False)
+
+
+def test_cached_weights_changed_after_verification_are_rebuilt_from_the_parts(
+    tiny: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    model, hashed = tiny
+    first = resolve(model.name)
+    assert first.source == "parts" and first.path.read_bytes() == BLOB
+    hashed.clear()
+    again = resolve(model.name)
+    assert again.source.startswith("cache") and hashed == []  # unchanged since verified: not hashed again
+    data = bytearray(first.path.read_bytes())
+    data[100] ^= 0x01  # one bit flipped in the cached file: same size, other bytes
+    first.path.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="grapheval_plugins.local.weights"):
+        healed = resolve(model.name)
+    assert "changed since they were verified" in caplog.text
+    assert healed.source == "parts" and healed.path.read_bytes() == BLOB  # rebuilt, verified, in place
+
+
+def test_cached_weights_touched_but_unchanged_are_hashed_once_and_kept(tiny: Any) -> None:
+    model, hashed = tiny
+    path = resolve(model.name).path
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000_000))  # e.g. copied without its times
+    hashed.clear()
+    kept = resolve(model.name)
+    assert kept.source.startswith("cache") and hashed == [path]  # hashed again, found intact
+    hashed.clear()
+    assert resolve(model.name).source.startswith("cache") and hashed == []  # and remembered
+
+
+def test_a_hub_file_changed_after_verification_is_refused(tiny: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from grapheval_plugins.exceptions import WeightsIntegrityError
+    from grapheval_plugins.local.weights import resolve_model
+
+    model, hashed = tiny
+    for name in model.part_modules:
+        monkeypatch.setitem(sys.modules, name, None)  # type: ignore[arg-type]  # the parts are not installed
+    downloaded = tmp_path / "hub" / model.filename
+    downloaded.parent.mkdir()
+    downloaded.write_bytes(BLOB)
+
+    def hub(repo: str, filename: str | None, local_only: bool) -> Path:
+        return downloaded
+
+    assert resolve_model(model.name, hub=hub, show_progress=False).source == "hub-cache"
+    hashed.clear()
+    assert resolve_model(model.name, hub=hub, show_progress=False).source == "hub-cache" and hashed == []
+    downloaded.write_bytes(BLOB[:-1] + b"X")  # replaced in the hub cache by other bytes of the same size
+    with pytest.raises(WeightsIntegrityError, match="sha256"):
+        resolve_model(model.name, hub=hub, show_progress=False)
