@@ -13,7 +13,15 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import GraphEvalError, InputError, ModelLoadError
-from ._hub import HubOptions, find_weights, load_error, looks_like_path, read_config_dict, read_state_dict
+from ._hub import (
+    HubOptions,
+    find_weights,
+    load_error,
+    looks_like_path,
+    pinned_revision,
+    read_config_dict,
+    read_state_dict,
+)
 from ._runtime import (
     DeviceLike,
     DTypeLike,
@@ -34,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DTypeLike", "DeviceLike", "Features", "HFScorer", "HubOptions", "_torch", "_transformers", "find_weights",
-    "load_error", "logger", "looks_like_path", "pad_batch", "read_config_dict", "read_state_dict",
+    "load_error", "logger", "looks_like_path", "pad_batch", "pinned_revision", "read_config_dict", "read_state_dict",
     "resolve_dtype", "select_device",
 ]
 
@@ -76,6 +84,8 @@ class HFScorer(Scorer):
         if hypothesis_tokens > max_length // 2:
             raise InputError("hypothesis_tokens", f"must be at most half of max_length ({max_length // 2})")
         self.model_name = os.fspath(model).strip()
+        if revision is None and not looks_like_path(self.model_name):
+            revision = pinned_revision(self.model_name)  # a built-in hub model loads its recorded commit
         self.hub = HubOptions(revision, local_files_only, token, cache_dir)
         self.tokenizer_source = tokenizer
         self.batch_size = batch_size

@@ -15,7 +15,42 @@ from typing import Any
 from ..exceptions import ModelLoadError
 from ._runtime import _torch, _transformers
 
-__all__ = ["HubOptions", "find_weights", "load_error", "looks_like_path", "read_config_dict", "read_state_dict"]
+__all__ = [
+    "PINNED_REVISIONS",
+    "HubOptions",
+    "find_weights",
+    "load_error",
+    "looks_like_path",
+    "pinned_revision",
+    "read_config_dict",
+    "read_state_dict",
+]
+
+PINNED_REVISIONS: dict[str, str] = {
+    "vectara/hallucination_evaluation_model": "8e4a2e6e96c708cc76c2344f7e4757df2515292c",
+    "google/flan-t5-base": "7bcac572ce56db69c1ea7c8af255c5d7c9672fc2",
+    "google/t5_xxl_true_nli_mixture": "aa6cfe1dd4257853bfdd772992045f41bfc14988",
+    "lytang/MiniCheck-Flan-T5-Large": "96eafd01cee2d16cf81aaa2fb226b14f422a37b3",
+    "lytang/MiniCheck-RoBERTa-Large": "74c8919647e61ed0f71bc177d94f10930f090068",
+    "lytang/MiniCheck-DeBERTa-v3-Large": "2f2d01a54fa022a7ffadb76260e1ea8bc88c82bb",
+}
+"""The commit each built-in hub model loads by default (config, weights and the model's own tokenizer alike), so a
+verdict names the exact weights it came from and a change upstream never changes it silently. A ``revision=`` (or a
+spec's ``@<revision>``; ``@main`` for the latest) overrides it. TrueTeacher (``google/t5_11b_trueteacher_and_anli``)
+has no recorded commit yet and loads the latest."""
+
+_PINNED_LOWER = {name.lower(): commit for name, commit in PINNED_REVISIONS.items()}
+
+
+def pinned_revision(name: str) -> str | None:
+    """The commit a built-in hub model is pinned to (:data:`PINNED_REVISIONS`), or ``None``.
+
+    >>> pinned_revision("lytang/MiniCheck-RoBERTa-Large")
+    '74c8919647e61ed0f71bc177d94f10930f090068'
+    >>> pinned_revision("cross-encoder/nli-deberta-v3-base") is None
+    True
+    """
+    return _PINNED_LOWER.get(name.strip().lower())
 
 # Exception class names, anywhere in a cause chain, that mean "not cached and the hub cannot be reached".
 _OFFLINE_ERRORS = {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectionError", "ConnectError",

@@ -42,6 +42,7 @@ from ._hf_common import (
     load_error,
     logger,
     looks_like_path,
+    pinned_revision,
     read_config_dict,
     read_state_dict,
     select_device,
@@ -71,7 +72,8 @@ __all__ = [
 HHEM_MODEL = "vectara/hallucination_evaluation_model"
 """HHEM-2.1-Open on the hub."""
 HHEM_REVISION = "8e4a2e6e96c708cc76c2344f7e4757df2515292c"
-"""The commit of :data:`HHEM_MODEL` loaded by default (the repository's main branch as of 2025-10)."""
+"""The commit of :data:`HHEM_MODEL` loaded by default (the repository's main branch as of 2025-10; also in
+:data:`~grapheval_plugins.check._hub.PINNED_REVISIONS`)."""
 FLAN_T5_BASE = "google/flan-t5-base"
 """HHEM's foundation model: its tokenizer (and, when the HHEM config lacks one, its T5 config) are HHEM's."""
 FLAN_T5_BASE_REVISION = "7bcac572ce56db69c1ea7c8af255c5d7c9672fc2"
@@ -164,7 +166,9 @@ class HHEMScorer(HFScorer):
 
     Args:
         model: hub name or local folder of an HHEM-layout checkpoint (``config.json`` + ``model.safetensors``).
-        revision: commit of ``model``; defaults to :data:`HHEM_REVISION` for :data:`HHEM_MODEL`, else the latest.
+        revision: commit of ``model``; defaults to :data:`HHEM_REVISION` for :data:`HHEM_MODEL` (the pinned
+            commit of a built-in hub model, see :data:`~grapheval_plugins.check._hub.PINNED_REVISIONS`), else the
+            latest. ``"main"`` loads the latest.
         tokenizer: a tokenizer, a hub name or a folder; default: the model folder's own tokenizer if it has one,
             else the config's ``foundation`` (``google/flan-t5-base``, pinned to :data:`FLAN_T5_BASE_REVISION`).
         tokenizer_revision: commit of a hub ``tokenizer`` (and of the foundation config).
@@ -628,7 +632,9 @@ def load_hf_scorer(name: str | os.PathLike[str], **kwargs: Any) -> HFScorer:
     name = os.fspath(name).strip()
     if name == HHEM_MODEL:
         return HHEMScorer(name, **kwargs)
-    hub = HubOptions(kwargs.get("revision"), kwargs.get("local_files_only"), kwargs.get("token"),
-                     kwargs.get("cache_dir"))
+    revision = kwargs.get("revision")
+    if revision is None and not looks_like_path(name):
+        revision = pinned_revision(name)  # the config is read at the commit the weights will load from
+    hub = HubOptions(revision, kwargs.get("local_files_only"), kwargs.get("token"), kwargs.get("cache_dir"))
     kind = model_kind(read_config_dict(name, hub))
     return _KINDS[kind](name, **kwargs)

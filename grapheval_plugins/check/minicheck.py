@@ -59,7 +59,8 @@ MINICHECK_MODELS: dict[str, str] = {
     "roberta-large": "lytang/MiniCheck-RoBERTa-Large",
     "deberta-v3-large": "lytang/MiniCheck-DeBERTa-v3-Large",
 }
-"""Short names of the MiniCheck checkpoints → hub names (the reference code's ``model_name`` → ``ckpt``)."""
+"""Short names of the MiniCheck checkpoints → hub names (the reference code's ``model_name`` → ``ckpt``). Each loads
+its pinned commit (:data:`~grapheval_plugins.check._hub.PINNED_REVISIONS`) unless ``revision=`` says otherwise."""
 
 # Short name -> (window in tokens, chunk size in words for T5 / tokens otherwise): the reference defaults.
 _SETTINGS: dict[str, tuple[int, int]] = {

@@ -3,13 +3,19 @@
 :class:`LlamaSession` owns one ``llama_cpp.Llama`` (loaded lazily on first use). :meth:`LlamaSession.prefill`
 evaluates a token sequence, keeping the longest prefix already in the KV cache, so a fixed prompt prefix (prompt
 A's instructions and examples; the judge's context) is evaluated once and only the new suffix costs time.
-Every use of the context holds :attr:`LlamaSession.lock`: one sequence at a time, from any number of threads.
+Every use of the model (tokenizing, evaluating, reading logits, generating) holds :attr:`LlamaSession.lock`.
 
 :func:`get_session` keeps one session per (GGUF file, role, settings) in the process. The chat model and the judge
 use different roles, hence separate contexts (separate KV caches, so alternating extraction and judging does not
 evict each other's prefix). The weights are loaded once per file: a second session over the same file opens a new
 llama.cpp context on the already-loaded model (:class:`~grapheval_plugins.local.llamacpp.SharedContext`), so the
 model's memory is not paid twice.
+
+One loaded model is entered by one call at a time. Sessions over the same weights (``key``) share one lock
+(:func:`model_lock`), so the chat model and the judge take turns on the model they share, from any number of
+threads and tasks; each llama.cpp call already uses every core, so running two at once would only contend for them.
+A session shares another's loaded model only when both hold the same lock; otherwise (the same file reached under
+two names) it loads its own copy, which it may run alongside the other.
 
 Everything that depends on llama-cpp-python's version (loading with or without extra buffer types, the second
 context, reading logits) is in :mod:`grapheval_plugins.local.llamacpp`; this module only keeps sessions.
@@ -30,7 +36,15 @@ from ..exceptions import InputError, ModelLoadError
 from .cpu import ExtraBuffersDecision, decide_extra_buffers
 from .llamacpp import SharedContext, load_llama, next_logits
 
-__all__ = ["ContextOverflowError", "LlamaSession", "SessionStats", "SharedContext", "clear_sessions", "get_session"]
+__all__ = [
+    "ContextOverflowError",
+    "LlamaSession",
+    "SessionStats",
+    "SharedContext",
+    "clear_sessions",
+    "get_session",
+    "model_lock",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +77,24 @@ def _default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-_MODELS: dict[tuple[str, bool], Any] = {}
-"""Loaded ``llama_cpp.Llama`` objects by (resolved file path, extra buffers), cleared by :func:`clear_sessions`."""
+_MODELS: dict[tuple[str, bool], tuple[Any, threading.RLock]] = {}
+"""Loaded ``llama_cpp.Llama`` objects and the lock that guards them, by (resolved file path, extra buffers); cleared
+by :func:`clear_sessions`."""
 _MODELS_LOCK = threading.Lock()
+_MODEL_LOCKS: dict[tuple[str, bool], threading.RLock] = {}
+
+
+def model_lock(key: str, extra_buffers: bool) -> threading.RLock:
+    """The process-wide re-entrant lock of the model named ``key`` (loaded with or without extra buffers).
+
+    Every session :func:`get_session` makes over ``key`` holds it, whatever its role: the contexts of the chat model
+    and of the judge over one loaded model are never evaluated at once.
+    """
+    with _MODELS_LOCK:
+        lock = _MODEL_LOCKS.get((key, extra_buffers))
+        if lock is None:
+            lock = _MODEL_LOCKS[(key, extra_buffers)] = threading.RLock()
+        return lock
 
 
 class LlamaSession:
@@ -84,6 +113,8 @@ class LlamaSession:
             :func:`~grapheval_plugins.local.cpu.decide_extra_buffers`.
         factory: builds the ``Llama`` object (default: :func:`~grapheval_plugins.local.llamacpp.load_llama`, which
             validates the file first; tests pass a fake taking ``Llama``'s keyword arguments).
+        lock: the re-entrant lock every use of the model holds (default: a lock of this session's own;
+            :func:`get_session` passes the model's :func:`model_lock`).
     """
 
     def __init__(
@@ -96,6 +127,7 @@ class LlamaSession:
         seed: int = 0,
         extra_buffers: bool | None = None,
         factory: Callable[..., Any] | None = None,
+        lock: threading.RLock | None = None,
     ) -> None:
         if n_ctx < 64:
             raise InputError("n_ctx", f"must be at least 64, got {n_ctx}")
@@ -106,7 +138,8 @@ class LlamaSession:
         self.seed = seed
         self.extra_buffers = extra_buffers
         self._factory = factory
-        self.lock = threading.RLock()
+        self.lock: threading.RLock = lock if lock is not None else threading.RLock()
+        """The re-entrant lock held by every use of the model (shared by the sessions over one loaded model)."""
         self._llama: Any = None
         self._stop_ids: frozenset[int] = frozenset()
         self.path: Path | None = None
@@ -164,7 +197,7 @@ class LlamaSession:
                         seed=self.seed, extra_buffers=self.decision.enabled,
                     )
                     with _MODELS_LOCK:
-                        _MODELS.setdefault(self._model_key(), llama)
+                        _MODELS.setdefault(self._model_key(), (llama, self.lock))
             self.stats.load_seconds += time.perf_counter() - started
             stop = {int(llama.token_eos())}
             for text in END_OF_TURN:
@@ -188,8 +221,12 @@ class LlamaSession:
         if self.path is None:
             return None
         with _MODELS_LOCK:
-            base = _MODELS.get(self._model_key())
-        if base is None:
+            entry = _MODELS.get(self._model_key())
+        if entry is None:
+            return None
+        base, owner_lock = entry
+        if owner_lock is not self.lock:  # sharing it would let two calls into one model at once
+            logger.info("%s is loaded under another name; loading it again for this session", self.path)
             return None
         try:
             return SharedContext(base, n_ctx=self.n_ctx, n_batch=self.n_batch, n_threads=self.n_threads)
@@ -216,15 +253,18 @@ class LlamaSession:
     # ------------------------------------------------------------------ tokens
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
         """Token ids of ``text`` (no BOS). ``special=True`` parses control tokens such as ``<|im_start|>``."""
-        return list(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=special))
+        with self.lock:
+            return list(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=special))
 
     def detokenize(self, tokens: Sequence[int]) -> bytes:
-        return bytes(self.llama.detokenize(list(tokens)))
+        with self.lock:
+            return bytes(self.llama.detokenize(list(tokens)))
 
     def cached_tokens(self) -> list[int]:
         """The token sequence currently held in the KV cache."""
-        llama = self.llama
-        return [int(t) for t in llama.input_ids[: llama.n_tokens]]
+        with self.lock:
+            llama = self.llama
+            return [int(t) for t in llama.input_ids[: llama.n_tokens]]
 
     def reset(self) -> None:
         """Forget the KV cache (the next prefill evaluates everything)."""
@@ -277,7 +317,8 @@ class LlamaSession:
 
     def logits(self) -> Any:
         """A copy of the next-token logits (numpy float32 vector over the vocabulary)."""
-        return next_logits(self.llama)
+        with self.lock:
+            return next_logits(self.llama)
 
     def generate(
         self,
@@ -337,7 +378,8 @@ def get_session(
 
     ``key`` identifies the weights (a model name or a path); ``role`` separates contexts that should not share a KV
     cache (``"chat"``, ``"judge"``). ``extra_buffers`` is decided here (option, else environment variable), so a
-    bad ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` value fails before anything loads.
+    bad ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` value fails before anything loads. Every session over ``key`` holds the
+    same :func:`model_lock`.
 
     Raises:
         InputError: ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` holds something other than a yes/no value.
@@ -350,7 +392,7 @@ def get_session(
         if session is None:
             session = LlamaSession(
                 model_path, n_ctx=n_ctx, n_threads=threads, n_batch=n_batch, seed=seed,
-                extra_buffers=extra_buffers, factory=factory,
+                extra_buffers=extra_buffers, factory=factory, lock=model_lock(key, enabled),
             )
             _SESSIONS[ident] = session
         return session
@@ -362,3 +404,4 @@ def clear_sessions() -> None:
         _SESSIONS.clear()
     with _MODELS_LOCK:
         _MODELS.clear()
+        _MODEL_LOCKS.clear()

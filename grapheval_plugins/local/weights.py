@@ -11,7 +11,8 @@
    concatenated once into the cache, sha256-verified against the pinned digest, written to a temporary file and
    renamed into place, under a file lock so that two processes never assemble at once. A digest mismatch raises
    :class:`~grapheval_plugins.exceptions.WeightsIntegrityError` and leaves no file behind. When the parts are
-   installed, resolving touches no network at all;
+   installed, resolving touches no network at all. A cached file changed since it was verified (its modification
+   time differs from the one recorded with its digest) is hashed again, and rebuilt when it no longer matches;
 4. only then the model hub, when ``huggingface_hub`` is installed and ``HF_HUB_OFFLINE`` / ``GRAPHEVAL_NO_HUB``
    are not set: one reachability probe with a short timeout, then one download attempt
    (:mod:`~grapheval_plugins.local.hub`). A file from the hub (or its cache) is checked against the pinned size
@@ -217,14 +218,47 @@ def _marker(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def _verified(path: Path, model: GGUFModel) -> bool:
-    """A cached file counts as verified when its size matches and its digest marker names the pinned digest."""
+def _write_marker(path: Path, digest: str, origin: str) -> None:
+    """Record that ``path`` hashed to ``digest``, with its modification time then (a later change shows)."""
+    _marker(path).write_text(f"{digest}  {path.name}  {origin}  {path.stat().st_mtime_ns}\n", encoding="utf-8")
+
+
+def _verified_file(path: Path, sha256: str, size: int | None, *, rehash: bool = True) -> bool:
+    """Whether a cached file is the pinned one: its size matches and its digest marker names the pinned digest.
+
+    The marker also records the file's modification time when it was hashed; a file changed since (or a marker
+    from before the time was recorded) is hashed again, and only a match counts (the marker is then renewed).
+    ``rehash=False`` skips that hashing (the caller verifies the bytes itself).
+    """
     try:
-        if path.stat().st_size != model.size:
+        stat = path.stat()
+        if size is not None and stat.st_size != size:
             return False
-        return _marker(path).read_text(encoding="utf-8").split()[0] == model.sha256
-    except (OSError, IndexError):
+        fields = _marker(path).read_text(encoding="utf-8").split()
+    except OSError:
         return False
+    if not fields or fields[0] != sha256:
+        return False
+    if not rehash or (len(fields) > 3 and fields[3] == str(stat.st_mtime_ns)):
+        return True
+    try:
+        actual = file_sha256(path)
+    except OSError:
+        return False
+    if actual != sha256:
+        logger.warning("cached weights %s changed since they were verified (sha256 %s, pinned %s): not using them",
+                       path, actual, sha256)
+        return False
+    try:
+        _write_marker(path, actual, fields[2] if len(fields) > 2 else "cache")
+    except OSError as exc:  # verified; remembering it is an optimisation
+        logger.debug("cannot renew %s: %s", _marker(path), exc)
+    return True
+
+
+def _verified(path: Path, model: GGUFModel, *, rehash: bool = True) -> bool:
+    """:func:`_verified_file` against ``model``'s pinned digest and size."""
+    return _verified_file(path, model.sha256, model.size, rehash=rehash)
 
 
 def assemble_parts(
@@ -255,10 +289,8 @@ def assemble_parts(
     except OSError as exc:
         raise ModelLoadError(f"cannot create the model cache folder {target.parent}: {exc}") from exc
     with FileLock(str(target) + ".lock"):
-        if target.is_file() and _marker(target).is_file():
-            recorded = _marker(target).read_text(encoding="utf-8").split()
-            if recorded and recorded[0] == sha256 and (size is None or target.stat().st_size == size):
-                return target
+        if _verified_file(target, sha256, size):  # finished by another process, and unchanged since
+            return target
         total = sum(Path(p).stat().st_size for p in parts if Path(p).is_file())
         from tqdm.auto import tqdm
 
@@ -294,7 +326,7 @@ def assemble_parts(
                     "(pip install --force-reinstall ...)."
                 )
             os.replace(tmp, target)
-            _marker(target).write_text(f"{actual}  {target.name}  parts\n", encoding="utf-8")
+            _write_marker(target, actual, "parts")
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -408,7 +440,7 @@ def _verify_hub_file(path: Path, model: GGUFModel, folder: Path) -> str:
             f"pip install 'grapheval-plugins[{model.extra}]')"
         )
     marker = _hub_marker(folder, model)
-    stamp = f"{model.sha256} {size} {path.resolve()}"
+    stamp = f"{model.sha256} {size} {path.resolve()} {path.stat().st_mtime_ns}"  # a file changed since: hash again
     try:
         if marker.read_text(encoding="utf-8").strip() == stamp:
             return model.sha256
@@ -493,7 +525,7 @@ def resolve_model(
         found = _try_hub(fetch, model.hub_repo, model.filename, False, notes)
         if found is not None:
             return ResolvedWeights(found, "hub", _verify_hub_file(found, model, folder), model.hub_repo)
-        tried = "; ".join([f"{model.env_var} / {GENERIC_PATH_ENV}: unset", f"cache {target}: absent", *notes])
+        tried = "; ".join([f"{model.env_var} / {GENERIC_PATH_ENV}: unset", f"cache {target}: absent or not the pinned file", *notes])
         raise ModelLoadError(f"{missing} (tried: {tried})") from missing
     started = time.perf_counter()
     path = assemble_parts(
@@ -587,7 +619,7 @@ def locate_weights(
                 return WeightsStatus(model.name, "env", path, False, f"{var}={value!r} does not name a file")
             return WeightsStatus(model.name, "env", path, check([path]), f"{var}={value}")
     target = folder / model.filename
-    if _verified(target, model):
+    if _verified(target, model, rehash=False):  # check() hashes it when asked to
         return WeightsStatus(model.name, "cache", target, check([target]), _recorded_origin(target))
     notes: list[str] = []
     found = _try_hub(hub_cache, model.hub_repo, model.filename, True, notes)
