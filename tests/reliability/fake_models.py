@@ -76,3 +76,8 @@ def slow_correcting_llm() -> ScriptedChatModel:
         return _correcting(messages)
 
     return ScriptedChatModel(respond=respond, model_label="slow-correcting")
+
+
+def correcting_llm() -> ScriptedChatModel:
+    """:func:`slow_correcting_llm` without the delay."""
+    return ScriptedChatModel(respond=_correcting, model_label="correcting")
