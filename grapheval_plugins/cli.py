@@ -7,8 +7,9 @@ an interrupted run resumes where it stopped (rows whose id is already in OUT are
 from __future__ import annotations
 
 import csv
+import itertools
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -35,12 +36,32 @@ def _root() -> None:
     """GraphEval: knowledge-graph based hallucination detection and correction for LLM outputs."""
 
 
-def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    """Yield ``(line number, row, error)`` for each record of a JSONL or CSV file; bad lines give an error."""
-    if path.suffix.lower() == ".csv":
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            for number, row in enumerate(csv.DictReader(fh), start=2):
-                yield number, dict(row), None
+CSV_DELIMITERS = ",;\t|"
+"""The delimiters a CSV header is sniffed for when ``--delimiter`` is not given (a ``.tsv`` file: a tab)."""
+
+_CSV_FIELD_LIMIT = 2**31 - 1  # a CSV field may be as long as a JSONL line (the csv module's default: 128 KiB)
+
+
+def read_rows(
+    path: Path, *, delimiter: str | None = None
+) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    r"""Yield ``(line number, row, error)`` for each record of a JSONL or CSV file, streamed; a bad record gives an
+    error instead of a row, and the records after it are still read.
+
+    A CSV record's number is the line it starts on (a quoted field may span lines). Its delimiter is
+    ``delimiter``, else a tab for a ``.tsv`` file, else the one of :data:`CSV_DELIMITERS` sniffed from the header.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "rows.csv"
+    >>> _ = path.write_text('id;context;output\n1;"Two\nlines.";ok\n2;too;many;fields\n3;A.;B.\n')
+    >>> for number, row, error in read_rows(path):
+    ...     print(number, row or error)
+    2 {'id': '1', 'context': 'Two\nlines.', 'output': 'ok'}
+    4 CSV record has 4 fields, the header has 3
+    5 {'id': '3', 'context': 'A.', 'output': 'B.'}
+    """
+    if path.suffix.lower() in (".csv", ".tsv"):
+        yield from _read_csv(path, delimiter)
         return
     with path.open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
@@ -62,11 +83,65 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | No
             yield number, row, None
 
 
+def _sniff_delimiter(header: str) -> str:
+    try:
+        return csv.Sniffer().sniff(header, delimiters=CSV_DELIMITERS).delimiter
+    except csv.Error:  # one column: nothing to sniff
+        return ","
+
+
+def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    undecodable: dict[int, str] = {}
+
+    def lines() -> Iterator[str]:  # decoded line by line, like JSONL: a bad byte costs the record it is in
+        with path.open("rb") as fh:
+            for number, raw in enumerate(fh, start=1):
+                try:
+                    yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    undecodable[number] = f"not UTF-8 text (line {number}, byte {exc.start}: {exc.reason})"
+                    yield raw.decode("utf-8", errors="replace")
+
+    source = lines()
+    first = next(source, None)
+    if first is None:
+        return
+    if delimiter is None:
+        delimiter = "\t" if path.suffix.lower() == ".tsv" else _sniff_delimiter(first)
+    csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
+    reader = csv.reader(itertools.chain([first], source), delimiter=delimiter, strict=True)
+    header: list[str] | None = None
+    while True:
+        start = reader.line_num + 1
+        try:
+            record = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # the reader starts afresh on the next line
+            yield start, None, f"CSV error: {exc}"
+            continue
+        bad = [undecodable.pop(n) for n in range(start, reader.line_num + 1) if n in undecodable]
+        if header is None:
+            if bad:
+                yield start, None, f"CSV header: {bad[0]}"
+                return
+            header = record
+            continue
+        if not record:  # a blank line
+            continue
+        if bad:
+            yield start, None, bad[0]
+        elif len(record) != len(header):
+            yield start, None, f"CSV record has {len(record)} fields, the header has {len(header)}"
+        else:
+            yield start, dict(zip(header, record)), None
+
+
 def done_ids(path: Path) -> set[str]:
     """Ids already written to an output file (for resuming); a torn last line is dropped from the file."""
     from .jsonl import JsonlStore
 
-    with JsonlStore(path) as store:
+    with JsonlStore(path, keep_rows=False) as store:
         return store.ids()
 
 
@@ -79,36 +154,90 @@ def _summary_table(title: str, counts: dict[str, Any]) -> Table:
     return table
 
 
-def _pending_rows(
-    input: Path, output: Path, id_field: str, limit: int | None, resume: bool
-) -> tuple[list[dict[str, Any]], int, list[str]]:
-    """The rows of INPUT still to process: ``(rows, rows already in OUTPUT, problems with unreadable lines)``."""
-    if not resume and output.exists():
-        output.unlink()
-    skip = done_ids(output)
-    problems: list[str] = []
-    rows: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for number, row, error in read_rows(input):
-        if error is not None or row is None:
-            problems.append(f"line {number}: {error or 'unreadable'}")
-            continue
-        row.setdefault(id_field, str(number))
-        row[id_field] = str(row[id_field])
-        if row[id_field] in skip:
-            continue
-        if row[id_field] in seen:
-            problems.append(f"line {number}: duplicate id {row[id_field]!r} (skipped)")
-            continue
-        seen.add(row[id_field])
-        rows.append(row)
-        if limit is not None and len(rows) + len(skip) >= limit:
-            break
-    return rows, len(skip), problems
+def _delimiter(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = "\t" if value.lower() in ("tab", "\\t") else value
+    if len(value) != 1:
+        raise typer.BadParameter(f"the CSV delimiter must be one character or 'tab', got {value!r}")
+    return value
+
+
+class _Pending:
+    """The rows of INPUT still to process, streamed: each input record is read once, when it is needed, and only
+    the ids seen so far are kept. Unreadable records and repeated ids are skipped and recorded in ``problems``
+    (``unreadable`` counts them); with ``stop_on_error``, the first one stops the run instead (exit code 1; what
+    was written before it stays, and a re-run resumes)."""
+
+    def __init__(self, input: Path, output: Path, id_field: str, limit: int | None, resume: bool, *,
+                 delimiter: str | None = None, stop_on_error: bool = False) -> None:
+        if not resume and output.exists():
+            output.unlink()
+        self.input, self.id_field, self.limit, self.delimiter = input, id_field, limit, delimiter
+        self.stop_on_error = stop_on_error
+        self.done = done_ids(output)
+        self.skipped = len(self.done)
+        self.unreadable = 0
+        self.problems: list[str] = []
+        self.stopped: str | None = None
+
+    def estimate(self) -> int | None:
+        """About how many rows are left (for a progress bar): JSONL lines not yet done; ``None`` for CSV."""
+        if self.input.suffix.lower() in (".csv", ".tsv"):
+            return None
+        with self.input.open("rb") as fh:
+            lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+        left = max(lines - self.skipped, 0)
+        return left if self.limit is None else min(left, max(self.limit - self.skipped, 0))
+
+    def _problem(self, message: str) -> bool:
+        """Record a skipped record; true when the run is to stop here (``stop_on_error``)."""
+        self.unreadable += 1
+        self.problems.append(message)
+        if self.stop_on_error:
+            self.stopped = message
+        return self.stop_on_error
+
+    def check_stopped(self) -> None:
+        """After the rows before it are written: exit with code 1 if ``stop_on_error`` stopped the run."""
+        if self.stopped is not None:
+            console.print(f"[red]error:[/red] {self.input}: {self.stopped}; stopped (--stop-on-error): the rows "
+                          "before it are written, a re-run resumes after them")
+            raise typer.Exit(code=1)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        seen: set[str] = set()
+        taken = len(self.done)
+        if self.limit is not None and taken >= self.limit:
+            return
+        for number, row, error in read_rows(self.input, delimiter=self.delimiter):
+            if error is not None or row is None:
+                if self._problem(f"line {number}: {error or 'unreadable'}"):
+                    return
+                continue
+            row.setdefault(self.id_field, str(number))
+            rid = row[self.id_field] = str(row[self.id_field])
+            if rid in seen:
+                if self._problem(f"line {number}: duplicate id {rid!r} (skipped)"):
+                    return
+                continue
+            seen.add(rid)
+            if rid in self.done:
+                continue
+            yield row
+            taken += 1
+            if self.limit is not None and taken >= self.limit:
+                return
+
+
+def _batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    it = iter(rows)
+    while batch := list(itertools.islice(it, max(size, 1))):
+        yield batch
 
 
 def _process_in_batches(
-    rows: list[dict[str, Any]],
+    rows: Iterable[dict[str, Any]],
     output: Path,
     *,
     desc: str,
@@ -116,17 +245,18 @@ def _process_in_batches(
     id_field: str,
     process: Callable[[list[dict[str, Any]]], Sequence[Any]],
     tally: Callable[[dict[str, Any], Any], None],
+    total: int | None = None,
 ) -> None:
-    """Run ``process`` on batches of rows, append each result (a pydantic model) to OUTPUT as it comes, and
-    ``tally`` it. A configuration error (a model that cannot load) stops the run; what is written stays."""
+    """Run ``process`` on batches of rows (read as they are needed), append each result (a pydantic model) to
+    OUTPUT as it comes, and ``tally`` it. A configuration error (a model that cannot load) stops the run; what is
+    written stays. Only the ids written are kept in memory."""
     from tqdm import tqdm
 
     from .exceptions import GraphEvalError
     from .jsonl import JsonlStore
 
-    with JsonlStore(output) as out, tqdm(total=len(rows), desc=desc, unit="row") as bar:
-        for start in range(0, len(rows), batch_rows):
-            batch = rows[start : start + batch_rows]
+    with JsonlStore(output, keep_rows=False) as out, tqdm(total=total, desc=desc, unit="row") as bar:
+        for batch in _batches(rows, batch_rows):
             try:
                 results = process(batch)
             except GraphEvalError as exc:
@@ -157,6 +287,8 @@ def evaluate(
     cache: Annotated[Optional[Path], typer.Option(help="SQLite file caching extracted knowledge graphs.")] = None,
     batch_rows: Annotated[int, typer.Option(help="Rows processed (and written) per batch.")] = 16,
     resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT.")] = True,
+    delimiter: Annotated[Optional[str], typer.Option(help="CSV delimiter, one character or 'tab' (default: sniffed from the header among , ; tab |; a tab for .tsv).")] = None,
+    stop_on_error: Annotated[bool, typer.Option("--stop-on-error", help="Stop (exit code 1) at the first unreadable input record instead of skipping and reporting it.")] = False,
     report: Annotated[Optional[Path], typer.Option("--report", help="Also write an HTML report of the run (all of OUTPUT) here.")] = None,
     engine_name: Annotated[str, typer.Option("--engine", help="process (this process) or ray (a Ray cluster; the 'ray' extra).")] = "process",
     address: Annotated[Optional[str], typer.Option(help="Ray cluster to connect to (default: a running one, else a local Ray).")] = None,
@@ -174,28 +306,33 @@ def evaluate(
         raise typer.BadParameter("engine must be 'process' or 'ray'")
     checked_mode: Mode = "graph" if mode == "graph" else "raw"
     engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, mode=checked_mode, cache=cache or True)
-    rows, skipped, problems = _pending_rows(input, output, id_field, limit, resume)
-    counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": skipped}
+    pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
+                       stop_on_error=stop_on_error)
+    counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": pending.skipped}
     if engine_name == "ray":
+        rows = list(pending)  # the Ray pipeline takes the rows at once
+        counts["skipped (unreadable)"] = pending.unreadable
         _evaluate_on_ray(
-            rows, output, counts, problems, llm=llm, scorer=scorer, threshold=threshold, mode=mode, cache=cache,
+            rows, output, counts, pending.problems, llm=llm, scorer=scorer, threshold=threshold, mode=mode, cache=cache,
             context_key=context_field, output_key=output_field, id_key=id_field, address=address,
             extract_actors=extract_actors, check_actors=check_actors, requests_per_minute=requests_per_minute,
             tokens_per_minute=tokens_per_minute,
         )
     else:
-        _evaluate_here(engine, rows, output, counts, problems, batch_rows=batch_rows, mode=mode,
+        _evaluate_here(engine, pending, output, counts, batch_rows=batch_rows, mode=mode,
                        context_field=context_field, output_field=output_field, id_field=id_field)
+    pending.check_stopped()
     if report is not None:
         _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,
                            output_field=output_field, threshold=threshold)
 
 
 def _evaluate_here(
-    engine: Any, rows: list[dict[str, Any]], output: Path, counts: dict[str, Any], problems: list[str], *,
+    engine: Any, pending: _Pending, output: Path, counts: dict[str, Any], *,
     batch_rows: int, mode: str, context_field: str, output_field: str, id_field: str,
 ) -> None:
     """``evaluate`` in this process: batches through ``engine.evaluate_many``, each report appended as it comes."""
+    problems = pending.problems
 
     def tally(row: dict[str, Any], report: Any) -> None:
         counts["rows"] += 1
@@ -208,11 +345,13 @@ def _evaluate_here(
             counts["faithful"] += 1
 
     _process_in_batches(
-        rows, output, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        pending, output, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        total=pending.estimate(),
         process=lambda batch: engine.evaluate_many(
             batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
         ),
     )
+    counts["skipped (unreadable)"] = pending.unreadable
     console.print(_summary_table(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts))
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
@@ -267,6 +406,8 @@ def correct(
     cache: Annotated[Optional[Path], typer.Option(help="SQLite file caching extracted knowledge graphs.")] = None,
     batch_rows: Annotated[int, typer.Option(help="Rows processed (and written) per batch.")] = 16,
     resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT.")] = True,
+    delimiter: Annotated[Optional[str], typer.Option(help="CSV delimiter, one character or 'tab' (default: sniffed from the header among , ; tab |; a tab for .tsv).")] = None,
+    stop_on_error: Annotated[bool, typer.Option("--stop-on-error", help="Stop (exit code 1) at the first unreadable input record instead of skipping and reporting it.")] = False,
 ) -> None:
     """Detect and correct hallucinations in every row of INPUT; write a correction report per row to OUTPUT."""
     from .correct import GraphCorrect
@@ -287,7 +428,9 @@ def correct(
         )
     except GraphEvalError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    rows, skipped, problems = _pending_rows(input, output, id_field, limit, resume)
+    pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
+                       stop_on_error=stop_on_error)
+    problems = pending.problems
     counts: dict[str, Any] = {"rows": 0, "flagged": 0, "pass after correction": 0, "changed": 0, "errors": 0}
     rouge: dict[str, list[float]] = {"rouge1": [], "rouge2": [], "rougeL": []}
 
@@ -306,7 +449,8 @@ def correct(
                     rouge[key].append(getattr(result.rouge, key))
 
     _process_in_batches(
-        rows, output, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        pending, output, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        total=pending.estimate(),
         process=lambda batch: fixer.correct_many(
             batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
         ),
@@ -316,12 +460,14 @@ def correct(
     for key, values in rouge.items():
         if values:
             counts[f"mean {key} (flagged rows)"] = sum(values) / len(values)
-    counts["skipped (already done)"] = skipped
+    counts["skipped (already done)"] = pending.skipped
+    counts["skipped (unreadable)"] = pending.unreadable
     title = f"{'GraphCorrect' if method == 'graph' else 'Direct Prompt'} ({fixer.describe() if counts['rows'] else method})"
     console.print(_summary_table(title, counts))
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
     console.print(f"correction reports written to {output}")
+    pending.check_stopped()
 
 
 def _write_html_report(results: list[Path], out: Path, **kwargs: Any) -> None:

@@ -62,6 +62,9 @@ class JsonlStore:
         redo: rows of the existing file for which this returns true are dropped on opening, so they are done
             again (e.g. rows that recorded an error). ``None``: every readable row with an id counts as done.
         fsync_every_s: the longest time between a write and the ``fsync`` that makes it durable (0: every row).
+        keep_rows: hold every row in :attr:`rows` (the benchmark harness reads them back). ``False`` keeps only the
+            ids, so a long run's memory does not grow with what it has written (the command line's choice);
+            :attr:`rows` is then empty.
 
     For an id written twice in an existing file, the last row wins (and the file is rewritten with one row per
     id). :meth:`append` refuses an id that is already there.
@@ -74,6 +77,7 @@ class JsonlStore:
         key: str | Callable[[Mapping[str, Any]], str | None] = "id",
         redo: Callable[[Mapping[str, Any]], bool] | None = None,
         fsync_every_s: float = 1.0,
+        keep_rows: bool = True,
     ) -> None:
         if fsync_every_s < 0:
             raise ValueError("fsync_every_s must be >= 0")
@@ -86,8 +90,10 @@ class JsonlStore:
             field = key
             self._key = lambda row: None if row.get(field) is None else str(row[field])
         self.fsync_every_s = fsync_every_s
+        self.keep_rows = keep_rows
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rows: dict[str, dict[str, Any]] = {}
+        self._ids: set[str] = set()
         self._fh: Any = None
         self._last_sync = time.monotonic()
         self._load(redo)
@@ -97,8 +103,9 @@ class JsonlStore:
             return
         dropped = lines = 0
         torn_tail = False
+        last: dict[str, int] = {}  # id -> number of the line that holds it (the last one wins)
         with self.path.open(encoding="utf-8") as fh:
-            for line in fh:
+            for number, line in enumerate(fh):
                 lines += 1
                 torn_tail = not line.endswith("\n")
                 try:
@@ -110,15 +117,21 @@ class JsonlStore:
                 if rid is None or (redo is not None and redo(row)):
                     dropped += 1
                     continue
-                if rid in self.rows:
+                if rid in last:
                     dropped += 1
-                    del self.rows[rid]  # the last one wins, in the order it was written
-                self.rows[rid] = row
+                    del last[rid]  # the last one wins, in the order it was written
+                    self.rows.pop(rid, None)
+                last[rid] = number
+                if self.keep_rows:
+                    self.rows[rid] = row
+        self._ids = set(last)
         if dropped or torn_tail:  # rewrite: one line per done id, each ending in a newline
+            kept = set(last.values())
             tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-            with tmp.open("w", encoding="utf-8") as out:
-                for row in self.rows.values():
-                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            with self.path.open(encoding="utf-8") as fh, tmp.open("w", encoding="utf-8") as out:
+                for number, line in enumerate(fh):
+                    if number in kept:
+                        out.write(line if line.endswith("\n") else line + "\n")
                 out.flush()
                 os.fsync(out.fileno())
             tmp.replace(self.path)
@@ -128,15 +141,15 @@ class JsonlStore:
     # ---------------------------------------------------------------- reading
     def ids(self) -> set[str]:
         """The ids already done."""
-        return set(self.rows)
+        return set(self._ids)
 
     done = ids
 
     def __contains__(self, rid: object) -> bool:
-        return str(rid) in self.rows
+        return str(rid) in self._ids
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self._ids)
 
     # ---------------------------------------------------------------- writing
     def append(self, row: Mapping[str, Any]) -> None:
@@ -148,13 +161,15 @@ class JsonlStore:
         rid = self._key(row)
         if rid is None:
             raise ValueError(f"row has no id ({self.key!r})")
-        if rid in self.rows:
+        if rid in self._ids:
             raise ValueError(f"row {rid!r} is already in {self.path}")
         if self._fh is None:
             self._fh = self.path.open("a", encoding="utf-8")
         self._fh.write(json.dumps(row, ensure_ascii=False) + "\n")
         self._fh.flush()
-        self.rows[rid] = dict(row)
+        self._ids.add(rid)
+        if self.keep_rows:
+            self.rows[rid] = dict(row)
         now = time.monotonic()
         if now - self._last_sync >= self.fsync_every_s:
             os.fsync(self._fh.fileno())
@@ -198,4 +213,4 @@ class JsonlStore:
                 pass
 
     def __repr__(self) -> str:
-        return f"JsonlStore({str(self.path)!r}, rows={len(self.rows)})"
+        return f"JsonlStore({str(self.path)!r}, rows={len(self._ids)})"

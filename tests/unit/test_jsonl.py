@@ -45,6 +45,24 @@ def test_a_torn_line_duplicates_and_rows_to_redo_are_dropped_and_the_file_rewrit
     assert [json.loads(line) for line in _lines(path)] == [{"id": "a", "v": 2}, {"id": "b", "v": 3}]
 
 
+def test_a_store_that_keeps_only_ids_resumes_and_rewrites_the_same(tmp_path: Path) -> None:
+    text = '{"id": "a", "v": 1}\n{"id": "b", "error": "boom"}\n{"id": "a", "v": 2}\n{"id": "c", "v": 3}\n{"id": "d", "v'
+    kept, ids_only = tmp_path / "kept.jsonl", tmp_path / "ids.jsonl"
+    kept.write_text(text)
+    ids_only.write_text(text)
+    with JsonlStore(kept, redo=lambda r: bool(r.get("error"))) as a, \
+            JsonlStore(ids_only, redo=lambda r: bool(r.get("error")), keep_rows=False) as b:
+        assert a.ids() == b.ids() == {"a", "c"} and len(b) == 2 and "c" in b
+        assert b.rows == {} and a.rows["a"]["v"] == 2  # only ids held: memory does not grow with the rows
+        for store in (a, b):
+            store.append({"id": "b", "v": 4})
+            with pytest.raises(ValueError, match="already"):
+                store.append({"id": "b"})
+    assert _lines(kept) == _lines(ids_only)
+    assert [json.loads(line) for line in _lines(ids_only)] == [{"id": "a", "v": 2}, {"id": "c", "v": 3},
+                                                               {"id": "b", "v": 4}]
+
+
 def test_a_last_line_without_newline_is_completed_before_appending(tmp_path: Path) -> None:
     path = tmp_path / "out.jsonl"
     path.write_text('{"id": "a"}')
