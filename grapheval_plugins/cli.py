@@ -280,6 +280,8 @@ def evaluate(
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, trueteacher, nli:<model>, judge:local:<name>.")] = None,
     threshold: Annotated[float, typer.Option(help="Decision threshold on P(unsupported).")] = 0.5,
     mode: Annotated[str, typer.Option(help="graph (GraphEval) or raw (whole output as one claim).")] = "graph",
+    method: Annotated[str, typer.Option(help="Graph mode's decision rule: hybrid (default: whole output and triples "
+                                             "combined, for scorers with fitted weights) or paper (the paper's rule).")] = "hybrid",
     context_field: Annotated[str, typer.Option(help="Field holding the grounding context.")] = "context",
     output_field: Annotated[str, typer.Option(help="Field holding the LLM output to check.")] = "output",
     id_field: Annotated[str, typer.Option(help="Field holding the row id (default: the line number).")] = "id",
@@ -304,8 +306,13 @@ def evaluate(
         raise typer.BadParameter("mode must be 'graph' or 'raw'")
     if engine_name not in ("process", "ray"):
         raise typer.BadParameter("engine must be 'process' or 'ray'")
+    if method not in ("hybrid", "paper"):
+        raise typer.BadParameter("method must be 'hybrid' or 'paper'")
+    if engine_name == "ray" and method != "hybrid":
+        raise typer.BadParameter("--engine ray decides by the default method only (hybrid)")
     checked_mode: Mode = "graph" if mode == "graph" else "raw"
-    engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, mode=checked_mode, cache=cache or True)
+    engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, mode=checked_mode, cache=cache or True,
+                       method="paper" if method == "paper" else "hybrid")
     pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
                        stop_on_error=stop_on_error)
     counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": pending.skipped}

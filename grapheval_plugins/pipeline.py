@@ -779,9 +779,10 @@ class GraphEval:
         weights = self.decision_weights()
         method = None if self.mode == "raw" else ("hybrid" if weights is not None else "paper")
         whole_output: ClaimCheck | None = None
-        if weights is not None and any(c.triple is not None for c in checks):
-            # The whole output's own claim is the rule's other input, not one of the claims that explain it.
-            whole_output = next((c for c in checks if c.triple is None), None)
+        if any(c.triple is not None for c in checks):
+            # The whole output's own claim is the hybrid rule's other input, not one of the claims that explain it
+            # (the paper's rule ignores it, if an extraction stage run apart added it).
+            whole_output = next((c for c in checks if c.triple is None), None) if weights is not None else None
             checks = [c for c in checks if c.triple is not None]
         ps = [c.p_unsupported for c in checks]
         llm, scorer = self._names()

@@ -471,8 +471,8 @@ def report_schema() -> Any:
     error = pa.struct([("stage", pa.string()), ("type", pa.string()), ("message", pa.string())])
     return pa.schema([
         ("output", pa.string()), ("mode", pa.string()), ("threshold", pa.float64()),
-        ("hallucinated", pa.bool_()), ("score", pa.float64()), ("claims", pa.list_(claim)),
-        ("extraction", extraction), ("llm", pa.string()), ("scorer", pa.string()),
+        ("hallucinated", pa.bool_()), ("score", pa.float64()), ("method", pa.string()),
+        ("claims", pa.list_(claim)), ("whole_output", claim), ("extraction", extraction), ("llm", pa.string()), ("scorer", pa.string()),
         ("timings", pa.map_(pa.string(), pa.float64())), ("errors", pa.list_(error)), ("id", pa.string()),
         ("ok", pa.bool_()),
     ])
