@@ -777,7 +777,7 @@ class GraphEval:
                 )
             )
         weights = self.decision_weights()
-        method = None if self.mode == "raw" else ("hybrid" if weights is not None else "paper")
+        method: Method | None = None if self.mode == "raw" else ("hybrid" if weights is not None else "paper")
         whole_output: ClaimCheck | None = None
         if any(c.triple is not None for c in checks):
             # The whole output's own claim is the hybrid rule's other input, not one of the claims that explain it
