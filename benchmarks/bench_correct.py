@@ -350,6 +350,43 @@ def table(dataset: str, per_variant: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
+def paths_table(per_variant: dict[str, list[dict[str, Any]]]) -> str:
+    """Where the corrections of each variant came from, over the flagged outputs: step-1 attempts, how many
+    answers repeated the triple (first answer; after the follow-up), triple changes applied, direct rewrites
+    (the Direct Prompt, or the ``evidence`` fallback) applied, passes by each path, seconds per flagged row."""
+    lines = [
+        "| variant | flagged | step-1 attempts | repeated the triple | repeated after follow-up | triple changes "
+        "applied | direct rewrites applied | pass via triples | pass via direct | s / flagged |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for variant, rows in per_variant.items():
+        flagged = [r for r in rows if not r.get("error") and r["flagged"]]
+        fallback_kind = "direct" if variant == "direct" else "graph"  # files written before changes had a kind
+        for r in flagged:
+            for c in r["changes"]:
+                c.setdefault("kind", fallback_kind)
+        changes = [c for r in flagged for c in r["changes"]]
+        step1 = [c for c in changes if c["kind"] == "graph" and c["old"] is not None]
+        repeated = sum(
+            1 for c in step1 if c.get("follow_up") or c["reason"] == "step 1: the model returned the triple unchanged"
+        )
+        twice = sum(1 for c in step1 if c.get("follow_up") and c["new"] is not None and c["old"] == c["new"])
+        triple_applied = sum(1 for c in step1 if c["applied"])
+        direct_applied = sum(1 for c in changes if c["kind"] == "direct" and c["applied"])
+
+        def by_direct(row: dict[str, Any]) -> bool:
+            return any(c["kind"] == "direct" and c["applied"] for c in row["changes"])
+
+        pass_direct = sum(1 for r in flagged if r["passed"] and by_direct(r))
+        pass_triples = sum(1 for r in flagged if r["passed"] and r["changed"] and not by_direct(r))
+        seconds = _mean([float(r["seconds"]) for r in flagged])
+        lines.append(
+            f"| {variant} | {len(flagged)} | {len(step1)} | {repeated} | {twice} | {triple_applied} "
+            f"| {direct_applied} | {pass_triples} | {pass_direct} | {_fmt(seconds, 0)} |"
+        )
+    return "\n".join(lines)
+
+
 @app.command()
 def report(
     datasets: Annotated[list[str], typer.Argument(help="Data set names.")],
@@ -383,6 +420,8 @@ def report(
             per_variant = {v: [r for r in rows if r["id"] in common] for v, rows in per_variant.items()}
         typer.echo(f"\n**{dataset}**\n")
         typer.echo(table(dataset, per_variant))
+        typer.echo("")
+        typer.echo(paths_table(per_variant))
 
 
 if __name__ == "__main__":
