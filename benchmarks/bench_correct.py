@@ -8,7 +8,9 @@ outputs, the share that pass the re-check (Table 4) and ROUGE-1/2/L between orig
 Variants: ``paper`` (GraphCorrect as published: prompts B then C per flagged triple, one round), ``direct`` (the
 Direct Prompt baseline, prompt D), and the options measured against the paper: ``rounds2`` (verify loop, up to 2
 rounds), ``guard`` (reject a change that drops a supported triple), ``batch`` (all step-1 corrections of one output
-in one call).
+in one call), and ``evidence`` (GraphCorrect with step 1 told why the triple failed and shown the closest sentences
+of the deciding passage, one follow-up when it repeats the triple; prompt D on the output when no triple change
+could be applied), ``evidence-only`` (the same without that fallback), ``evidence-rounds2`` and ``evidence-guard``.
 
 Commands (run from the repository root):
 
@@ -17,6 +19,10 @@ Commands (run from the repository root):
     .venv/bin/python benchmarks/bench_correct.py run qags_c --variant direct
     # the table, from the per-row files only (no model)
     .venv/bin/python benchmarks/bench_correct.py report qags_c
+    # a random sample disjoint from the first 80 rows, in files of their own (suffix -<tag>)
+    .venv/bin/python benchmarks/bench_correct.py run qags_c --variant evidence \
+        --sample 30 --seed 1 --exclude-first 80 --tag random30-seed1
+    .venv/bin/python benchmarks/bench_correct.py report qags_c --tag random30-seed1
     # a smoke test of this script with a fake chat model and the keyword scorer (numbers mean nothing)
     .venv/bin/python benchmarks/bench_correct.py run qags_c --fake --limit 3
 
@@ -58,6 +64,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "rounds2": {"method": "graph", "max_rounds": 2},
     "guard": {"method": "graph", "guard": "reject"},
     "batch": {"method": "graph", "batch_step1": True},
+    "evidence": {"method": "evidence"},
+    "evidence-only": {"method": "evidence", "direct_fallback": False},
+    "evidence-rounds2": {"method": "evidence", "max_rounds": 2},
+    "evidence-guard": {"method": "evidence", "guard": "reject"},
 }
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -113,21 +123,39 @@ def _names(llm: str, scorer: str, fake: bool) -> tuple[str, str]:
     return (FAKE, "keyword-overlap") if fake else (llm, scorer)
 
 
-def result_path(results: Path, dataset: str, llm: str, scorer: str, variant: str) -> Path:
-    return results / f"correct-{dataset}-{bench.slug(llm)}-{bench.slug(scorer)}-{variant}.jsonl"
+def result_path(results: Path, dataset: str, llm: str, scorer: str, variant: str, tag: str | None = None) -> Path:
+    suffix = f"-{bench.slug(tag)}" if tag else ""
+    return results / f"correct-{dataset}-{bench.slug(llm)}-{bench.slug(scorer)}-{variant}{suffix}.jsonl"
 
 
 def reports_path(results: Path, dataset: str, llm: str, scorer: str) -> Path:
     return results / f"reports-{dataset}-{bench.slug(llm)}-{bench.slug(scorer)}.jsonl"
 
 
-def dataset_rows(name: str, sample: Optional[int], seed: int, limit: Optional[int]) -> list[dict[str, Any]]:
-    rows = bench.load_dataset(name)
-    if sample is not None:
-        rows = bench.stratified_sample(rows, sample, seed=seed)
+def _context_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     # Rows sharing a context run back to back, so a local judge reuses the context's evaluated prefix.
     order = {c: i for i, c in reversed(list(enumerate(r["context"] for r in rows)))}
-    rows = sorted(rows, key=lambda r: order[r["context"]])
+    return sorted(rows, key=lambda r: order[r["context"]])
+
+
+def dataset_rows(
+    name: str | list[dict[str, Any]], sample: Optional[int], seed: int, limit: Optional[int], exclude_first: int = 0
+) -> list[dict[str, Any]]:
+    """The rows of a run: without ``exclude_first`` rows of the unsampled run order (what ``--limit N`` alone
+    selects), then a stratified sample of ``sample`` rows with ``seed``, in run order, then the first ``limit``.
+
+    >>> rows = [{"id": str(i), "context": str(i // 2), "output": "o", "label": i % 2} for i in range(40)]
+    >>> picked = dataset_rows(rows, 10, 1, None, exclude_first=20)
+    >>> len(picked), min(int(r["id"]) for r in picked) >= 20
+    (10, True)
+    """
+    rows = bench.load_dataset(name) if isinstance(name, str) else [dict(r) for r in name]
+    if exclude_first:
+        skipped = {r["id"] for r in _context_order(rows)[:exclude_first]}
+        rows = [r for r in rows if r["id"] not in skipped]
+    if sample is not None:
+        rows = bench.stratified_sample(rows, sample, seed=seed)
+    rows = _context_order(rows)
     return rows[:limit] if limit is not None else rows
 
 
@@ -203,6 +231,8 @@ def _row_result(row: dict[str, Any], result: Any, seconds: float) -> dict[str, A
                 "new": c.new.as_list() if c.new else None,
                 "applied": c.applied,
                 "reason": c.reason,
+                "follow_up": c.follow_up,
+                "kind": c.kind,
             }
             for c in result.changes
         ],
@@ -226,6 +256,12 @@ def run(
     limit: Annotated[
         Optional[int], typer.Option(help="Only the first N rows (after sampling/ordering).")
     ] = None,
+    exclude_first: Annotated[
+        int, typer.Option(help="Leave out the first N rows of the unsampled order (what --limit N alone runs).")
+    ] = 0,
+    tag: Annotated[
+        Optional[str], typer.Option(help="Suffix of the per-row file name (keeps a sample's files apart).")
+    ] = None,
     batch_rows: Annotated[int, typer.Option(help="Rows corrected (and written) per batch.")] = 8,
     fake: Annotated[
         bool, typer.Option(help="Fake chat model + keyword scorer: a smoke test of this script.")
@@ -238,7 +274,7 @@ def run(
     if variant not in VARIANTS:
         raise typer.BadParameter(f"variant must be one of {sorted(VARIANTS)}")
     name = Path(dataset).stem if Path(dataset).suffix else dataset
-    rows = dataset_rows(dataset, sample, seed, limit)
+    rows = dataset_rows(dataset, sample, seed, limit, exclude_first)
     llm_name, scorer_name = _names(llm, scorer, fake)
     if fake:
         chat, judge = fake_models()
@@ -254,7 +290,7 @@ def run(
     known = {} if fake else detection_study_reports(RESULTS, name, llm_name, scorer_name, rows)
     reports = detect(engine, rows, reports_path(results_dir, name, llm_name, scorer_name), batch_rows, known)
     fixer = GraphCorrect(engine, show_progress=False, **VARIANTS[variant])
-    store = bench.ResultStore(result_path(results_dir, name, llm_name, scorer_name, variant))
+    store = bench.ResultStore(result_path(results_dir, name, llm_name, scorer_name, variant, tag))
     todo = [r for r in rows if r["id"] not in store.done()]
 
     async def one(row: dict[str, Any]) -> dict[str, Any]:
@@ -314,12 +350,50 @@ def table(dataset: str, per_variant: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
+def paths_table(per_variant: dict[str, list[dict[str, Any]]]) -> str:
+    """Where the corrections of each variant came from, over the flagged outputs: step-1 attempts, how many
+    answers repeated the triple (first answer; after the follow-up), triple changes applied, direct rewrites
+    (the Direct Prompt, or the ``evidence`` fallback) applied, passes by each path, seconds per flagged row."""
+    lines = [
+        "| variant | flagged | step-1 attempts | repeated the triple | repeated after follow-up | triple changes "
+        "applied | direct rewrites applied | pass via triples | pass via direct | s / flagged |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for variant, rows in per_variant.items():
+        flagged = [r for r in rows if not r.get("error") and r["flagged"]]
+        fallback_kind = "direct" if variant == "direct" else "graph"  # files written before changes had a kind
+        for r in flagged:
+            for c in r["changes"]:
+                c.setdefault("kind", fallback_kind)
+        changes = [c for r in flagged for c in r["changes"]]
+        step1 = [c for c in changes if c["kind"] == "graph" and c["old"] is not None]
+        repeated = sum(
+            1 for c in step1 if c.get("follow_up") or c["reason"] == "step 1: the model returned the triple unchanged"
+        )
+        twice = sum(1 for c in step1 if c.get("follow_up") and c["new"] is not None and c["old"] == c["new"])
+        triple_applied = sum(1 for c in step1 if c["applied"])
+        direct_applied = sum(1 for c in changes if c["kind"] == "direct" and c["applied"])
+
+        def by_direct(row: dict[str, Any]) -> bool:
+            return any(c["kind"] == "direct" and c["applied"] for c in row["changes"])
+
+        pass_direct = sum(1 for r in flagged if r["passed"] and by_direct(r))
+        pass_triples = sum(1 for r in flagged if r["passed"] and r["changed"] and not by_direct(r))
+        seconds = _mean([float(r["seconds"]) for r in flagged])
+        lines.append(
+            f"| {variant} | {len(flagged)} | {len(step1)} | {repeated} | {twice} | {triple_applied} "
+            f"| {direct_applied} | {pass_triples} | {pass_direct} | {_fmt(seconds, 0)} |"
+        )
+    return "\n".join(lines)
+
+
 @app.command()
 def report(
     datasets: Annotated[list[str], typer.Argument(help="Data set names.")],
     llm: Annotated[str, typer.Option(help="Chat model spec the runs used.")] = DEFAULT_LLM,
     scorer: Annotated[str, typer.Option(help="Scorer spec the runs used.")] = DEFAULT_SCORER,
     fake: Annotated[bool, typer.Option(help="Report the fake smoke-test runs.")] = False,
+    tag: Annotated[Optional[str], typer.Option(help="The runs' --tag (their file-name suffix).")] = None,
     results_dir: Annotated[Path, typer.Option(help="Where the per-row files are.")] = RESULTS,
     same_rows: Annotated[
         bool, typer.Option(help="Compare the variants on the rows every one of them has done.")
@@ -335,7 +409,7 @@ def report(
     for dataset in datasets:
         per_variant = {}
         for variant in VARIANTS:
-            path = result_path(results_dir, dataset, llm_name, scorer_name, variant)
+            path = result_path(results_dir, dataset, llm_name, scorer_name, variant, tag)
             if path.exists():
                 per_variant[variant] = bench.load_results(path)
         if not per_variant:
@@ -346,6 +420,8 @@ def report(
             per_variant = {v: [r for r in rows if r["id"] in common] for v, rows in per_variant.items()}
         typer.echo(f"\n**{dataset}**\n")
         typer.echo(table(dataset, per_variant))
+        typer.echo("")
+        typer.echo(paths_table(per_variant))
 
 
 if __name__ == "__main__":

@@ -399,7 +399,10 @@ def correct(
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to write one JSON correction report per line.")] = Path(
         "grapheval-corrections.jsonl"
     ),
-    method: Annotated[str, typer.Option(help="graph (GraphCorrect) or direct (the Direct Prompt baseline).")] = "graph",
+    method: Annotated[
+        str, typer.Option(help="graph (GraphCorrect as published), evidence (with reason, evidence and follow-up) "
+                          "or direct (the Direct Prompt baseline).")
+    ] = "graph",
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec (extraction and correction).")] = None,
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, nli:<model>, judge:local:<name>.")] = None,
     threshold: Annotated[float, typer.Option(help="Decision threshold on P(unsupported).")] = 0.5,
@@ -421,11 +424,11 @@ def correct(
     from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
-    if method not in ("graph", "direct"):
-        raise typer.BadParameter("method must be 'graph' or 'direct'")
+    if method not in ("graph", "evidence", "direct"):
+        raise typer.BadParameter("method must be 'graph', 'evidence' or 'direct'")
     if guard not in ("off", "reject", "flag"):
         raise typer.BadParameter("guard must be 'off', 'reject' or 'flag'")
-    checked_method: CorrectionMethod = "graph" if method == "graph" else "direct"
+    checked_method: CorrectionMethod = "graph" if method == "graph" else "evidence" if method == "evidence" else "direct"
     checked_guard: GuardMode = False if guard == "off" else "reject" if guard == "reject" else "flag"
     try:
         engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, cache=cache or True)

@@ -44,6 +44,10 @@ class GraphCorrect:
     substitutes the old triple's information with the new one in the current output, changing nothing else
     (prompt C). The substitutions apply one after another; then GraphEval checks the corrected output again.
     ``method="direct"`` is the paper's baseline instead: one call with the output and the context (prompt D).
+    ``method="evidence"`` (not from the paper) is GraphCorrect with a step 1 that is told why the triple failed
+    (its P(unsupported)) and shown the sentences of the deciding passage closest to it, with one follow-up message
+    when the answer repeats the triple; when no triple change could be applied (or the output has no triple),
+    it ends with prompt D on the output (``direct_fallback``).
 
     A failed step never loses the output: an unparseable corrected triple, an empty or too long rewrite, or a
     rewrite of the whole output is refused, its reason recorded, and the text before it kept.
@@ -52,7 +56,12 @@ class GraphCorrect:
         grapheval: the detector used to find what to correct and to re-check the result (default: ``GraphEval()``).
         llm: the chat model that corrects (a model or a spec for
             :func:`~grapheval_plugins.models.resolve_llm`); default: ``grapheval.llm``.
-        method: ``"graph"`` (GraphCorrect, the default) or ``"direct"`` (the Direct Prompt baseline).
+        method: ``"graph"`` (GraphCorrect as published, the default), ``"evidence"`` (GraphCorrect with the reason
+            and the evidence in step 1 and a follow-up when it repeats the triple) or ``"direct"`` (the Direct
+            Prompt baseline).
+        evidence_sentences: with ``method="evidence"``, how many sentences of the deciding passage step 1 is shown.
+        direct_fallback: with ``method="evidence"`` (default on), a round in which no triple change could be
+            applied ends with the Direct Prompt on the output; ``False`` keeps the output as it is then.
         max_rounds: correct → re-check rounds; ``1`` is the paper's procedure. With ``k > 1`` an output that the
             re-check still flags is corrected again from the re-check's unsupported triples, up to ``k`` times.
         guard: ``"reject"`` (or ``True``) refuses a change after which the output no longer states a triple the
@@ -107,6 +116,8 @@ class GraphCorrect:
         max_rounds: int = 1,
         guard: GuardMode = False,
         batch_step1: bool = False,
+        evidence_sentences: int = 3,
+        direct_fallback: bool = True,
         max_growth: float = 1.5,
         min_similarity: float = 0.5,
         max_retries: int = 1,
@@ -116,8 +127,12 @@ class GraphCorrect:
         show_progress: bool | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        if method not in ("graph", "direct"):
-            raise InputError("method", f"must be 'graph' or 'direct', got {method!r}")
+        if method not in ("graph", "evidence", "direct"):
+            raise InputError("method", f"must be 'graph', 'evidence' or 'direct', got {method!r}")
+        if batch_step1 and method != "graph":
+            raise InputError("batch_step1", f"applies to method='graph' only, not {method!r}")
+        if isinstance(evidence_sentences, bool) or not isinstance(evidence_sentences, int) or evidence_sentences < 1:
+            raise InputError("evidence_sentences", f"must be an integer >= 1, got {evidence_sentences!r}")
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
             raise InputError("max_rounds", f"must be an integer >= 1, got {max_rounds!r}")
         guard_mode = Guard.mode_of(guard)
@@ -139,6 +154,8 @@ class GraphCorrect:
         self.max_rounds = max_rounds
         self.guard: Literal["reject", "flag"] | None = guard_mode
         self.batch_step1 = batch_step1
+        self.evidence_sentences = evidence_sentences
+        self.direct_fallback = bool(direct_fallback)
         self.max_growth = float(max_growth)
         self.min_similarity = float(min_similarity)
         self.max_retries = max_retries
@@ -249,7 +266,10 @@ class GraphCorrect:
             )
 
         tally = Tally()
-        strategy = strategy_for(self.method, batch_step1=self.batch_step1)
+        strategy = strategy_for(
+            self.method, batch_step1=self.batch_step1, evidence_sentences=self.evidence_sentences,
+            direct_fallback=self.direct_fallback,
+        )
         editor = await asyncio.to_thread(self._editor)  # resolving a correction model never blocks the loop
         current, current_report = original, report
         changes: list[TripleChange] = []

@@ -10,6 +10,12 @@ The wording is the paper's (``shared/paper/PROMPTS.md``):
 :data:`BATCH_TRIPLE_CORRECTION_PROMPT` is not from the paper: prompt B's wording adapted to correct all flagged
 triples of one output in a single call (``GraphCorrect(batch_step1=True)``).
 
+:data:`EVIDENCE_TRIPLE_CORRECTION_PROMPT` and :data:`FOLLOW_UP_PROMPT` are not from the paper either: they are step 1
+of ``GraphCorrect(method="evidence")``. The first is prompt B told why the triple failed (``{reason}``) and shown
+the sentences of the deciding passage closest to it (``{evidence}``), with the context first so that the flagged
+triples of one output share the prompt's prefix (a local model evaluates the context once); the second is the one
+follow-up message sent when the model answers with the flagged triple unchanged.
+
 Placeholders are ``{name}``; values are filled in one pass, so a value that itself contains ``{context}`` is left
 alone. Swap in your own with ``dataclasses.replace(TRIPLE_CORRECTION_PROMPT, template=..., version=...)`` and
 ``CorrectionPrompts(triple=...)``; a template missing one of its placeholders is refused at construction.
@@ -30,6 +36,8 @@ __all__ = [
     "BATCH_TRIPLE_CORRECTION_PROMPT",
     "CORRECTION_PROMPTS",
     "DIRECT_PROMPT",
+    "EVIDENCE_TRIPLE_CORRECTION_PROMPT",
+    "FOLLOW_UP_PROMPT",
     "SUBSTITUTION_PROMPT",
     "TRIPLE_CORRECTION_PROMPT",
     "CorrectionPrompts",
@@ -115,6 +123,30 @@ _B_BATCH = (
     "Remember, it is important that you only return the list of corrected triples."
 )
 
+_B_EVIDENCE = (
+    "<context>{context}</context>\n"
+    "You are an expert at extracting information in structured formats from text.\n"
+    "The following triple contains factually incorrect information: {reason}.\n"
+    "Correct it based on the context above: change the part of the triple that the context does not state "
+    "(often a name, a number, a date or a place) into what the context says, and keep the rest.\n"
+    "Important Tips:\n"
+    '1. A triple is defined as ["entity 1", "relation 1-2", "entity 2"].\n'
+    "2. A triple must only contain three strings! None of the strings should be empty.\n"
+    "3. The concatenated triple must make sense as a sentence.\n"
+    "4. The corrected triple must differ from the given one.\n"
+    "5. Only return the corrected triple, nothing else.\n"
+    "<triple>{triple}</triple>\n"
+    "<evidence>{evidence}</evidence>\n"
+    "The evidence holds the sentences of the context closest to the triple. "
+    "Remember, it is important that you only return the corrected triple."
+)
+
+_FOLLOW_UP = (
+    "You returned the triple unchanged, but <triple>{triple}</triple> is not supported by the context. "
+    "Change it so that it states what the context says, using the words of the evidence.\n"
+    "Only return the corrected triple, nothing else."
+)
+
 _C = (
     "In the following context, replace the information of the old triple with the information of the new one.\n"
     "Do not make any other modification to the context.\n"
@@ -142,6 +174,16 @@ BATCH_TRIPLE_CORRECTION_PROMPT = TextPrompt(
 )
 """Prompt B for several triples at once: ``{triples}`` is a JSON list of triples. Not from the paper."""
 
+EVIDENCE_TRIPLE_CORRECTION_PROMPT = TextPrompt(
+    version="correct-b-evidence/1", template=_B_EVIDENCE, fields=("triple", "context", "evidence", "reason")
+)
+"""Step 1 of ``method="evidence"``: prompt B with ``{reason}`` (why the triple failed) and ``{evidence}`` (the
+sentences of the deciding passage closest to the triple). Not from the paper."""
+
+FOLLOW_UP_PROMPT = TextPrompt(version="correct-b-followup/1", template=_FOLLOW_UP, fields=("triple",))
+"""The follow-up sent (after the model's own answer) when step 1 of ``method="evidence"`` returned the flagged
+triple unchanged. Not from the paper."""
+
 SUBSTITUTION_PROMPT = TextPrompt(
     version="correct-c/1", template=_C, fields=("summary", "old_triple", "new_triple")
 )
@@ -156,7 +198,7 @@ class CorrectionPrompts:
     """The prompt set used by :class:`~grapheval_plugins.correct.GraphCorrect`.
 
     >>> CORRECTION_PROMPTS.version
-    'correct-b/1+correct-c/1+correct-d/1+correct-b-batch/1'
+    'correct-b/1+correct-c/1+correct-d/1+correct-b-batch/1+correct-b-evidence/1+correct-b-followup/1'
     >>> msgs = CORRECTION_PROMPTS.substitute_messages(
     ...     "Paris is in Italy.",
     ...     Triple(subject="Paris", relation="is in", object="Italy"),
@@ -169,6 +211,8 @@ class CorrectionPrompts:
     substitute: TextPrompt = SUBSTITUTION_PROMPT
     direct: TextPrompt = DIRECT_PROMPT
     batch: TextPrompt = BATCH_TRIPLE_CORRECTION_PROMPT
+    evidence_triple: TextPrompt = EVIDENCE_TRIPLE_CORRECTION_PROMPT
+    follow_up: TextPrompt = FOLLOW_UP_PROMPT
 
     def __post_init__(self) -> None:
         for name, prompt, fields in (
@@ -176,6 +220,8 @@ class CorrectionPrompts:
             ("substitute", self.substitute, ("summary", "old_triple", "new_triple")),
             ("direct", self.direct, ("summary", "context")),
             ("batch", self.batch, ("triples", "context")),
+            ("evidence_triple", self.evidence_triple, ("triple", "context", "evidence", "reason")),
+            ("follow_up", self.follow_up, ("triple",)),
         ):
             lacking = [f for f in fields if f not in prompt.fields]
             if lacking:
@@ -183,8 +229,9 @@ class CorrectionPrompts:
 
     @property
     def version(self) -> str:
-        """The versions of the four prompts joined: names the wording every correction depends on."""
-        return "+".join(p.version for p in (self.triple, self.substitute, self.direct, self.batch))
+        """The versions of the prompts joined: names the wording every correction depends on."""
+        prompts = (self.triple, self.substitute, self.direct, self.batch, self.evidence_triple, self.follow_up)
+        return "+".join(p.version for p in prompts)
 
     def triple_messages(self, triple: Triple, context: str) -> list[BaseMessage]:
         """Prompt B for one flagged triple."""
@@ -194,6 +241,16 @@ class CorrectionPrompts:
         """Prompt B for several flagged triples in one call."""
         listed = json.dumps([t.as_list() for t in triples], ensure_ascii=False)
         return self.batch.messages(triples=listed, context=context)
+
+    def evidence_triple_messages(self, triple: Triple, context: str, evidence: str, reason: str) -> list[BaseMessage]:
+        """Step 1 of ``method="evidence"``: prompt B with the reason the triple failed and the evidence sentences."""
+        return self.evidence_triple.messages(
+            triple=render_triple_list(triple), context=context, evidence=evidence, reason=reason
+        )
+
+    def follow_up_messages(self, triple: Triple) -> list[BaseMessage]:
+        """The follow-up message(s) sent after an answer that repeated ``triple`` (no system message)."""
+        return [HumanMessage(self.follow_up.render(triple=render_triple_list(triple)))]
 
     def substitute_messages(self, summary: str, old: Triple, new: Triple) -> list[BaseMessage]:
         """Prompt C: replace ``old``'s information with ``new``'s in ``summary``."""
@@ -207,4 +264,4 @@ class CorrectionPrompts:
 
 
 CORRECTION_PROMPTS = CorrectionPrompts()
-"""The default prompt set: the paper's prompts B, C and D."""
+"""The default prompt set: the paper's prompts B, C and D, and the prompts of the options beyond it."""

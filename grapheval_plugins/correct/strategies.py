@@ -1,5 +1,6 @@
-"""The two correction methods, as strategies of one round: GraphCorrect (prompts B then C per unsupported
-triple) and the Direct Prompt baseline (prompt D), over the shared steps of :class:`Editor`.
+"""The correction methods, as strategies of one round: GraphCorrect (prompts B then C per unsupported triple), its
+``evidence`` variant (step 1 told why the triple failed and shown the closest evidence, with one follow-up when the
+answer repeats the triple) and the Direct Prompt baseline (prompt D), over the shared steps of :class:`Editor`.
 
 A strategy never raises for a bad answer: each refused step records its reason on the
 :class:`~grapheval_plugins.correct.types.TripleChange` and keeps the text as it was before.
@@ -11,19 +12,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from .._messages import message_text
 from ..extract.parser import parse_single_triple, parse_triples
 from ..retry import RetryPolicy
 from ..types import ClaimCheck, Report, Triple
+from .evidence import closest_sentences, deciding_passage, failure_reason
 from .guard import Guard, Tally
 from .prompts import CorrectionPrompts
 from .text import check_rewrite, clean_rewrite
 from .types import CorrectionMethod, TripleChange
 
-__all__ = ["CorrectionStrategy", "DirectStrategy", "Editor", "GraphStrategy", "Round", "strategy_for"]
+__all__ = [
+    "CorrectionStrategy",
+    "DirectStrategy",
+    "Editor",
+    "EvidenceStrategy",
+    "GraphStrategy",
+    "Round",
+    "strategy_for",
+]
+
+NO_EVIDENCE = "(no sentence of the context shares a word with the triple)"
+"""What ``{evidence}`` holds when no sentence of the deciding passage shares a content word with the triple."""
 
 
 def _same_triple(a: Triple, b: Triple) -> bool:
@@ -38,6 +51,7 @@ class Step1:
     reason: str | None = None
     raw: list[str] = field(default_factory=list)
     calls: int = 0
+    follow_up: bool = False
 
 
 @dataclass
@@ -138,7 +152,7 @@ class GraphStrategy:
         olds = [c.triple for c in flagged if c.triple is not None]
         batched, batch_cost = await self._batched_step1(editor, job, olds)
         for index, (claim, old) in enumerate(zip(flagged, olds)):
-            outcome = batched[index] if batched is not None else await self._step1_one(editor, job, old)
+            outcome = batched[index] if batched is not None else await self._step1_one(editor, job, old, claim)
             if index == 0 and batch_cost is not None:  # the batched call is counted on the first change
                 outcome.calls += batch_cost.calls
                 outcome.raw[:0] = batch_cost.raw
@@ -149,6 +163,7 @@ class GraphStrategy:
                 p_unsupported=claim.p_unsupported,
                 raw_answers=list(outcome.raw),
                 llm_calls=outcome.calls,
+                follow_up=outcome.follow_up,
             )
             changes.append(change)
             if outcome.new is None or outcome.reason is not None:
@@ -201,7 +216,7 @@ class GraphStrategy:
         outcomes = [editor.validate_triple(old, new, job.original) for old, new in zip(triples, parsed)]
         return outcomes, Step1(calls=calls, raw=[answer])
 
-    async def _step1_one(self, editor: Editor, job: Round, old: Triple) -> Step1:
+    async def _step1_one(self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck) -> Step1:
         answer, error, calls = await editor.call(editor.prompts.triple_messages(old, job.ctx), job.config)
         if answer is None:
             return Step1(reason=f"step 1: the chat model raised {error}", calls=calls)
@@ -213,6 +228,65 @@ class GraphStrategy:
         result = editor.validate_triple(old, new, job.original)
         result.raw.append(answer)
         result.calls = calls
+        return result
+
+
+class EvidenceStrategy(GraphStrategy):
+    """GraphCorrect with step 1 told more than the paper's prompt B: why the triple failed (its P(unsupported)
+    against the threshold) and the ``evidence_sentences`` sentences of the deciding passage (the chunk the scorer
+    used, else the context) closest to the triple. When the answer repeats the flagged triple, one follow-up
+    message (after the model's own answer) asks again: step 1 makes at most two calls per triple (plus retries of
+    calls that raised). Step 2 is the paper's prompt C. With ``direct_fallback``, a round in which no triple
+    change could be applied (every step refused, or no triple at all because the extraction fell back to the
+    whole output) ends with the Direct Prompt (prompt D) on the output, recorded as a ``kind="direct"`` change."""
+
+    method: CorrectionMethod = "evidence"
+
+    def __init__(self, evidence_sentences: int = 3, direct_fallback: bool = True) -> None:
+        super().__init__(batch_step1=False)
+        if evidence_sentences < 1:
+            raise ValueError("evidence_sentences must be >= 1")
+        self.evidence_sentences = evidence_sentences
+        self.direct_fallback = direct_fallback
+
+    async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]:
+        current, changes = await super().run_round(editor, job)
+        if current != job.current or not self.direct_fallback:
+            return current, changes
+        current, direct = await DirectStrategy().run_round(editor, job)
+        return current, [*changes, *direct]
+
+    async def _step1_one(self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck) -> Step1:
+        evidence = closest_sentences(deciding_passage(claim, job.ctx), old, k=self.evidence_sentences)
+        reason = failure_reason(claim.p_unsupported, job.report.threshold)
+        messages = editor.prompts.evidence_triple_messages(old, job.ctx, evidence or NO_EVIDENCE, reason)
+        answer, error, calls = await editor.call(messages, job.config)
+        if answer is None:
+            return Step1(reason=f"step 1: the chat model raised {error}", calls=calls)
+        raw = [answer]
+        new = parse_single_triple(answer) if answer.strip() else None
+        if new is None:
+            why = "empty answer" if not answer.strip() else "no triple could be parsed from the answer"
+            return Step1(reason=f"step 1: {why}", raw=raw, calls=calls)
+        follow_up = False
+        if _same_triple(old, new):
+            follow_up = True
+            again = [*messages, AIMessage(answer), *editor.prompts.follow_up_messages(old)]
+            second, error, more = await editor.call(again, job.config)
+            calls += more
+            if second is None:
+                return Step1(new=new, reason=f"step 1: the triple came back unchanged and the follow-up raised {error}",
+                             raw=raw, calls=calls, follow_up=True)
+            raw.append(second)
+            retried = parse_single_triple(second) if second.strip() else None
+            if retried is None:
+                return Step1(new=new, reason="step 1: the triple came back unchanged and the follow-up answer held "
+                             "no triple", raw=raw, calls=calls, follow_up=True)
+            new = retried
+        result = editor.validate_triple(old, new, job.original)
+        if follow_up and result.reason is not None and "unchanged" in result.reason:
+            result.reason = "step 1: the model returned the triple unchanged, twice (after the follow-up)"
+        result.raw, result.calls, result.follow_up = raw, calls, follow_up
         return result
 
 
@@ -246,12 +320,16 @@ class DirectStrategy:
         return candidate, [change]
 
 
-def strategy_for(method: CorrectionMethod, *, batch_step1: bool = False) -> CorrectionStrategy:
-    """The strategy of a correction method (``"graph"`` or ``"direct"``).
+def strategy_for(
+    method: CorrectionMethod, *, batch_step1: bool = False, evidence_sentences: int = 3, direct_fallback: bool = True
+) -> CorrectionStrategy:
+    """The strategy of a correction method (``"graph"``, ``"evidence"`` or ``"direct"``).
 
-    >>> strategy_for("direct").method
-    'direct'
+    >>> strategy_for("direct").method, strategy_for("evidence").method
+    ('direct', 'evidence')
     """
     if method == "graph":
         return GraphStrategy(batch_step1=batch_step1)
+    if method == "evidence":
+        return EvidenceStrategy(evidence_sentences=evidence_sentences, direct_fallback=direct_fallback)
     return DirectStrategy()

@@ -21,8 +21,10 @@ __all__ = [
     "TripleChange",
 ]
 
-CorrectionMethod = Literal["graph", "direct"]
-"""``"graph"``: GraphCorrect (prompts B then C per flagged triple). ``"direct"``: the Direct Prompt baseline (D)."""
+CorrectionMethod = Literal["graph", "evidence", "direct"]
+"""``"graph"``: GraphCorrect as published (prompts B then C per flagged triple). ``"evidence"``: GraphCorrect with
+step 1 told why the triple failed and shown the closest sentences of the deciding passage, plus one follow-up when
+it repeats the triple (not from the paper). ``"direct"``: the Direct Prompt baseline (D)."""
 
 CorrectionStatus = Literal["unflagged", "corrected", "still_flagged", "unchanged", "recheck_failed", "error"]
 """What happened to one output:
@@ -56,6 +58,9 @@ class TripleChange(BaseModel):
     """Triples supported before the change that the changed output no longer states (``guard`` option)."""
     llm_calls: int = 0
     """Chat-model calls made for this change (steps 1 and 2, or the direct prompt)."""
+    follow_up: bool = False
+    """True when step 1 answered with the triple unchanged and the follow-up message was sent
+    (``method="evidence"``)."""
     raw_answers: list[str] = Field(default_factory=list)
     """The chat model's answers, verbatim, in call order."""
 
