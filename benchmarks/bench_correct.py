@@ -304,7 +304,7 @@ def run(
 
     from tqdm import tqdm
 
-    with tqdm(total=len(todo), desc=f"correct ({variant})", unit="row") as bar:
+    with store, tqdm(total=len(todo), desc=f"correct ({variant})", unit="row") as bar:  # closing: the last fsync
         for start in range(0, len(todo), batch_rows):
             batch = todo[start : start + batch_rows]
             for data in asyncio.run(batch_of(batch)):
