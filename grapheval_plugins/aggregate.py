@@ -37,7 +37,9 @@ __all__ = [
     "check_threshold",
     "faithfulness_score",
     "hybrid_weights",
+    "logit",
     "max_unsupported",
+    "sigmoid",
     "threshold_for_min_score",
 ]
 

@@ -24,10 +24,10 @@ __all__ = [
 ]
 
 Mode = Literal["graph", "raw"]
+"""``"graph"``: check each extracted triple (GraphEval). ``"raw"``: check the whole output as one claim (baseline)."""
 Method = Literal["hybrid", "paper"]
 """How graph mode decides a row (see :mod:`grapheval_plugins.aggregate`): ``hybrid`` (default) combines the whole
 output's score with its triples'; ``paper`` is the paper's rule, the largest P(unsupported) over the triples."""
-"""``"graph"``: check each extracted triple (GraphEval). ``"raw"``: check the whole output as one claim (baseline)."""
 
 
 class Triple(BaseModel):
@@ -192,6 +192,9 @@ class Report(BaseModel):
                     f"unsupported is {what} p_unsupported={top.p_unsupported:.3f}")
         if not bad:
             return f"faithful (score {self.score:.3f}): no unsupported claims"
+        if not self.hallucinated:  # the hybrid rule can pass an output some claim of which is above the threshold
+            return (f"faithful (score {self.score:.3f}): {len(bad)} claim(s) above {self.threshold}, outweighed by "
+                    f"the whole output's score")
         lines = [f"hallucination (score {self.score:.3f}): {len(bad)} unsupported claim(s)"]
         for c in bad[:max_claims]:
             what = str(c.triple.as_list()) if c.triple is not None else repr(c.claim)

@@ -413,7 +413,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             self.reason += "\n" + correction
         steps = [
             _format_graph(report, failing, source),
-            f"Score: {score:.3f} = 1 - max P(unsupported)"
+            f"Score: {score:.3f} = 1 - P(hallucination) ({report.method or 'raw'} rule)"
             + (" (strict mode: 1 only when every claim has P(unsupported) = 0)" if self.strict_mode else "")
             + f"; threshold {threshold:.3f} -> {'pass' if self.success else 'fail'}\nReason: {self.reason}",
         ]
@@ -521,15 +521,24 @@ def _format_reason(report: Report, failing: Sequence[ClaimCheck], score: float, 
     note = ""
     if report.extraction is not None and report.extraction.fallback:
         note = "\n(no knowledge graph could be extracted: the whole output was checked as one claim)"
-    if not failing:
+    passed = score >= threshold
+    if not failing and passed:
         return (
             f"faithful: {_plural(n, 'claim')} checked, none unsupported "
             f"(score {score:.3f} >= threshold {threshold:.3f}; {where}){note}"
         )
-    lines = [
-        f"hallucination: {len(failing)} of {_plural(n, 'claim')} unsupported "
-        f"(score {score:.3f} < threshold {threshold:.3f}; {where})"
-    ]
+    if not failing:  # the hybrid rule flagged the output with no single claim below the threshold
+        top = max(report.claims, key=lambda c: c.p_unsupported, default=None)
+        likeliest = f"; the likeliest unsupported: {_what(top)} P(unsupported)={top.p_unsupported:.3f}" if top else ""
+        return (f"hallucination: no single claim of {_plural(n, 'claim')} unsupported, the whole output's score "
+                f"decided (score {score:.3f} < threshold {threshold:.3f}; {where}){likeliest}{note}")
+    if passed:  # the hybrid rule passed the output although some claims fall below the threshold
+        head = (f"faithful: {len(failing)} of {_plural(n, 'claim')} below the threshold, outweighed by the whole "
+                f"output's score (score {score:.3f} >= threshold {threshold:.3f}; {where})")
+    else:
+        head = (f"hallucination: {len(failing)} of {_plural(n, 'claim')} unsupported "
+                f"(score {score:.3f} < threshold {threshold:.3f}; {where})")
+    lines = [head]
     for claim in sorted(failing, key=lambda c: -c.p_unsupported)[:_MAX_LISTED]:
         evidence = _evidence(claim)
         line = f"- {_what(claim)} P(unsupported)={claim.p_unsupported:.3f}"

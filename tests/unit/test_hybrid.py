@@ -128,3 +128,33 @@ def test_the_shipped_weights_reproduce_the_committed_per_row_files() -> None:
         hybrid = [weights.probability(r["p_raw"], [r["p_graph"]]) for r in rows]
         assert roc_auc(labels, hybrid) >= roc_auc(labels, [r["p_raw"] for r in rows]), name
         assert sum(1 for r in rows if r.get("fallback")) <= 0.05 * len(rows), name
+
+
+def test_the_explanation_follows_the_combined_verdict_either_way() -> None:
+    flagged_by_whole = HybridWeights(whole=2.0, claims=0.0, bias=0.0, fitted_on="test")
+    low = {"Marie Curie born in Warsaw": 0.9, "Marie Curie won three Nobel Prizes": 0.9, OUTPUT: 0.2}
+    s = FunctionScorer(lambda premise, hypothesis: low[hypothesis], name="judge:test")
+    report = engine(scorer=s, hybrid_weights=flagged_by_whole).evaluate(CONTEXT, OUTPUT)
+    assert report.hallucinated is True and report.unsupported == []
+    assert "no single claim above 0.5; the likeliest unsupported is" in report.explain()
+    outweighed = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="test")
+    report = engine(scorer=scorer(), hybrid_weights=outweighed).evaluate(CONTEXT, OUTPUT)
+    assert report.hallucinated is False and len(report.unsupported) == 1
+    assert report.explain().startswith("faithful") and "outweighed by the whole output's score" in report.explain()
+
+
+def test_deepevals_reason_follows_the_combined_verdict() -> None:
+    pytest.importorskip("deepeval")
+    from grapheval_plugins.integrations.deepeval import _format_reason
+
+    outweighed = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="test")
+    report = engine(scorer=scorer(), hybrid_weights=outweighed).evaluate(CONTEXT, OUTPUT)
+    failing = [c for c in report.claims if c.unsupported]
+    reason = _format_reason(report, failing, report.score, 0.5, "context")
+    assert reason.startswith("faithful: 1 of 2 claims below the threshold, outweighed by the whole output's score")
+    flagged = HybridWeights(whole=2.0, claims=0.0, bias=0.0, fitted_on="test")
+    low = {"Marie Curie born in Warsaw": 0.9, "Marie Curie won three Nobel Prizes": 0.9, OUTPUT: 0.2}
+    s = FunctionScorer(lambda premise, hypothesis: low[hypothesis], name="judge:test")
+    report = engine(scorer=s, hybrid_weights=flagged).evaluate(CONTEXT, OUTPUT)
+    reason = _format_reason(report, [], report.score, 0.5, "context")
+    assert reason.startswith("hallucination: no single claim of 2 claims unsupported")
