@@ -22,11 +22,11 @@ Use it next to the metrics a suite already has, and run the suite with ``deepeva
                            retrieval_context=["The Eiffel Tower is in Paris."])
         assert_test(case, [graph_eval, AnswerRelevancyMetric()])
 
-The score follows DeepEval's direction (1 = faithful): ``score = 1 − max P(unsupported)`` over the triples of the
-output's knowledge graph, and a case passes iff ``score >= threshold``. DeepEval's ``threshold`` is a minimum
-score; the engine's hallucination threshold is translated from it (``1 − threshold``), so the engine flags exactly
-the cases that fail, and ``suggest_correction`` corrects them. With the default threshold 0.5 that is the paper's
-rule: a hallucination iff some triple's P(unsupported) > 0.5.
+The score follows DeepEval's direction (1 = faithful): ``score = 1 − P(hallucination)`` (the engine's decision
+rule over the output's knowledge graph: the hybrid rule by default, or the paper's, the largest triple's
+P(unsupported); see :mod:`grapheval_plugins.aggregate`), and a case passes iff ``score >= threshold``. DeepEval's
+``threshold`` is a minimum score; the engine's hallucination threshold is translated from it (``1 − threshold``),
+so the engine flags exactly the cases that fail, and ``suggest_correction`` corrects them.
 
 The extraction model follows DeepEval's ``model=`` convention: a ``DeepEvalBaseLLM`` (your own, or one of
 DeepEval's) or a model name DeepEval resolves (``model="gpt-4o"``). ``llm=`` takes a LangChain chat model or a
@@ -195,7 +195,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
 
     Reads ``actual_output`` and the grounding from ``context`` or, when that is absent, ``retrieval_context``
     (see ``context_field``); extracts the output's knowledge graph with one chat-model call and scores every triple
-    against the grounding. ``score = 1 − max P(unsupported)`` (1 = faithful); the case passes iff
+    against the grounding. ``score = 1 − P(hallucination)`` (1 = faithful); the case passes iff
     ``score >= threshold``.
 
     Args:

@@ -7,8 +7,9 @@
   ``abatch_score`` return ``MetricResult(value, reason)``, the unsupported triples in the reason. (Its old name
   here, ``GraphEvalMetric``, is a deprecated alias: ``grapheval_plugins.GraphEvalMetric`` is the DeepEval metric.)
 
-The score is ``1 − max P(unsupported)`` over the triples extracted from the response, or with ``binary=True``
-the paper's verdict: 0 when some triple's P(unsupported) exceeds the threshold, else 1.
+The score is ``1 − P(hallucination)`` (the engine's decision rule over the triples extracted from the response,
+see :mod:`grapheval_plugins.aggregate`), or with ``binary=True`` the verdict: 0 when P(hallucination) exceeds the
+threshold, else 1.
 
 Both take a :class:`~grapheval_plugins.GraphEval` engine by reference as ``grapheval=`` (its models load once and
 are shared by every sample and every copy of the metric; ``engine=`` is its deprecated old name), or models from
@@ -79,8 +80,8 @@ _SAMPLE_FIELDS = frozenset(SingleTurnSample.model_fields)
 
 # --------------------------------------------------------------------------- shared helpers
 def report_value(report: Report, binary: bool = False) -> float:
-    """The Ragas score of a report: ``report.score`` (1 − max P(unsupported)), or with ``binary`` 0.0 / 1.0 from
-    the paper's verdict; NaN when the report has no verdict (a stage failed).
+    """The Ragas score of a report: ``report.score`` (1 − P(hallucination)), or with ``binary`` 0.0 / 1.0 from
+    the verdict; NaN when the report has no verdict (a stage failed).
 
     >>> from grapheval_plugins import Report
     >>> report = Report(output="x", mode="raw", threshold=0.5, hallucinated=True, score=0.3)
