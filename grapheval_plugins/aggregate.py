@@ -39,6 +39,7 @@ __all__ = [
     "hybrid_weights",
     "logit",
     "max_unsupported",
+    "p_hallucination",
     "sigmoid",
     "threshold_for_min_score",
 ]
@@ -155,3 +156,18 @@ def hybrid_weights(scorer_name: str | None) -> HybridWeights | None:
     True
     """
     return HYBRID_WEIGHTS.get(scorer_name or "")
+
+
+def p_hallucination(p_triples: Sequence[float], p_whole: float | None, weights: HybridWeights | None) -> float:
+    """A row's P(hallucination): the hybrid rule when ``weights`` and the whole output's ``p_whole`` are given,
+    else the paper's rule (the largest of ``p_triples``).
+
+    >>> p_hallucination([0.1, 0.7], None, None)
+    0.7
+    >>> w = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
+    >>> round(p_hallucination([0.1, 0.7], 0.2, w), 6)
+    0.2
+    """
+    if weights is None or p_whole is None:
+        return max_unsupported(p_triples)
+    return weights.probability(p_whole, p_triples)

@@ -786,14 +786,12 @@ class GraphEval:
             checks = [c for c in checks if c.triple is not None]
         ps = [c.p_unsupported for c in checks]
         llm, scorer = self._names()
-        p_hallucination = aggregate.max_unsupported(ps)
-        if weights is not None and checks:
-            if whole_output is not None:
-                p_hallucination = weights.probability(whole_output.p_unsupported, ps)
-            elif checks[0].triple is None:  # nothing extracted: the whole output is the only claim
-                p_hallucination = weights.probability(ps[0], [])
-            # else the whole output's claim went unjudged (listed in ``unjudged``): the paper's rule over the
-            # triples decides, and only a positive verdict stands.
+        # The whole output's score: its own claim, or the one claim when nothing was extracted. When its claim went
+        # unjudged (listed in ``unjudged``), the paper's rule over the triples decides and only a positive verdict
+        # stands.
+        p_whole = whole_output.p_unsupported if whole_output is not None else (
+            ps[0] if checks and checks[0].triple is None else None)
+        p_hallucination = aggregate.p_hallucination(ps, p_whole, weights)
         hallucinated: bool | None = p_hallucination > self.hallucination_threshold
         # A claim without a verdict leaves the rule undecided unless the claims judged already decide it.
         if unjudged and not hallucinated:
