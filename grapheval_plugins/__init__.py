@@ -13,11 +13,12 @@ Importing this package loads neither torch, transformers, deepeval nor ragas: th
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+import importlib as _importlib
+from typing import Any as _Any
 
 from . import registry
 from ._async import run_sync
+from .aggregate import HybridWeights
 from .cache import CachedKG, KGCache, MemoryKGCache, SQLiteKGCache
 from .check.base import ClaimScore, Scorer
 from .exceptions import (
@@ -34,6 +35,7 @@ from .extract.prompts import KG_PROMPT, KG_PROMPT_PAPER, KGPrompt
 from .inputs import normalize_context, normalize_output, normalize_passages
 from .models import DEFAULT_LLM, DEFAULT_SCORER, resolve_llm, resolve_scorer
 from .pipeline import GraphEval
+from .retry import RetryPolicy
 from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, Triple
 
 __version__ = "0.1.0"
@@ -62,10 +64,6 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "CORRECTION_PROMPTS",
-    "DEFAULT_LLM",
-    "DEFAULT_SCORER",
-    "KG_PROMPT",
-    "KG_PROMPT_PAPER",
     "CachedKG",
     "ChatLocalLlama",
     "ClaimCheck",
@@ -74,21 +72,26 @@ __all__ = [
     "CorrectionPrompts",
     "CorrectionReport",
     "CrossEncoderNLIScorer",
+    "DEFAULT_LLM",
+    "DEFAULT_SCORER",
     "ExtractedRow",
     "Extraction",
     "ExtractionError",
+    "GraphCorrect",
     "GraphCorrectRunnable",
     "GraphEval",
     "GraphEvalError",
     "GraphEvalFaithfulness",
     "GraphEvalMetric",
     "GraphEvalRagasMetric",
-    "GraphCorrect",
     "GraphEvalRunnable",
     "HHEMScorer",
+    "HybridWeights",
     "InputError",
     "KGCache",
     "KGPrompt",
+    "KG_PROMPT",
+    "KG_PROMPT_PAPER",
     "LLMJudge",
     "LocalJudgeScorer",
     "MemoryKGCache",
@@ -96,6 +99,7 @@ __all__ = [
     "Mode",
     "ModelLoadError",
     "Report",
+    "RetryPolicy",
     "RougeScores",
     "SQLiteKGCache",
     "Scorer",
@@ -107,8 +111,8 @@ __all__ = [
     "WeightsIntegrityError",
     "__version__",
     "normalize_context",
-    "normalize_passages",
     "normalize_output",
+    "normalize_passages",
     "registry",
     "resolve_llm",
     "resolve_scorer",
@@ -117,7 +121,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(_importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -178,7 +178,7 @@ def _as_sampling(sampling: Sampling | Mapping[str, Any] | str | None) -> Samplin
         if unknown:
             raise InputError("sampling", f"unknown settings {sorted(unknown)}; use temperature, top_p, top_k")
         return Sampling(**sampling)
-    raise InputError("sampling", f"expected a Sampling, a mapping or a preset name, got {type(sampling).__name__}")
+    raise InputError("sampling", f"expected a Sampling, a mapping or a preset name, got {type(sampling).__name__}", reason="type")
 
 
 def chat_bedrock(

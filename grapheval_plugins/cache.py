@@ -21,6 +21,8 @@ import json
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -102,10 +104,20 @@ class SQLiteKGCache:
                 "triples TEXT NOT NULL, raw_text TEXT)"
             )
 
-    def _connect(self) -> sqlite3.Connection:
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """One connection for one operation: committed (or rolled back) and then closed.
+
+        ``with sqlite3.connect(...)`` alone only commits; the connection stays open until garbage-collected, so a
+        long run would hold one open file handle per call.
+        """
         conn = sqlite3.connect(self.path, timeout=30)
-        conn.execute("PRAGMA journal_mode=WAL")
-        return conn
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            with conn:  # the transaction: commit on success, roll back on an exception
+                yield conn
+        finally:
+            conn.close()
 
     def get(self, llm_id: str, prompt_version: str, text: str) -> CachedKG | None:
         key = cache_key(llm_id, prompt_version, text)

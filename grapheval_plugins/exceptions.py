@@ -19,6 +19,7 @@ traceback stays attached.
 from __future__ import annotations
 
 __all__ = [
+    "INPUT_ERROR_REASONS",
     "CorrectionError",
     "ExtractionError",
     "GraphEvalError",
@@ -34,15 +35,45 @@ class GraphEvalError(Exception):
     """Root of every error raised by grapheval-plugins."""
 
 
+INPUT_ERROR_REASONS = ("missing", "empty", "type", "too_long", "invalid")
+"""The values of :attr:`InputError.reason`."""
+
+
 class InputError(GraphEvalError, ValueError):
     """The caller passed an unusable value.
 
-    ``field`` names the offending argument (``"context"``, ``"output"``, ``"rows[3].context"`` …).
+    ``field`` names the offending argument (``"context"``, ``"output"``, ``"rows[3].context"`` …); ``reason`` says
+    what is wrong with it, for code that must tell cases apart without reading the message:
+
+    * ``"missing"`` — ``None`` where a value is needed;
+    * ``"empty"`` — an empty or blank text (or a context whose passages are all blank);
+    * ``"type"`` — a value of the wrong type;
+    * ``"too_long"`` — the value does not fit (a prompt longer than the model's context window);
+    * ``"invalid"`` — anything else (the default).
+
+    >>> err = InputError("context", "is empty", reason="empty")
+    >>> err.field, err.reason, str(err)
+    ('context', 'empty', 'context: is empty')
     """
 
-    def __init__(self, field: str, message: str) -> None:
+    default_reason = "invalid"
+    """The reason of an error raised without one (a subclass may set its own)."""
+
+    def __init__(self, field: str, message: str, *, reason: str | None = None) -> None:
+        reason = reason or self.default_reason
+        if reason not in INPUT_ERROR_REASONS:
+            raise ValueError(f"unknown InputError reason {reason!r}; one of {INPUT_ERROR_REASONS}")
         self.field = field
+        self.reason = reason
         super().__init__(f"{field}: {message}")
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable (Ray, multiprocessing) with its reason
+        message = str(self).removeprefix(f"{self.field}: ")
+        return _rebuild_input_error, (type(self), self.field, message, self.reason)
+
+
+def _rebuild_input_error(cls: type[InputError], field: str, message: str, reason: str) -> InputError:
+    return cls(field, message, reason=reason)
 
 
 class ExtractionError(GraphEvalError):

@@ -37,7 +37,7 @@ def _passage_text(item: Any, field: str) -> str:
         return text
     if isinstance(item, Mapping):
         raise InputError(field, f"a mapping passage needs a 'page_content' string; got keys {sorted(map(str, item))[:5]}")
-    raise InputError(field, f"expected {_ACCEPTED}; got {type(item).__name__}")
+    raise InputError(field, f"expected {_ACCEPTED}; got {type(item).__name__}", reason="type")
 
 
 def normalize_passages(context: Any, field: str = "context") -> tuple[str, ...]:
@@ -57,9 +57,9 @@ def normalize_passages(context: Any, field: str = "context") -> tuple[str, ...]:
         InputError: the context is missing, empty, or of another type (bytes, a set, a number, a nested list…).
     """
     if context is None:
-        raise InputError(field, "is missing (None)")
+        raise InputError(field, "is missing (None)", reason="missing")
     if isinstance(context, (bytes, bytearray)):
-        raise InputError(field, "expected text, got bytes; decode it first")
+        raise InputError(field, "expected text, got bytes; decode it first", reason="type")
     single = _one_passage(context)
     if single is not None:
         passages = [single]
@@ -68,10 +68,10 @@ def normalize_passages(context: Any, field: str = "context") -> tuple[str, ...]:
     elif isinstance(context, (Sequence, Iterator)) and not isinstance(context, (str, bytes, bytearray)):
         passages = [_passage_text(item, f"{field}[{i}]") for i, item in enumerate(context)]
     else:
-        raise InputError(field, f"expected {_ACCEPTED}; got {type(context).__name__}")
+        raise InputError(field, f"expected {_ACCEPTED}; got {type(context).__name__}", reason="type")
     kept = tuple(p.strip() for p in passages if p.strip())
     if not kept:
-        raise InputError(field, "is empty")
+        raise InputError(field, "is empty", reason="empty")
     return kept
 
 
@@ -95,14 +95,14 @@ def normalize_output(output: Any, field: str = "output") -> str:
     'An answer.'
     """
     if output is None:
-        raise InputError(field, "is missing (None)")
+        raise InputError(field, "is missing (None)", reason="missing")
     content = getattr(output, "content", None)  # an AIMessage
     if isinstance(content, str):
         output = content
     if not isinstance(output, str):
-        raise InputError(field, f"expected a string, got {type(output).__name__}")
+        raise InputError(field, f"expected a string, got {type(output).__name__}", reason="type")
     if not output.strip():
-        raise InputError(field, "is empty")
+        raise InputError(field, "is empty", reason="empty")
     return output.strip()
 
 

@@ -261,7 +261,7 @@ def engine_options(
     if grapheval is None:
         return EngineOptions(llm=llm, scorer=scorer, mode=mode, hallucination_threshold=value)
     if not isinstance(grapheval, GraphEval):
-        raise InputError(names["grapheval"], f"expected a GraphEval engine, got {type(grapheval).__name__}")
+        raise InputError(names["grapheval"], f"expected a GraphEval engine, got {type(grapheval).__name__}", reason="type")
     if llm is not None or scorer is not None:
         raise InputError(
             names["grapheval"], f"give either {names['grapheval']}= or llm=/scorer=, not both (the engine has its own)"

@@ -276,20 +276,44 @@ class HFScorer(Scorer):
         """P(supported), shape ``(batch,)``, for one padded batch already on the model's device."""
 
     def _run_batch(self, features: Sequence[Features]) -> list[float]:
-        tokenizer = self._tokenizer
-        batch = {k: v.to(self._device) for k, v in pad_batch(features, tokenizer.pad_token_id).items()}
+        """P(supported) of each feature row; a batch that runs out of memory is split in halves and retried.
+
+        The retry happens only after the failed attempt has returned: its exception, traceback and padded tensors
+        are released before the halves are padded and run, and the halves are worked off a stack, not by recursion
+        inside an ``except`` block (where each level would keep the previous level's memory alive).
+        """
+        scores: list[float] = []
+        pending: list[Sequence[Features]] = [features]
+        while pending:
+            chunk = pending.pop()
+            probs = self._try_batch(chunk)
+            if probs is None:
+                half = len(chunk) // 2
+                logger.warning("%s: out of memory on a batch of %d, retrying in halves", self.name, len(chunk))
+                self._release_device_memory()
+                pending += [chunk[half:], chunk[:half]]  # the first half is popped, and so scored, first
+                continue
+            scores += probs
+        return scores
+
+    def _try_batch(self, features: Sequence[Features]) -> list[float] | None:
+        """P(supported) of one padded batch, or ``None`` when a batch of more than one row ran out of memory."""
+        batch = {k: v.to(self._device) for k, v in pad_batch(features, self._tokenizer.pad_token_id).items()}
+        out_of_memory = False
         try:
             probs = self._support(self._model, batch)
         except Exception as exc:
-            if len(features) > 1 and _is_oom(exc):
-                torch = _torch()
-                if self._device is not None and self._device.type == "cuda":
-                    torch.cuda.empty_cache()
-                half = len(features) // 2
-                logger.warning("%s: out of memory on a batch of %d, retrying in halves", self.name, len(features))
-                return self._run_batch(features[:half]) + self._run_batch(features[half:])
-            raise
+            if not (len(features) > 1 and _is_oom(exc)):
+                raise
+            out_of_memory = True  # leave the handler: the exception and its frames are dropped with it
+        del batch
+        if out_of_memory:
+            return None
         return [float(p) for p in probs.float().cpu().tolist()]
+
+    def _release_device_memory(self) -> None:
+        if self._device is not None and self._device.type == "cuda":
+            _torch().cuda.empty_cache()
 
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """P(supported) for each ``(premise, hypothesis)`` pair, in the input order.

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._template import fill
 from ..exceptions import InputError, ModelLoadError
 from ._hf_common import (
     DeviceLike,
@@ -224,11 +225,7 @@ class HHEMScorer(HFScorer):
             config = read_config_dict(self.model_name, self.hub)
             prompt = config.get("prompt")
             if isinstance(prompt, str) and "{text1}" in prompt and "{text2}" in prompt:
-                self.prompt = prompt.replace("{text1}", "{premise}").replace("{text2}", "{hypothesis}")
-                try:
-                    self.prompt.format(premise="", hypothesis="")
-                except (KeyError, IndexError, ValueError) as exc:
-                    raise ModelLoadError(f"model {self.model_name!r}: unusable prompt in config.json") from exc
+                self.prompt = fill(prompt, text1="{premise}", text2="{hypothesis}")
             self._config_dict = config
         return self._config_dict
 
@@ -307,7 +304,7 @@ class HHEMScorer(HFScorer):
         verify_tied_embeddings(model.transformer)
 
     def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
-        texts = [self.prompt.format(premise=p, hypothesis=h) for p, h in pairs]
+        texts = [fill(self.prompt, premise=p, hypothesis=h) for p, h in pairs]
         ids = tokenizer(texts, add_special_tokens=True)["input_ids"]
         return [{"input_ids": list(row), "attention_mask": [1] * len(row)} for row in ids]
 
@@ -437,7 +434,7 @@ class T5NLIScorer(HFScorer):
             verify_tied_embeddings(model)
 
     def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
-        texts = [self.template.format(premise=p, hypothesis=h) for p, h in pairs]
+        texts = [fill(self.template, premise=p, hypothesis=h) for p, h in pairs]
         ids = tokenizer(texts, add_special_tokens=True)["input_ids"]
         return [{"input_ids": list(row), "attention_mask": [1] * len(row)} for row in ids]
 
@@ -497,13 +494,17 @@ class CrossEncoderNLIScorer(HFScorer):
     """An MNLI-style sequence-classification cross-encoder (``AutoModelForSequenceClassification``).
 
     P(supported) is the softmax probability of the entailment class over all classes; the entailment index is
-    read from ``config.id2label`` (a label containing "entail"). A model with a single output is read as a
-    sigmoid score.
+    read from ``config.id2label`` (a label containing "entail"). A model with a single output (``num_labels == 1``)
+    is refused by default: most such cross-encoders are rerankers or similarity (STS) models, whose score is
+    relevance, not entailment. ``single_output=True`` reads its sigmoid as P(supported), for a model trained to
+    score whether the hypothesis is supported.
 
     Args:
         model: hub name or folder of any sequence-classification NLI model.
         entailment_label: the index or name of the "supported" class when the labels do not say "entailment"
             (e.g. ``"consistent"``, or ``1`` for ``LABEL_0``/``LABEL_1``).
+        single_output: accept a model with one output and read its sigmoid as P(supported) (default ``False``:
+            such a model is refused with :class:`ModelLoadError`).
         revision, tokenizer, device, dtype, batch_size, max_length, hypothesis_tokens, local_files_only, token,
             cache_dir, show_progress: as for :class:`HHEMScorer`; ``max_length`` is capped at the tokenizer's
             ``model_max_length``.
@@ -524,6 +525,7 @@ class CrossEncoderNLIScorer(HFScorer):
         model: str | os.PathLike[str],
         *,
         entailment_label: int | str | None = None,
+        single_output: bool = False,
         revision: str | None = None,
         tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
         device: DeviceLike = None,
@@ -536,6 +538,9 @@ class CrossEncoderNLIScorer(HFScorer):
         cache_dir: str | os.PathLike[str] | None = None,
         show_progress: bool = False,
     ) -> None:
+        if not isinstance(single_output, bool):
+            raise InputError("single_output", "must be True or False")
+        self.single_output = single_output
         super().__init__(
             model, revision=revision, tokenizer=tokenizer, device=device, dtype=dtype, batch_size=batch_size,
             max_length=max_length, hypothesis_tokens=hypothesis_tokens, local_files_only=local_files_only,
@@ -564,6 +569,14 @@ class CrossEncoderNLIScorer(HFScorer):
             self.model_name, dtype=dtype, **self.hub.kwargs()
         )
         if model.config.num_labels == 1:
+            if not self.single_output:
+                raise ModelLoadError(
+                    f"model {self.model_name!r} has a single output (num_labels=1): cross-encoders of that shape "
+                    "are usually rerankers or similarity models, whose score is relevance, not entailment, so it "
+                    "is not read as P(supported). Use an NLI model (labels such as entailment/neutral/"
+                    "contradiction), or, if this model was trained to score whether a hypothesis is supported, "
+                    "pass single_output=True"
+                )
             self.entailment_index = 0
         else:
             self.entailment_index = entailment_index(model.config.id2label, self.entailment_label)

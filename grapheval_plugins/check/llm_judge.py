@@ -36,6 +36,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from .._messages import message_text
+from .._template import fill
 from ..exceptions import InputError
 from .judge import (
     JUDGE_LABELS,
@@ -52,7 +53,8 @@ __all__ = ["CHAT_JUDGE_PROMPT", "ChatJudgePrompt", "ChatLabelLogits", "LLMJudge"
 
 @dataclass(frozen=True)
 class ChatJudgePrompt:
-    """The chat judge's wording. Placeholders are replaced literally (no ``str.format``: contexts may hold braces).
+    """The chat judge's wording, filled in one pass by :func:`grapheval_plugins._template.fill` (a claim that
+    contains ``{context}`` stays that text; contexts may hold braces).
 
     ``system`` holds ``{labels}`` (the label words, comma-separated); ``user`` holds ``{context}`` and
     ``{claims}``; ``claim_line`` holds ``{number}`` and ``{claim}``.
@@ -81,11 +83,11 @@ class ChatJudgePrompt:
         Answer one line per claim: <number>: <label>
         """
         lines = "\n".join(
-            self.claim_line.replace("{number}", str(i)).replace("{claim}", " ".join(claim.split()))
+            fill(self.claim_line, number=str(i), claim=" ".join(claim.split()))
             for i, claim in enumerate(claims, start=1)
         )
-        system = self.system.replace("{labels}", ", ".join(labels))
-        user = self.user.replace("{claims}", lines).replace("{context}", context)
+        system = fill(self.system, labels=", ".join(labels))
+        user = fill(self.user, claims=lines, context=context)
         return [SystemMessage(content=system), HumanMessage(content=user)]
 
 

@@ -37,6 +37,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._template import fill
 from ..exceptions import InputError
 from ._hub import HubOptions, read_config_dict
 from ._runtime import Features
@@ -143,7 +144,7 @@ class MiniCheckT5Scorer(T5NLIScorer):
 
     def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
         eos = str(tokenizer.eos_token)
-        texts = [self.template.format(premise=p, eos=eos, hypothesis=h) for p, h in pairs]
+        texts = [fill(self.template, premise=p, eos=eos, hypothesis=h) for p, h in pairs]
         ids = tokenizer(texts, add_special_tokens=True)["input_ids"]
         return [{"input_ids": list(row), "attention_mask": [1] * len(row)} for row in ids]
 

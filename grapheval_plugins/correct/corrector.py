@@ -145,7 +145,7 @@ class GraphCorrect:
         if max_concurrency is not None and max_concurrency < 1:
             raise InputError("max_concurrency", f"must be >= 1, got {max_concurrency!r}")
         if not isinstance(prompts, CorrectionPrompts):
-            raise InputError("prompts", f"expected a CorrectionPrompts, got {type(prompts).__name__}")
+            raise InputError("prompts", f"expected a CorrectionPrompts, got {type(prompts).__name__}", reason="type")
         self.grapheval = grapheval if grapheval is not None else GraphEval()
         self._llm_spec = llm
         self._llm: Any = None
@@ -230,7 +230,7 @@ class GraphCorrect:
         original = normalize_output(output)
         if report is not None:
             if not isinstance(report, Report):
-                raise InputError("report", f"expected a Report, got {type(report).__name__}")
+                raise InputError("report", f"expected a Report, got {type(report).__name__}", reason="type")
             if report.output != original:
                 raise InputError("report", "was made for a different output")
         t0 = time.perf_counter()

@@ -24,12 +24,13 @@ alone. Swap in your own with ``dataclasses.replace(TRIPLE_CORRECTION_PROMPT, tem
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from .._template import fields as template_fields
+from .._template import fill
 from ..types import Triple
 
 __all__ = [
@@ -44,9 +45,6 @@ __all__ = [
     "TextPrompt",
     "render_triple_list",
 ]
-
-_FIELD = re.compile(r"\{([a-z_]+)\}")
-
 
 def render_triple_list(triple: Triple) -> str:
     """A triple as the paper's prompts show it: ``["entity 1", "relation 1-2", "entity 2"]``.
@@ -77,7 +75,7 @@ class TextPrompt:
     system: str | None = None
 
     def __post_init__(self) -> None:
-        present = set(_FIELD.findall(self.template))
+        present = template_fields(self.template)
         missing = [f for f in self.fields if f not in present]
         if missing:
             raise ValueError(f"prompt {self.version!r}: the template lacks the placeholder(s) {missing}")
@@ -87,7 +85,7 @@ class TextPrompt:
         missing = [f for f in self.fields if f not in values]
         if missing:
             raise ValueError(f"prompt {self.version!r}: no value for {missing}")
-        return _FIELD.sub(lambda m: values.get(m.group(1), m.group(0)), self.template)
+        return fill(self.template, **values)
 
     def messages(self, **values: str) -> list[BaseMessage]:
         """The chat messages: the optional system message, then the rendered template as a human message."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from .._template import fill
 from .parser import PARSER_VERSION
 
 __all__ = ["KG_PROMPT", "KG_PROMPT_PAPER", "FewShotExample", "KGPrompt"]
@@ -139,7 +140,7 @@ class KGPrompt:
     def messages(self, text: str) -> list[BaseMessage]:
         """The chat messages for ``text`` (the LLM output to turn into a knowledge graph)."""
         system = SystemMessage(self.system)
-        ask = HumanMessage(self.instruction.replace("{input}", text))
+        ask = HumanMessage(fill(self.instruction, input=text))
         tips = HumanMessage(self.tips)
         if not self.examples:
             return [system, tips, ask] if self.examples_first else [system, ask, tips]
@@ -150,7 +151,7 @@ class KGPrompt:
 
     def retry_message(self, reason: str) -> HumanMessage:
         """The follow-up message sent after an answer that could not be parsed."""
-        return HumanMessage(self.retry_instruction.replace("{reason}", reason))
+        return HumanMessage(fill(self.retry_instruction, reason=reason))
 
     @property
     def fingerprint(self) -> str:

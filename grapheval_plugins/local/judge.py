@@ -27,12 +27,20 @@ from pathlib import Path
 from typing import Any
 
 from .._imports import require
+from .._template import fill
 from ..check.base import Scorer
 from ..check.judge import JUDGE_RUBRIC, JudgeCalibration, LabelReading, p_supported
 from ..exceptions import InputError, ModelLoadError
 from .chatml import tokenize_segments
 from .runtime import ContextOverflowError, LlamaSession, get_session
-from .weights import HubFetcher, ResolvedWeights, canonical_name, resolve_model, validate_reference
+from .weights import (
+    HubFetcher,
+    ResolvedWeights,
+    canonical_name,
+    resolve_model,
+    strip_spec_prefix,
+    validate_reference,
+)
 
 __all__ = [
     "JUDGE_CALIBRATIONS",
@@ -68,13 +76,13 @@ class JudgePrompt:
         """The ``(text, is_control)`` segments shared by every claim of ``context``."""
         return [
             ("<|im_start|>system\n", True), (self.system, False), ("<|im_end|>\n", True),
-            ("<|im_start|>user\n", True), (self.context_template.replace("{context}", context), False),
+            ("<|im_start|>user\n", True), (fill(self.context_template, context=context), False),
         ]
 
     def claim_segments(self, claim: str) -> list[tuple[str, bool]]:
         """The segments after the context: the claim, the question, and the start of the answer."""
         return [
-            (self.claim_template.replace("{claim}", claim), False), ("<|im_end|>\n", True),
+            (fill(self.claim_template, claim=claim), False), ("<|im_end|>\n", True),
             ("<|im_start|>assistant\n", True), (self.answer_prefix, False),
         ]
 
@@ -101,7 +109,8 @@ class LocalJudgeScorer(Scorer):
 
     Args:
         model: a known model name (``"qwen2.5-coder-1.5b"``, ``"qwen2.5-coder-0.5b"``), a ``.gguf`` path, or a hub
-            name; resolved by :func:`~grapheval_plugins.local.weights.resolve_model_path` on first use.
+            name, with or without the spec prefix ``local:`` / ``judge:local:``; resolved by
+            :func:`~grapheval_plugins.local.weights.resolve_model_path` on first use.
         n_ctx: the context window (instructions + context chunk + claim).
         n_threads: CPU threads (default: all cores available to the process).
         claim_budget_tokens: room kept for the claim and question; longer contexts are chunked to fit the rest.
@@ -138,6 +147,8 @@ class LocalJudgeScorer(Scorer):
         super().__init__()
         if claim_budget_tokens < 16 or claim_budget_tokens >= n_ctx // 2:
             raise InputError("claim_budget_tokens", f"must be in [16, n_ctx/2), got {claim_budget_tokens}")
+        if isinstance(model, str):
+            model = strip_spec_prefix(model)  # "local:<name>" and "judge:local:<name>" specs name the model too
         self.model = model
         self.model_key = canonical_name(model) or model
         self.name = f"judge:local:{self.model_key}"

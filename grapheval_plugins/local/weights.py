@@ -60,6 +60,7 @@ __all__ = [
     "resolve_model",
     "resolve_model_path",
     "locate_weights",
+    "strip_spec_prefix",
     "validate_reference",
     "WeightsStatus",
 ]
@@ -148,9 +149,33 @@ KNOWN_MODELS: dict[str, GGUFModel] = {
 """Models with pinned offline weights, by canonical name. Both are Qwen2.5-Coder-Instruct, GGUF Q4_K_M."""
 
 
+SPEC_PREFIXES = ("judge:local:", "local:")
+"""The prefixes of the engine's model specs that name a local model (``GraphEval(llm="local:…")``)."""
+
+
+def strip_spec_prefix(ref: str) -> str:
+    """``ref`` without a leading ``local:`` or ``judge:local:`` spec prefix, so that the spec a user gives
+    :class:`~grapheval_plugins.GraphEval` also names the model everywhere else a model name is taken.
+
+    >>> strip_spec_prefix("local:qwen2.5-coder-1.5b"), strip_spec_prefix(" judge:local:/models/m.gguf ")
+    ('qwen2.5-coder-1.5b', '/models/m.gguf')
+    >>> strip_spec_prefix("qwen2.5-coder-0.5b")
+    'qwen2.5-coder-0.5b'
+    """
+    ref = ref.strip()
+    for prefix in SPEC_PREFIXES:
+        if ref.lower().startswith(prefix):
+            return ref[len(prefix):].strip()
+    return ref
+
+
 def canonical_name(ref: str) -> str | None:
-    """The canonical name of a known model reference (name, alias or hub id), else ``None``."""
-    key = ref.strip().lower()
+    """The canonical name of a known model reference (name, alias, hub id or ``local:`` spec), else ``None``.
+
+    >>> canonical_name("local:Qwen2.5-Coder-1.5B"), canonical_name("gpt-4")
+    ('qwen2.5-coder-1.5b', None)
+    """
+    key = strip_spec_prefix(ref).lower()
     for model in KNOWN_MODELS.values():
         if key == model.name or key in model.aliases:
             return model.name
@@ -380,9 +405,9 @@ def validate_reference(ref: str) -> str:
     ...
     grapheval_plugins.exceptions.ModelLoadError: unknown local model 'gpt-4': use one of ['qwen2.5-coder-0.5b', 'qwen2.5-coder-1.5b'], a path to a .gguf file, or a hub name 'org/repo' (optionally 'org/repo/file.gguf')
     """
-    if not isinstance(ref, str) or not ref.strip():
+    if not isinstance(ref, str) or not strip_spec_prefix(ref):
         raise ModelLoadError("a local model reference must be a non-empty string (a name, a path or org/repo)")
-    ref = ref.strip()
+    ref = strip_spec_prefix(ref)
     if canonical_name(ref) is not None or Path(ref).expanduser().is_file():
         return ref
     match = _HUB_ID.match(ref)

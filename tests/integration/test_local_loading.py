@@ -57,10 +57,22 @@ def test_models_load_without_extra_buffer_types_by_default(weights: Path) -> Non
     assert "sha256 1d961463" in answer.response_metadata["weights"]
 
 
-def test_opting_in_loads_with_extra_buffer_types(weights: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_opting_in_loads_with_extra_buffer_types_or_refuses_clearly(
+    weights: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On every CPU: either the model loads with extra buffer types and scores, or (where that path crashes, e.g.
+    the AMX repack) the load is refused with a ModelLoadError that says how to turn them off; never a crash."""
     clear_sessions()
     monkeypatch.setenv(EXTRA_BUFFERS_ENV, "1")
-    judge = LocalJudgeScorer(str(weights)).load()
+    try:
+        judge = LocalJudgeScorer(str(weights)).load()
+    except ModelLoadError as exc:
+        message = str(exc)
+        assert "a child process that loaded" in message and "extra_buffers=False" in message, message
+        assert EXTRA_BUFFERS_ENV in message
+        clear_sessions()
+        return
+    assert judge.session.decision is not None and "child process decoded" in judge.session.decision.reason
     assert judge.session.decision is not None and judge.session.decision.enabled
     assert judge.session.llama.model_params.use_extra_bufts is True
     explicit = ChatLocalLlama(model=str(weights), extra_buffers=False, max_tokens=2).load()  # option beats env

@@ -474,3 +474,56 @@ def test_bad_settings_are_input_errors(bert_dir: Path) -> None:
         scorer.count_tokens("too small a window for the template")
     with pytest.raises(InputError, match="max_length"):  # still refused on the next use, never a zero budget
         _ = scorer.max_premise_tokens
+
+
+# --------------------------------------------------------------------------- single-output cross-encoders
+def test_a_single_output_cross_encoder_is_refused_unless_opted_in(root: Path, bert_tok) -> None:  # type: ignore[no-untyped-def]
+    # A reranker or STS cross-encoder has one output (relevance or similarity, not entailment).
+    model = H.bert_classifier({0: "LABEL_0"})
+    folder = H.save_with_tokenizer(root / "bert-single", model, bert_tok)
+    with pytest.raises(ModelLoadError, match=r"single output.*bert-single.*single_output=True|bert-single.*single"):
+        hf.CrossEncoderNLIScorer(folder, device="cpu").load()
+    scorer = hf.CrossEncoderNLIScorer(folder, device="cpu", single_output=True).load()
+    with torch.no_grad():
+        scorer.model.classifier.weight.zero_()
+        scorer.model.classifier.bias.copy_(torch.tensor([0.75]))
+    assert scorer.predict_support(PAIRS[:2]) == pytest.approx([float(torch.sigmoid(torch.tensor(0.75)))] * 2)
+    with pytest.raises(InputError, match="single_output"):
+        hf.CrossEncoderNLIScorer(folder, single_output="yes")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- out of memory
+def test_out_of_memory_halves_the_batch_after_leaving_the_handler(nli: hf.CrossEncoderNLIScorer,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """A batch over the device's limit is retried in halves, and no retry runs while the error is being handled."""
+    scorer = _fresh(nli)
+    scorer.batch_size = 5
+    expected = scorer.predict_support(PAIRS)
+    real = scorer._support
+    seen: list[tuple[int, bool]] = []
+
+    def limited(model, batch):  # type: ignore[no-untyped-def]
+        rows = int(batch["input_ids"].shape[0])
+        seen.append((rows, sys.exc_info()[0] is not None))
+        if rows > 2:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(model, batch)
+
+    scorer._support = limited  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING):
+        got = scorer.predict_support(PAIRS)
+    assert got == pytest.approx(expected, abs=1e-5)  # same scores, same order
+    assert [rows for rows, _ in seen] == [5, 2, 3, 1, 2]
+    assert not any(handling for _, handling in seen), "a retry ran inside the except block of the failed batch"
+    assert caplog.text.count("retrying in halves") == 2
+
+
+def test_out_of_memory_on_one_row_is_raised(nli: hf.CrossEncoderNLIScorer) -> None:
+    scorer = _fresh(nli)
+
+    def always(model, batch):  # type: ignore[no-untyped-def]
+        raise RuntimeError("CUDA out of memory")
+
+    scorer._support = always  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="out of memory"):
+        scorer.predict_support(PAIRS[:1])
