@@ -18,6 +18,7 @@ from typing import Any as _Any
 
 from . import registry
 from ._async import run_sync
+from ._version import __version__
 from .aggregate import HybridWeights
 from .cache import CachedKG, KGCache, MemoryKGCache, SQLiteKGCache
 from .check.base import ClaimScore, Scorer
@@ -36,9 +37,20 @@ from .inputs import normalize_context, normalize_output, normalize_passages
 from .models import DEFAULT_LLM, DEFAULT_SCORER, resolve_llm, resolve_scorer
 from .pipeline import GraphEval
 from .retry import RetryPolicy
+from .score_cache import CachedScorer, MemoryScoreCache, ScoreCache, SQLiteScoreCache
 from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, Triple
+from .types import set_html_renderer as _set_html_renderer
 
-__version__ = "0.1.0"
+
+def _report_html(result: _Any, **options: _Any) -> str:
+    from .report import report_html  # on first use: importing the package does not load the report stack
+
+    return report_html(result, **options)
+
+
+# Report.to_html() and Jupyter's _repr_html_ draw with the report package, wired here so that the result types
+# import nothing from the layers above them.
+_set_html_renderer(_report_html)
 
 # Optional parts: name -> module (imported on first attribute access).
 _LAZY: dict[str, str] = {
@@ -65,6 +77,7 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "CORRECTION_PROMPTS",
     "CachedKG",
+    "CachedScorer",
     "ChatLocalLlama",
     "ClaimCheck",
     "ClaimScore",
@@ -95,6 +108,7 @@ __all__ = [
     "LLMJudge",
     "LocalJudgeScorer",
     "MemoryKGCache",
+    "MemoryScoreCache",
     "MissingDependencyError",
     "Mode",
     "ModelLoadError",
@@ -102,6 +116,8 @@ __all__ = [
     "RetryPolicy",
     "RougeScores",
     "SQLiteKGCache",
+    "SQLiteScoreCache",
+    "ScoreCache",
     "Scorer",
     "ScoringError",
     "StageError",

@@ -1,10 +1,30 @@
-"""The text of a chat-model answer, whatever the provider's message shape."""
+"""Reading chat models and their answers: a model's stable name, an answer's text whatever the provider's shape.
+
+The lowest layer of the package, used by extraction, scoring, rate limiting and correction alike.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["message_text"]
+__all__ = ["describe_llm", "message_text"]
+
+
+def describe_llm(llm: Any) -> str:
+    """A short stable name for a chat model: its ``model_label``, else its class and model id.
+
+    >>> from grapheval_plugins.testing import ScriptedChatModel
+    >>> describe_llm(ScriptedChatModel(model_label="my-model"))
+    'my-model'
+    """
+    name = getattr(llm, "model_label", None)
+    if isinstance(name, str) and name:
+        return name
+    for attr in ("model_id", "model", "model_name", "model_path"):
+        value = getattr(llm, attr, None)
+        if isinstance(value, str) and value:
+            return f"{type(llm).__name__}({value})"
+    return type(llm).__name__
 
 
 def message_text(message: Any) -> str:

@@ -278,7 +278,10 @@ def evaluate(
     ),
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec, e.g. local:qwen2.5-coder-1.5b or bedrock:<id>.")] = None,
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, trueteacher, nli:<model>, judge:local:<name>.")] = None,
-    threshold: Annotated[float, typer.Option(help="Decision threshold on P(unsupported).")] = 0.5,
+    threshold: Annotated[float, typer.Option(
+        "--hallucination-threshold", "--threshold",
+        help="The P(unsupported) above which a claim is unsupported and P(hallucination) above which a row is "
+             "flagged (--threshold: the same, older name).")] = 0.5,
     mode: Annotated[str, typer.Option(help="graph (GraphEval) or raw (whole output as one claim).")] = "graph",
     method: Annotated[str, typer.Option(help="Graph mode's decision rule: hybrid (default: whole output and triples "
                                              "combined, for scorers with fitted weights) or paper (the paper's rule).")] = "hybrid",
@@ -311,7 +314,8 @@ def evaluate(
     if engine_name == "ray" and method != "hybrid":
         raise typer.BadParameter("--engine ray decides by the default method only (hybrid)")
     checked_mode: Mode = "graph" if mode == "graph" else "raw"
-    engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, mode=checked_mode, cache=cache or True,
+    engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=checked_mode,
+                       cache=cache or True,
                        method="paper" if method == "paper" else "hybrid")
     pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
                        stop_on_error=stop_on_error)
@@ -320,8 +324,8 @@ def evaluate(
         rows = list(pending)  # the Ray pipeline takes the rows at once
         counts["skipped (unreadable)"] = pending.unreadable
         _evaluate_on_ray(
-            rows, output, counts, pending.problems, llm=llm, scorer=scorer, threshold=threshold, mode=mode, cache=cache,
-            context_key=context_field, output_key=output_field, id_key=id_field, address=address,
+            rows, output, counts, pending.problems, llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
+            cache=cache, context_key=context_field, output_key=output_field, id_key=id_field, address=address,
             extract_actors=extract_actors, check_actors=check_actors, requests_per_minute=requests_per_minute,
             tokens_per_minute=tokens_per_minute,
         )
@@ -405,7 +409,10 @@ def correct(
     ] = "graph",
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec (extraction and correction).")] = None,
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, nli:<model>, judge:local:<name>.")] = None,
-    threshold: Annotated[float, typer.Option(help="Decision threshold on P(unsupported).")] = 0.5,
+    threshold: Annotated[float, typer.Option(
+        "--hallucination-threshold", "--threshold",
+        help="The P(unsupported) above which a claim is unsupported and P(hallucination) above which a row is "
+             "flagged (--threshold: the same, older name).")] = 0.5,
     max_rounds: Annotated[int, typer.Option(help="Correct → re-check rounds (1 = the paper).")] = 1,
     guard: Annotated[str, typer.Option(help="off, reject or flag a change that drops a supported triple.")] = "off",
     batch_step1: Annotated[bool, typer.Option(help="Correct all flagged triples of an output in one call.")] = False,
@@ -431,7 +438,7 @@ def correct(
     checked_method: CorrectionMethod = "graph" if method == "graph" else "evidence" if method == "evidence" else "direct"
     checked_guard: GuardMode = False if guard == "off" else "reject" if guard == "reject" else "flag"
     try:
-        engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold, cache=cache or True)
+        engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, cache=cache or True)
         fixer = GraphCorrect(
             engine, method=checked_method, max_rounds=max_rounds, guard=checked_guard,
             batch_step1=batch_step1, show_progress=False,
@@ -502,7 +509,9 @@ def report_command(
     limit: Annotated[Optional[int], typer.Option(help="Report only the first N rows.")] = None,
     title: Annotated[Optional[str], typer.Option(help="Page title.")] = None,
     inline_rows: Annotated[int, typer.Option(help="Draw every row view in the page up to this many rows; above it, views are drawn when opened.")] = 100,
-    threshold: Annotated[float, typer.Option(help="Threshold for detection-study rows (reports carry their own).")] = 0.5,
+    threshold: Annotated[float, typer.Option(
+        "--hallucination-threshold", "--threshold",
+        help="Hallucination threshold for detection-study rows (reports carry their own).")] = 0.5,
     context_field: Annotated[str, typer.Option(help="Field of INPUTS holding the context.")] = "context",
     output_field: Annotated[str, typer.Option(help="Field of INPUTS holding the output.")] = "output",
     id_field: Annotated[str, typer.Option(help="Field of INPUTS holding the row id (default: the line number).")] = "id",
@@ -518,7 +527,10 @@ def demo(
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec (default: the offline local LLM judge).")] = None,
     fast: Annotated[bool, typer.Option("--fast", help="Use the small local 0.5B model for both (quicker, less accurate).")] = False,
     examples: Annotated[Optional[Path], typer.Option(exists=True, dir_okay=False, help="Your own JSONL rows instead of the bundled ones.")] = None,
-    threshold: Annotated[float, typer.Option(help="Decision threshold on P(unsupported).")] = 0.5,
+    threshold: Annotated[float, typer.Option(
+        "--hallucination-threshold", "--threshold",
+        help="The P(unsupported) above which a claim is unsupported and P(hallucination) above which a row is "
+             "flagged (--threshold: the same, older name).")] = 0.5,
 ) -> None:
     """Check a few bundled examples (some faithful, some with planted errors) and print the verdicts."""
     import time
@@ -532,7 +544,7 @@ def demo(
     if fast:
         llm = llm or "local:qwen2.5-coder-0.5b"
         scorer = scorer or "judge:local:qwen2.5-coder-0.5b"
-    engine = GraphEval(llm=llm, scorer=scorer, threshold=threshold)
+    engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold)
     try:
         for stage, get in (("extraction model", lambda: engine.llm), ("scorer", lambda: engine.scorer)):
             started = time.perf_counter()

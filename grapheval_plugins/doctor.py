@@ -135,7 +135,7 @@ def run_doctor(
         decode_runner: replaces :func:`~grapheval_plugins.local.probe.run_probe` (``(model, extra_buffers)``).
         weights_locator: replaces :func:`~grapheval_plugins.local.weights.locate_weights`.
     """
-    from . import __version__
+    from ._version import __version__
 
     report = DoctorReport()
     report.add("grapheval-plugins", "info", __version__)

@@ -1,7 +1,8 @@
 """Typed, serialisable results of GraphEval. Imports nothing else from the package.
 
 Every model here is a pydantic model: ``report.model_dump()`` gives plain JSON-ready data and
-``Report.model_validate(data)`` reads it back.
+``Report.model_validate(data)`` reads it back. ``to_html()`` draws with the renderer that the package sets at import
+(:func:`set_html_renderer`, :func:`grapheval_plugins.report.report_html`), so this module needs nothing above it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ __all__ = [
     "Report",
     "StageError",
     "Triple",
+    "render_html",
     "render_sentence",
+    "set_html_renderer",
 ]
 
 Mode = Literal["graph", "raw"]
@@ -28,6 +31,28 @@ Mode = Literal["graph", "raw"]
 Method = Literal["hybrid", "paper"]
 """How graph mode decides a row (see :mod:`grapheval_plugins.aggregate`): ``hybrid`` (default) combines the whole
 output's score with its triples'; ``paper`` is the paper's rule, the largest P(unsupported) over the triples."""
+
+
+HTMLRenderer = Callable[..., str]
+"""Draws a result as HTML: ``(result, *, context=None, document=True) -> str``."""
+
+_html_renderer: list[HTMLRenderer] = []
+
+
+def set_html_renderer(renderer: HTMLRenderer) -> None:
+    """Set what ``to_html()`` and ``_repr_html_()`` of the results draw with.
+
+    The package sets :func:`grapheval_plugins.report.report_html` when it is imported; the result types themselves
+    import nothing from the report layer above them.
+    """
+    _html_renderer[:] = [renderer]
+
+
+def render_html(result: object, **options: object) -> str:
+    """``result`` drawn as HTML by the renderer set with :func:`set_html_renderer`."""
+    if not _html_renderer:  # pragma: no cover - the package sets it on import
+        raise RuntimeError("no HTML renderer is set: import grapheval_plugins first")
+    return _html_renderer[0](result, **options)
 
 
 class Triple(BaseModel):
@@ -211,15 +236,11 @@ class Report(BaseModel):
         >>> "&lt;b&gt;x&lt;/b&gt;" in r.to_html()
         True
         """
-        from .report import report_html
-
-        return report_html(self, context=context)
+        return render_html(self, context=context)
 
     def _repr_html_(self) -> str:
         """What Jupyter shows: the report as an HTML fragment with its own scoped style."""
-        from .report import report_html
-
-        return report_html(self, document=False)
+        return render_html(self, document=False)
 
 class ExtractedRow(BaseModel):
     """One row between the two stages of :class:`~grapheval_plugins.GraphEval`: extracted, not yet scored.

@@ -35,7 +35,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from .._messages import message_text
+from .._messages import describe_llm, message_text
 from .._template import fill
 from ..exceptions import InputError
 from .judge import (
@@ -112,8 +112,6 @@ def is_chat_model(obj: Any) -> bool:
 
 def _describe(llm: Any) -> str:
     from langchain_core.runnables import RunnableBinding
-
-    from ..extract.extractor import describe_llm
 
     return describe_llm(llm.bound if isinstance(llm, RunnableBinding) else llm)
 

@@ -77,5 +77,5 @@ class Guard:
         except ScoringError as exc:
             tally.issues.append(f"guard: scoring failed, change not guarded: {exc}")
             return []
-        threshold = self.grapheval.threshold
+        threshold = self.grapheval.hallucination_threshold
         return [t for t, s in zip(supported, scores) if s.p_unsupported > threshold]

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from ..types import Report, StageError, Triple
+from ..types import Report, StageError, Triple, render_html
 
 __all__ = [
     "CorrectionMethod",
@@ -179,12 +179,8 @@ class CorrectionReport(BaseModel):
     def to_html(self, context: str | None = None) -> str:
         """A self-contained HTML page: original vs corrected with the word diff, each attempted change, and the
         detection (changed claims marked) and re-check reports drawn. Needs the ``report`` extra."""
-        from ..report import report_html
-
-        return report_html(self, context=context)
+        return render_html(self, context=context)
 
     def _repr_html_(self) -> str:
         """What Jupyter shows: the correction report as an HTML fragment with its own scoped style."""
-        from ..report import report_html
-
-        return report_html(self, document=False)
+        return render_html(self, document=False)

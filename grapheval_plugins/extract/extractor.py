@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from .._messages import message_text
+from .._messages import describe_llm, message_text
 from ..cache import CachedKG, KGCache
 from ..exceptions import ExtractionError
 from ..retry import Reprompt, RetryPolicy, is_retryable
@@ -24,18 +23,6 @@ from .prompts import KG_PROMPT, KGPrompt
 __all__ = ["TripleExtractor", "describe_llm"]
 
 logger = logging.getLogger(__name__)
-
-
-def describe_llm(llm: Any) -> str:
-    """A short stable name for a chat model: its class and model id, e.g. ``ChatBedrockConverse(anthropic.claude-v2)``."""
-    name = getattr(llm, "model_label", None)
-    if isinstance(name, str) and name:
-        return name
-    for attr in ("model_id", "model", "model_name", "model_path"):
-        value = getattr(llm, attr, None)
-        if isinstance(value, str) and value:
-            return f"{type(llm).__name__}({value})"
-    return type(llm).__name__
 
 
 class TripleExtractor:

@@ -53,6 +53,7 @@ from .. import (
     GraphCorrect,
     GraphEval,
     InputError,
+    Mode,
     Report,
     normalize_output,
     normalize_passages,
@@ -223,6 +224,10 @@ class GraphEvalRunnable(_RowRunnable):
             (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`: Runnables, DeepEval and Ragas metrics
             over the same specs share it, and its models load once).
         llm, scorer: models or specs for that shared engine (they resolve on first use).
+        mode: ``"graph"`` or ``"raw"`` for that shared engine (an engine's own applies otherwise).
+        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
+            0.5). With a given engine, the Runnable scores with a view of it at this threshold (same models, cache
+            and scorer passes), as every adapter does; the engine itself is not changed.
         answer_keys: keys tried in turn for the answer (default ``("answer", "output")``).
         context_keys: keys tried in turn for the grounding (default ``("context", "documents")``).
         report_key: where the report goes in the output dict (default ``"grapheval"``).
@@ -250,9 +255,18 @@ class GraphEvalRunnable(_RowRunnable):
     _option_fields: ClassVar[tuple[str, ...]] = (*_RowRunnable._option_fields, "report_key", "report_only")
 
     def __init__(
-        self, grapheval: GraphEval | None = None, *, llm: Any = None, scorer: Any = None, **kwargs: Any
+        self,
+        grapheval: GraphEval | None = None,
+        *,
+        llm: Any = None,
+        scorer: Any = None,
+        mode: Mode | None = None,
+        hallucination_threshold: float | None = None,
+        **kwargs: Any,
     ) -> None:
-        grapheval = registry.engine_options(grapheval, llm=llm, scorer=scorer).engine()
+        grapheval = registry.engine_options(
+            grapheval, llm=llm, scorer=scorer, mode=mode, hallucination_threshold=hallucination_threshold
+        ).engine()
         self._check_options(kwargs)
         super().__init__(grapheval=grapheval, **kwargs)  # type: ignore[call-arg]
 

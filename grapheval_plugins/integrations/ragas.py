@@ -123,9 +123,22 @@ def _engine_options(
     if not isinstance(binary, bool):
         raise InputError("binary", f"must be True or False, got {binary!r}")
     return registry.engine_options(
-        grapheval, llm=llm, scorer=scorer, mode=mode, hallucination_threshold=threshold,
-        engine_differs="error", fields={"mode": mode_field, "hallucination_threshold": "threshold"},
+        grapheval, llm=llm, scorer=scorer, mode=mode, hallucination_threshold=threshold, fields={"mode": mode_field},
     )
+
+
+def _threshold_alias(hallucination_threshold: Any, threshold: Any, owner: str, stacklevel: int) -> Any:
+    """``hallucination_threshold=``, or the deprecated ``threshold=`` it replaces (warns; both equal is fine, as a
+    ``dataclasses.replace`` of a metric carries both along)."""
+    if threshold is None or threshold == hallucination_threshold:
+        return hallucination_threshold
+    if hallucination_threshold is not None:
+        raise InputError("threshold", "give hallucination_threshold= (threshold= is its deprecated old name), not both")
+    warnings.warn(
+        f"{owner}(threshold=...) is deprecated: pass hallucination_threshold=..., the P(unsupported) above which a "
+        "claim is unsupported", DeprecationWarning, stacklevel=stacklevel,
+    )
+    return threshold
 
 
 def _ragas_text(result: Any) -> str:
@@ -274,8 +287,10 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
         check_mode: ``"graph"`` (default) or ``"raw"`` (whole response as one claim) when no engine is given.
             (Not ``mode``: ``ragas.evaluate()`` renames the result column of any metric with a ``mode`` attribute
             to ``"<name>(mode=...)"``.)
-        threshold: the hallucination threshold, the P(unsupported) above which a claim is unsupported (default
-            0.5), when no engine is given.
+        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
+            0.5). With ``grapheval=``, the metric scores with a view of that engine at this threshold (same models,
+            cache and scorer passes); the engine itself is not changed.
+        threshold: deprecated name of ``hallucination_threshold`` (warns).
         name: the column name in Ragas's result table.
 
     ``EvaluationResult.traces[i][name]["grapheval"]["output"]`` holds each sample's unsupported triples and
@@ -305,6 +320,7 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
     scorer: Any = None
     binary: bool = False
     check_mode: Mode | None = None
+    hallucination_threshold: float | None = None
     threshold: float | None = None
     _options: registry.EngineOptions | None = field(default=None, repr=False, compare=False)
 
@@ -319,8 +335,13 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
         super().__post_init__()  # type: ignore[no-untyped-call]  # Ragas's metric base is untyped
         if isinstance(self.llm, GraphEval):  # a copy (dataclasses.replace): the engine marker, not a model
             self.llm = None
+        self.hallucination_threshold = _threshold_alias(
+            self.hallucination_threshold, self.threshold, type(self).__name__, stacklevel=4
+        )
+        self.threshold = self.hallucination_threshold  # the deprecated name still reads
         self._options = _engine_options(
-            self.grapheval, self.llm, self.scorer, self.check_mode, self.threshold, self.binary, mode_field="check_mode"
+            self.grapheval, self.llm, self.scorer, self.check_mode, self.hallucination_threshold, self.binary,
+            mode_field="check_mode",
         )
         if self.grapheval is not None:
             # A metric whose llm is None gets ragas.evaluate()'s llm= (or Ragas's OpenAI default): mark it as
@@ -351,9 +372,11 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
     def current_engine(self) -> GraphEval:
         """The engine the next sample is scored with (shared, built on first use; model loading stays lazy)."""
         if self._options is None:
-            self._options = _engine_options(None, None, self.scorer, self.check_mode, self.threshold, self.binary)
+            self._options = _engine_options(
+                self.grapheval, None, self.scorer, self.check_mode, self.hallucination_threshold, self.binary
+            )
         if self.grapheval is not None:
-            return self.grapheval
+            return self._options.engine()  # the engine, seen at this metric's threshold when it gives one
         engine = self._options.engine(llm=_extraction_model(self.llm, self.name))
         self.__dict__["_held"] = engine  # the registry holds engines over objects weakly: keep the one in use alive
         return engine
@@ -406,8 +429,10 @@ class GraphEvalRagasMetric(BaseMetric):
             ``extraction_llm``: Ragas reserves ``llm`` for its own LLM type.
         scorer: the scorer or scorer spec when no engine is given.
         binary: the paper's 0/1 verdict instead of ``1 − max P(unsupported)``.
-        mode, threshold: for an engine built from specs (an engine's own apply otherwise); ``threshold`` is the
-            hallucination threshold, the P(unsupported) above which a claim is unsupported.
+        mode: for an engine built from specs (an engine's own applies otherwise).
+        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
+            0.5); with ``grapheval=``, a view of that engine at this threshold.
+        threshold: deprecated name of ``hallucination_threshold`` (warns).
         name: the metric name.
         max_reason_claims: unsupported claims listed in a reason at most.
 
@@ -436,6 +461,7 @@ class GraphEvalRagasMetric(BaseMetric):
         scorer: Any = None,
         binary: bool = False,
         mode: Mode | None = None,
+        hallucination_threshold: float | None = None,
         threshold: float | None = None,
         name: str = DEFAULT_NAME,
         max_reason_claims: int = 10,
@@ -443,14 +469,16 @@ class GraphEvalRagasMetric(BaseMetric):
         if engine is not None and grapheval is not None:
             raise InputError("grapheval", "give grapheval= (engine= is its deprecated old name), not both")
         grapheval = _engine_alias(grapheval, engine, type(self).__name__, stacklevel=3)
-        self._options = _engine_options(grapheval, llm, scorer, mode, threshold, binary)
+        hallucination_threshold = _threshold_alias(hallucination_threshold, threshold, type(self).__name__, 3)
+        self._options = _engine_options(grapheval, llm, scorer, mode, hallucination_threshold, binary)
         _extraction_model(llm, name)
         self.grapheval = grapheval
         self.extraction_llm = llm
         self.scorer = scorer
         self.binary = binary
         self.mode = mode
-        self.threshold = threshold
+        self.hallucination_threshold = hallucination_threshold
+        self.threshold = hallucination_threshold  # the deprecated name still reads
         self.max_reason_claims = max_reason_claims
         super().__init__(name=name, allowed_values=(0.0, 1.0))
 
@@ -462,7 +490,7 @@ class GraphEvalRagasMetric(BaseMetric):
     def current_engine(self) -> GraphEval:
         """The engine this metric scores with (shared, built on first use; model loading stays lazy)."""
         if self.grapheval is not None:
-            return self.grapheval
+            return self._options.engine()  # the engine, seen at this metric's threshold when it gives one
         engine = self._options.engine(llm=_extraction_model(self.extraction_llm, self.name))
         self._held = engine  # the registry holds engines over objects weakly: keep the one in use alive
         return engine

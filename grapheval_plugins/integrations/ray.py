@@ -32,6 +32,7 @@ import contextlib
 import importlib
 import json
 import logging
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,7 +86,7 @@ class EngineSpec:
 
     llm: Any = None
     scorer: Any = None
-    threshold: float = 0.5
+    hallucination_threshold: float = 0.5
     mode: Mode = "graph"
     prompt: KGPrompt = KG_PROMPT
     max_retries: int = 2
@@ -113,7 +114,8 @@ class EngineSpec:
     def engine(self, *, llm: Any = None, scorer: Any = None, **options: Any) -> GraphEval:
         """A :class:`~grapheval_plugins.GraphEval` with these settings over already-built models."""
         return GraphEval(
-            llm=llm, scorer=scorer, threshold=self.threshold, mode=self.mode, prompt=self.prompt,
+            llm=llm, scorer=scorer, hallucination_threshold=self.hallucination_threshold, mode=self.mode,
+            prompt=self.prompt,
             max_retries=self.max_retries, cache=self.cache if self.cache is not None else True,
             render_triple=self.render_triple, locate=self.locate, show_progress=False, **options,
         )
@@ -233,7 +235,8 @@ def build_dataset(
     *,
     llm: Any = None,
     scorer: Any = None,
-    threshold: float = 0.5,
+    hallucination_threshold: float | None = None,
+    threshold: float | None = None,
     mode: Mode = "graph",
     prompt: KGPrompt = KG_PROMPT,
     max_retries: int = 2,
@@ -268,6 +271,8 @@ def build_dataset(
         source: JSONL / Parquet path(s), a list of row dicts, or a ``ray.data.Dataset``. Rows carry
             ``context_key``, ``output_key`` and (for resuming and de-duplication) ``id_key``.
         llm, scorer: spec strings (or picklable zero-argument factories); each actor builds its own model.
+        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5);
+            ``threshold``: its deprecated alias (warns).
         cache: SQLite file for the knowledge-graph cache, on storage all workers reach (see ``docs/ray.md``);
             ``None``: an in-memory cache per extraction actor.
         extract_actors: extraction actors (one chat model each); ``extract_concurrency``: calls in flight per
@@ -287,8 +292,14 @@ def build_dataset(
     ray = _ray()
     if extract_actors < 1 or check_actors < 1 or extract_concurrency < 1:
         raise InputError("extract_actors", "extract_actors, check_actors and extract_concurrency must be >= 1")
+    if threshold is not None:
+        warnings.warn("threshold= is deprecated: pass hallucination_threshold=", DeprecationWarning, stacklevel=2)
+        if hallucination_threshold is not None and hallucination_threshold != threshold:
+            raise InputError("threshold", "give hallucination_threshold= or its alias threshold=, not both")
+        hallucination_threshold = threshold
     spec = EngineSpec(
-        llm=llm, scorer=scorer, threshold=threshold, mode=mode, prompt=prompt, max_retries=max_retries,
+        llm=llm, scorer=scorer, hallucination_threshold=0.5 if hallucination_threshold is None else hallucination_threshold,
+        mode=mode, prompt=prompt, max_retries=max_retries,
         cache=None if cache is None else str(Path(cache).resolve()), render_triple=render_triple, locate=locate,
     )
     limits = _Limits(

@@ -1,8 +1,9 @@
-"""One tiny real decode, meant to run in a child process: ``python -m grapheval_plugins.local.probe``.
+"""One tiny real decode in a child process, and what the parent makes of it.
 
-Loads a local model exactly as the chat model does (same weights resolution without the hub, same llama.cpp
-settings, including the extra-buffer decision), decodes a few tokens greedily, and prints one JSON object on
-stdout: ``{"ok": true, "text": …, "tokens": …, "seconds": …, "weights": …, "extra_buffers": …}``, or
+The child (:mod:`grapheval_plugins.local.probe_child`, ``python -m grapheval_plugins.local.probe_child``) loads a
+local model exactly as the chat model does (same weights resolution without the hub, same llama.cpp settings,
+including the extra-buffer decision), decodes a few tokens greedily, and prints one JSON object on stdout:
+``{"ok": true, "text": …, "tokens": …, "seconds": …, "weights": …, "extra_buffers": …}``, or
 ``{"ok": false, "error": …}`` with exit code 2 for a typed error. Progress lines go to stderr first, so if
 llama.cpp crashes the caller's last lines of output say where. ``grapheval doctor`` runs it with
 :func:`run_probe`, which turns a crash (a signal) into a result instead of a crash of its own.
@@ -14,12 +15,11 @@ it off, never a crashed process. The verdict is kept per weights file for the li
 
 Usage::
 
-    python -m grapheval_plugins.local.probe --model qwen2.5-coder-0.5b [--extra-buffers 1]
+    python -m grapheval_plugins.local.probe_child --model qwen2.5-coder-0.5b [--extra-buffers 1]
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -36,9 +36,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .cpu import CPUFeatures, ExtraBuffersDecision
 
-__all__ = ["PROBE_CHILD_ENV", "ProbeResult", "confirm_extra_buffers", "main", "probe_command", "run_probe"]
-
-PROMPT = "Reply with one word: OK."
+__all__ = ["PROBE_CHILD_ENV", "ProbeResult", "confirm_extra_buffers", "probe_command", "run_probe"]
 
 PROBE_CHILD_ENV = "GRAPHEVAL_PROBE_CHILD"
 """Set in a probe child's environment: the child loads as asked, without probing again itself."""
@@ -60,7 +58,7 @@ class ProbeResult:
 
 def probe_command(model: str, extra_buffers: bool | None = None, *, tokens: int = 4) -> list[str]:
     """The command line of a probe child for ``model``."""
-    command = [sys.executable, "-m", "grapheval_plugins.local.probe", "--model", model, "--tokens", str(tokens)]
+    command = [sys.executable, "-m", "grapheval_plugins.local.probe_child", "--model", model, "--tokens", str(tokens)]
     if extra_buffers is not None:
         command += ["--extra-buffers", "1" if extra_buffers else "0"]
     return command
@@ -173,55 +171,3 @@ def _forget_confirmations() -> None:
 
 def _tail(text: str | None, lines: int = 15) -> str:
     return "\n".join((text or "").splitlines()[-lines:])
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m grapheval_plugins.local.probe``."""
-    parser = argparse.ArgumentParser(prog="python -m grapheval_plugins.local.probe", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="a known model name or a .gguf path")
-    parser.add_argument("--extra-buffers", choices=("0", "1"), default=None,
-                        help="llama.cpp extra buffer types (default: GRAPHEVAL_LLAMA_EXTRA_BUFFERS, else off)")
-    parser.add_argument("--tokens", type=int, default=4, help="tokens to decode")
-    parser.add_argument("--n-ctx", type=int, default=512)
-    args = parser.parse_args(argv)
-    from ..exceptions import GraphEvalError
-    from .chatml import chatml_segments, tokenize_segments
-    from .runtime import LlamaSession
-    from .weights import resolve_model
-
-    extra = None if args.extra_buffers is None else args.extra_buffers == "1"
-    try:
-        _say(f"probe: resolving {args.model} (no hub)")
-        weights = resolve_model(args.model, hub=False, show_progress=False)
-        session = LlamaSession(lambda: weights, n_ctx=args.n_ctx, extra_buffers=extra)
-        _say(f"probe: loading {weights.path} (pid {os.getpid()})")
-        started = time.perf_counter()
-        session.load()
-        assert session.decision is not None
-        _say(f"probe: loaded in {time.perf_counter() - started:.1f} s; extra buffers "
-             f"{'on' if session.decision.enabled else 'off'} ({session.decision.reason}); decoding")
-        with session.lock:
-            prompt = tokenize_segments(chatml_segments([("user", PROMPT)]),
-                                       lambda text, special: session.tokenize(text, special=special))
-            started = time.perf_counter()
-            generated = list(session.generate(prompt, max_tokens=args.tokens))
-            seconds = time.perf_counter() - started
-        text = session.detokenize(generated).decode("utf-8", errors="replace")
-    except GraphEvalError as exc:
-        print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
-        return 2
-    _say("probe: done")
-    print(json.dumps({
-        "ok": True, "text": text, "tokens": len(generated), "prompt_tokens": len(prompt),
-        "seconds": round(seconds, 3), "weights": session.describe_weights(),
-        "extra_buffers": session.decision.enabled, "extra_buffers_reason": session.decision.reason,
-    }), flush=True)
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover - run as a child process
-    sys.exit(main())

@@ -48,7 +48,7 @@ def _static(name: str) -> str:
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
     return __version__
 

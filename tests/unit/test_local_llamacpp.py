@@ -128,11 +128,17 @@ def test_the_file_is_checked_before_llama_cpp_is_called(tmp_path: Path, monkeypa
 
 
 def test_session_uses_the_environment_variable(model_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grapheval_plugins.local import probe
+
     fake = fake_llama_cpp(ParamsWithField)
     monkeypatch.setitem(sys.modules, "llama_cpp", fake)
     monkeypatch.setenv(EXTRA_BUFFERS_ENV, "1")
+    probed: list[tuple[str, bool]] = []  # the child-process check that precedes an opted-in load, faked here
+    monkeypatch.setattr(probe, "run_probe", lambda model, extra: probed.append((model, extra)) or probe.ProbeResult(True))
+    probe._forget_confirmations()
     session = LlamaSession(model_file, n_ctx=128)
     session.load()
+    assert probed == [(str(model_file.resolve()), True)]
     assert session.decision is not None and session.decision.enabled
     assert fake.loaded[-1]["use_extra_bufts"] is True  # type: ignore[attr-defined]
     explicit = LlamaSession(model_file, n_ctx=128, extra_buffers=False)

@@ -275,8 +275,8 @@ def test_configuration_errors_are_clear() -> None:
         GraphEvalFaithfulness(e)
     with pytest.raises(InputError, match="not both"):
         GraphEvalMetric(e, llm=chat())
-    with pytest.raises(InputError, match="engine's threshold"):
-        GraphEvalMetric(e, threshold=0.7)
+    with pytest.raises(InputError, match="not both"):
+        GraphEvalMetric(e, hallucination_threshold=0.7, threshold=0.6)
 
 
 # --------------------------------------------------------------------------- new API: ragas.metrics.collections

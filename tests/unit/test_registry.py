@@ -141,19 +141,20 @@ def test_engine_options_is_the_one_validation_of_shared_options() -> None:
     with pytest.raises(InputError, match=r"\[0, 1\]") as info:
         registry.engine_options(hallucination_threshold=2, fields={"hallucination_threshold": "threshold"})
     assert info.value.field == "threshold"
-    with pytest.raises(InputError, match="engine's threshold"):
-        registry.engine_options(engine, hallucination_threshold=0.3, engine_differs="error")
     view = registry.engine_options(engine, hallucination_threshold=0.3).engine()
     assert view is not engine and view.hallucination_threshold == 0.3 and view.scorer is engine.scorer
+    assert engine.hallucination_threshold == 0.5  # the shared engine itself is unchanged
 
 
 # --------------------------------------------------------------------------- one threshold concept
-def test_graph_eval_names_its_threshold_and_keeps_the_short_name_as_an_alias() -> None:
+def test_graph_eval_names_its_threshold_and_keeps_the_short_name_as_a_deprecated_alias() -> None:
     engine = GraphEval(hallucination_threshold=0.3)
-    assert engine.hallucination_threshold == engine.threshold == 0.3
-    assert GraphEval(threshold=0.3).hallucination_threshold == 0.3
+    with pytest.warns(DeprecationWarning, match="hallucination_threshold"):
+        assert engine.threshold == 0.3
+    with pytest.warns(DeprecationWarning, match="hallucination_threshold="):
+        assert GraphEval(threshold=0.3).hallucination_threshold == 0.3
     assert GraphEval().hallucination_threshold == 0.5
-    with pytest.raises(InputError, match="not both"):
+    with pytest.raises(InputError, match="not both"), pytest.warns(DeprecationWarning):
         GraphEval(threshold=0.3, hallucination_threshold=0.4)
     with pytest.raises(InputError) as info:
         GraphEval(hallucination_threshold=1.5)
