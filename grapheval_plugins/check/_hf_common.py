@@ -10,7 +10,7 @@ import os
 import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..exceptions import GraphEvalError, InputError, ModelLoadError
 from ._hub import (
@@ -41,10 +41,27 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 __all__ = [
-    "DTypeLike", "DeviceLike", "Features", "HFScorer", "HubOptions", "_torch", "_transformers", "find_weights",
+    "DTypeLike", "DeviceLike", "Features", "HFScorer", "HFScorerOptions", "HubOptions", "_torch", "_transformers", "find_weights",
     "load_error", "logger", "looks_like_path", "pad_batch", "pinned_revision", "read_config_dict", "read_state_dict",
     "resolve_dtype", "select_device",
 ]
+
+
+class HFScorerOptions(TypedDict, total=False):
+    """The options every HuggingFace scorer takes, as :class:`HFScorer` documents them; the subclasses pass them
+    through (``**options``), so they are listed once."""
+
+    revision: str | None
+    tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None
+    device: DeviceLike
+    dtype: DTypeLike
+    batch_size: int
+    max_length: int
+    hypothesis_tokens: int
+    local_files_only: bool | None
+    token: str | bool | None
+    cache_dir: str | os.PathLike[str] | None
+    show_progress: bool
 
 
 class HFScorer(Scorer):

@@ -29,13 +29,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import Unpack
+
 from .._template import fill
 from ..exceptions import InputError, ModelLoadError
 from ._hf_common import (
-    DeviceLike,
-    DTypeLike,
     Features,
     HFScorer,
+    HFScorerOptions,
     HubOptions,
     _torch,
     _transformers,
@@ -196,26 +197,13 @@ class HHEMScorer(HFScorer):
         self,
         model: str | os.PathLike[str] = HHEM_MODEL,
         *,
-        revision: str | None = None,
-        tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
         tokenizer_revision: str | None = None,
-        device: DeviceLike = None,
-        dtype: DTypeLike = None,
-        batch_size: int = 16,
-        max_length: int = HHEM_MAX_TOKENS,
-        hypothesis_tokens: int = 64,
-        local_files_only: bool | None = None,
-        token: str | bool | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        show_progress: bool = False,
+        **options: Unpack[HFScorerOptions],
     ) -> None:
-        if revision is None and isinstance(model, str) and model.strip() == HHEM_MODEL:
-            revision = HHEM_REVISION
-        super().__init__(
-            model, revision=revision, tokenizer=tokenizer, device=device, dtype=dtype, batch_size=batch_size,
-            max_length=max_length, hypothesis_tokens=hypothesis_tokens, local_files_only=local_files_only,
-            token=token, cache_dir=cache_dir, show_progress=show_progress,
-        )
+        if options.get("revision") is None and isinstance(model, str) and model.strip() == HHEM_MODEL:
+            options["revision"] = HHEM_REVISION
+        options.setdefault("max_length", HHEM_MAX_TOKENS)
+        super().__init__(model, **options)
         self.tokenizer_revision = tokenizer_revision
         self.prompt = HHEM_PROMPT
         self._config_dict: dict[str, Any] | None = None
@@ -366,25 +354,11 @@ class T5NLIScorer(HFScorer):
         self,
         model: str | os.PathLike[str],
         *,
-        revision: str | None = None,
-        tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
         label_tokens: tuple[str, str] = ("1", "0"),
         answer_softmax: str = "vocab",
-        device: DeviceLike = None,
-        dtype: DTypeLike = None,
-        batch_size: int = 16,
-        max_length: int = 512,
-        hypothesis_tokens: int = 64,
-        local_files_only: bool | None = None,
-        token: str | bool | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        show_progress: bool = False,
+        **options: Unpack[HFScorerOptions],
     ) -> None:
-        super().__init__(
-            model, revision=revision, tokenizer=tokenizer, device=device, dtype=dtype, batch_size=batch_size,
-            max_length=max_length, hypothesis_tokens=hypothesis_tokens, local_files_only=local_files_only,
-            token=token, cache_dir=cache_dir, show_progress=show_progress,
-        )
+        super().__init__(model, **options)
         if (not isinstance(label_tokens, (tuple, list)) or len(label_tokens) != 2
                 or not all(isinstance(t, str) and t.strip() for t in label_tokens)):
             raise InputError("label_tokens", "must be two non-empty strings: (supported, unsupported)")
@@ -526,26 +500,12 @@ class CrossEncoderNLIScorer(HFScorer):
         *,
         entailment_label: int | str | None = None,
         single_output: bool = False,
-        revision: str | None = None,
-        tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
-        device: DeviceLike = None,
-        dtype: DTypeLike = None,
-        batch_size: int = 16,
-        max_length: int = 512,
-        hypothesis_tokens: int = 64,
-        local_files_only: bool | None = None,
-        token: str | bool | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        show_progress: bool = False,
+        **options: Unpack[HFScorerOptions],
     ) -> None:
         if not isinstance(single_output, bool):
             raise InputError("single_output", "must be True or False")
         self.single_output = single_output
-        super().__init__(
-            model, revision=revision, tokenizer=tokenizer, device=device, dtype=dtype, batch_size=batch_size,
-            max_length=max_length, hypothesis_tokens=hypothesis_tokens, local_files_only=local_files_only,
-            token=token, cache_dir=cache_dir, show_progress=show_progress,
-        )
+        super().__init__(model, **options)
         if entailment_label is not None and (isinstance(entailment_label, bool)
                                              or not isinstance(entailment_label, (int, str))):
             raise InputError("entailment_label", "must be an index or a label name")
