@@ -17,6 +17,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .jsonl import numbered_rows
+
 if TYPE_CHECKING:
     from .correct.guard import GuardMode
     from .correct.types import CorrectionMethod
@@ -63,24 +65,7 @@ def read_rows(
     if path.suffix.lower() in (".csv", ".tsv"):
         yield from _read_csv(path, delimiter)
         return
-    with path.open("rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            try:  # decoded line by line: one bad byte costs its line, not the run; a BOM is dropped
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                yield number, None, f"not UTF-8 text (byte {exc.start}: {exc.reason})"
-                continue
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield number, None, f"invalid JSON: {exc.msg}"
-                continue
-            if not isinstance(row, dict):
-                yield number, None, "not a JSON object"
-                continue
-            yield number, row, None
+    yield from numbered_rows(path)
 
 
 def _sniff_delimiter(header: str) -> str:

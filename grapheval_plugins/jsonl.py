@@ -29,9 +29,45 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["JsonlStore", "read_jsonl"]
+__all__ = ["JsonlStore", "numbered_rows", "read_jsonl"]
 
 logger = logging.getLogger(__name__)
+
+
+def numbered_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """``(line number, row, problem)`` for each non-blank line of a JSONL file: the row, or why there is none.
+
+    The one JSONL reader of the package. Each line is decoded on its own, so one bad byte costs its line, not the
+    file; a UTF-8 byte-order mark on the first line is dropped.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "rows.jsonl"
+    >>> _ = path.write_bytes(b'{"id": 1}\\n\\n[1, 2]\\n{"id": }\\n\\xff\\n')
+    >>> for number, row, problem in numbered_rows(path):
+    ...     print(number, row or problem)
+    1 {'id': 1}
+    3 not a JSON object
+    4 invalid JSON: Expecting value (column 8)
+    5 not UTF-8 text (byte 0: invalid start byte)
+    """
+    with Path(path).open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                yield number, None, f"not UTF-8 text (byte {exc.start}: {exc.reason})"
+                continue
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield number, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+                continue
+            if not isinstance(row, dict):
+                yield number, None, "not a JSON object"
+                continue
+            yield number, row, None
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
@@ -39,17 +75,11 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
 
     A missing file yields nothing.
     """
-    path = Path(path)
-    if not path.exists():
+    if not Path(path).exists():
         return
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                yield value
+    for _, row, _problem in numbered_rows(path):
+        if row is not None:
+            yield row
 
 
 class JsonlStore:

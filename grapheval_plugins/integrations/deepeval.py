@@ -43,7 +43,6 @@ with the other test cases, as DeepEval does for its own metrics.
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 import warnings
 import weakref
@@ -65,6 +64,7 @@ from .. import (
     registry,
     run_sync,
 )
+from .._text import best_sentence
 from ..aggregate import check_threshold, threshold_for_min_score
 from .host_models import PromptChatModel
 
@@ -487,8 +487,6 @@ def _raise_for_report(report: Report) -> None:
 
 # --------------------------------------------------------------------- reason and verbose logs
 _REPORT_JSON_MARKER = "GraphEval report JSON:"  # = grapheval_plugins.report.JSON_MARKER (kept light: no import)
-_WORD = re.compile(r"[a-z0-9]+")
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _MAX_EVIDENCE = 200
 _MAX_LISTED = 8
 
@@ -504,9 +502,8 @@ def _evidence(claim: ClaimCheck) -> str | None:
         return None
     if len(chunk) <= _MAX_EVIDENCE:
         return chunk
-    words = set(_WORD.findall(claim.claim.lower()))
-    sentences = [s.strip() for s in _SENTENCE.findall(chunk) if s.strip()]
-    best = max(sentences, key=lambda s: len(words & set(_WORD.findall(s.lower()))), default=chunk)
+    span = best_sentence(chunk, claim.claim)
+    best = chunk[span[0] : span[1]] if span else chunk
     best = best if len(best) <= _MAX_EVIDENCE else best[: _MAX_EVIDENCE - 1] + "…"
     return f"…{best}…"
 

@@ -7,7 +7,6 @@ could not be read (invalid JSON, a missing field, a wrong type). One bad line ne
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..exceptions import InputError
+from ..jsonl import numbered_rows
 from ..types import ClaimCheck, Extraction, Report, Triple
 
 __all__ = ["LoadedRow", "load_inputs", "load_rows", "report_from_detection_row"]
@@ -36,19 +36,13 @@ class LoadedRow:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield number, None, f"not valid JSON: line {number} ({exc.msg} at column {exc.colno})"
-                continue
-            if not isinstance(row, dict):
-                yield number, None, f"not a JSON object: line {number}"
-                continue
+    for number, row, problem in numbered_rows(path):
+        if problem is None:
             yield number, row, None
+            continue
+        kind, _, detail = problem.partition(": ")  # "invalid JSON: <why>" → "not valid JSON: line N (<why>)"
+        kind = "not valid JSON" if kind == "invalid JSON" else kind
+        yield number, None, f"{kind}: line {number}" + (f" ({detail})" if detail else "")
 
 
 def load_inputs(

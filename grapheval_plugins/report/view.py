@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from .._text import best_sentence
 from ..locate import locate_triple
 from ..types import ClaimCheck, Report, Triple
 from .layout import layout
@@ -52,8 +53,6 @@ KEEP_AROUND = 400
 _LABEL_CHARS = 26
 _EDGE_LABEL_CHARS = 22
 _SNIPPET_CHARS = 220
-_WORD = re.compile(r"\w+", re.UNICODE)
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 
 
 def shorten(text: str, limit: int) -> str:
@@ -64,25 +63,6 @@ def shorten(text: str, limit: int) -> str:
     """
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + " …"
-
-
-def best_sentence(passage: str, claim: str) -> tuple[int, int] | None:
-    """``[start, end)`` of the sentence of ``passage`` sharing most words with ``claim`` (``None``: no word shared).
-
-    >>> text = "Ann is tall. Ann won silver in 2012."
-    >>> start, end = best_sentence(text, "Ann won gold")
-    >>> text[start:end]
-    'Ann won silver in 2012.'
-    """
-    words = set(_WORD.findall(claim.lower()))
-    best, best_score = None, 0
-    for m in _SENTENCE.finditer(passage):
-        sentence = m.group()
-        score = len(words & set(_WORD.findall(sentence.lower())))
-        if score > best_score and sentence.strip():
-            start = m.start() + len(sentence) - len(sentence.lstrip())
-            best, best_score = (start, m.start() + len(sentence.rstrip())), score
-    return best
 
 
 def snippet(passage: str, claim: str, limit: int = _SNIPPET_CHARS) -> str:

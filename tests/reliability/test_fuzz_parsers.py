@@ -155,7 +155,11 @@ def test_injection_in_the_output_stays_inside_the_kg_prompts_input() -> None:
     assert len(a) == len(b) and [type(m) for m in a] == [type(m) for m in b]
     changed = [i for i, (x, y) in enumerate(zip(a, b)) if x.content != y.content]
     assert changed == [len(a) - 1]  # only the last user message carries the output
-    assert str(b[-1].content) == str(a[-1].content).replace(benign, hostile)  # the rest of the template holds
+    # The rest of the template holds, and the output cannot close the prompt's <input> tag: its own tags are
+    # written as entities.
+    neutralised = hostile.replace("</input>", "&lt;/input&gt;").replace("<input>", "&lt;input&gt;")
+    assert str(b[-1].content) == str(a[-1].content).replace(benign, neutralised)
+    assert str(b[-1].content).count("</input>") == str(a[-1].content).count("</input>")
 
 
 def test_injection_cannot_change_a_judges_verdict_format() -> None:
