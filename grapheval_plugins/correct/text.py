@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from .._imports import require
+from .._text import diff_words
 from .types import RougeScores
 
 __all__ = ["check_rewrite", "clean_rewrite", "rouge_scores", "similarity", "word_diff"]
@@ -160,7 +161,6 @@ def check_rewrite(
     return None
 
 
-_WORDS = re.compile(r"\S+")
 
 
 def word_diff(a: str, b: str) -> str:
@@ -173,18 +173,19 @@ def word_diff(a: str, b: str) -> str:
     """
     if a == b:
         return ""
-    wa, wb = _WORDS.findall(a), _WORDS.findall(b)
     parts: list[str] = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, wa, wb, autojunk=False).get_opcodes():
-        if op == "equal":
-            parts.append(" ".join(wa[i1:i2]))
+    after_deletion = False
+    for op, text in diff_words(a, b):
+        words = " ".join(text.split())
+        if not words:
             continue
-        piece = ""
-        if op in ("delete", "replace"):
-            piece += "[-" + " ".join(wa[i1:i2]) + "-]"
-        if op in ("insert", "replace"):
-            piece += "{+" + " ".join(wb[j1:j2]) + "+}"
-        parts.append(piece)
+        if op == "same":
+            parts.append(words)
+        elif op == "ins" and after_deletion:  # a replacement reads [-old-]{+new+}
+            parts[-1] += "{+" + words + "+}"
+        else:
+            parts.append("[-" + words + "-]" if op == "del" else "{+" + words + "+}")
+        after_deletion = op == "del"
     return " ".join(parts)
 
 

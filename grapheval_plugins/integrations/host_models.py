@@ -37,6 +37,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._messages import message_text
+
 __all__ = [
     "ExtractedTriple",
     "KnowledgeGraphAnswer",
@@ -44,13 +46,6 @@ __all__ = [
     "StructuredTriplesChatModel",
     "render_prompt",
 ]
-
-
-def _text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content if isinstance(b, (str, dict)))
 
 
 def render_prompt(messages: Sequence[BaseMessage]) -> str:
@@ -71,7 +66,7 @@ def render_prompt(messages: Sequence[BaseMessage]) -> str:
     """
     parts: list[str] = []
     for message in messages:
-        text = _text(message).strip()
+        text = message_text(message).strip()
         if not text:
             continue
         parts.append(f"Your previous answer was:\n{text}" if isinstance(message, AIMessage) else text)

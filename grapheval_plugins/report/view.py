@@ -14,15 +14,13 @@ output and data never become markup.
 
 from __future__ import annotations
 
-import difflib
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from .._text import best_sentence
+from .._text import best_sentence, diff_words
 from ..locate import locate_triple
 from ..types import ClaimCheck, Report, Triple
 from .layout import layout
@@ -470,26 +468,6 @@ class CorrectionView:
     issues: list[str]
 
 
-def word_diff(before: str, after: str) -> list[tuple[Literal["same", "del", "ins"], str]]:
-    """Pieces of a word-level diff (``difflib``), whitespace kept.
-
-    >>> word_diff("Ann won gold in Rio.", "Ann won silver in Paris.")
-    [('same', 'Ann won '), ('del', 'gold '), ('ins', 'silver '), ('same', 'in '), ('del', 'Rio.'), ('ins', 'Paris.')]
-    """
-    # Words keep their trailing whitespace, so a rewritten stretch reads as one removal and one addition.
-    a, b = re.findall(r"^\s+|\S+\s*", before), re.findall(r"^\s+|\S+\s*", after)
-    out: list[tuple[Literal["same", "del", "ins"], str]] = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if op == "equal":
-            out.append(("same", "".join(a[i1:i2])))
-            continue
-        if i2 > i1:
-            out.append(("del", "".join(a[i1:i2])))
-        if j2 > j1:
-            out.append(("ins", "".join(b[j1:j2])))
-    return out
-
-
 _STATUS_TEXT = {
     "unflagged": "nothing to correct: detection found no unsupported claim",
     "corrected": "corrected: the re-check passes",
@@ -522,7 +500,7 @@ def correction_view(
     return CorrectionView(
         anchor=anchor, id=result.id, status=result.status, summary=_STATUS_TEXT.get(result.status, result.status),
         method=result.method, flagged=result.flagged, passed=result.passed, original=result.original,
-        corrected=result.corrected, diff=word_diff(result.original, result.corrected),
+        corrected=result.corrected, diff=diff_words(result.original, result.corrected),
         changes=[ChangeView(c.round, c.kind, c.old, c.new, c.p_unsupported, c.applied, c.reason, c.guard_lost)
                  for c in result.changes],
         detection=detection, recheck=recheck,
