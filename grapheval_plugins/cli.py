@@ -235,12 +235,11 @@ def _process_in_batches(
     """Run ``process`` on batches of rows (read as they are needed), append each result (a pydantic model) to
     OUTPUT as it comes, and ``tally`` it. A configuration error (a model that cannot load) stops the run; what is
     written stays. Only the ids written are kept in memory."""
-    from tqdm import tqdm
-
+    from ._progress import progress_bar
     from .exceptions import GraphEvalError
     from .jsonl import JsonlStore
 
-    with JsonlStore(output, keep_rows=False) as out, tqdm(total=total, desc=desc, unit="row") as bar:
+    with JsonlStore(output, keep_rows=False) as out, progress_bar(total, desc, leave=True) as bar:
         for batch in _batches(rows, batch_rows):
             try:
                 results = process(batch)

@@ -12,6 +12,7 @@ from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from .._progress import progress_bar
 from ..exceptions import GraphEvalError, InputError, ModelLoadError
 from ._hub import (
     HubOptions,
@@ -347,8 +348,6 @@ class HFScorer(Scorer):
             return []
         pairs = checked
         torch = _torch()
-        from tqdm.auto import tqdm
-
         with self.lock:
             self.load()
             features = self._encode(pairs)
@@ -356,7 +355,8 @@ class HFScorer(Scorer):
             scores = [0.0] * len(pairs)
             starts = range(0, len(order), self.batch_size)
             with torch.inference_mode():
-                for start in tqdm(starts, desc=self.name, unit="batch", disable=not self.show_progress):
+                bar = progress_bar(len(starts), self.name, unit="batch", enabled=self.show_progress, iterable=starts)
+                for start in bar:
                     indices = order[start : start + self.batch_size]
                     for index, score in zip(indices, self._run_batch([features[i] for i in indices])):
                         scores[index] = score

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
+from .._progress import progress_bar
 from ..exceptions import MissingDependencyError, ModelLoadError
 from ..inputs import to_sample
 from ..types import Report, StageError
@@ -84,9 +85,7 @@ async def correct_rows(
     if len(detections) != len(rows):  # pragma: no cover - GraphEval returns one report per row
         raise RuntimeError("GraphEval.aevaluate_many returned a report count different from the row count")
     semaphore = asyncio.Semaphore(fixer.max_concurrency or fixer.grapheval.max_concurrency)
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(rows), desc="correct", unit="row", disable=not show_progress, leave=False)
+    bar = progress_bar(len(rows), "correct", enabled=bool(show_progress))
 
     async def one(index: int, row: Any, detection: Report) -> CorrectionReport:
         try:

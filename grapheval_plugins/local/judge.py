@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .._imports import require
+from .._progress import progress_bar
 from .._template import fill
 from ..check.base import Scorer
 from ..check.judge import JUDGE_RUBRIC, JudgeCalibration, LabelReading, p_supported
@@ -307,9 +308,7 @@ class LocalJudgeScorer(Scorer):
 
 
 def _bar(total: int, enabled: bool) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="judge", unit="claim", disable=not enabled or total < 2, leave=False)
+    return progress_bar(total, "judge", unit="claim", enabled=enabled and total >= 2)
 
 
 def load_judge_scorer(spec: str, **options: Any) -> LocalJudgeScorer:

@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._progress import progress_bar
 from ..exceptions import ModelLoadError, WeightsIntegrityError
 from .hub import default_hub_fetch, hub_enabled
 
@@ -317,12 +318,8 @@ def assemble_parts(
         if _verified_file(target, sha256, size):  # finished by another process, and unchanged since
             return target
         total = sum(Path(p).stat().st_size for p in parts if Path(p).is_file())
-        from tqdm.auto import tqdm
-
-        bar = tqdm(
-            total=size or total, unit="B", unit_scale=True, unit_divisor=1024,
-            desc=description or f"assembling {target.name}", disable=not show_progress, leave=False,
-        )
+        bar = progress_bar(size or total, description or f"assembling {target.name}", unit="B",
+                           enabled=show_progress, unit_scale=True, unit_divisor=1024)
         digest = hashlib.sha256()
         written = 0
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)

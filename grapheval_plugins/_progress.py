@@ -1,0 +1,24 @@
+"""The one progress bar of the package: tqdm, imported when a bar is made, off when not wanted.
+
+Batch runs (rows), the local judge (claims), the HF scorers (batches), weight assembly (bytes) and the CLI all show
+their progress through :func:`progress_bar`, so they look and behave alike: cleared when done (``leave=False``)
+except where the CLI keeps its summary line, and never drawn when disabled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["progress_bar"]
+
+
+def progress_bar(total: int | None, desc: str, *, unit: str = "row", enabled: bool = True, leave: bool = False,
+                 **options: Any) -> Any:  # a tqdm bar (tqdm ships no type hints)
+    """A tqdm bar over ``total`` units (``options`` go to tqdm, e.g. ``unit_scale=True`` for bytes).
+
+    >>> bar = progress_bar(3, "rows", enabled=False)
+    >>> bar.update(3); bar.close()
+    """
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, leave=leave, **options)
