@@ -38,7 +38,7 @@ from .models import DEFAULT_LLM, DEFAULT_SCORER, resolve_llm, resolve_scorer
 from .pipeline import GraphEval
 from .retry import RetryPolicy
 from .score_cache import CachedScorer, MemoryScoreCache, ScoreCache, SQLiteScoreCache
-from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, Triple
+from .types import ClaimCheck, ExtractedRow, Extraction, Method, Mode, Report, StageError, Triple
 from .types import set_html_renderer as _set_html_renderer
 
 
@@ -109,6 +109,7 @@ __all__ = [
     "LocalJudgeScorer",
     "MemoryKGCache",
     "MemoryScoreCache",
+    "Method",
     "MissingDependencyError",
     "Mode",
     "ModelLoadError",

@@ -295,8 +295,6 @@ def evaluate(
         raise typer.BadParameter("engine must be 'process' or 'ray'")
     if method not in ("hybrid", "paper"):
         raise typer.BadParameter("method must be 'hybrid' or 'paper'")
-    if engine_name == "ray" and method != "hybrid":
-        raise typer.BadParameter("--engine ray decides by the default method only (hybrid)")
     checked_mode: Mode = "graph" if mode == "graph" else "raw"
     engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=checked_mode,
                        cache=cache or True,
@@ -309,7 +307,7 @@ def evaluate(
         counts["skipped (unreadable)"] = pending.unreadable
         _evaluate_on_ray(
             rows, output, counts, pending.problems, llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
-            cache=cache, context_key=context_field, output_key=output_field, id_key=id_field, address=address,
+            method="paper" if method == "paper" else "hybrid", cache=cache, context_key=context_field, output_key=output_field, id_key=id_field, address=address,
             extract_actors=extract_actors, check_actors=check_actors, requests_per_minute=requests_per_minute,
             tokens_per_minute=tokens_per_minute,
         )

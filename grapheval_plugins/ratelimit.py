@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._async import run_sync
-from ._messages import describe_llm, message_text
+from .messages import describe_llm, message_text
 
 __all__ = ["RateLimitedChatModel", "TokenBucket", "estimate_tokens"]
 

@@ -25,19 +25,16 @@ True
 
 from __future__ import annotations
 
-import threading
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from . import aggregate
-from .check.base import Scorer
 from .exceptions import InputError
-from .types import Mode
-
-if TYPE_CHECKING:
-    from .pipeline import GraphEval
+from .pipeline import GraphEval
+from .shared import LOCK, clear, scorer_key, shared_scorer
+from .types import Method, Mode
 
 __all__ = [
     "EngineOptions",
@@ -51,73 +48,8 @@ __all__ = [
 
 T = TypeVar("T")
 
-_LOCK = threading.RLock()
-_SCORERS: dict[str, Scorer] = {}
-_SCORER_LOCKS: dict[str, threading.Lock] = {}
-_ENGINES: dict[tuple[Any, ...], GraphEval] = {}
-_ENGINES_BY_OBJECT: weakref.WeakValueDictionary[tuple[Any, ...], GraphEval] = weakref.WeakValueDictionary()
 _ADAPTERS: weakref.WeakValueDictionary[tuple[str, int], Any] = weakref.WeakValueDictionary()
 _ADAPTERS_BY_NAME: dict[tuple[str, str], Any] = {}
-
-
-def _is_spec(value: Any) -> bool:
-    return value is None or isinstance(value, str)
-
-
-def scorer_key(spec: str | None) -> str:
-    """The canonical form of a scorer spec: ``None`` is the default, aliases name their model.
-
-    >>> scorer_key("HHEM") == scorer_key("hhem:vectara/hallucination_evaluation_model")
-    True
-    """
-    from .models import DEFAULT_SCORER, SCORER_ALIASES
-
-    text = (spec or DEFAULT_SCORER).strip()
-    text = SCORER_ALIASES.get(text.lower(), text)
-    prefix, sep, rest = text.partition(":")
-    return f"{prefix.lower()}:{rest}" if sep else text
-
-
-def shared_scorer(spec: Any = None) -> Scorer:
-    """The process-wide scorer for ``spec``: loaded on the first request, then reused.
-
-    A :class:`~grapheval_plugins.check.Scorer` object is returned as it is; a spec string (or ``None``, the
-    default) goes through :func:`~grapheval_plugins.models.resolve_scorer` once per canonical spec
-    (:func:`scorer_key`). Loads of different specs may run at once; two requests for one spec load it once.
-
-    Raises:
-        ModelLoadError, MissingDependencyError: as :func:`~grapheval_plugins.models.resolve_scorer`.
-    """
-    from . import models
-
-    if not _is_spec(spec):
-        return models.resolve_scorer(spec)
-    key = scorer_key(spec)
-    with _LOCK:
-        scorer = _SCORERS.get(key)
-        if scorer is not None:
-            return scorer
-        lock = _SCORER_LOCKS.setdefault(key, threading.Lock())
-    with lock:  # one load per spec; other specs are not held up
-        with _LOCK:
-            scorer = _SCORERS.get(key)
-        if scorer is None:
-            scorer = models.resolve_scorer(spec)
-            with _LOCK:
-                _SCORERS[key] = scorer
-        return scorer
-
-
-def _llm_key(llm: Any) -> Hashable:
-    if llm is None:
-        from .models import DEFAULT_LLM
-
-        return DEFAULT_LLM
-    return llm.strip() if isinstance(llm, str) else ("object", id(llm))
-
-
-def _scorer_part(scorer: Any) -> Hashable:
-    return scorer_key(scorer) if _is_spec(scorer) else ("object", id(scorer))
 
 
 def shared_engine(
@@ -125,6 +57,7 @@ def shared_engine(
     scorer: Any = None,
     *,
     mode: Mode = "graph",
+    method: Method = "hybrid",
     hallucination_threshold: float | None = None,
 ) -> GraphEval:
     """The process-wide :class:`~grapheval_plugins.GraphEval` for these models and options.
@@ -132,27 +65,17 @@ def shared_engine(
     Built on the first request (nothing loads until first use) and returned again for the same arguments: spec
     strings compare by value (``"hhem"`` and its long form are one), model objects by identity. Engines that
     differ only in ``hallucination_threshold`` share their models, knowledge-graph cache and scorer passes (see
-    :meth:`GraphEval.with_options <grapheval_plugins.GraphEval.with_options>`).
+    :meth:`GraphEval.with_options <grapheval_plugins.GraphEval.with_options>`). The same as
+    :meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`.
 
     Args:
         llm: the extraction chat model or spec (``None``: the offline default).
         scorer: the scorer or spec (``None``: the offline default).
         mode: ``"graph"`` or ``"raw"``.
+        method: the decision rule, ``"hybrid"`` (default) or ``"paper"``; engines with different rules are distinct.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5).
     """
-    from .pipeline import GraphEval
-
-    if mode not in ("graph", "raw"):
-        raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
-    value = aggregate.check_threshold(0.5 if hallucination_threshold is None else hallucination_threshold)
-    key = (_llm_key(llm), _scorer_part(scorer), mode)
-    store: Any = _ENGINES if _is_spec(llm) and _is_spec(scorer) else _ENGINES_BY_OBJECT
-    with _LOCK:
-        engine: GraphEval | None = store.get(key)
-        if engine is None:
-            engine = GraphEval(llm=llm, scorer=scorer, mode=mode)
-            store[key] = engine
-    return engine.with_options(hallucination_threshold=value)
+    return GraphEval.shared(llm, scorer, mode=mode, method=method, hallucination_threshold=hallucination_threshold)
 
 
 def shared_adapter(kind: str, host_object: Any, factory: Callable[[Any], T]) -> T:
@@ -163,7 +86,7 @@ def shared_adapter(kind: str, host_object: Any, factory: Callable[[Any], T]) -> 
     (``"deepeval"``, ``"ragas"``). A name (a string) is adapted once per process; an object's adapter, which holds
     the object, lives as long as something (an engine, a metric) holds the adapter.
     """
-    with _LOCK:
+    with LOCK:
         if isinstance(host_object, str):
             hit = _ADAPTERS_BY_NAME.get((kind, host_object))
             if hit is None:
@@ -179,11 +102,8 @@ def shared_adapter(kind: str, host_object: Any, factory: Callable[[Any], T]) -> 
 
 def clear_shared() -> None:
     """Forget every shared engine, scorer and adapter (their models are freed once nothing else holds them)."""
-    with _LOCK:
-        _ENGINES.clear()
-        _ENGINES_BY_OBJECT.clear()
-        _SCORERS.clear()
-        _SCORER_LOCKS.clear()
+    with LOCK:
+        clear()
         _ADAPTERS.clear()
         _ADAPTERS_BY_NAME.clear()
 
@@ -200,6 +120,7 @@ class EngineOptions:
     llm: Any = None
     scorer: Any = None
     mode: Mode | None = None
+    method: Method | None = None
     hallucination_threshold: float | None = None
 
     def engine(self, llm: Any = None) -> GraphEval:
@@ -214,6 +135,7 @@ class EngineOptions:
             self.llm if llm is None else llm,
             self.scorer,
             mode=self.mode or "graph",
+            method=self.method or "hybrid",
             hallucination_threshold=self.hallucination_threshold,
         )
 
@@ -224,8 +146,8 @@ def engine_options(
     llm: Any = None,
     scorer: Any = None,
     mode: Any = None,
+    method: Any = None,
     hallucination_threshold: Any = None,
-    engine_differs: str = "adapt",
     fields: dict[str, str] | None = None,
 ) -> EngineOptions:
     """Validate the shared options of a host adapter; the one place every adapter checks them.
@@ -234,10 +156,12 @@ def engine_options(
         grapheval: an engine to score with (passed by reference), or ``None``.
         llm, scorer: models or specs for an engine built here (refused together with ``grapheval``).
         mode: ``"graph"``, ``"raw"`` or ``None`` (the engine's own; ``"graph"`` for a built one).
+        method: the decision rule, ``"hybrid"``, ``"paper"`` or ``None`` (the engine's own; ``"hybrid"`` for a built
+            one).
         hallucination_threshold: the P(unsupported) above which a claim is unsupported, in [0, 1], or ``None``
             (the engine's own; 0.5 for a built one). Hosts translate their own convention before calling this.
-        engine_differs: with an engine whose threshold differs: ``"adapt"`` scores with a view of the engine at
-            this threshold (same models, cache and scorer passes); ``"error"`` refuses it.
+            With an engine whose threshold differs, :meth:`EngineOptions.engine` is a view of that engine at this
+            threshold (same models, cache and scorer passes): the same behaviour in every adapter.
         fields: the host's names for the options, used in error messages (e.g. ``{"mode": "check_mode"}``).
 
     Raises:
@@ -249,17 +173,18 @@ def engine_options(
     ...
     grapheval_plugins.exceptions.InputError: mode: must be 'graph' or 'raw', got 'fast'
     """
-    from .pipeline import GraphEval
 
-    names = {"grapheval": "grapheval", "llm": "llm", "scorer": "scorer", "mode": "mode",
+    names = {"grapheval": "grapheval", "llm": "llm", "scorer": "scorer", "mode": "mode", "method": "method",
              "hallucination_threshold": "hallucination_threshold", **(fields or {})}
     if mode is not None and mode not in ("graph", "raw"):
         raise InputError(names["mode"], f"must be 'graph' or 'raw', got {mode!r}")
+    if method is not None and method not in ("hybrid", "paper"):
+        raise InputError(names["method"], f"must be 'hybrid' or 'paper', got {method!r}")
     value = None
     if hallucination_threshold is not None:
         value = aggregate.check_threshold(hallucination_threshold, names["hallucination_threshold"])
     if grapheval is None:
-        return EngineOptions(llm=llm, scorer=scorer, mode=mode, hallucination_threshold=value)
+        return EngineOptions(llm=llm, scorer=scorer, mode=mode, method=method, hallucination_threshold=value)
     if not isinstance(grapheval, GraphEval):
         raise InputError(names["grapheval"], f"expected a GraphEval engine, got {type(grapheval).__name__}", reason="type")
     if llm is not None or scorer is not None:
@@ -270,9 +195,10 @@ def engine_options(
         raise InputError(
             names["mode"], f"{mode!r} differs from the engine's mode {grapheval.mode!r}: set it on the engine"
         )
-    if value is not None and value != grapheval.hallucination_threshold and engine_differs == "error":
+    if method is not None and method != grapheval.method:
         raise InputError(
-            names["hallucination_threshold"],
-            f"{value!r} differs from the engine's threshold {grapheval.hallucination_threshold!r}: set it on the engine",
+            names["method"], f"{method!r} differs from the engine's method {grapheval.method!r}: set it on the engine"
         )
-    return EngineOptions(grapheval=grapheval, mode=grapheval.mode, hallucination_threshold=value)
+    # Another threshold than the engine's: every adapter scores with a view of the engine at that threshold (same
+    # models, cache and scorer passes; :meth:`GraphEval.with_options`), never by changing the shared engine.
+    return EngineOptions(grapheval=grapheval, mode=grapheval.mode, method=grapheval.method, hallucination_threshold=value)

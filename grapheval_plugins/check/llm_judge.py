@@ -35,9 +35,9 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from .._messages import describe_llm, message_text
 from .._template import fill
 from ..exceptions import InputError
+from ..messages import describe_llm, message_text
 from .judge import (
     JUDGE_LABELS,
     JUDGE_RUBRIC,

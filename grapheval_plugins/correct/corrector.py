@@ -18,9 +18,9 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 
 from .._async import run_sync
-from .._messages import describe_llm
 from ..exceptions import InputError, MissingDependencyError
 from ..inputs import PASSAGE_SEPARATOR, normalize_output, normalize_passages
+from ..messages import describe_llm
 from ..pipeline import GraphEval
 from ..retry import RetryPolicy
 from ..types import Report

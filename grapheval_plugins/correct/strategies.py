@@ -15,8 +15,8 @@ from typing import Any, Protocol
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from .._messages import message_text
 from ..extract.parser import parse_single_triple, parse_triples
+from ..messages import message_text
 from ..retry import RetryPolicy
 from ..types import ClaimCheck, Report, Triple
 from .evidence import closest_sentences, deciding_passage, failure_reason

@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from .._imports import require
-from .._text import diff_words
+from ..text import diff_words
 from .types import RougeScores
 
 __all__ = ["check_rewrite", "clean_rewrite", "rouge_scores", "similarity", "word_diff"]

@@ -12,9 +12,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from .._messages import describe_llm, message_text
 from ..cache import CachedKG, KGCache
 from ..exceptions import ExtractionError
+from ..messages import describe_llm, message_text
 from ..retry import Reprompt, RetryPolicy, is_retryable
 from ..types import Extraction, Triple
 from .parser import parse_triples

@@ -55,6 +55,7 @@ from .. import (
     GraphEval,
     GraphEvalError,
     InputError,
+    Method,
     MissingDependencyError,
     Mode,
     Report,
@@ -64,8 +65,8 @@ from .. import (
     registry,
     run_sync,
 )
-from .._text import best_sentence
 from ..aggregate import check_threshold, threshold_for_min_score
+from ..text import best_sentence
 from .host_models import PromptChatModel
 
 try:
@@ -210,6 +211,8 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         llm: chat model or spec for the extraction when no engine is given (``None``: the offline default).
         scorer: scorer or spec when no engine is given (``None``: the offline default).
         mode: ``"graph"`` (default) or ``"raw"`` (the whole output scored as one claim: the paper's baseline).
+        method: the decision rule when no engine is given: ``"hybrid"`` (default) or ``"paper"`` (the paper's rule,
+            the largest triple's P(unsupported)); an engine's own applies otherwise.
             With an engine, ``None`` or the engine's own mode.
         context_field: ``"auto"`` (default), ``"context"`` or ``"retrieval_context"``.
         include_reason: put the unsupported triples, their probabilities and evidence in ``reason``.
@@ -253,6 +256,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         llm: Any = None,
         scorer: Any = None,
         mode: Mode | None = None,
+        method: Method | None = None,
         context_field: ContextField = "auto",
         include_reason: bool = True,
         strict_mode: bool = False,
@@ -274,6 +278,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             llm=deepeval_chat_model(model) if model is not None else llm,
             scorer=scorer,
             mode=mode,
+            method=method,
             hallucination_threshold=threshold_for_min_score(min_score),
             fields={"hallucination_threshold": "threshold", "llm": "model" if model is not None else "llm"},
         )
@@ -283,6 +288,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         self.llm = llm
         self.scorer = scorer
         self.mode = mode
+        self.method = method
         self.context_field: ContextField = context_field
         self.include_reason = include_reason
         self.strict_mode = strict_mode

@@ -37,7 +37,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._messages import message_text
+from ..messages import message_text
 
 __all__ = [
     "ExtractedTriple",

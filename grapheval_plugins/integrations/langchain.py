@@ -53,6 +53,7 @@ from .. import (
     GraphCorrect,
     GraphEval,
     InputError,
+    Method,
     Mode,
     Report,
     normalize_output,
@@ -224,7 +225,8 @@ class GraphEvalRunnable(_RowRunnable):
             (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`: Runnables, DeepEval and Ragas metrics
             over the same specs share it, and its models load once).
         llm, scorer: models or specs for that shared engine (they resolve on first use).
-        mode: ``"graph"`` or ``"raw"`` for that shared engine (an engine's own applies otherwise).
+        mode, method: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, or ``"paper"``), for
+            that shared engine (an engine's own apply otherwise).
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
             0.5). With a given engine, the Runnable scores with a view of it at this threshold (same models, cache
             and scorer passes), as every adapter does; the engine itself is not changed.
@@ -261,11 +263,12 @@ class GraphEvalRunnable(_RowRunnable):
         llm: Any = None,
         scorer: Any = None,
         mode: Mode | None = None,
+        method: Method | None = None,
         hallucination_threshold: float | None = None,
         **kwargs: Any,
     ) -> None:
         grapheval = registry.engine_options(
-            grapheval, llm=llm, scorer=scorer, mode=mode, hallucination_threshold=hallucination_threshold
+            grapheval, llm=llm, scorer=scorer, mode=mode, method=method, hallucination_threshold=hallucination_threshold
         ).engine()
         self._check_options(kwargs)
         super().__init__(grapheval=grapheval, **kwargs)  # type: ignore[call-arg]

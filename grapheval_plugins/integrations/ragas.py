@@ -45,6 +45,7 @@ from typing import Any, cast
 from .. import (
     GraphEval,
     InputError,
+    Method,
     MissingDependencyError,
     Mode,
     Report,
@@ -118,12 +119,14 @@ def _engine_alias(grapheval: Any, engine: Any, owner: str, stacklevel: int) -> A
 
 
 def _engine_options(
-    grapheval: Any, llm: Any, scorer: Any, mode: Any, threshold: Any, binary: Any, mode_field: str = "mode"
+    grapheval: Any, llm: Any, scorer: Any, mode: Any, threshold: Any, binary: Any, mode_field: str = "mode",
+    method: Any = None,
 ) -> registry.EngineOptions:
     if not isinstance(binary, bool):
         raise InputError("binary", f"must be True or False, got {binary!r}")
     return registry.engine_options(
-        grapheval, llm=llm, scorer=scorer, mode=mode, hallucination_threshold=threshold, fields={"mode": mode_field},
+        grapheval, llm=llm, scorer=scorer, mode=mode, method=method, hallucination_threshold=threshold,
+        fields={"mode": mode_field},
     )
 
 
@@ -287,6 +290,7 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
         check_mode: ``"graph"`` (default) or ``"raw"`` (whole response as one claim) when no engine is given.
             (Not ``mode``: ``ragas.evaluate()`` renames the result column of any metric with a ``mode`` attribute
             to ``"<name>(mode=...)"``.)
+        method: the decision rule when no engine is given: ``"hybrid"`` (default) or ``"paper"``.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
             0.5). With ``grapheval=``, the metric scores with a view of that engine at this threshold (same models,
             cache and scorer passes); the engine itself is not changed.
@@ -320,6 +324,7 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
     scorer: Any = None
     binary: bool = False
     check_mode: Mode | None = None
+    method: Method | None = None
     hallucination_threshold: float | None = None
     threshold: float | None = None
     _options: registry.EngineOptions | None = field(default=None, repr=False, compare=False)
@@ -341,7 +346,7 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
         self.threshold = self.hallucination_threshold  # the deprecated name still reads
         self._options = _engine_options(
             self.grapheval, self.llm, self.scorer, self.check_mode, self.hallucination_threshold, self.binary,
-            mode_field="check_mode",
+            mode_field="check_mode", method=self.method,
         )
         if self.grapheval is not None:
             # A metric whose llm is None gets ragas.evaluate()'s llm= (or Ragas's OpenAI default): mark it as
@@ -373,7 +378,8 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
         """The engine the next sample is scored with (shared, built on first use; model loading stays lazy)."""
         if self._options is None:
             self._options = _engine_options(
-                self.grapheval, None, self.scorer, self.check_mode, self.hallucination_threshold, self.binary
+                self.grapheval, None, self.scorer, self.check_mode, self.hallucination_threshold, self.binary,
+                method=self.method,
             )
         if self.grapheval is not None:
             return self._options.engine()  # the engine, seen at this metric's threshold when it gives one
@@ -429,7 +435,8 @@ class GraphEvalRagasMetric(BaseMetric):
             ``extraction_llm``: Ragas reserves ``llm`` for its own LLM type.
         scorer: the scorer or scorer spec when no engine is given.
         binary: the paper's 0/1 verdict instead of ``1 − max P(unsupported)``.
-        mode: for an engine built from specs (an engine's own applies otherwise).
+        mode, method: for an engine built from specs (an engine's own apply otherwise); ``method`` is the decision
+            rule, ``"hybrid"`` (default) or ``"paper"``.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
             0.5); with ``grapheval=``, a view of that engine at this threshold.
         threshold: deprecated name of ``hallucination_threshold`` (warns).
@@ -461,6 +468,7 @@ class GraphEvalRagasMetric(BaseMetric):
         scorer: Any = None,
         binary: bool = False,
         mode: Mode | None = None,
+        method: Method | None = None,
         hallucination_threshold: float | None = None,
         threshold: float | None = None,
         name: str = DEFAULT_NAME,
@@ -470,13 +478,14 @@ class GraphEvalRagasMetric(BaseMetric):
             raise InputError("grapheval", "give grapheval= (engine= is its deprecated old name), not both")
         grapheval = _engine_alias(grapheval, engine, type(self).__name__, stacklevel=3)
         hallucination_threshold = _threshold_alias(hallucination_threshold, threshold, type(self).__name__, 3)
-        self._options = _engine_options(grapheval, llm, scorer, mode, hallucination_threshold, binary)
+        self._options = _engine_options(grapheval, llm, scorer, mode, hallucination_threshold, binary, method=method)
         _extraction_model(llm, name)
         self.grapheval = grapheval
         self.extraction_llm = llm
         self.scorer = scorer
         self.binary = binary
         self.mode = mode
+        self.method = method
         self.hallucination_threshold = hallucination_threshold
         self.threshold = hallucination_threshold  # the deprecated name still reads
         self.max_reason_claims = max_reason_claims

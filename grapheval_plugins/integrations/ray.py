@@ -41,7 +41,7 @@ from typing import Any
 from ..exceptions import InputError, MissingDependencyError
 from ..extract.prompts import KG_PROMPT, KGPrompt
 from ..pipeline import GraphEval
-from ..types import ExtractedRow, Mode, Report, Triple
+from ..types import ExtractedRow, Method, Mode, Report, Triple
 
 
 def _require(module: str, extra: str, purpose: str) -> Any:
@@ -88,6 +88,7 @@ class EngineSpec:
     scorer: Any = None
     hallucination_threshold: float = 0.5
     mode: Mode = "graph"
+    method: Method = "hybrid"
     prompt: KGPrompt = KG_PROMPT
     max_retries: int = 2
     cache: str | None = None
@@ -115,7 +116,7 @@ class EngineSpec:
         """A :class:`~grapheval_plugins.GraphEval` with these settings over already-built models."""
         return GraphEval(
             llm=llm, scorer=scorer, hallucination_threshold=self.hallucination_threshold, mode=self.mode,
-            prompt=self.prompt,
+            method=self.method, prompt=self.prompt,
             max_retries=self.max_retries, cache=self.cache if self.cache is not None else True,
             render_triple=self.render_triple, locate=self.locate, show_progress=False, **options,
         )
@@ -238,6 +239,7 @@ def build_dataset(
     hallucination_threshold: float | None = None,
     threshold: float | None = None,
     mode: Mode = "graph",
+    method: Method = "hybrid",
     prompt: KGPrompt = KG_PROMPT,
     max_retries: int = 2,
     cache: str | Path | None = None,
@@ -273,6 +275,8 @@ def build_dataset(
         llm, scorer: spec strings (or picklable zero-argument factories); each actor builds its own model.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5);
             ``threshold``: its deprecated alias (warns).
+        mode, method: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, or ``"paper"``): the
+            same reports as :class:`~grapheval_plugins.GraphEval` with these options.
         cache: SQLite file for the knowledge-graph cache, on storage all workers reach (see ``docs/ray.md``);
             ``None``: an in-memory cache per extraction actor.
         extract_actors: extraction actors (one chat model each); ``extract_concurrency``: calls in flight per
@@ -299,7 +303,7 @@ def build_dataset(
         hallucination_threshold = threshold
     spec = EngineSpec(
         llm=llm, scorer=scorer, hallucination_threshold=0.5 if hallucination_threshold is None else hallucination_threshold,
-        mode=mode, prompt=prompt, max_retries=max_retries,
+        mode=mode, method=method, prompt=prompt, max_retries=max_retries,
         cache=None if cache is None else str(Path(cache).resolve()), render_triple=render_triple, locate=locate,
     )
     limits = _Limits(

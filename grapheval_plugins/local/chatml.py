@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._messages import message_text
+from ..messages import message_text
 
 __all__ = ["DEFAULT_SYSTEM", "chatml_segments", "chatml_text", "message_role", "message_text"]
 

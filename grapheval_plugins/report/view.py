@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from .._text import best_sentence, diff_words
 from ..locate import locate_triple
+from ..text import best_sentence, diff_words
 from ..types import ClaimCheck, Report, Triple
 from .layout import layout
 
