@@ -25,6 +25,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LangSmithParams
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import ConfigDict, PrivateAttr
+
 from ._async import run_sync
 from .messages import describe_llm, message_text
 
@@ -116,8 +122,10 @@ def _usage_tokens(answer: Any) -> int | None:
     return None
 
 
-class RateLimitedChatModel:
-    """A chat model that keeps under requests-per-minute and tokens-per-minute budgets.
+class RateLimitedChatModel(BaseChatModel):
+    """A LangChain chat model that keeps another under requests-per-minute and tokens-per-minute budgets.
+
+    It is a chat model itself (``bind``, callbacks, use as an LLM judge), named as the model it wraps.
 
     Args:
         llm: any LangChain chat model (``ainvoke`` / ``invoke``).
@@ -127,44 +135,84 @@ class RateLimitedChatModel:
         burst_seconds: how many seconds of budget may be spent at once (default: one minute's worth).
 
     The budgets are per instance: a run spread over N processes gives each 1/N of the account's limits
-    (:func:`grapheval_plugins.integrations.ray.evaluate_dataset` does this for its extraction actors).
+    (:func:`grapheval_plugins.integrations.ray.evaluate_dataset` does this for its extraction actors). For a limit on
+    requests alone, LangChain's own ``rate_limiter=`` (``InMemoryRateLimiter``) on the model does the same; this
+    wrapper adds the token budget, charged with the usage the provider reports.
     """
 
-    def __init__(
-        self,
-        llm: Any,
-        *,
-        requests_per_minute: float | None = None,
-        tokens_per_minute: float | None = None,
-        expected_completion_tokens: int = 256,
-        burst_seconds: float = 60.0,
-    ) -> None:
-        self.llm = llm
-        self.model_label = describe_llm(llm)
-        share = burst_seconds / 60.0
-        self.requests = (
-            TokenBucket(requests_per_minute, max(1.0, requests_per_minute * share)) if requests_per_minute else None
-        )
-        self.tokens = TokenBucket(tokens_per_minute, tokens_per_minute * share) if tokens_per_minute else None
-        self.expected_completion_tokens = expected_completion_tokens
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+    llm: Any
+    """The wrapped chat model."""
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    expected_completion_tokens: int = 256
+    burst_seconds: float = 60.0
+
+    _requests: TokenBucket | None = PrivateAttr(default=None)
+    _tokens: TokenBucket | None = PrivateAttr(default=None)
+
+    def __init__(self, llm: Any = None, /, **options: Any) -> None:
+        if llm is not None:
+            options["llm"] = llm
+        super().__init__(**options)
+        share = self.burst_seconds / 60.0
+        rpm, tpm = self.requests_per_minute, self.tokens_per_minute
+        self._requests = TokenBucket(rpm, max(1.0, rpm * share)) if rpm else None
+        self._tokens = TokenBucket(tpm, tpm * share) if tpm else None
+
+    @property
+    def requests(self) -> TokenBucket | None:
+        """The requests budget (``None``: unbounded)."""
+        return self._requests
+
+    @property
+    def tokens(self) -> TokenBucket | None:
+        """The tokens budget (``None``: unbounded)."""
+        return self._tokens
+
+    @property
+    def model_label(self) -> str:
+        """The wrapped model's name, so cache keys and reports are the same with or without limits."""
+        return describe_llm(self.llm)
+
+    @property
+    def _llm_type(self) -> str:
+        return "rate-limited"
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params.setdefault("ls_model_name", self.model_label)
+        return params
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         """Wait for the budgets, then call the wrapped model; charge the reported usage afterwards."""
-        estimate = estimate_tokens(input) + self.expected_completion_tokens
-        if self.requests is not None:
-            await self.requests.acquire(1.0)
-        if self.tokens is not None:
-            await self.tokens.acquire(estimate)
-        answer = await self.llm.ainvoke(input, config=config, **kwargs)
-        if self.tokens is not None:
+        estimate = estimate_tokens(messages) + self.expected_completion_tokens
+        if self._requests is not None:
+            await self._requests.acquire(1.0)
+        if self._tokens is not None:
+            await self._tokens.acquire(estimate)
+        answer = await self.llm.ainvoke(messages, stop=stop, **kwargs)
+        if self._tokens is not None:
             used = _usage_tokens(answer)
             if used is not None:
-                self.tokens.charge(used - estimate)
-        return answer
+                self._tokens.charge(used - estimate)
+        return ChatResult(generations=[ChatGeneration(message=answer)])
 
-    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
-        """Synchronous :meth:`ainvoke`."""
-        return run_sync(self.ainvoke(input, config=config, **kwargs))
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return run_sync(self._agenerate(messages, stop=stop, **kwargs))
 
     def __repr__(self) -> str:
         return f"RateLimitedChatModel({self.model_label!r})"

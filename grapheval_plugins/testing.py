@@ -21,12 +21,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LangSmithParams
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from .check.base import Scorer
+from .messages import describe_llm
 
 __all__ = [
     "CHAOS_LLM_FAULTS",
@@ -70,6 +71,11 @@ class ScriptedChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "scripted-chat-model"
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params.setdefault("ls_model_name", describe_llm(self))  # the standard tracing parameters name the model
+        return params
 
     @property
     def calls(self) -> list[list[BaseMessage]]:
@@ -279,6 +285,11 @@ class ChaosChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "chaos-chat-model"
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params.setdefault("ls_model_name", describe_llm(self))  # the standard tracing parameters name the model
+        return params
 
     @property
     def calls(self) -> int:

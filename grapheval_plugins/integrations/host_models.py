@@ -32,12 +32,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LangSmithParams
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..messages import message_text
+from ..messages import describe_llm, message_text
 
 __all__ = [
     "ExtractedTriple",
@@ -105,6 +105,11 @@ class _HostChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "grapheval-host-model"
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params.setdefault("ls_model_name", describe_llm(self))  # the standard tracing parameters name the model
+        return params
 
     def _answer(self, text: str) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
