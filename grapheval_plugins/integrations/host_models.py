@@ -93,10 +93,19 @@ class KnowledgeGraphAnswer(BaseModel):
 
 
 class _HostChatModel(BaseChatModel):
+    """A chat model over a host's ``complete`` / ``acomplete`` pair: one sync and one async path for every
+    subclass, which says only what the call takes (:meth:`_arguments`) and how its result reads (:meth:`_text_of`).
+
+    ``invoke`` calls ``complete`` (or runs ``acomplete`` on the package's background loop when there is none);
+    ``ainvoke`` awaits ``acomplete`` (or runs ``complete`` in a worker thread when there is none).
+    """
+
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     label: str = "host-model"
     """The model's name in reports and cache keys (``describe_llm`` reads ``model_label``)."""
+    complete: Callable[..., Any] | None = None
+    acomplete: Callable[..., Awaitable[Any]] | None = None
 
     @property
     def model_label(self) -> str:
@@ -111,8 +120,42 @@ class _HostChatModel(BaseChatModel):
         params.setdefault("ls_model_name", describe_llm(self))  # the standard tracing parameters name the model
         return params
 
-    def _answer(self, text: str) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
+    def _arguments(self, prompt: str) -> tuple[Any, ...]:
+        return (prompt,)
+
+    def _text_of(self, result: Any) -> str:
+        return str(result)
+
+    def _answer(self, result: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(self._text_of(result)))])
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        arguments = self._arguments(render_prompt(messages))
+        if self.complete is None:
+            from .. import run_sync
+
+            assert self.acomplete is not None
+            return self._answer(run_sync(_awaited(self.acomplete(*arguments))))
+        return self._answer(self.complete(*arguments))
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        arguments = self._arguments(render_prompt(messages))
+        if self.acomplete is None:
+            assert self.complete is not None
+            return self._answer(await asyncio.to_thread(self.complete, *arguments))
+        return self._answer(await self.acomplete(*arguments))
 
 
 class PromptChatModel(_HostChatModel):
@@ -127,34 +170,6 @@ class PromptChatModel(_HostChatModel):
 
     complete: Callable[[str], str] | None = None
     acomplete: Callable[[str], Awaitable[str]] | None = None
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        prompt = render_prompt(messages)
-        if self.complete is None:
-            from .. import run_sync
-
-            assert self.acomplete is not None
-            return self._answer(run_sync(_awaited(self.acomplete(prompt))))
-        return self._answer(self.complete(prompt))
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        prompt = render_prompt(messages)
-        if self.acomplete is None:
-            assert self.complete is not None
-            return self._answer(await asyncio.to_thread(self.complete, prompt))
-        return self._answer(await self.acomplete(prompt))
 
 
 class StructuredTriplesChatModel(_HostChatModel):
@@ -171,41 +186,13 @@ class StructuredTriplesChatModel(_HostChatModel):
     complete: Callable[[str, type[BaseModel]], BaseModel] | None = None
     acomplete: Callable[[str, type[BaseModel]], Awaitable[BaseModel]] | None = None
 
-    @staticmethod
-    def _graph(result: Any) -> str:
+    def _arguments(self, prompt: str) -> tuple[Any, ...]:
+        return (prompt, KnowledgeGraphAnswer)
+
+    def _text_of(self, result: Any) -> str:
         if isinstance(result, KnowledgeGraphAnswer):
             return result.as_answer()
         return KnowledgeGraphAnswer.model_validate(result, from_attributes=True).as_answer()
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        prompt = render_prompt(messages)
-        if self.complete is None:
-            from .. import run_sync
-
-            assert self.acomplete is not None
-            return self._answer(self._graph(run_sync(_awaited(self.acomplete(prompt, KnowledgeGraphAnswer)))))
-        return self._answer(self._graph(self.complete(prompt, KnowledgeGraphAnswer)))
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        prompt = render_prompt(messages)
-        if self.acomplete is None:
-            assert self.complete is not None
-            result = await asyncio.to_thread(self.complete, prompt, KnowledgeGraphAnswer)
-        else:
-            result = await self.acomplete(prompt, KnowledgeGraphAnswer)
-        return self._answer(self._graph(result))
 
 
 async def _awaited(value: Awaitable[Any]) -> Any:
