@@ -13,7 +13,9 @@ Everything version-dependent about llama-cpp-python lives here, behind checks th
   chat model and the judge share the weights in memory. It needs llama-cpp-python's private ``_internals``
   module; :func:`internals_supported` checks the version range it was written against, and outside it the
   caller loads the model a second time instead.
-* :func:`next_logits` reads the logits of the last evaluated position.
+* :func:`next_logits` reads the logits of the last evaluated position; :func:`eval_logits` evaluates a few tokens
+  in one batch and reads the logits of every one of them (prompt-lookup decoding verifies its drafts with it).
+* :func:`set_threads` changes a context's thread counts between evaluations (``llama_set_n_threads``).
 """
 
 from __future__ import annotations
@@ -34,10 +36,13 @@ __all__ = [
     "EXTRA_BUFTS_FIELD",
     "INTERNALS_RANGE",
     "SharedContext",
+    "batch_logits_supported",
+    "eval_logits",
     "internals_supported",
     "llama_cpp_version",
     "load_llama",
     "next_logits",
+    "set_threads",
     "validate_model_file",
 ]
 
@@ -173,6 +178,61 @@ def next_logits(llama: Any) -> Any:
 
     pointer = llama._ctx.get_logits_ith(-1)
     return np.ctypeslib.as_array(pointer, shape=(llama.n_vocab(),)).copy()
+
+
+def set_threads(llama: Any, n_threads: int, n_threads_batch: int) -> bool:
+    """Let the next evaluations of ``llama`` (a ``Llama`` or a :class:`SharedContext`) use ``n_threads`` threads
+    for one-token steps and ``n_threads_batch`` for batches; ``False`` where this llama-cpp-python (or a test fake)
+    has no ``llama_set_n_threads`` on the context."""
+    setter = getattr(getattr(llama, "_ctx", None), "set_n_threads", None)
+    if setter is None:
+        return False
+    setter(int(n_threads), int(n_threads_batch))
+    return True
+
+
+def batch_logits_supported(llama: Any) -> bool:
+    """Whether :func:`eval_logits` can evaluate a batch with every token's logits in one llama.cpp call on
+    ``llama`` (a ``Llama`` or a :class:`SharedContext` of llama-cpp-python 0.3.x)."""
+    ctx, batch = getattr(llama, "_ctx", None), getattr(llama, "_batch", None)
+    return all(
+        callable(getattr(obj, name, None))
+        for obj, name in ((ctx, "decode"), (ctx, "kv_cache_seq_rm"), (ctx, "get_logits_ith"), (batch, "set_batch"))
+    )
+
+
+def eval_logits(llama: Any, tokens: Sequence[int]) -> Any:
+    """Evaluate ``tokens`` after the first ``llama.n_tokens`` cached ones (stale KV cells past them are dropped)
+    and return the logits after each of them: a ``(len(tokens), n_vocab)`` float32 array whose row ``i`` is the
+    next-token distribution after ``tokens[i]``.
+
+    One ``llama_decode`` call with an output requested for every token (``llama_get_logits_ith`` reads each), so
+    it needs no ``logits_all`` context; the batch must fit ``n_batch``.
+
+    Raises:
+        ValueError: no tokens, more than ``n_batch``, or ``llama`` lacks the internals
+            (:func:`batch_logits_supported`).
+    """
+    import numpy as np
+
+    tokens = [int(t) for t in tokens]
+    if not tokens:
+        raise ValueError("eval_logits needs at least one token")
+    if not batch_logits_supported(llama):
+        raise ValueError("this llama-cpp-python has no batch with an output for every token")
+    n_vocab = int(llama.n_vocab())
+    if len(tokens) > int(llama.n_batch):
+        raise ValueError(f"{len(tokens)} tokens do not fit one batch of {llama.n_batch}")
+    ctx, n_past = llama._ctx, int(llama.n_tokens)
+    ctx.kv_cache_seq_rm(-1, n_past, -1)
+    llama._batch.set_batch(batch=tokens, n_past=n_past, logits_all=True)
+    ctx.decode(llama._batch)
+    llama.input_ids[n_past : n_past + len(tokens)] = tokens
+    llama.n_tokens = n_past + len(tokens)
+    out = np.empty((len(tokens), n_vocab), dtype=np.float32)
+    for i in range(len(tokens)):
+        out[i] = np.ctypeslib.as_array(ctx.get_logits_ith(i), shape=(n_vocab,))
+    return out
 
 
 class SharedContext:

@@ -17,8 +17,21 @@ threads and tasks; each llama.cpp call already uses every core, so running two a
 A session shares another's loaded model only when both hold the same lock; otherwise (the same file reached under
 two names) it loads its own copy, which it may run alongside the other.
 
+Threads: without an explicit ``n_threads``, every evaluation uses the cores that are free at that moment
+(:func:`~grapheval_plugins.local.threads.free_threads`), and decoding backs off to one thread when that is faster
+(:class:`~grapheval_plugins.local.threads.ThreadGovernor`): a thread waiting for a busy core stalls every step.
+
+Prompt-lookup decoding (opt-in: ``prompt_lookup=True`` or ``GRAPHEVAL_PROMPT_LOOKUP=1``) drafts tokens for greedy
+decoding from the continuation of the last n-gram's latest earlier occurrence in the prompt or the answer so far
+(:func:`draft_tokens`), verifies a draft in one batched evaluation and keeps the drafted tokens that are the
+model's argmax there (:func:`accepted_prefix`). It is off by default: llama.cpp's CPU kernels do not give a token
+evaluated inside a batch exactly the logits it gets alone (differences up to ~0.4 in the logits with
+llama-cpp-python 0.3.36), so the answer can differ from one-at-a-time greedy decoding, and on CPUs where a batch
+of k tokens costs about k single steps (compute-bound decoding) it is not faster (docs/benchmarks.md).
+
 Everything that depends on llama-cpp-python's version (loading with or without extra buffer types, the second
-context, reading logits) is in :mod:`grapheval_plugins.local.llamacpp`; this module only keeps sessions.
+context, reading logits, setting threads) is in :mod:`grapheval_plugins.local.llamacpp`; this module only keeps
+sessions.
 """
 
 from __future__ import annotations
@@ -34,14 +47,18 @@ from typing import Any
 
 from ..exceptions import InputError, ModelLoadError
 from .cpu import ExtraBuffersDecision, decide_extra_buffers
-from .llamacpp import SharedContext, load_llama, next_logits
+from .llamacpp import SharedContext, batch_logits_supported, eval_logits, load_llama, next_logits, set_threads
+from .probe import confirm_extra_buffers
+from .threads import ThreadGovernor, allowed_cpus, free_threads, read_cpu_load
 
 __all__ = [
     "ContextOverflowError",
     "LlamaSession",
     "SessionStats",
     "SharedContext",
+    "accepted_prefix",
     "clear_sessions",
+    "draft_tokens",
     "get_session",
     "model_lock",
 ]
@@ -51,9 +68,17 @@ logger = logging.getLogger(__name__)
 #: Qwen2.5 ChatML special tokens that end an assistant turn.
 END_OF_TURN = ("<|im_end|>", "<|endoftext|>")
 
+PROMPT_LOOKUP_ENV = "GRAPHEVAL_PROMPT_LOOKUP"
+"""Environment variable: ``1`` turns prompt-lookup decoding on where no ``prompt_lookup=`` option is given."""
+
+LOAD_RECHECK_STEPS = 16
+"""Decode steps between two readings of the CPU load (:func:`~grapheval_plugins.local.threads.read_cpu_load`)."""
+
 
 class ContextOverflowError(InputError):
     """A prompt does not fit the model's context window (``field`` names what was too long)."""
+
+    default_reason = "too_long"
 
 
 @dataclass
@@ -68,13 +93,69 @@ class SessionStats:
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0
     load_seconds: float = 0.0
+    decode_steps: int = 0
+    """Evaluations during decoding (one per token without prompt lookup; fewer with it)."""
+    drafted_tokens: int = 0
+    """Tokens proposed by prompt lookup and verified."""
+    accepted_tokens: int = 0
+    """Drafted tokens that were the model's own greedy choice (generated without a decode step of their own)."""
+    thread_switches: int = 0
+    """Times the thread count of the context was changed (load readings and the decode governor)."""
 
 
 def _default_threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+    """The most threads a session may use: the cores of this process's affinity mask."""
+    return allowed_cpus()
+
+
+def _env_prompt_lookup() -> bool:
+    value = os.environ.get(PROMPT_LOOKUP_ENV, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise InputError(PROMPT_LOOKUP_ENV, f"expected 0 or 1, got {value!r}")
+
+
+def draft_tokens(
+    context: Sequence[int], *, max_ngram: int = 3, max_draft: int = 10, min_ngram: int = 1
+) -> list[int]:
+    """Prompt lookup: the tokens that followed the latest earlier occurrence of the last ``n`` tokens of
+    ``context``, for ``n`` from ``max_ngram`` down to ``min_ngram`` (at most ``max_draft`` of them; ``[]`` when
+    none match).
+
+    >>> draft_tokens([5, 6, 7, 8, 9, 5, 6, 7], max_draft=2)
+    [8, 9]
+    >>> draft_tokens([1, 2, 3], max_draft=4)
+    []
+    """
+    if max_draft <= 0:
+        return []
+    size = len(context)
+    for n in range(min(max_ngram, size - 1), max(1, min_ngram) - 1, -1):
+        tail = list(context[size - n :])
+        first = tail[0]
+        for start in range(size - n - 1, -1, -1):  # latest occurrence first
+            if context[start] == first and list(context[start : start + n]) == tail:
+                follow = list(context[start + n : start + n + max_draft])
+                if follow:
+                    return [int(t) for t in follow]
+    return []
+
+
+def accepted_prefix(draft: Sequence[int], choices: Sequence[int]) -> int:
+    """How many leading drafted tokens greedy decoding would have produced: ``choices[i]`` is the model's argmax
+    after the context and ``draft[:i]``, so ``draft[i]`` is kept while it equals ``choices[i]``.
+
+    >>> accepted_prefix([4, 5, 6], [4, 5, 9, 1])
+    2
+    """
+    count = 0
+    for drafted, chosen in zip(draft, choices):
+        if int(drafted) != int(chosen):
+            break
+        count += 1
+    return count
 
 
 _MODELS: dict[tuple[str, bool], tuple[Any, threading.RLock]] = {}
@@ -105,7 +186,9 @@ class LlamaSession:
             :class:`~grapheval_plugins.local.weights.ResolvedWeights` (called on first load: weights are resolved
             then, and where they came from is kept in :attr:`weights`).
         n_ctx: context window in tokens (prompt + generated).
-        n_threads: CPU threads (default: the cores this process may use).
+        n_threads: CPU threads, fixed. Default (``None``): at most the cores this process may use, at each
+            evaluation those that other processes leave free, and during decoding one thread when that is faster
+            (:mod:`~grapheval_plugins.local.threads`).
         n_batch: tokens evaluated per llama.cpp batch.
         seed: llama.cpp seed (sampling here is greedy, so results do not depend on it).
         extra_buffers: let llama.cpp repack the weights into extra buffer types (AMX, interleaved layouts).
@@ -115,6 +198,12 @@ class LlamaSession:
             validates the file first; tests pass a fake taking ``Llama``'s keyword arguments).
         lock: the re-entrant lock every use of the model holds (default: a lock of this session's own;
             :func:`get_session` passes the model's :func:`model_lock`).
+        prompt_lookup: draft tokens by prompt lookup in greedy decoding and verify them in one batch (fewer decode
+            steps; the answer may differ slightly from one-at-a-time greedy decoding, see the module's docstring).
+            ``None`` (default) reads ``GRAPHEVAL_PROMPT_LOOKUP`` (``1`` turns it on), else off.
+        lookup_ngram: the longest n-gram prompt lookup matches (then shorter ones, down to ``lookup_min_ngram``).
+        lookup_tokens: the most tokens drafted per step.
+        lookup_min_ngram: the shortest n-gram prompt lookup matches.
     """
 
     def __init__(
@@ -128,12 +217,27 @@ class LlamaSession:
         extra_buffers: bool | None = None,
         factory: Callable[..., Any] | None = None,
         lock: threading.RLock | None = None,
+        prompt_lookup: bool | None = None,
+        lookup_ngram: int = 3,
+        lookup_tokens: int = 10,
+        lookup_min_ngram: int = 1,
     ) -> None:
         if n_ctx < 64:
             raise InputError("n_ctx", f"must be at least 64, got {n_ctx}")
         self._model_path = model_path
         self.n_ctx = n_ctx
+        self.threads_fixed = bool(n_threads)
+        """Whether the thread count was given (then every evaluation uses it) or follows the load."""
         self.n_threads = n_threads or _default_threads()
+        self.prompt_lookup = _env_prompt_lookup() if prompt_lookup is None else bool(prompt_lookup)
+        self.lookup_ngram = max(1, lookup_ngram)
+        self.lookup_min_ngram = max(1, min(lookup_min_ngram, self.lookup_ngram))
+        self.lookup_tokens = max(0, min(lookup_tokens, n_batch - 1))
+        self.governor = ThreadGovernor(self.n_threads)
+        """Chooses the decode steps' thread count when it is not fixed."""
+        self._threads_now = self.n_threads
+        self._threads_settable = True
+        self._load_reader: Callable[[], Any] = read_cpu_load
         self.n_batch = n_batch
         self.seed = seed
         self.extra_buffers = extra_buffers
@@ -187,6 +291,9 @@ class LlamaSession:
             else:
                 llama = self._shared_context()
                 if llama is None:
+                    # Opted in to extra buffer types: a child process loads and decodes with them first, so a CPU
+                    # where that path crashes gets a ModelLoadError here instead of a crashed process.
+                    self.decision = confirm_extra_buffers(self.decision, self.path)
                     if self.decision.risky:
                         logger.warning(
                             "loading %s with llama.cpp's extra buffer types on a CPU with AMX (%s): this path is "
@@ -275,6 +382,46 @@ class LlamaSession:
     def reset_stats(self) -> None:
         self.stats = SessionStats(load_seconds=self.stats.load_seconds)
 
+    # ------------------------------------------------------------------ threads
+    @property
+    def threads_now(self) -> int:
+        """The thread count the context evaluates with now."""
+        return self._threads_now
+
+    def _use_threads(self, n: int) -> None:
+        """Evaluate with ``n`` threads from now on (one-token steps and batches), where the context allows it."""
+        if n == self._threads_now or not self._threads_settable:
+            return
+        if set_threads(self.llama, n, n):
+            self._threads_now = n
+            self.stats.thread_switches += 1
+        else:  # a llama-cpp-python or fake without llama_set_n_threads: keep the count it was loaded with
+            self._threads_settable = False
+
+    @property
+    def _governed(self) -> bool:
+        return not self.threads_fixed and self._threads_settable
+
+    def _threads_for_load(self) -> None:
+        """Before an evaluation: read the load and use the threads it leaves free (the decode governor's choice
+        when that is fewer)."""
+        if not self._governed:
+            return
+        self.governor.set_cap(free_threads(self._load_reader(), self.n_threads))
+        self._use_threads(min(self.governor.cap, self.governor.preferred))
+
+    def _step_threads(self, step: int) -> None:
+        """Before decode step ``step``: the governor's thread count (the load re-read every few steps)."""
+        if not self._governed:
+            return
+        if step and step % LOAD_RECHECK_STEPS == 0:
+            self.governor.set_cap(free_threads(self._load_reader(), self.n_threads))
+        self._use_threads(self.governor.threads())
+
+    def _observe(self, seconds: float, tokens: int) -> None:
+        if self._governed and self._threads_now == self.governor.current:
+            self.governor.observe(seconds, tokens)
+
     # ------------------------------------------------------------------ evaluation
     def prefill(self, tokens: Sequence[int], what: str = "prompt") -> int:
         """Evaluate ``tokens``, reusing the longest prefix already in the KV cache; return the tokens reused.
@@ -301,6 +448,7 @@ class LlamaSession:
                 common += 1
             if common == len(tokens):  # all cached: re-evaluate the last token to refresh its logits
                 common -= 1
+            self._threads_for_load()
             started = time.perf_counter()
             llama.n_tokens = common
             try:
@@ -327,16 +475,28 @@ class LlamaSession:
         max_tokens: int,
         temperature: float = 0.0,
         seed: int | None = None,
+        prompt_lookup: bool | None = None,
     ) -> Iterator[int]:
         """Yield generated token ids after ``prompt`` (greedy when ``temperature`` is 0) until an end-of-turn token,
         ``max_tokens``, or the end of the context window. The caller must hold :attr:`lock` while iterating.
-        """
-        import numpy as np
 
+        Greedy decoding uses prompt lookup when :attr:`prompt_lookup` (or ``prompt_lookup`` for this call) is on
+        and llama-cpp-python can evaluate a batch with every token's logits.
+        """
         self.prefill(prompt)
         llama = self.llama
-        rng = np.random.default_rng(self.seed if seed is None else seed)
         room = min(max_tokens, self.n_ctx - len(prompt))
+        lookup = self.prompt_lookup if prompt_lookup is None else prompt_lookup
+        if temperature <= 0 and lookup and self.lookup_tokens > 0 and batch_logits_supported(llama):
+            yield from self._decode_lookup(llama, [int(t) for t in prompt], room)
+        else:
+            yield from self._decode_plain(llama, room, temperature, self.seed if seed is None else seed)
+
+    def _decode_plain(self, llama: Any, room: int, temperature: float, seed: int) -> Iterator[int]:
+        """One evaluation per generated token."""
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
         stop_ids = self._stop_ids
         for i in range(room):
             started = time.perf_counter()
@@ -351,10 +511,72 @@ class LlamaSession:
                 self.stats.decode_seconds += time.perf_counter() - started
                 return
             if i + 1 < room:
+                self._step_threads(i)
+                step_started = time.perf_counter()
                 llama.eval([token])
+                self._observe(time.perf_counter() - step_started, 1)
+                self.stats.decode_steps += 1
             self.stats.decode_seconds += time.perf_counter() - started
             self.stats.generated_tokens += 1
             yield token
+
+    def _decode_lookup(self, llama: Any, context: list[int], room: int) -> Iterator[int]:
+        """Greedy decoding with prompt lookup: each step evaluates the last token and a draft in one batch, and
+        keeps the draft's prefix that matches the model's argmax at every position (then the argmax after it).
+
+        The KV cache is rolled back past the kept tokens by setting ``n_tokens`` (the next evaluation drops the
+        rejected cells first, as in :meth:`prefill`); an end-of-turn token is never kept in the cache.
+        """
+        import numpy as np
+
+        stop_ids = self._stop_ids
+        started = time.perf_counter()
+        token = int(np.argmax(self.logits()))
+        produced = step = 0
+        while True:
+            if token in stop_ids:
+                self.stats.decode_seconds += time.perf_counter() - started
+                return
+            produced += 1
+            self.stats.generated_tokens += 1
+            self.stats.decode_seconds += time.perf_counter() - started
+            yield token
+            if produced >= room:
+                return
+            started = time.perf_counter()
+            context.append(token)
+            draft = draft_tokens(
+                context, max_ngram=self.lookup_ngram, min_ngram=self.lookup_min_ngram,
+                max_draft=min(self.lookup_tokens, room - produced - 1),
+            )
+            self._step_threads(step)
+            base = int(llama.n_tokens)
+            step_started = time.perf_counter()
+            try:
+                rows = eval_logits(llama, [token, *draft])
+            except Exception:
+                llama.reset()
+                raise
+            self._observe(time.perf_counter() - step_started, 1 + len(draft))
+            choices = [int(c) for c in np.argmax(rows, axis=1)]
+            kept = accepted_prefix(draft, choices)
+            ended = next((j for j in range(kept) if draft[j] in stop_ids), None)
+            keep = kept if ended is None else ended
+            llama.n_tokens = base + 1 + keep
+            step += 1
+            self.stats.decode_steps += 1
+            self.stats.drafted_tokens += len(draft)
+            self.stats.accepted_tokens += kept
+            for drafted in draft[:keep]:
+                produced += 1
+                self.stats.generated_tokens += 1
+                context.append(drafted)
+                self.stats.decode_seconds += time.perf_counter() - started
+                yield drafted
+                started = time.perf_counter()
+            if ended is not None:
+                return
+            token = choices[kept]
 
 
 # ---------------------------------------------------------------------- process-wide registry
@@ -373,26 +595,30 @@ def get_session(
     seed: int = 0,
     extra_buffers: bool | None = None,
     factory: Callable[..., Any] | None = None,
+    prompt_lookup: bool | None = None,
 ) -> LlamaSession:
     """The process-wide session for ``(key, role, settings)``, created (not loaded) on first request.
 
     ``key`` identifies the weights (a model name or a path); ``role`` separates contexts that should not share a KV
     cache (``"chat"``, ``"judge"``). ``extra_buffers`` is decided here (option, else environment variable), so a
     bad ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` value fails before anything loads. Every session over ``key`` holds the
-    same :func:`model_lock`.
+    same :func:`model_lock`. ``n_threads=None`` (default) lets the session follow the load
+    (see :class:`LlamaSession`); ``prompt_lookup`` is :class:`LlamaSession`'s.
 
     Raises:
-        InputError: ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` holds something other than a yes/no value.
+        InputError: ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` or ``GRAPHEVAL_PROMPT_LOOKUP`` holds something other than a
+            yes/no value.
     """
-    threads = n_threads or _default_threads()
+    threads = n_threads or None
     enabled = decide_extra_buffers(extra_buffers).enabled
-    ident = (key, role, n_ctx, threads, n_batch, seed, enabled, factory)
+    lookup = _env_prompt_lookup() if prompt_lookup is None else bool(prompt_lookup)
+    ident = (key, role, n_ctx, threads, n_batch, seed, enabled, factory, lookup)
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(ident)
         if session is None:
             session = LlamaSession(
                 model_path, n_ctx=n_ctx, n_threads=threads, n_batch=n_batch, seed=seed,
-                extra_buffers=extra_buffers, factory=factory, lock=model_lock(key, enabled),
+                extra_buffers=extra_buffers, factory=factory, lock=model_lock(key, enabled), prompt_lookup=lookup,
             )
             _SESSIONS[ident] = session
         return session
