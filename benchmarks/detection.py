@@ -13,8 +13,15 @@ Commands (run from the repository root):
         --scorer judge:local:qwen2.5-coder-0.5b
     # a sample of raw-vs-graph disagreements to categorise by hand
     .venv/bin/python benchmarks/detection.py disagreements --llm ... --scorer ... -n 30
+    # the lab subset (60 rows per set, stratified, seeded; ids written to benchmarks/lab_subset.json)
+    .venv/bin/python benchmarks/detection.py lab-subset
+    # lever 1, extraction fidelity: each committed triple of the lab rows scored against its own output (resumable)
+    nice -n 10 .venv/bin/python benchmarks/detection.py fidelity qags_c --threads 1
+    # the lever's tables, from the committed per-row files only (no model)
+    .venv/bin/python benchmarks/detection.py lab-report
 
-Per-row files: ``benchmarks/results/detect-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``.
+Per-row files: ``benchmarks/results/detect-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``; the fidelity
+lever's: ``benchmarks/results/fidelity-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``.
 """
 
 from __future__ import annotations
@@ -46,6 +53,10 @@ PROMPTS = {"examples-first": KG_PROMPT, "paper-order": KG_PROMPT_PAPER}
 SUMMEVAL_SAMPLE_SEED = 0
 RUN_ORDER_SEED = 0
 SPLIT_SEED = 0
+LAB_SEED = 0
+LAB_ROWS = 60
+LAB_FILE = HERE / "lab_subset.json"
+SCORE_CACHE = CACHE / "scores.sqlite"
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
@@ -192,6 +203,11 @@ def run(
     pairs: Annotated[bool, typer.Option(help="Lever: re-read the committed answers accepting [subject, predicate] "
                                               "pairs; scores only rows of the base run; no LLM call.")] = False,
     out: Annotated[Optional[Path], typer.Option(help="Result file (default: benchmarks/results/detect-...).")] = None,
+    cache: Annotated[Optional[Path], typer.Option(help="Claim-score cache (SQLite file): claims scored by an "
+                                                       "earlier run with the same scorer, judge prompt, premise and "
+                                                       "claim are not scored again.")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads of a local judge (default: all cores "
+                                                         "this process may use).")] = None,
 ) -> None:
     """Score DATASET raw and with GraphEval; resumable (ids already in the result file are skipped)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -220,7 +236,8 @@ def run(
     if pairs:
         rows = copy_unchanged_rows(rows, base, target, kg_prompt.version)
     summary = bench.run_detection(
-        rows, target, dataset=name, llm=chat, scorer=scorer, kg_cache=CACHE / f"kg-{bench.slug(llm)}.sqlite",
+        rows, target, dataset=name, llm=chat, scorer=bench_scorer(scorer, cache, threads),
+        kg_cache=CACHE / f"kg-{bench.slug(llm)}.sqlite",
         kg_file=kg_path(llm), prompt=kg_prompt, render=render,
     )
     typer.echo(
@@ -229,6 +246,17 @@ def run(
     )
     if summary.error_ids:
         typer.echo(f"errored ids (redone on the next run): {summary.error_ids[:20]}")
+
+
+def bench_scorer(spec: str, cache: Optional[Path], threads: Optional[int]) -> Any:
+    """The scorer of a run: ``spec`` (a local judge at ``threads`` llama.cpp threads), behind the claim-score cache
+    at ``cache`` when given (the cache keeps the scorer's name, so result rows and hybrid weights read the same)."""
+    from grapheval_plugins.models import resolve_scorer
+    from grapheval_plugins.score_cache import CachedScorer, SQLiteScoreCache
+
+    options = {"n_threads": threads} if threads is not None and spec.startswith("judge:local:") else {}
+    scorer = resolve_scorer(spec, **options)
+    return CachedScorer(scorer, SQLiteScoreCache(cache)) if cache is not None else scorer
 
 
 @app.command()
@@ -509,12 +537,22 @@ def fit_hybrid_command(
     llm: Annotated[str, typer.Option()] = "local:qwen2.5-coder-1.5b",
     scorer: Annotated[str, typer.Option()] = "judge:local:qwen2.5-coder-1.5b",
     datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "summeval,qags_c,qags_x",
+    with_fidelity: Annotated[bool, typer.Option("--fidelity", help="Weights for GraphEval(fidelity=\"drop\"): the "
+                                                                    "claims term over the triples the fidelity files "
+                                                                    "keep (rows without a fidelity row left out).")] = False,
 ) -> None:
     """Fit the hybrid rule's weights on all rows of these sets; prints the entry for ``HYBRID_WEIGHTS``."""
     default = _load_sets(llm, scorer, DEFAULT_TAG, "concat", datasets.split(","))
     rows = [r for rs in default.values() for r in rs]
-    w = fit_weights(rows, f"{'+'.join(default)} ({len(rows)} rows, {DEFAULT_TAG} per-row files): "
-                          f"benchmarks/detection.py fit-hybrid --llm {llm} --scorer {scorer}")
+    command = f"benchmarks/detection.py fit-hybrid --llm {llm} --scorer {scorer}"
+    if with_fidelity:
+        fid = {(r["dataset"], r["id"]): r for name in default for r in bench.load_results(fidelity_path(name, llm, scorer))
+               if not r.get("error")}
+        rows = [r for r in rows if (r["dataset"], r["id"]) in fid]
+        rows = [{**r, "p_graph": max(lab_scores(r, fid[(r["dataset"], r["id"])])[1])} for r in rows]
+        command += " --fidelity"
+    w = fit_weights(rows, f"{'+'.join(default)} ({len(rows)} rows, {DEFAULT_TAG} per-row files"
+                          f"{' + fidelity files' if with_fidelity else ''}): {command}")
     typer.echo(f'"{scorer}": HybridWeights(\n    whole={w.whole:.4f}, claims={w.claims:.4f}, bias={w.bias:.4f},\n'
                f'    fitted_on="{w.fitted_on}",\n),')
 
@@ -526,6 +564,10 @@ def live_default(
     scorer: Annotated[str, typer.Option()] = "judge:local:qwen2.5-coder-1.5b",
     n: Annotated[int, typer.Option("-n", help="Rows, drawn at random (seeded) from the per-row file.")] = 6,
     seed: Annotated[int, typer.Option()] = 0,
+    with_fidelity: Annotated[bool, typer.Option("--fidelity", help="GraphEval(fidelity=\"drop\"), on the first N "
+                                                                    "lab rows that lose a triple to it.")] = False,
+    threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads of a local judge.")] = None,
+    cache: Annotated[Optional[Path], typer.Option(help="Claim-score cache (SQLite).")] = None,
 ) -> None:
     """Run the shipped ``GraphEval()`` itself on a few rows, from the committed knowledge graphs (no LLM call), and
     compare its P(hallucination) with the one the tables derive from the per-row files."""
@@ -538,20 +580,29 @@ def live_default(
     data = {r["id"]: r for r in bench.load_dataset(dataset)}
     ids = sorted(rows)
     random.Random(seed).shuffle(ids)
-    cache = MemoryKGCache()
+    fid: dict[str, dict[str, Any]] = {}
+    if with_fidelity:
+        fid = {r["id"]: r for r in bench.load_results(fidelity_path(dataset, llm, scorer)) if not r.get("error")}
+        ids = [i for i in lab_ids(dataset) if i in fid and len(kept_triples(fid[i])) < len(fid[i]["triples"])]
+    kg_cache = MemoryKGCache()
     llm_id = _kg_llm_id(llm)
     for e in bench.read_jsonl(kg_path(llm)):
         if e["llm"] == llm_id and e["prompt"] == KG_PROMPT.version + "+pairs":
-            cache.set(llm_id, KG_PROMPT.cache_id, e["text"], CachedKG(triples=e["triples"], raw_text=e.get("raw_text")))
-    engine = GraphEval(llm=bench.cache_only_chat_model(llm_id), scorer=scorer, cache=cache)
+            kg_cache.set(llm_id, KG_PROMPT.cache_id, e["text"], CachedKG(triples=e["triples"],
+                                                                         raw_text=e.get("raw_text")))
+    engine = GraphEval(llm=bench.cache_only_chat_model(llm_id), scorer=bench_scorer(scorer, None, threads),
+                       cache=kg_cache, fidelity="drop" if with_fidelity else "off", score_cache=cache)
     weights = hybrid_weights(scorer)
-    typer.echo("| id | label | derived P | live P | difference | same verdict at 0.5 | claims |\n|---|---|---|---|---|---|---|")
+    typer.echo("| id | label | derived P | live P | difference | same verdict at 0.5 | claims | fidelity notes |\n"
+               "|---|---|---|---|---|---|---|---|")
     for rid in ids[:n]:
         report = engine.evaluate(data[rid]["context"], data[rid]["output"], id=rid)
-        derived = hybrid_score(rows[rid], weights)
+        derived = (weights.probability(*lab_scores(rows[rid], fid[rid])) if with_fidelity
+                   else hybrid_score(rows[rid], weights))
         live = 1.0 - report.score if report.score is not None else math.nan
         typer.echo(f"| {rid} | {rows[rid]['label']} | {derived:.3f} | {live:.3f} | {abs(live - derived):.3f} "
-                   f"| {(live > 0.5) == (derived > 0.5)} | {len(report.claims)} + whole |")
+                   f"| {(live > 0.5) == (derived > 0.5)} | {len(report.triples)} + whole "
+                   f"| {'; '.join(i for i in report.extraction.issues if i.startswith('fidelity')) if report.extraction else ''} |")
 
 
 @app.command()
@@ -584,6 +635,289 @@ def disagreements(
         out.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
+
+
+# ----------------------------------------------------------------------------- the lab subset and lever 1
+LAB_LLM = "local:qwen2.5-coder-1.5b"
+LAB_SCORER = "judge:local:qwen2.5-coder-1.5b"
+
+
+def fidelity_path(dataset: str, llm: str, scorer: str) -> Path:
+    """Per-row file of the fidelity lever: each triple of the default's per-row file scored against its output."""
+    return RESULTS / f"fidelity-{dataset}-{bench.slug(llm)}-{bench.slug(scorer)}-{DEFAULT_TAG}-concat.jsonl"
+
+
+def draw_lab_subset(sets: dict[str, list[dict[str, Any]]], n: int, seed: int) -> dict[str, list[str]]:
+    """Per set, ``n`` ids stratified by label (:func:`harness.stratified_sample`, ``seed``), listed in a seeded
+    random order (so the first k of a list, where a run stopped, are a random subset too).
+
+    >>> rows = [{"id": str(i), "label": int(i < 30)} for i in range(100)]
+    >>> ids = draw_lab_subset({"toy": rows}, 10, seed=0)["toy"]
+    >>> len(ids), sum(int(i) < 30 for i in ids)
+    (10, 3)
+    """
+    out: dict[str, list[str]] = {}
+    for name, rows in sets.items():
+        ids = [r["id"] for r in bench.stratified_sample(sorted(rows, key=lambda r: r["id"]), n, seed=seed)]
+        random.Random(seed).shuffle(ids)
+        out[name] = ids
+    return out
+
+
+def lab_ids(dataset: str) -> list[str]:
+    """The lab subset's ids of ``dataset``, in their run order (from the committed ``benchmarks/lab_subset.json``)."""
+    if not LAB_FILE.exists():
+        raise typer.BadParameter(f"{LAB_FILE} is missing: run `detection.py lab-subset` first")
+    sets: dict[str, list[str]] = json.loads(LAB_FILE.read_text(encoding="utf-8"))["sets"]
+    if dataset not in sets:
+        raise typer.BadParameter(f"{dataset!r} is not in {LAB_FILE} (sets: {sorted(sets)})")
+    return sets[dataset]
+
+
+@app.command("lab-subset")
+def lab_subset(
+    llm: Annotated[str, typer.Option()] = LAB_LLM,
+    scorer: Annotated[str, typer.Option()] = LAB_SCORER,
+    datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "summeval,qags_c,qags_x",
+    n: Annotated[int, typer.Option("-n", help="Rows per set.")] = LAB_ROWS,
+    seed: Annotated[int, typer.Option()] = LAB_SEED,
+) -> None:
+    """Write ``benchmarks/lab_subset.json``: N rows per set, stratified by label, drawn (seeded) from the rows that
+    both committed per-row files (the paper's and the default's) hold, so every lever can be measured on them."""
+    names = datasets.split(",")
+    paper = _load_sets(llm, scorer, PAPER_TAG, "concat", names)
+    default = _load_sets(llm, scorer, DEFAULT_TAG, "concat", names)
+    pool = {name: [r for r in default[name] if r["id"] in {p["id"] for p in paper.get(name, [])}] for name in default}
+    sets = draw_lab_subset(pool, n, seed)
+    record = {
+        "command": f"benchmarks/detection.py lab-subset --llm {llm} --scorer {scorer} --datasets {datasets} -n {n} "
+                   f"--seed {seed}",
+        "seed": seed,
+        "rows_per_set": n,
+        "drawn_from": {name: f"{len(pool[name])} rows in both the {PAPER_TAG} and {DEFAULT_TAG} per-row files"
+                       for name in pool},
+        "sets": sets,
+    }
+    LAB_FILE.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    for name, ids in sets.items():
+        labels = {r["id"]: r["label"] for r in pool[name]}
+        typer.echo(f"{name}: {len(ids)} ids ({sum(labels[i] for i in ids)} hallucinated) of {len(pool[name])}")
+
+
+def fidelity_row(row: dict[str, Any], scores: list[Any], scorer: Any, seconds: float, scored: int) -> dict[str, Any]:
+    """One fidelity result row: each triple as ``[s, r, o, P(unsupported | context), P(unsupported | output)]``
+    (``None`` where the judge gave no verdict against the output)."""
+    triples = [[*t[:4], None if sc.error is not None else round(sc.p_unsupported, 6)]
+               for t, sc in zip(row["triples"], scores)]
+    return {"id": row["id"], "dataset": row["dataset"], "label": row["label"], "scorer": scorer.name,
+            "fingerprint": scorer.fingerprint(), "prompt": row["prompt"], "render": row["render"],
+            "triples": triples, "unjudged": [sc.error for sc in scores if sc.error is not None],
+            "claims_scored": scored, "seconds": round(seconds, 3), "error": None}
+
+
+@app.command()
+def fidelity(
+    dataset: Annotated[str, typer.Argument(help="summeval, qags_c or qags_x.")],
+    llm: Annotated[str, typer.Option()] = LAB_LLM,
+    scorer: Annotated[str, typer.Option()] = LAB_SCORER,
+    threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads of a local judge.")] = 1,
+    cache: Annotated[Path, typer.Option(help="Claim-score cache (SQLite).")] = SCORE_CACHE,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N lab rows.")] = None,
+    all_rows: Annotated[bool, typer.Option("--all", help="Every row of the default's per-row file: the lab rows "
+                                                          "first, then the others in the set's run order.")] = False,
+) -> None:
+    """Lever 1 on the lab subset: score each triple of the default's committed per-row file against the output it
+    was extracted from, with the row's own scorer (what ``GraphEval(fidelity="drop")`` adds to a row's scorer
+    pass); no extraction. Resumable: rows already in the fidelity file are skipped, claims already in the cache
+    are not scored again."""
+    import time
+
+    from grapheval_plugins.exceptions import ScoringError
+    from grapheval_plugins.inputs import normalize_output
+    from grapheval_plugins.types import Triple
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    base = {r["id"]: r for r in bench.load_results(result_path(dataset, llm, scorer, DEFAULT_TAG, "concat"))
+            if not r.get("error")}
+    outputs = {r["id"]: normalize_output(r["output"]) for r in bench.load_dataset(dataset)}
+    ids = lab_ids(dataset)[:limit]
+    if all_rows:
+        ids += [r["id"] for r in dataset_rows(dataset, None, SUMMEVAL_SAMPLE_SEED) if r["id"] in base and r["id"] not in ids]
+    judge = bench_scorer(scorer, cache, threads)
+    t_all = time.perf_counter()
+    with bench.ResultStore(fidelity_path(dataset, llm, scorer)) as store:
+        todo = [i for i in ids if i not in store.done()]
+        for n_done, rid in enumerate(todo, start=1):
+            row = base[rid]
+            claims = [Triple.from_list(t[:3]).sentence() for t in row["triples"]]
+            misses = judge.misses
+            t0 = time.perf_counter()
+            try:
+                scores = judge.check([(outputs[rid],)] * len(claims), claims) if claims else []
+            except ScoringError as exc:  # recorded, and redone by the next run
+                store.append({"id": rid, "dataset": dataset, "label": row["label"], "error": str(exc)})
+                continue
+            store.append(fidelity_row(row, scores, judge, time.perf_counter() - t0, judge.misses - misses))
+            typer.echo(f"{dataset} {n_done}/{len(todo)} {rid}: {len(claims)} triple(s), "
+                       f"{time.perf_counter() - t0:.1f} s", err=True)
+    typer.echo(f"{fidelity_path(dataset, llm, scorer)}: {len(todo)} row(s) scored, {len(ids) - len(todo)} already "
+               f"done, {time.perf_counter() - t_all:.0f} s")
+
+
+def kept_triples(fid: dict[str, Any]) -> list[list[Any]]:
+    """The triples a fidelity row keeps (the core's rule, :func:`~grapheval_plugins.aggregate.faithful_to_output`)."""
+    from grapheval_plugins.aggregate import faithful_to_output
+
+    return [t for t in fid["triples"] if faithful_to_output(t[4])]
+
+
+def lab_scores(row: dict[str, Any], fid: Optional[dict[str, Any]], soft: bool = False) -> tuple[float, list[float]]:
+    """``(p_whole, p_claims)`` of a default per-row result, with only the triples the fidelity row keeps when
+    ``fid`` is given; with no triple left, the whole output is the one claim (the engine's fallback).
+
+    ``soft`` (a variant measured here only, not in the core): every triple kept, its P(unsupported) by the context
+    down-weighted by the probability that its output supports it, ``p_context · (1 − p_output)``."""
+    if fid is not None and soft:
+        return row["p_raw"], [t[3] * (1.0 - t[4]) if t[4] is not None else t[3] for t in fid["triples"]] or [row["p_raw"]]
+    triples = row["triples"] if fid is None else kept_triples(fid)
+    return row["p_raw"], [t[3] for t in triples] or [row["p_raw"]]
+
+
+def _lab_methods(name: str, sets: dict[str, list[tuple[dict, dict, dict]]]) -> list[tuple[str, str, list[float], float]]:
+    """(key, label, P(hallucination) per row, threshold) of each method on set ``name``; everything fitted (hybrid
+    weights, thresholds) is fitted on the other sets' rows (those reported)."""
+    rows = sets[name]
+    others = [t for other, ts in sets.items() if other != name for t in ts]
+    fitted_on = "+".join(o for o in sets if o != name)
+
+    def fit(use_fid: bool, soft: bool = False) -> Any:
+        from grapheval_plugins.calibrate import fit_hybrid
+
+        scores = [lab_scores(d, f if use_fid else None, soft) for _, d, f in others]
+        return fit_hybrid([d["label"] for _, d, _ in others], [w for w, _ in scores], [max(c) for _, c in scores],
+                          fitted_on=fitted_on)
+
+    def thr(values: list[float]) -> float:
+        return float(bench.fit_threshold([d["label"] for _, d, _ in others], values))
+
+    raw = [d["p_raw"] for _, d, _ in rows]
+    paper = [p["p_graph"] for p, _, _ in rows]
+    triples = [max(lab_scores(d, None)[1]) for _, d, _ in rows]
+    triples_fid = [max(lab_scores(d, f)[1]) for _, d, f in rows]
+    w, w_fid, w_soft = fit(False), fit(True), fit(True, soft=True)
+    hybrid = [w.probability(*lab_scores(d, None)) for _, d, _ in rows]
+    hybrid_fid = [w_fid.probability(*lab_scores(d, f)) for _, d, f in rows]
+    triples_soft = [max(lab_scores(d, f, soft=True)[1]) for _, d, f in rows]
+    hybrid_soft = [w_soft.probability(*lab_scores(d, f, soft=True)) for _, d, f in rows]
+    t_raw = thr([d["p_raw"] for _, d, _ in others])
+    t_paper = thr([p["p_graph"] for p, _, _ in others])
+    t_fid = thr([max(lab_scores(d, f)[1]) for _, d, f in others])
+    return [
+        ("raw", "raw (whole output), 0.5", raw, 0.5),
+        ("raw-fitted", f"raw, threshold fitted elsewhere ({t_raw:.3f})", raw, t_raw),
+        ("paper", "paper's rule over its triples, 0.5", paper, 0.5),
+        ("paper-fitted", f"paper's rule, threshold fitted elsewhere ({t_paper:.3f})", paper, t_paper),
+        ("triples", "triples only (the default's triples), 0.5", triples, 0.5),
+        ("triples+fidelity", "**triples only + fidelity**, 0.5", triples_fid, 0.5),
+        ("triples+fidelity-fitted", f"triples only + fidelity, threshold fitted elsewhere ({t_fid:.3f})",
+         triples_fid, t_fid),
+        ("hybrid", f"hybrid, weights fitted on {fitted_on} ({w.whole:.2f}·whole + {w.claims:.2f}·claims), 0.5",
+         hybrid, 0.5),
+        ("hybrid+fidelity", f"**hybrid + fidelity**, weights fitted on {fitted_on} ({w_fid.whole:.2f}·whole + "
+         f"{w_fid.claims:.2f}·claims), 0.5", hybrid_fid, 0.5),
+        ("triples+soft", "triples only, down-weighted by fidelity (not in the core), 0.5", triples_soft, 0.5),
+        ("hybrid+soft", f"hybrid, down-weighted by fidelity (not in the core), weights fitted on {fitted_on}, 0.5",
+         hybrid_soft, 0.5),
+    ]
+
+
+def fidelity_stats(name: str, rows: list[tuple[dict, dict, dict]]) -> str:
+    """What the fidelity pass drops on one set: triples and rows, split by label."""
+    from grapheval_plugins.aggregate import faithful_to_output
+
+    def count(label: int) -> tuple[int, int, int, int, int, int, int]:
+        sel = [f for _, d, f in rows if d["label"] == label]
+        total = sum(len(f["triples"]) for f in sel)
+        dropped = sum(len(f["triples"]) - len(kept_triples(f)) for f in sel)
+        some = sum(1 for f in sel if len(kept_triples(f)) < len(f["triples"]))
+        every = sum(1 for f in sel if f["triples"] and not kept_triples(f))
+        flagged = [t for f in sel for t in f["triples"] if t[3] > 0.5]  # unsupported by the context
+        return (len(sel), total, dropped, some, every, len(flagged),
+                sum(1 for t in flagged if not faithful_to_output(t[4])))
+
+    cells = []
+    for label, what in ((0, "faithful"), (1, "hallucinated")):
+        n, total, dropped, some, every, flagged, flagged_dropped = count(label)
+        cells.append(f"{what} rows: {dropped} of {total} triples dropped ({flagged_dropped} of the {flagged} the "
+                     f"context does not support), {some} of {n} rows lose one or more, {every} lose all")
+    unjudged = sum(1 for _, _, f in rows for t in f["triples"] if t[4] is None)
+    seconds = [f["seconds"] for _, _, f in rows if f["claims_scored"]]
+    mean_s = sum(seconds) / len(seconds) if seconds else math.nan
+    return (f"{name}: " + "; ".join(cells) + f"; {unjudged} triple(s) without a verdict against the output (kept); "
+            f"fidelity pass {_fmt(mean_s)} s/row ({len(seconds)} rows scored fresh)")
+
+
+def lab_tables(sets: dict[str, list[tuple[dict, dict, dict]]], n_boot: int = 2000, seed: int = 0) -> str:
+    """Per set, every method's BA, TPR/TNR and AUC; the size-weighted BA lifts at 0.5 (bootstrap intervals); then
+    what the fidelity pass dropped."""
+    lines: list[str] = []
+    pairs: dict[str, list[Any]] = {"hybrid + fidelity over raw": [], "hybrid + fidelity over hybrid": [],
+                                   "triples only + fidelity over raw": [], "hybrid over raw": []}
+    for name, rows in sets.items():
+        y = [d["label"] for _, d, _ in rows]
+        lines += [f"**{name}** ({len(rows)} rows; {sum(y)} hallucinated)", "",
+                  "| method | BA | TPR/TNR | AUC |", "|---|---|---|---|"]
+        methods = _lab_methods(name, sets)
+        for _, label, scores, t in methods:
+            pred = [v > t for v in scores]
+            tpr, tnr = bench.rates(y, pred)
+            lines.append(f"| {label} | {_fmt(100 * bench.balanced_accuracy(y, pred))} | {tpr:.2f}/{tnr:.2f} "
+                         f"| {_fmt(100 * bench.roc_auc(y, scores))} |")
+        lines.append("")
+        by = {key: scores for key, _, scores, _ in methods}
+        raw, hyb, hyb_fid = by["raw"], by["hybrid"], by["hybrid+fidelity"]
+        pairs["hybrid + fidelity over raw"].append(bench.LiftInput(name, y, raw, hyb_fid))
+        pairs["hybrid + fidelity over hybrid"].append(bench.LiftInput(name, y, hyb, hyb_fid))
+        pairs["triples only + fidelity over raw"].append(bench.LiftInput(name, y, raw, by["triples+fidelity"]))
+        pairs["hybrid over raw"].append(bench.LiftInput(name, y, raw, hyb))
+    for what, inputs in pairs.items():
+        lift = bench.bootstrap_lift(inputs, n_boot=n_boot, seed=seed)
+        lines.append(f"Size-weighted BA lift at 0.5, {what}: **{lift.lift:+.1f}** points (95 % CI {lift.ci_low:+.1f} "
+                     f"… {lift.ci_high:+.1f}; {lift.n_boot} resamples, seed {lift.seed}).")
+    lines.append("")
+    lines += [fidelity_stats(name, rows) for name, rows in sets.items()]
+    return "\n".join(lines) + "\n"
+
+
+@app.command("lab-report")
+def lab_report(
+    llm: Annotated[str, typer.Option()] = LAB_LLM,
+    scorer: Annotated[str, typer.Option()] = LAB_SCORER,
+    datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "summeval,qags_c,qags_x",
+    all_rows: Annotated[bool, typer.Option("--all", help="Every row the fidelity files hold, not only the lab "
+                                                          "subset's.")] = False,
+    n_boot: Annotated[int, typer.Option()] = 2000,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Lever 1's tables on the lab subset, from the committed per-row files only (paper's, default's, fidelity);
+    a set is reported on the lab rows its fidelity file holds so far."""
+    names = datasets.split(",")
+    paper = {n: {r["id"]: r for r in rs} for n, rs in _load_sets(llm, scorer, PAPER_TAG, "concat", names).items()}
+    default = {n: {r["id"]: r for r in rs} for n, rs in _load_sets(llm, scorer, DEFAULT_TAG, "concat", names).items()}
+    sets: dict[str, list[tuple[dict, dict, dict]]] = {}
+    for name in names:
+        fid = {r["id"]: r for r in bench.load_results(fidelity_path(name, llm, scorer)) if not r.get("error")}
+        order = [r["id"] for r in dataset_rows(name, None, SUMMEVAL_SAMPLE_SEED)] if all_rows else lab_ids(name)
+        ids = [i for i in order if i in fid and i in paper.get(name, {}) and i in default.get(name, {})]
+        if ids:
+            sets[name] = [(paper[name][i], default[name][i], fid[i]) for i in ids]
+    if len(sets) < 2:
+        typer.echo("need fidelity rows of two sets or more (weights are fitted on the other sets)", err=True)
+        raise typer.Exit(1)
+    rows = "every row of the fidelity files" if all_rows else f"lab subset {LAB_FILE.name} (seed {LAB_SEED})"
+    typer.echo(f"LLM `{llm}`, judge `{scorer}`, {rows}\n")
+    typer.echo(lab_tables(sets, n_boot=n_boot, seed=seed))
 
 
 if __name__ == "__main__":

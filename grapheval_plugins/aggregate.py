@@ -27,14 +27,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from .exceptions import InputError
 
 __all__ = [
+    "FIDELITY_THRESHOLD",
     "HYBRID_WEIGHTS",
+    "HYBRID_WEIGHTS_FIDELITY",
+    "Fidelity",
     "HybridWeights",
     "any_above",
     "check_threshold",
+    "faithful_to_output",
     "faithfulness_score",
     "hybrid_weights",
     "logit",
@@ -149,13 +154,29 @@ HYBRID_WEIGHTS: dict[str, HybridWeights] = {
 without an entry (and no ``GraphEval(hybrid_weights=...)``) is decided by the paper's rule."""
 
 
-def hybrid_weights(scorer_name: str | None) -> HybridWeights | None:
-    """The fitted weights of this scorer, or ``None`` (then the paper's rule decides).
+HYBRID_WEIGHTS_FIDELITY: dict[str, HybridWeights] = {
+    "judge:local:qwen2.5-coder-1.5b": HybridWeights(
+        whole=0.4917, claims=0.3224, bias=0.6320,
+        fitted_on="summeval+qags_c+qags_x (874 rows, examples-first+pairs per-row files, triples the output does not "
+                  "support dropped): benchmarks/detection.py fit-hybrid --llm local:qwen2.5-coder-1.5b --scorer "
+                  "judge:local:qwen2.5-coder-1.5b --fidelity",
+    ),
+}
+"""Fitted ``hybrid`` weights per scorer name for ``GraphEval(fidelity="drop")``: the kept triples carry more signal,
+so their term weighs more than in :data:`HYBRID_WEIGHTS`."""
+
+
+def hybrid_weights(scorer_name: str | None, fidelity: Fidelity = "off") -> HybridWeights | None:
+    """The fitted weights of this scorer (for this extraction-fidelity setting), or ``None`` (then the paper's rule
+    decides).
 
     >>> hybrid_weights("some-other-scorer") is None
     True
+    >>> hybrid_weights("judge:local:qwen2.5-coder-1.5b", "drop").claims
+    0.3224
     """
-    return HYBRID_WEIGHTS.get(scorer_name or "")
+    table = HYBRID_WEIGHTS_FIDELITY if fidelity == "drop" else HYBRID_WEIGHTS
+    return table.get(scorer_name or "")
 
 
 def p_hallucination(p_triples: Sequence[float], p_whole: float | None, weights: HybridWeights | None) -> float:
@@ -171,3 +192,21 @@ def p_hallucination(p_triples: Sequence[float], p_whole: float | None, weights: 
     if weights is None or p_whole is None:
         return max_unsupported(p_triples)
     return weights.probability(p_whole, p_triples)
+
+
+Fidelity = Literal["off", "drop"]
+"""Extraction fidelity (``GraphEval(fidelity=...)``): ``"drop"`` scores each triple against the output it was
+extracted from and leaves out of the decision the triples the output does not support; ``"off"`` keeps them all."""
+
+FIDELITY_THRESHOLD = 0.5
+"""A triple whose P(unsupported), scored against its own output, is above this is not a faithful extraction."""
+
+
+def faithful_to_output(p_unsupported_by_output: float | None) -> bool:
+    """The fidelity rule: a triple stays unless its own output does not support it (P(unsupported) above
+    :data:`FIDELITY_THRESHOLD`); a triple the scorer could not judge against the output (``None``) stays.
+
+    >>> faithful_to_output(0.2), faithful_to_output(0.9), faithful_to_output(None)
+    (True, False, True)
+    """
+    return p_unsupported_by_output is None or p_unsupported_by_output <= FIDELITY_THRESHOLD

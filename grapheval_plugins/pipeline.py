@@ -7,6 +7,7 @@ import copy
 import logging
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -14,8 +15,9 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from . import aggregate, registry
+from . import aggregate, shared
 from ._async import run_sync
+from ._progress import progress_bar
 from .cache import KGCache, MemoryKGCache, SQLiteKGCache
 from .check.base import ClaimScore, Scorer
 from .exceptions import ExtractionError, GraphEvalError, InputError, ScoringError
@@ -24,6 +26,7 @@ from .extract.prompts import KG_PROMPT, KGPrompt
 from .inputs import Sample, to_sample
 from .locate import locate_triple
 from .retry import RetryPolicy
+from .score_cache import CachedScorer, ScoreCache, make_score_cache
 from .types import ClaimCheck, ExtractedRow, Extraction, Method, Mode, Report, StageError, Triple
 
 __all__ = ["GraphEval"]
@@ -33,10 +36,8 @@ logger = logging.getLogger(__name__)
 Passages = tuple[str, ...]
 
 
-def _progress(total: int, desc: str, enabled: bool) -> Any:  # a tqdm bar (tqdm ships no type hints)
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="row", disable=not enabled, leave=False)
+def _progress(total: int, desc: str, enabled: bool) -> Any:
+    return progress_bar(total, desc, enabled=enabled)
 
 
 _Request = tuple[list[Passages], list[str]]
@@ -190,22 +191,35 @@ class GraphEval:
         scorer: a :class:`~grapheval_plugins.check.Scorer`, or a spec for
             :func:`~grapheval_plugins.models.resolve_scorer` (``"hhem"``, ``"trueteacher"``, ``"nli:<model>"``,
             ``"judge:local:qwen2.5-coder-1.5b"`` …). ``None``: the offline default. A spec loads once per process
-            (:func:`~grapheval_plugins.registry.shared_scorer`): engines over the same spec share the model.
+            (:func:`~grapheval_plugins.shared.shared_scorer`): engines over the same spec share the model.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (and the output a
             hallucination); the paper's 0.5 by default. Hosts whose threshold means something else translate it
             (DeepEval's minimum score ``t`` becomes ``1 − t``).
-        threshold: the same value under its short name (give one of the two).
+        threshold: deprecated alias of ``hallucination_threshold`` (warns).
         mode: ``"graph"`` (GraphEval) or ``"raw"`` (whole output as one hypothesis).
         method: graph mode's decision rule: ``"hybrid"`` (default; with the offline default scorer measured at least
             level with raw on ROC AUC on every benchmark set, docs/benchmarks.md) or ``"paper"`` (the paper's
             procedure). ``hybrid`` needs weights fitted for the scorer (``hybrid_weights``, else
             :data:`~grapheval_plugins.aggregate.HYBRID_WEIGHTS`); a scorer without any is decided by the paper's rule.
         hybrid_weights: the hybrid rule's weights for this scorer, e.g. fitted on your labelled rows with
-            :func:`~grapheval_plugins.calibrate.fit_hybrid` (default: the fitted entry for the scorer's name).
+            :func:`~grapheval_plugins.calibrate.fit_hybrid` (default: the fitted entry for the scorer's name,
+            :data:`~grapheval_plugins.aggregate.HYBRID_WEIGHTS`, or with ``fidelity="drop"``
+            :data:`~grapheval_plugins.aggregate.HYBRID_WEIGHTS_FIDELITY`).
         prompt: prompt A; see :mod:`grapheval_plugins.extract.prompts`.
         max_retries: extra extraction calls when an answer cannot be parsed or the call raises.
         cache: knowledge-graph cache: ``True`` (in memory, default), ``False``/``None`` (off), a path (SQLite
             file), or a :class:`~grapheval_plugins.cache.KGCache`.
+        score_cache: claim-score cache (:mod:`grapheval_plugins.score_cache`), keyed by scorer, its fingerprint
+            (prompt, calibration), premise and claim, so that re-deciding or re-filtering scores only what changed:
+            ``None``/``False`` (off, default: every call scores its claims), ``True`` (in memory), a path (SQLite
+            file), or a :class:`~grapheval_plugins.score_cache.ScoreCache`.
+        fidelity: extraction fidelity, a round trip: ``"drop"`` scores each triple against the output it was
+            extracted from (one short-premise claim per triple, in the same scorer pass) and leaves out of the
+            decision and of ``claims`` every triple the output does not support (P(unsupported) above
+            :data:`~grapheval_plugins.aggregate.FIDELITY_THRESHOLD`), listing each in ``extraction.issues``; when
+            every triple of a row is dropped, the whole output is decided as one claim (as when nothing was
+            extracted). The whole output is then scored on every row, under either rule. ``"off"`` (default): every
+            triple counts.
         max_concurrency: chat-model calls in flight at once in batch runs.
         check_batch_rows: rows whose claims go to the scorer together in :meth:`evaluate_many`.
         max_batch_claims: most claims in one scorer pass, whether gathered from concurrent :meth:`aevaluate`
@@ -244,6 +258,8 @@ class GraphEval:
         prompt: KGPrompt = KG_PROMPT,
         max_retries: int = 2,
         cache: KGCache | str | Path | bool | None = True,
+        score_cache: ScoreCache | str | Path | bool | None = None,
+        fidelity: aggregate.Fidelity = "off",
         max_concurrency: int = 4,
         check_batch_rows: int = 32,
         render_triple: Callable[[Triple], str] = Triple.sentence,
@@ -257,6 +273,14 @@ class GraphEval:
             raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
         if method not in ("hybrid", "paper"):
             raise InputError("method", f"must be 'hybrid' or 'paper', got {method!r}")
+        if fidelity not in ("off", "drop"):
+            raise InputError("fidelity", f"must be 'off' or 'drop', got {fidelity!r}")
+        if threshold is not None:
+            warnings.warn(
+                "GraphEval(threshold=...) is deprecated: pass hallucination_threshold=..., the P(unsupported) above "
+                "which a claim is unsupported (a host's own 'threshold' may mean something else)",
+                DeprecationWarning, stacklevel=2,
+            )
         if threshold is not None and hallucination_threshold is not None and threshold != hallucination_threshold:
             raise InputError("threshold", "give hallucination_threshold= or its alias threshold=, not both")
         given, field = (threshold, "threshold") if threshold is not None else (hallucination_threshold,
@@ -268,13 +292,15 @@ class GraphEval:
             raise InputError("max_batch_claims", f"must be an integer >= 1, got {max_batch_claims!r}")
         self._llm_spec = llm
         self._scorer_spec = scorer
-        self.hallucination_threshold = value
+        self._hallucination_threshold = value
         self.mode: Mode = mode
         self.method: Method = method
         self.hybrid_weights = hybrid_weights
         self.prompt = prompt
         self.max_retries = max_retries
         self.cache = self._make_cache(cache)
+        self.score_cache = make_score_cache(score_cache)
+        self.fidelity: aggregate.Fidelity = fidelity
         self.max_concurrency = max_concurrency
         self.check_batch_rows = check_batch_rows
         self.render_triple = render_triple
@@ -288,6 +314,7 @@ class GraphEval:
         self._views: dict[float, GraphEval] = {}
         self._llm: Any = None
         self._scorer: Scorer | None = None
+        self._cached_scorer: CachedScorer | None = None
         self._extractor: TripleExtractor | None = None
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _CheckBatcher] = (
             weakref.WeakKeyDictionary()
@@ -300,17 +327,27 @@ class GraphEval:
         scorer: Any = None,
         *,
         mode: Mode = "graph",
+        method: Method = "hybrid",
         hallucination_threshold: float | None = None,
     ) -> GraphEval:
-        """The process-wide engine for these models (see :func:`~grapheval_plugins.registry.shared_engine`).
+        """The process-wide engine for these models and this decision rule (also
+        :func:`~grapheval_plugins.registry.shared_engine`).
 
         Every host adapter builds its engine here: a DeepEval metric, a Ragas metric and a Runnable over the same
-        specs score with one engine, and its models load once. Nothing loads until first use.
+        specs and rule score with one engine, and its models load once. Nothing loads until first use.
 
         >>> GraphEval.shared(scorer="hhem") is GraphEval.shared(scorer="hhem:vectara/hallucination_evaluation_model")
         True
         """
-        return registry.shared_engine(llm, scorer, mode=mode, hallucination_threshold=hallucination_threshold)
+        if mode not in ("graph", "raw"):
+            raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
+        if method not in ("hybrid", "paper"):
+            raise InputError("method", f"must be 'hybrid' or 'paper', got {method!r}")
+        value = aggregate.check_threshold(0.5 if hallucination_threshold is None else hallucination_threshold)
+        engine = shared.engine_slot(
+            llm, scorer, (mode, method), lambda: cls(llm=llm, scorer=scorer, mode=mode, method=method)
+        )
+        return engine.with_options(hallucination_threshold=value)
 
     def with_options(self, *, hallucination_threshold: float | None = None) -> GraphEval:
         """This engine deciding at another hallucination threshold, sharing its models, knowledge-graph cache and
@@ -334,20 +371,32 @@ class GraphEval:
             view = origin._views.get(value)
             if view is None:
                 view = copy.copy(origin)  # shares the cache, the resolution lock and the per-loop batchers
-                view.hallucination_threshold = value
+                view._hallucination_threshold = value
                 view._origin = origin  # models resolve (once) on the origin
                 view._views = {}
                 origin._views[value] = view
         return view
 
     @property
-    def threshold(self) -> float:
-        """Alias of :attr:`hallucination_threshold` (the P(unsupported) above which a claim is unsupported)."""
-        return self.hallucination_threshold
+    def hallucination_threshold(self) -> float:
+        """The P(unsupported) above which a claim is unsupported, and P(hallucination) above which the output is a
+        hallucination. Read-only: an engine may be shared by many adapters, so another threshold is another view,
+        :meth:`with_options`, never a change to this one."""
+        return self._hallucination_threshold
 
-    @threshold.setter
-    def threshold(self, value: float) -> None:
-        self.hallucination_threshold = aggregate.check_threshold(value, "threshold")
+    @hallucination_threshold.setter
+    def hallucination_threshold(self, value: float) -> None:
+        raise AttributeError(
+            "GraphEval.hallucination_threshold is read-only (the engine may be shared by several adapters): "
+            f"use engine.with_options(hallucination_threshold={value!r}) for an engine deciding at that threshold"
+        )
+
+    @property
+    def threshold(self) -> float:
+        """Deprecated alias of :attr:`hallucination_threshold` (read-only)."""
+        warnings.warn("GraphEval.threshold is deprecated: read hallucination_threshold", DeprecationWarning,
+                      stacklevel=2)
+        return self._hallucination_threshold
 
     @staticmethod
     def _make_cache(cache: KGCache | str | Path | bool | None) -> KGCache | None:
@@ -383,7 +432,7 @@ class GraphEval:
                 return self._scorer
             with self._resolve_lock:
                 if self._scorer is None:
-                    self._scorer = registry.shared_scorer(self._scorer_spec)
+                    self._scorer = shared.shared_scorer(self._scorer_spec)
         return self._scorer
 
     @property
@@ -410,12 +459,22 @@ class GraphEval:
             return self._scorer
         return await asyncio.to_thread(lambda: self.scorer)
 
+    async def _acheck_scorer(self) -> Scorer:
+        """What scores the claims: :attr:`scorer`, behind the claim-score cache when there is one."""
+        scorer = await self._ascorer()
+        if self.score_cache is None:
+            return scorer
+        cached = self._cached_scorer
+        if cached is None or cached.inner is not scorer or cached.cache is not self.score_cache:
+            cached = self._cached_scorer = CachedScorer(scorer, self.score_cache)
+        return cached
+
     async def _batcher(self) -> _CheckBatcher:
         """The batcher of the running loop (one per loop: futures belong to the loop that made them)."""
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
-            scorer = await self._ascorer()
+            scorer = await self._acheck_scorer()
             batcher = self._batchers.get(loop)  # another call may have made it meanwhile
             if batcher is None:
                 batcher = self._batchers[loop] = _CheckBatcher(scorer, self.batch_wait_s, self.max_batch_claims)
@@ -432,7 +491,7 @@ class GraphEval:
         """
         if not load:
             from .check.llm_judge import is_chat_model
-            from .extract.extractor import describe_llm
+            from .messages import describe_llm
             from .models import DEFAULT_LLM, DEFAULT_SCORER
 
             if self.mode == "raw":
@@ -466,7 +525,7 @@ class GraphEval:
         if self.hybrid_weights is not None:
             return self.hybrid_weights
         name = self._scorer.name if self._scorer is not None else self.describe(load=False).split(" + ", 1)[1]
-        return aggregate.hybrid_weights(name)
+        return aggregate.hybrid_weights(name, self.fidelity)
 
     # ----------------------------------------------------------------- public API
     def evaluate(
@@ -496,7 +555,7 @@ class GraphEval:
         batcher = await self._batcher()
         t1 = time.perf_counter()
         try:
-            scores = await batcher.submit([sample.passages] * len(claims), [c for c, _ in claims])
+            scores = await batcher.submit(*self._request(sample, claims))
         except ScoringError as exc:
             err = StageError(stage="check", type=type(exc).__name__, message=str(exc))
             return self._error_report(sample, extraction, err, {"total": time.perf_counter() - t0})
@@ -686,7 +745,8 @@ class GraphEval:
         reports: list[Report] = []
         for start in range(0, len(rows), self.check_batch_rows):
             group = rows[start : start + self.check_batch_rows]
-            pairs = [(Sample(r.context, r.output, r.id, tuple(r.passages)), list(r.claims)) for r in group]
+            pairs = [(Sample(r.context, r.output, r.id, tuple(r.passages)), self._with_whole_output(r.output, r.claims))
+                     for r in group]
             t0 = time.perf_counter()
             results = await self._check_group(pairs)
             share = (time.perf_counter() - t0) / max(1, len(group))
@@ -724,14 +784,52 @@ class GraphEval:
                 claims.append((claim, triple))
         if self.decision_weights() is not None:
             claims.append((sample.output, None))  # last: the scorer reads it after the triples, context reused
-        return extraction, claims, None
+        return extraction, self._with_whole_output(sample.output, claims), None
+
+    def _with_whole_output(self, output: str, claims: Sequence[tuple[str, Triple | None]]) -> list[tuple[str, Triple | None]]:
+        """``claims``, with the whole output added last when fidelity may need it (its fallback) and it is missing."""
+        out = list(claims)
+        if self.fidelity == "drop" and any(t is not None for _, t in out) and all(t is not None for _, t in out):
+            out.append((output, None))
+        return out
+
+    def _request(self, sample: Sample, claims: Sequence[tuple[str, Triple | None]]) -> _Request:
+        """One row's scorer input: every claim against the context, then (``fidelity="drop"``) each triple's claim
+        against the output itself."""
+        round_trip = [c for c, t in claims if t is not None] if self.fidelity == "drop" else []
+        contexts: list[Passages] = [sample.passages] * len(claims) + [(sample.output,)] * len(round_trip)
+        return contexts, [c for c, _ in claims] + round_trip
+
+    def _drop_unfaithful(
+        self, claims: list[tuple[str, Triple | None]], scores: list[ClaimScore], round_trip: list[ClaimScore]
+    ) -> tuple[list[tuple[str, Triple | None]], list[ClaimScore], list[str]]:
+        """Fidelity: the claims and scores without the triples their output does not support, and a note for each
+        one dropped (plus one when none is left: then the whole output is the row's one claim)."""
+        fidelity = iter(round_trip)
+        kept: list[tuple[tuple[str, Triple | None], ClaimScore]] = []
+        notes: list[str] = []
+        for (claim, triple), score in zip(claims, scores):
+            if triple is None:
+                kept.append(((claim, triple), score))
+                continue
+            check = next(fidelity)
+            p = None if check.error is not None else check.p_unsupported
+            if aggregate.faithful_to_output(p):
+                kept.append(((claim, triple), score))
+            else:
+                notes.append(f"fidelity: dropped {triple.as_list()}: the output does not support it "
+                             f"(P(unsupported) {p:.3f} > {aggregate.FIDELITY_THRESHOLD})")
+        n_triples = sum(1 for _, t in claims if t is not None)
+        if n_triples and not any(t is not None for (_, t), _ in kept):
+            notes.append(f"fidelity: all {n_triples} triple(s) dropped; the whole output is decided as one claim")
+        return [c for c, _ in kept], [s for _, s in kept], notes
 
     async def _check_group(
         self, group: Sequence[tuple[Sample, list[tuple[str, Triple | None]]]]
     ) -> list[list[ClaimScore] | StageError]:
         """Score a group of rows in passes of at most ``max_batch_claims`` claims; one bad row fails alone."""
-        scorer = await self._ascorer()
-        requests: list[_Request] = [([s.passages] * len(claims), [c for c, _ in claims]) for s, claims in group]
+        scorer = await self._acheck_scorer()
+        requests: list[_Request] = [self._request(s, claims) for s, claims in group]
         results: list[list[ClaimScore] | StageError] = []
         for part in _pack([len(clms) for _, clms in requests], self.max_batch_claims):
             for result in await _score_isolated(scorer, requests[part]):
@@ -755,6 +853,11 @@ class GraphEval:
         scores: list[ClaimScore],
         timings: dict[str, float],
     ) -> Report:
+        scores, round_trip = list(scores[: len(claims)]), list(scores[len(claims) :])
+        if round_trip:
+            claims, scores, notes = self._drop_unfaithful(claims, scores, round_trip)
+            if extraction is not None and notes:
+                extraction = extraction.model_copy(update={"issues": [*extraction.issues, *notes]})
         checks: list[ClaimCheck] = []
         unjudged: list[StageError] = []
         for (claim, triple), score in zip(claims, scores):
@@ -819,7 +922,7 @@ class GraphEval:
         return Report(
             output=output if isinstance(output, str) else "",
             mode=self.mode,
-            threshold=self.threshold,
+            threshold=self.hallucination_threshold,
             id=None if rid is None else str(rid),
             errors=[StageError(stage="input", type="InputError", message=str(exc))],
         )

@@ -10,6 +10,9 @@ truncation), scoring every claim against every chunk of its context in one call,
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
+import inspect
 import math
 import threading
 from abc import ABC, abstractmethod
@@ -22,7 +25,13 @@ from ..exceptions import ScoringError
 if TYPE_CHECKING:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-__all__ = ["ClaimScore", "Scorer", "split_context"]
+__all__ = ["FINGERPRINT_FIELDS", "ClaimScore", "Scorer", "split_context"]
+
+FINGERPRINT_FIELDS: tuple[str, ...] = (
+    "prompt", "calibration", "labels", "verdict_p_unsupported", "claim_budget_tokens", "chunk_overlap_tokens",
+    "model", "revision",
+)
+"""The settings :meth:`Scorer.fingerprint` reads (from the scorer and from the ``backend`` it wraps, if any)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,30 @@ class Scorer(ABC):
     def count_tokens(self, text: str) -> int:
         """Token count used for chunking. Default: an estimate from whitespace words."""
         return _approx_tokens(text)
+
+    def fingerprint(self) -> str:
+        """A digest of what, besides :attr:`name`, decides this scorer's numbers; claim-score caches key on it
+        (:mod:`grapheval_plugins.score_cache`).
+
+        Default: the class and the ``repr`` of the settings in :data:`FINGERPRINT_FIELDS` that the scorer, or the
+        ``backend`` it wraps, holds as plain values or dataclasses (its judge prompt, calibration, label words,
+        chunking budget …); other objects (a loaded model) are left out. Nothing is loaded. Override it when other
+        state changes the scores.
+
+        >>> class Fixed(Scorer):
+        ...     def predict_support(self, pairs):
+        ...         return [1.0] * len(pairs)
+        >>> Fixed().fingerprint() == Fixed().fingerprint()
+        True
+        """
+        h = hashlib.sha256(f"{type(self).__module__}.{type(self).__qualname__}".encode())
+        for owner in (self, self.__dict__.get("backend")):
+            for field in FINGERPRINT_FIELDS if owner is not None else ():
+                value = inspect.getattr_static(owner, field, None)  # never runs a property (nothing loads)
+                if isinstance(value, (str, int, float, tuple, list, dict)) or (
+                        dataclasses.is_dataclass(value) and not isinstance(value, type)):
+                    h.update(f"\x00{field}={value!r}".encode())
+        return h.hexdigest()[:16]
 
     @abstractmethod
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:

@@ -158,3 +158,13 @@ def test_deepevals_reason_follows_the_combined_verdict() -> None:
     report = engine(scorer=s, hybrid_weights=flagged).evaluate(CONTEXT, OUTPUT)
     reason = _format_reason(report, [], report.score, 0.5, "context")
     assert reason.startswith("hallucination: no single claim of 2 claims unsupported")
+
+
+def test_fidelity_has_weights_fitted_for_it() -> None:
+    from grapheval_plugins import GraphEval
+    from grapheval_plugins.aggregate import HYBRID_WEIGHTS_FIDELITY
+
+    name = "judge:local:qwen2.5-coder-1.5b"
+    assert GraphEval().decision_weights() is HYBRID_WEIGHTS[name]
+    assert GraphEval(fidelity="drop").decision_weights() is HYBRID_WEIGHTS_FIDELITY[name]
+    assert "--fidelity" in HYBRID_WEIGHTS_FIDELITY[name].fitted_on

@@ -1,0 +1,301 @@
+"""Caches of claim scores, so re-deciding, re-filtering or re-rendering a run only scores what changed.
+
+A key is ``(scorer name, scorer fingerprint, premise hash, claim text)``:
+
+* the scorer's :attr:`~grapheval_plugins.check.Scorer.name` and its
+  :meth:`~grapheval_plugins.check.Scorer.fingerprint` (a digest of its prompt, calibration, labels and chunking
+  settings), so a changed judge prompt or calibration never serves the old numbers;
+* :func:`premise_hash`, a digest of the premise the claim is scored against (the context's passages, or the output
+  itself for the fidelity pass);
+* the claim text as given to the scorer (the rendered triple, or the whole output).
+
+The value is the claim's whole :class:`~grapheval_plugins.check.ClaimScore` (P(unsupported), the deciding chunk,
+its index and passage). A claim the scorer could not judge (``error`` set) is never stored: it is scored again next
+time. Two stores:
+
+* :class:`MemoryScoreCache` — per process, bounded (least recently used entries go first);
+* :class:`SQLiteScoreCache` — on disk, shared between runs and processes (benchmarks, ``--cache``); one
+  connection per operation, closed after it (as :class:`~grapheval_plugins.cache.SQLiteKGCache`).
+
+:class:`CachedScorer` puts a cache in front of any scorer; ``GraphEval(score_cache=...)`` does that for the engine.
+
+>>> from grapheval_plugins.testing import KeywordScorer
+>>> scorer = CachedScorer(KeywordScorer(), MemoryScoreCache())
+>>> [round(s.p_unsupported, 2) for s in scorer.check(["Paris is in France."], ["Paris is in France"])]
+[0.0]
+>>> scorer.check(["Paris is in France."], ["Paris is in France"])[0].p_unsupported, scorer.hits, scorer.misses
+(0.0, 1, 1)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from .check.base import ClaimScore, Scorer
+
+__all__ = [
+    "CachedScorer",
+    "MemoryScoreCache",
+    "SQLiteScoreCache",
+    "ScoreCache",
+    "ScoreKey",
+    "make_score_cache",
+    "premise_hash",
+]
+
+
+def premise_hash(premise: str | Sequence[str]) -> str:
+    """A stable hex digest of a premise: a string, or a sequence of passages (each passage counts on its own).
+
+    >>> premise_hash("A.") == premise_hash(["A."])
+    True
+    >>> premise_hash(["A.", "B."]) == premise_hash(["A.\\n\\nB."])
+    False
+    """
+    passages = [premise] if isinstance(premise, str) else list(premise)
+    return hashlib.sha256(json.dumps(passages, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ScoreKey:
+    """What one claim score depends on."""
+
+    scorer: str
+    fingerprint: str
+    premise: str
+    """:func:`premise_hash` of the premise."""
+    claim: str
+
+    def digest(self) -> str:
+        """A stable hex digest of the four parts (the on-disk primary key)."""
+        h = hashlib.sha256()
+        for part in (self.scorer, self.fingerprint, self.premise, self.claim):
+            h.update(part.encode("utf-8"))
+            h.update(b"\x00")
+        return h.hexdigest()
+
+
+@runtime_checkable
+class ScoreCache(Protocol):
+    """What :class:`CachedScorer` needs of a store: batched look-ups and writes."""
+
+    def get_many(self, keys: Sequence[ScoreKey]) -> dict[ScoreKey, ClaimScore]: ...
+
+    def set_many(self, items: Mapping[ScoreKey, ClaimScore]) -> None: ...
+
+
+class MemoryScoreCache:
+    """A bounded in-process LRU cache of claim scores."""
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self.max_entries = max_entries
+        self._data: OrderedDict[str, ClaimScore] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_many(self, keys: Sequence[ScoreKey]) -> dict[ScoreKey, ClaimScore]:
+        out: dict[ScoreKey, ClaimScore] = {}
+        with self._lock:
+            for key in keys:
+                digest = key.digest()
+                value = self._data.get(digest)
+                if value is not None:
+                    self._data.move_to_end(digest)
+                    out[key] = value
+        return out
+
+    def set_many(self, items: Mapping[ScoreKey, ClaimScore]) -> None:
+        with self._lock:
+            for key, value in items.items():
+                if value.error is not None:
+                    continue
+                digest = key.digest()
+                self._data[digest] = value
+                self._data.move_to_end(digest)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class SQLiteScoreCache:
+    """A persistent cache of claim scores in one SQLite file; safe across threads and processes.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "scores.sqlite")
+    >>> key = ScoreKey("s", "f", premise_hash("ctx"), "claim")
+    >>> SQLiteScoreCache(path).set_many({key: ClaimScore(0.25, 0, "ctx")})
+    >>> SQLiteScoreCache(path).get_many([key])[key].p_unsupported
+    0.25
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        with self._connect() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, scorer TEXT, fingerprint TEXT, "
+                "premise TEXT, claim TEXT, p_unsupported REAL NOT NULL, chunk_index INTEGER NOT NULL, "
+                "chunk TEXT NOT NULL, passage_index INTEGER NOT NULL)"
+            )
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """One connection for one operation: committed (or rolled back) and then closed."""
+        conn = sqlite3.connect(self.path, timeout=30)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            with conn:
+                yield conn
+        finally:
+            conn.close()
+
+    def get_many(self, keys: Sequence[ScoreKey]) -> dict[ScoreKey, ClaimScore]:
+        if not keys:
+            return {}
+        by_digest = {key.digest(): key for key in keys}
+        digests = list(by_digest)
+        out: dict[ScoreKey, ClaimScore] = {}
+        with self._lock, self._connect() as conn:
+            for start in range(0, len(digests), 500):  # below SQLite's limit on bound parameters
+                part = digests[start : start + 500]
+                rows = conn.execute(
+                    "SELECT key, p_unsupported, chunk_index, chunk, passage_index FROM scores WHERE key IN "
+                    f"({','.join('?' * len(part))})",
+                    part,
+                ).fetchall()
+                for digest, p, index, chunk, passage in rows:
+                    out[by_digest[digest]] = ClaimScore(p_unsupported=float(p), chunk_index=int(index), chunk=chunk,
+                                                        passage_index=int(passage))
+        return out
+
+    def set_many(self, items: Mapping[ScoreKey, ClaimScore]) -> None:
+        rows = [
+            (key.digest(), key.scorer, key.fingerprint, key.premise, key.claim, value.p_unsupported,
+             value.chunk_index, value.chunk, value.passage_index)
+            for key, value in items.items()
+            if value.error is None
+        ]
+        if not rows:
+            return
+        with self._lock, self._connect() as conn:
+            conn.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def __len__(self) -> int:
+        with self._lock, self._connect() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM scores").fetchone()[0])
+
+
+def make_score_cache(cache: ScoreCache | str | Path | bool | None) -> ScoreCache | None:
+    """The store behind ``GraphEval(score_cache=...)``: ``True`` in memory, a path an SQLite file, ``False`` or
+    ``None`` none, a :class:`ScoreCache` itself.
+
+    >>> make_score_cache(None) is None, type(make_score_cache(True)).__name__
+    (True, 'MemoryScoreCache')
+    """
+    if cache is True:
+        return MemoryScoreCache()
+    if cache is False or cache is None:
+        return None
+    if isinstance(cache, (str, Path)):
+        return SQLiteScoreCache(cache)
+    if not isinstance(cache, ScoreCache):
+        raise TypeError(f"score_cache: expected a bool, a path or a ScoreCache, got {type(cache).__name__}")
+    return cache
+
+
+class CachedScorer(Scorer):
+    """A scorer that serves claim scores from ``cache`` and asks ``inner`` only for the claims it lacks.
+
+    It keeps ``inner``'s :attr:`name`, chunking and token counting, so reports and the hybrid rule's weights read
+    the same. The fingerprint is read on every call, so changing ``inner``'s prompt or calibration in place is
+    seen at once. ``hits`` and ``misses`` count claims served and scored. A scorer that judges the claims of one
+    context together (a chat judge answering all of them in one message) gives each claim the score of the pass it
+    was first scored in.
+    """
+
+    def __init__(self, inner: Scorer, cache: ScoreCache) -> None:
+        super().__init__()
+        self.inner = inner
+        self.cache = cache
+        self.name = inner.name
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def max_premise_tokens(self) -> int | None:  # type: ignore[override]
+        return self.inner.max_premise_tokens
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def chunks(self, context: str) -> list[str]:
+        return self.inner.chunks(context)
+
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint()
+
+    def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """``inner``'s P(supported), uncached (the cache holds whole claim scores; see :meth:`check`)."""
+        return self.inner.predict_support(pairs)
+
+    def _keys(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ScoreKey]:
+        if len(contexts) != len(claims):
+            raise ValueError("contexts and claims must have the same length")
+        name, fingerprint = self.inner.name, self.inner.fingerprint()
+        hashes: dict[tuple[str, ...], str] = {}
+        keys = []
+        for context, claim in zip(contexts, claims):
+            passages = (context,) if isinstance(context, str) else tuple(context)
+            if passages not in hashes:
+                hashes[passages] = premise_hash(passages)
+            keys.append(ScoreKey(name, fingerprint, hashes[passages], claim))
+        return keys
+
+    def _plan(
+        self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]
+    ) -> tuple[list[ScoreKey], dict[ScoreKey, ClaimScore], list[int]]:
+        """The keys, the scores found, and the positions still to score (one per distinct missing key)."""
+        keys = self._keys(contexts, claims)
+        found = self.cache.get_many(list(dict.fromkeys(keys)))
+        todo: dict[ScoreKey, int] = {}
+        for i, key in enumerate(keys):
+            if key not in found and key not in todo:
+                todo[key] = i
+        with self.lock:
+            self.hits += sum(1 for key in keys if key in found)
+            self.misses += len(todo)
+        return keys, found, list(todo.values())
+
+    def _finish(self, keys: list[ScoreKey], found: dict[ScoreKey, ClaimScore], todo: list[int],
+                scored: Sequence[ClaimScore]) -> list[ClaimScore]:
+        new = {keys[i]: score for i, score in zip(todo, scored)}
+        self.cache.set_many(new)
+        merged = {**found, **new}
+        return [merged[key] for key in keys]
+
+    def check(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
+        """``inner.check`` for the claims not in the cache; the rest from the cache, in input order."""
+        keys, found, todo = self._plan(contexts, claims)
+        scored = self.inner.check([contexts[i] for i in todo], [claims[i] for i in todo]) if todo else []
+        return self._finish(keys, found, todo, scored)
+
+    async def acheck(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
+        """:meth:`check` over ``inner.acheck`` (the store is read and written in a worker thread)."""
+        keys, found, todo = await asyncio.to_thread(self._plan, contexts, claims)
+        scored = await self.inner.acheck([contexts[i] for i in todo], [claims[i] for i in todo]) if todo else []
+        return await asyncio.to_thread(self._finish, keys, found, todo, scored)
+
+    def __repr__(self) -> str:
+        return f"CachedScorer({self.inner!r})"

@@ -1,0 +1,153 @@
+"""Extraction fidelity (``GraphEval(fidelity="drop")``): triples their own output does not support leave the decision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grapheval_plugins import GraphEval
+from grapheval_plugins.aggregate import FIDELITY_THRESHOLD, HybridWeights, faithful_to_output
+from grapheval_plugins.exceptions import InputError
+from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel
+
+CONTEXT = "Marie Curie was born in Warsaw. She won two Nobel Prizes."
+OUTPUT = "Marie Curie, born in Warsaw, won two Nobel Prizes."
+# The second triple is an extraction error: the output never says it.
+ANSWER = '<python>[["Marie Curie", "born in", "Warsaw"], ["Marie Curie", "moved to", "Berlin"]]</python>'
+WEIGHTS = HybridWeights(whole=0.6, claims=0.2, bias=0.0, fitted_on="test")
+
+
+def engine(answer: str = ANSWER, **kwargs: object) -> GraphEval:
+    return GraphEval(llm=ScriptedChatModel(responses=[answer]), cache=False, **kwargs)  # type: ignore[arg-type]
+
+
+def pairs(scorer: FunctionScorer) -> list[tuple[str, str]]:
+    return [pair for batch in scorer.batches for pair in batch]
+
+
+def test_the_rule() -> None:
+    assert FIDELITY_THRESHOLD == 0.5
+    assert faithful_to_output(0.5) and not faithful_to_output(0.51) and faithful_to_output(None)
+
+
+def test_off_by_default_every_triple_counts() -> None:
+    report = engine(scorer=KeywordScorer(), method="paper").evaluate(CONTEXT, OUTPUT)
+    assert [c.triple.as_list() for c in report.claims if c.triple] == [["Marie Curie", "born in", "Warsaw"],
+                                                                       ["Marie Curie", "moved to", "Berlin"]]
+    assert report.hallucinated is True  # a false alarm from the extraction error
+
+
+def test_drop_scores_each_triple_against_its_output_in_the_same_pass_and_drops_the_unsupported() -> None:
+    scorer = KeywordScorer()
+    report = engine(scorer=scorer, method="paper", fidelity="drop").evaluate(CONTEXT, OUTPUT)
+    assert len(scorer.batches) == 1  # one scorer pass
+    assert pairs(scorer)[-2:] == [(OUTPUT, "Marie Curie born in Warsaw"), (OUTPUT, "Marie Curie moved to Berlin")]
+    assert [c.triple.as_list() for c in report.claims if c.triple] == [["Marie Curie", "born in", "Warsaw"]]
+    assert report.hallucinated is False and report.method == "paper"
+    assert report.extraction is not None
+    assert any("dropped ['Marie Curie', 'moved to', 'Berlin']" in note for note in report.extraction.issues)
+    assert report.extraction.triples[1].object == "Berlin"  # the extraction itself is reported as it was
+
+
+def test_when_every_triple_is_dropped_the_whole_output_decides() -> None:
+    answer = '<python>[["Pierre", "moved to", "Berlin"]]</python>'
+    output = "Marie Curie won three Nobel Prizes."
+    for method in ("paper", "hybrid"):
+        report = engine(answer, scorer=KeywordScorer(), method=method, fidelity="drop",
+                        hybrid_weights=WEIGHTS).evaluate(CONTEXT, output)
+        assert [(c.claim, c.triple) for c in report.claims] == [(output, None)]
+        assert report.whole_output is None
+        assert report.hallucinated is True  # "three" is not in the context
+        assert report.extraction is not None
+        assert report.extraction.issues[-1] == ("fidelity: all 1 triple(s) dropped; the whole output is decided as "
+                                                "one claim")
+        assert "'Marie Curie won three Nobel Prizes.'" in report.explain()
+
+
+def test_hybrid_with_fidelity_uses_the_kept_triples_and_the_whole_output() -> None:
+    p_context = {"Marie Curie born in Warsaw": 0.9, "Marie Curie moved to Berlin": 0.1, OUTPUT: 0.8}
+    scorer = FunctionScorer(lambda premise, h: 1.0 if premise == OUTPUT and "Berlin" not in h else
+                            (0.0 if premise == OUTPUT else p_context[h]), name="judge:test")
+    report = engine(scorer=scorer, fidelity="drop", hybrid_weights=WEIGHTS).evaluate(CONTEXT, OUTPUT)
+    assert report.method == "hybrid"
+    assert report.whole_output is not None and report.whole_output.p_unsupported == pytest.approx(0.2)
+    assert report.score == pytest.approx(1 - WEIGHTS.probability(0.2, [0.1]))
+
+
+def test_a_triple_without_a_verdict_against_the_output_stays() -> None:
+    from grapheval_plugins.check.judge import JudgeScorer, LabelReading
+
+    class Backend:
+        name = "half"
+
+        def label_logprobs(self, context: str, claims: list[str], labels: list[str]) -> list[LabelReading]:
+            if context == OUTPUT:
+                return [LabelReading(error="garbled")] * len(claims)
+            return [LabelReading(verdict="supported")] * len(claims)
+
+    report = engine(scorer=JudgeScorer(Backend()), method="paper", fidelity="drop").evaluate(CONTEXT, OUTPUT)
+    assert len([c for c in report.claims if c.triple]) == 2 and report.errors == []
+
+
+def test_the_stages_apart_drop_the_same_triples() -> None:
+    ge = engine(scorer=KeywordScorer(), method="paper", fidelity="drop")
+    [pending] = ge.extract_rows([{"context": CONTEXT, "output": OUTPUT}])
+    [report] = ge.check_rows([pending])  # type: ignore[list-item]
+    assert [c.triple.as_list() for c in report.claims if c.triple] == [["Marie Curie", "born in", "Warsaw"]]
+    # Rows extracted by an engine without fidelity get the whole output added for the fallback.
+    plain = engine(scorer=KeywordScorer(), method="paper")
+    [pending] = plain.extract_rows([{"context": CONTEXT, "output": OUTPUT}])
+    [report] = ge.check_rows([pending])  # type: ignore[list-item]
+    assert [c.triple.as_list() for c in report.claims if c.triple] == [["Marie Curie", "born in", "Warsaw"]]
+    [many] = ge.evaluate_many([{"context": CONTEXT, "output": OUTPUT}])
+    assert many.score == report.score
+
+
+def test_fidelity_scores_come_from_the_score_cache_on_a_second_pass(tmp_path: Path) -> None:
+    scorer = KeywordScorer()
+    ge = engine(scorer=scorer, method="paper", fidelity="drop", score_cache=tmp_path / "s.sqlite")
+    ge.evaluate(CONTEXT, OUTPUT)
+    scorer.batches.clear()
+    GraphEval(llm=ScriptedChatModel(responses=[ANSWER]), scorer=scorer, method="paper", fidelity="drop",
+              score_cache=tmp_path / "s.sqlite", cache=False).evaluate(CONTEXT, OUTPUT)
+    assert scorer.batches == []
+
+
+def test_an_unknown_value_is_an_input_error() -> None:
+    with pytest.raises(InputError, match="fidelity"):
+        GraphEval(fidelity="maybe")  # type: ignore[arg-type]
+
+
+def _detection_script():  # type: ignore[no-untyped-def]
+    from repo_scripts import load_script
+
+    return load_script("benchmarks/detection.py", "bench_detection_script")
+
+
+@pytest.mark.parametrize("output", [OUTPUT, "Pierre moved to Berlin in 1891."])
+def test_the_benchmarks_derived_decision_is_the_engines(output: str) -> None:
+    """``detection.py lab-report`` re-decides committed rows with the fidelity scores; the engine decides live."""
+    module = _detection_script()
+    scorer = KeywordScorer()
+    plain = engine(scorer=scorer, hybrid_weights=WEIGHTS).evaluate(CONTEXT, output)
+    assert plain.whole_output is not None
+    row = {"p_raw": plain.whole_output.p_unsupported, "triples": [[*c.triple.as_list(), c.p_unsupported]
+                                                                  for c in plain.claims if c.triple is not None],
+           "id": "r", "dataset": "toy", "label": 1, "prompt": "v", "render": "concat"}
+    claims = [c.claim for c in plain.claims if c.triple is not None]
+    fid = module.fidelity_row(row, scorer.check([(output,)] * len(claims), claims), scorer, 0.0, len(claims))
+    live = engine(scorer=scorer, hybrid_weights=WEIGHTS, fidelity="drop").evaluate(CONTEXT, output)
+    derived = WEIGHTS.probability(*module.lab_scores(row, fid))
+    assert live.score == pytest.approx(1 - derived)
+    assert len(module.kept_triples(fid)) == len([c for c in live.claims if c.triple is not None])
+
+
+def test_the_lab_subset_is_stratified_seeded_and_in_a_random_order() -> None:
+    module = _detection_script()
+    rows = [{"id": f"r{i:03d}", "label": int(i % 3 == 0)} for i in range(300)]
+    a = module.draw_lab_subset({"toy": rows}, 60, seed=0)["toy"]
+    assert a == module.draw_lab_subset({"toy": list(reversed(rows))}, 60, seed=0)["toy"]  # input order is irrelevant
+    assert len(set(a)) == 60 and sum(int(i[1:]) % 3 == 0 for i in a) == 20
+    assert a != sorted(a)
+    assert module.draw_lab_subset({"toy": rows}, 60, seed=1)["toy"] != a
