@@ -604,54 +604,22 @@ class GraphEval:
             import sys
 
             show_progress = len(rows) > 1 and sys.stderr.isatty()
-        reports: list[Report | None] = [None] * len(rows)
-        samples: list[tuple[int, Sample]] = []
-        for i, row in enumerate(rows):
-            try:
-                samples.append((i, to_sample(row, i, context_key, output_key, id_key)))
-            except InputError as exc:
-                reports[i] = self._input_error_report(row, exc, output_key, id_key)
-
-        # Stage 1: extraction, bounded concurrency.
-        semaphore = asyncio.Semaphore(self.max_concurrency)
-        bar = _progress(len(samples), "extract", bool(show_progress) and self.mode == "graph")
-
-        async def extract(sample: Sample) -> tuple[Extraction | None, list[tuple[str, Triple | None]], StageError | None, float]:
-            async with semaphore:
-                t0 = time.perf_counter()
-                result = await self._extract_claims(sample, config)
-                bar.update(1)
-                return (*result, time.perf_counter() - t0)
-
+        # The two stages of extract_rows / check_rows, with progress: one batch pipeline.
+        bar = _progress(len(rows), "extract", bool(show_progress) and self.mode == "graph")
         try:
-            extracted = await asyncio.gather(*(extract(s) for _, s in samples))
+            staged = await self._aextract_rows(
+                rows, context_key=context_key, output_key=output_key, id_key=id_key, config=config, positions=None,
+                on_row=lambda: bar.update(1),
+            )
         finally:
             bar.close()
-
-        # Stage 2: scoring, batched across rows.
-        ready: list[tuple[int, Sample, Extraction | None, list[tuple[str, Triple | None]], float]] = []
-        for (i, sample), (extraction, claims, error, seconds) in zip(samples, extracted):
-            if error is not None:
-                reports[i] = self._error_report(sample, extraction, error, {"extract": seconds, "total": seconds})
-            else:
-                ready.append((i, sample, extraction, claims, seconds))
-        bar = _progress(len(ready), "check", bool(show_progress))
+        pending = [r for r in staged if isinstance(r, ExtractedRow)]
+        bar = _progress(len(pending), "check", bool(show_progress))
         try:
-            for start in range(0, len(ready), self.check_batch_rows):
-                group = ready[start : start + self.check_batch_rows]
-                t0 = time.perf_counter()
-                results = await self._check_group([(s, claims) for _, s, _, claims, _ in group])
-                share = (time.perf_counter() - t0) / max(1, len(group))
-                for (i, sample, extraction, claims, seconds), result in zip(group, results):
-                    timings = {"extract": seconds, "check": share, "total": seconds + share}
-                    if isinstance(result, StageError):
-                        reports[i] = self._error_report(sample, extraction, result, timings)
-                    else:
-                        reports[i] = self._report(sample, extraction, claims, result, timings)
-                bar.update(len(group))
+            checked = iter(await self._acheck_rows(pending, on_group=bar.update))
         finally:
             bar.close()
-        return [r for r in reports if r is not None]
+        return [next(checked) if isinstance(r, ExtractedRow) else r for r in staged]
 
     # ----------------------------------------------------------------- the two stages, one at a time
     def extract_rows(
@@ -700,6 +668,23 @@ class GraphEval:
         >>> ge.check_rows([pending])[0].hallucinated
         True
         """
+        return await self._aextract_rows(
+            rows, context_key=context_key, output_key=output_key, id_key=id_key, config=config, positions=positions,
+            on_row=None,
+        )
+
+    async def _aextract_rows(
+        self,
+        rows: Iterable[Any],
+        *,
+        context_key: str,
+        output_key: str,
+        id_key: str,
+        config: RunnableConfig | None,
+        positions: Sequence[int] | None,
+        on_row: Callable[[], Any] | None,
+    ) -> list[Report | ExtractedRow]:
+        """:meth:`aextract_rows`, calling ``on_row()`` as each row is done (progress)."""
         rows = list(rows)
         where = list(range(len(rows))) if positions is None else list(positions)
         if len(where) != len(rows):
@@ -711,6 +696,8 @@ class GraphEval:
                 samples.append((i, to_sample(row, where[i], context_key, output_key, id_key)))
             except InputError as exc:
                 results[i] = self._input_error_report(row, exc, output_key, id_key)
+                if on_row is not None:
+                    on_row()
         semaphore = asyncio.Semaphore(self.max_concurrency)
 
         async def extract(i: int, sample: Sample) -> None:
@@ -727,6 +714,8 @@ class GraphEval:
                     claims=claims, llm=None if self.mode == "raw" else self.extractor.llm_id,
                     extract_seconds=seconds,
                 )
+            if on_row is not None:
+                on_row()
 
         await asyncio.gather(*(extract(i, s) for i, s in samples))
         return [r for r in results if r is not None]
@@ -742,6 +731,12 @@ class GraphEval:
         pass, a scorer failure fails only its own row, and the reports are those :meth:`aevaluate_many` gives
         (``llm`` names the chat model that extracted the row; the chat model is not loaded here).
         """
+        return await self._acheck_rows(rows, on_group=None)
+
+    async def _acheck_rows(
+        self, rows: Sequence[ExtractedRow], *, on_group: Callable[[int], Any] | None
+    ) -> list[Report]:
+        """:meth:`acheck_rows`, calling ``on_group(n)`` after each scorer pass of ``n`` rows (progress)."""
         reports: list[Report] = []
         for start in range(0, len(rows), self.check_batch_rows):
             group = rows[start : start + self.check_batch_rows]
@@ -757,6 +752,8 @@ class GraphEval:
                 else:
                     report = self._report(sample, row.extraction, claims, result, timings)
                 reports.append(report if report.llm == row.llm else report.model_copy(update={"llm": row.llm}))
+            if on_group is not None:
+                on_group(len(group))
         return reports
 
     # ----------------------------------------------------------------- stages
