@@ -50,7 +50,7 @@ from pathlib import Path
 
 wheel, sdist, root = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 names = set(zipfile.ZipFile(wheel).namelist())
-version = re.search(r'^__version__ = "([^"]+)"', (root / "grapheval_plugins/__init__.py").read_text(), re.M)[1]
+version = re.search(r'^__version__ = "([^"]+)"', (root / "grapheval_plugins/_version.py").read_text(), re.M)[1]
 dist_info = f"grapheval_plugins-{version}.dist-info"
 required = [
     "grapheval_plugins/py.typed",
