@@ -22,12 +22,62 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["CachedKG", "KGCache", "MemoryKGCache", "SQLiteKGCache", "cache_key"]
+__all__ = ["LRU", "CachedKG", "KGCache", "MemoryKGCache", "SQLiteKGCache", "cache_key", "sqlite_transaction"]
+
+V = TypeVar("V")
+
+
+class LRU(Generic[V]):
+    """A bounded, thread-safe least-recently-used map: the store under the in-memory caches.
+
+    >>> lru: LRU[int] = LRU(2)
+    >>> lru.put("a", 1); lru.put("b", 2); _ = lru.get("a"); lru.put("c", 3)
+    >>> lru.get("b") is None, lru.get("a"), len(lru)
+    (True, 1, 2)
+    """
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._data: OrderedDict[str, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> V | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: V) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+@contextmanager
+def sqlite_transaction(path: Path) -> Iterator[sqlite3.Connection]:
+    """One connection to the SQLite file ``path`` for one operation: committed (or rolled back) and then closed.
+
+    ``with sqlite3.connect(...)`` alone only commits; the connection stays open until garbage-collected, so a long
+    run would hold one open file handle per call. The caches open one of these per operation.
+    """
+    conn = sqlite3.connect(path, timeout=30)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        with conn:  # the transaction: commit on success, roll back on an exception
+            yield conn
+    finally:
+        conn.close()
 
 
 @dataclass(frozen=True)
@@ -61,24 +111,13 @@ class MemoryKGCache:
 
     def __init__(self, max_entries: int = 10_000) -> None:
         self.max_entries = max_entries
-        self._data: OrderedDict[str, CachedKG] = OrderedDict()
-        self._lock = threading.Lock()
+        self._data: LRU[CachedKG] = LRU(max_entries)
 
     def get(self, llm_id: str, prompt_version: str, text: str) -> CachedKG | None:
-        key = cache_key(llm_id, prompt_version, text)
-        with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-            return value
+        return self._data.get(cache_key(llm_id, prompt_version, text))
 
     def set(self, llm_id: str, prompt_version: str, text: str, value: CachedKG) -> None:
-        key = cache_key(llm_id, prompt_version, text)
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.max_entries:
-                self._data.popitem(last=False)
+        self._data.put(cache_key(llm_id, prompt_version, text), value)
 
     def __len__(self) -> int:
         return len(self._data)
@@ -104,20 +143,8 @@ class SQLiteKGCache:
                 "triples TEXT NOT NULL, raw_text TEXT)"
             )
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        """One connection for one operation: committed (or rolled back) and then closed.
-
-        ``with sqlite3.connect(...)`` alone only commits; the connection stays open until garbage-collected, so a
-        long run would hold one open file handle per call.
-        """
-        conn = sqlite3.connect(self.path, timeout=30)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            with conn:  # the transaction: commit on success, roll back on an exception
-                yield conn
-        finally:
-            conn.close()
+    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
+        return sqlite_transaction(self.path)
 
     def get(self, llm_id: str, prompt_version: str, text: str) -> CachedKG | None:
         key = cache_key(llm_id, prompt_version, text)

@@ -34,13 +34,13 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from .cache import LRU, sqlite_transaction
 from .check.base import ClaimScore, Scorer
 
 __all__ = [
@@ -99,30 +99,16 @@ class MemoryScoreCache:
 
     def __init__(self, max_entries: int = 100_000) -> None:
         self.max_entries = max_entries
-        self._data: OrderedDict[str, ClaimScore] = OrderedDict()
-        self._lock = threading.Lock()
+        self._data: LRU[ClaimScore] = LRU(max_entries)
 
     def get_many(self, keys: Sequence[ScoreKey]) -> dict[ScoreKey, ClaimScore]:
-        out: dict[ScoreKey, ClaimScore] = {}
-        with self._lock:
-            for key in keys:
-                digest = key.digest()
-                value = self._data.get(digest)
-                if value is not None:
-                    self._data.move_to_end(digest)
-                    out[key] = value
-        return out
+        found = ((key, self._data.get(key.digest())) for key in keys)
+        return {key: value for key, value in found if value is not None}
 
     def set_many(self, items: Mapping[ScoreKey, ClaimScore]) -> None:
-        with self._lock:
-            for key, value in items.items():
-                if value.error is not None:
-                    continue
-                digest = key.digest()
-                self._data[digest] = value
-                self._data.move_to_end(digest)
-            while len(self._data) > self.max_entries:
-                self._data.popitem(last=False)
+        for key, value in items.items():
+            if value.error is None:
+                self._data.put(key.digest(), value)
 
     def __len__(self) -> int:
         return len(self._data)
@@ -150,16 +136,8 @@ class SQLiteScoreCache:
                 "chunk TEXT NOT NULL, passage_index INTEGER NOT NULL)"
             )
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        """One connection for one operation: committed (or rolled back) and then closed."""
-        conn = sqlite3.connect(self.path, timeout=30)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            with conn:
-                yield conn
-        finally:
-            conn.close()
+    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
+        return sqlite_transaction(self.path)
 
     def get_many(self, keys: Sequence[ScoreKey]) -> dict[ScoreKey, ClaimScore]:
         if not keys:
