@@ -456,9 +456,9 @@ def fit_weights(rows: list[dict[str, Any]], fitted_on: str) -> Any:
 
 def hybrid_tables(paper: dict[str, list[dict]], default: dict[str, list[dict]], n_boot: int, seed: int) -> str:
     """Per data set: raw, the paper's procedure and the shipped default (weights fitted on the other sets)."""
-    from grapheval_plugins.aggregate import hybrid_weights
+    from grapheval_plugins.aggregate import fitted_weights
 
-    shipped = hybrid_weights(next(iter(default.values()))[0]["scorer"])
+    shipped = fitted_weights(next(iter(default.values()))[0]["scorer"], KG_PROMPT.version)
     lines: list[str] = []
     lifts: dict[str, list[Any]] = {"raw @0.5": [], "raw, threshold fitted elsewhere": []}
     for name, rows in default.items():
@@ -541,7 +541,7 @@ def fit_hybrid_command(
                                                                     "claims term over the triples the fidelity files "
                                                                     "keep (rows without a fidelity row left out).")] = False,
 ) -> None:
-    """Fit the hybrid rule's weights on all rows of these sets; prints the entry for ``HYBRID_WEIGHTS``."""
+    """Fit the hybrid rule's weights on all rows of these sets; prints the entry for ``aggregate.FITTED_WEIGHTS``."""
     default = _load_sets(llm, scorer, DEFAULT_TAG, "concat", datasets.split(","))
     rows = [r for rs in default.values() for r in rs]
     command = f"benchmarks/detection.py fit-hybrid --llm {llm} --scorer {scorer}"
@@ -553,8 +553,9 @@ def fit_hybrid_command(
         command += " --fidelity"
     w = fit_weights(rows, f"{'+'.join(default)} ({len(rows)} rows, {DEFAULT_TAG} per-row files"
                           f"{' + fidelity files' if with_fidelity else ''}): {command}")
-    typer.echo(f'"{scorer}": HybridWeights(\n    whole={w.whole:.4f}, claims={w.claims:.4f}, bias={w.bias:.4f},\n'
-               f'    fitted_on="{w.fitted_on}",\n),')
+    typer.echo(f'HybridWeights(\n    whole={w.whole:.4f}, claims={w.claims:.4f}, bias={w.bias:.4f},\n'
+               f'    fitted_on="{w.fitted_on}",\n    scorer="{scorer}", prompt="{KG_PROMPT.version}", '
+               f'fidelity="{"drop" if with_fidelity else "off"}",\n),')
 
 
 @app.command("live-default")
@@ -572,7 +573,7 @@ def live_default(
     """Run the shipped ``GraphEval()`` itself on a few rows, from the committed knowledge graphs (no LLM call), and
     compare its P(hallucination) with the one the tables derive from the per-row files."""
     from grapheval_plugins import GraphEval
-    from grapheval_plugins.aggregate import hybrid_weights
+    from grapheval_plugins.aggregate import fitted_weights
     from grapheval_plugins.cache import MemoryKGCache
 
     rows = {r["id"]: r for r in bench.load_results(result_path(dataset, llm, scorer, DEFAULT_TAG, "concat"))
@@ -592,7 +593,7 @@ def live_default(
                                                                          raw_text=e.get("raw_text")))
     engine = GraphEval(llm=bench.cache_only_chat_model(llm_id), scorer=bench_scorer(scorer, None, threads),
                        cache=kg_cache, fidelity="drop" if with_fidelity else "off", score_cache=cache)
-    weights = hybrid_weights(scorer)
+    weights = fitted_weights(scorer, KG_PROMPT.version)
     typer.echo("| id | label | derived P | live P | difference | same verdict at 0.5 | claims | fidelity notes |\n"
                "|---|---|---|---|---|---|---|---|")
     for rid in ids[:n]:

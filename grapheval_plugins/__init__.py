@@ -19,7 +19,7 @@ from typing import Any as _Any
 from . import registry
 from ._async import run_sync
 from ._version import __version__
-from .aggregate import HybridWeights
+from .aggregate import DecisionRule, HybridWeights, Needs, RuleLike, register_rule
 from .cache import CachedKG, KGCache, MemoryKGCache, SQLiteKGCache
 from .check.base import ClaimScore, Scorer
 from .exceptions import (
@@ -38,7 +38,18 @@ from .models import DEFAULT_LLM, DEFAULT_SCORER, resolve_llm, resolve_scorer
 from .pipeline import GraphEval
 from .retry import RetryPolicy
 from .score_cache import CachedScorer, MemoryScoreCache, ScoreCache, SQLiteScoreCache
-from .types import ClaimCheck, ExtractedRow, Extraction, Method, Mode, Report, StageError, Triple
+from .types import (
+    ClaimCheck,
+    Decision,
+    Explanation,
+    ExtractedRow,
+    Extraction,
+    Method,
+    Mode,
+    Report,
+    StageError,
+    Triple,
+)
 from .types import set_html_renderer as _set_html_renderer
 
 
@@ -87,6 +98,9 @@ __all__ = [
     "CrossEncoderNLIScorer",
     "DEFAULT_LLM",
     "DEFAULT_SCORER",
+    "Decision",
+    "DecisionRule",
+    "Explanation",
     "ExtractedRow",
     "Extraction",
     "ExtractionError",
@@ -113,9 +127,11 @@ __all__ = [
     "MissingDependencyError",
     "Mode",
     "ModelLoadError",
+    "Needs",
     "Report",
     "RetryPolicy",
     "RougeScores",
+    "RuleLike",
     "SQLiteKGCache",
     "SQLiteScoreCache",
     "ScoreCache",
@@ -130,6 +146,7 @@ __all__ = [
     "normalize_context",
     "normalize_output",
     "normalize_passages",
+    "register_rule",
     "registry",
     "resolve_llm",
     "resolve_scorer",

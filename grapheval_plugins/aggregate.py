@@ -1,13 +1,19 @@
-"""Stage 3: pure decision rules over the claims' P(unsupported).
+"""Stage 3: the decision rules over the claims' P(unsupported), named and registered.
 
-Two rules, each giving a row's P(hallucination); the output is a hallucination iff it exceeds the *hallucination
-threshold* (0.5): the one threshold concept of the core, ``GraphEval(hallucination_threshold=...)``.
+A decision rule is a :class:`DecisionRule`: it declares what it needs (:class:`Needs`: the whole output scored as
+one more claim, fitted weights) and gives a row's :class:`~grapheval_plugins.types.Decision`: its P(hallucination)
+and its own account of the verdict (the claim that decided; whether another term outweighed a claim above the
+threshold, or flagged the output with none above), from which every host's explanation is built. The output is a
+hallucination iff P(hallucination) exceeds the *hallucination threshold* (0.5): the one threshold concept of the
+core, ``GraphEval(hallucination_threshold=...)``. Rules are looked up by name in :data:`RULES`
+(``GraphEval(method="paper")``); :func:`register_rule` adds one.
 
-- ``method="paper"``: the largest P(unsupported) over the triples' claims (the paper's rule).
-- ``method="hybrid"`` (the default): a logistic combination of the whole output's P(unsupported) and the largest
-  over its triples, ``σ(bias + whole · logit(p_whole) + claims · logit(max p_claim))``, with weights fitted per
-  scorer (:data:`HYBRID_WEIGHTS`; fitted by ``benchmarks/detection.py fit-hybrid``). A scorer without fitted weights
-  is decided by the paper's rule.
+- ``"paper"`` (:class:`PaperRule`): the largest P(unsupported) over the triples' claims (the paper's rule).
+- ``"hybrid"`` (:class:`HybridRule`, the default): a logistic combination of the whole output's P(unsupported) and
+  the largest over its triples, ``σ(bias + whole · logit(p_whole) + claims · logit(max p_claim))``, with weights
+  fitted for one scorer, extraction prompt and fidelity setting (:data:`FITTED_WEIGHTS`, looked up by
+  :func:`fitted_weights`; fitted by ``benchmarks/detection.py fit-hybrid``). An engine with no weights fitted for
+  its setting is decided by the paper's rule.
 
 The score reported to host frameworks (1 = faithful) is ``1 − P(hallucination)``; a host whose threshold is a
 minimum score (DeepEval) is translated with :func:`threshold_for_min_score`, so that ``score >= min_score`` is
@@ -24,27 +30,39 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar, Literal, TypeAlias
 
 from .exceptions import InputError
+from .types import ClaimCheck, Decision
 
 __all__ = [
     "FIDELITY_THRESHOLD",
-    "HYBRID_WEIGHTS",
-    "HYBRID_WEIGHTS_FIDELITY",
+    "FITTED_WEIGHTS",
+    "HYBRID",
+    "PAPER",
+    "RULES",
+    "DecisionRule",
     "Fidelity",
+    "HybridRule",
     "HybridWeights",
+    "Needs",
+    "PaperRule",
+    "RuleLike",
     "any_above",
     "check_threshold",
     "faithful_to_output",
     "faithfulness_score",
+    "fitted_weights",
+    "get_rule",
     "hybrid_weights",
     "logit",
     "max_unsupported",
     "p_hallucination",
+    "register_rule",
     "sigmoid",
     "threshold_for_min_score",
 ]
@@ -119,13 +137,20 @@ def sigmoid(x: float) -> float:
     return z / (1.0 + z)
 
 
-@dataclass(frozen=True)
+Fidelity = Literal["off", "drop"]
+"""Extraction fidelity (``GraphEval(fidelity=...)``): ``"drop"`` scores each triple against the output it was
+extracted from and leaves out of the decision the triples the output does not support; ``"off"`` keeps them all."""
+
+
+@dataclasses.dataclass(frozen=True)
 class HybridWeights:
     """The ``hybrid`` rule's weights: ``P = σ(bias + whole · logit(p_whole) + claims · logit(max p_claim))``.
 
     ``p_whole`` is the scorer's P(unsupported) for the whole output read as one claim, ``max p_claim`` the largest
     over the output's triples (``p_whole`` again when no triple was extracted). ``fitted_on`` says where the
-    weights come from (data sets and command), so a report can name its calibration.
+    weights come from (data sets and command), so a report can name its calibration; ``scorer``, ``prompt`` (the
+    extraction prompt's :attr:`~grapheval_plugins.KGPrompt.version`) and ``fidelity`` say for which setting they
+    were fitted (:data:`FITTED_WEIGHTS` is looked up by them; ``None`` for weights given to one engine).
 
     >>> w = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
     >>> round(w.probability(0.3, [0.9]), 6)
@@ -136,6 +161,9 @@ class HybridWeights:
     claims: float
     bias: float
     fitted_on: str
+    scorer: str | None = None
+    prompt: str | None = None
+    fidelity: Fidelity | None = None
 
     def probability(self, p_whole: float, p_claims: Sequence[float]) -> float:
         """P(hallucination) of one output from its whole-output and per-triple P(unsupported)."""
@@ -143,45 +171,89 @@ class HybridWeights:
         return sigmoid(self.bias + self.whole * logit(p_whole) + self.claims * logit(p_max))
 
 
-HYBRID_WEIGHTS: dict[str, HybridWeights] = {
-    "judge:local:qwen2.5-coder-1.5b": HybridWeights(
-        whole=0.5862, claims=0.1684, bias=0.7111,
-        fitted_on="summeval+qags_c+qags_x (874 rows, examples-first+pairs per-row files): benchmarks/detection.py "
-                  "fit-hybrid --llm local:qwen2.5-coder-1.5b --scorer judge:local:qwen2.5-coder-1.5b",
+_FITTED_WITH = ("summeval+qags_c+qags_x (874 rows, examples-first+pairs per-row files{}): benchmarks/detection.py "
+                "fit-hybrid --llm local:qwen2.5-coder-1.5b --scorer judge:local:qwen2.5-coder-1.5b{}")
+
+FITTED_WEIGHTS: list[HybridWeights] = [
+    HybridWeights(
+        whole=0.5862, claims=0.1684, bias=0.7111, fitted_on=_FITTED_WITH.format("", ""),
+        scorer="judge:local:qwen2.5-coder-1.5b", prompt="kg-a/1-examples-first", fidelity="off",
     ),
-}
-"""Fitted ``hybrid`` weights per scorer name (:attr:`Scorer.name <grapheval_plugins.check.Scorer.name>`). A scorer
-without an entry (and no ``GraphEval(hybrid_weights=...)``) is decided by the paper's rule."""
-
-
-HYBRID_WEIGHTS_FIDELITY: dict[str, HybridWeights] = {
-    "judge:local:qwen2.5-coder-1.5b": HybridWeights(
+    HybridWeights(
         whole=0.4917, claims=0.3224, bias=0.6320,
-        fitted_on="summeval+qags_c+qags_x (874 rows, examples-first+pairs per-row files, triples the output does not "
-                  "support dropped): benchmarks/detection.py fit-hybrid --llm local:qwen2.5-coder-1.5b --scorer "
-                  "judge:local:qwen2.5-coder-1.5b --fidelity",
+        fitted_on=_FITTED_WITH.format(", triples the output does not support dropped", " --fidelity"),
+        scorer="judge:local:qwen2.5-coder-1.5b", prompt="kg-a/1-examples-first", fidelity="drop",
     ),
-}
-"""Fitted ``hybrid`` weights per scorer name for ``GraphEval(fidelity="drop")``: the kept triples carry more signal,
-so their term weighs more than in :data:`HYBRID_WEIGHTS`."""
+]
+"""The ``hybrid`` rule's fitted weights, each for one (scorer, extraction prompt version, fidelity) setting. The
+prompt is the engine's ``prompt.version`` (``KG_PROMPT``'s, ``"kg-a/1-examples-first"``: the benchmark files' tag
+``examples-first+pairs`` is that prompt's graphs read with pairs, as the parser reads them). Under
+``fidelity="drop"`` the kept triples carry more signal, so their term weighs more. Append an entry for your own
+setting (``prompt=None``: fitted without one recorded, for any prompt)."""
+
+
+def fitted_weights(scorer: str | None, prompt: str | None, fidelity: Fidelity = "off") -> HybridWeights | None:
+    """The weights fitted for this scorer name, extraction prompt version and fidelity setting, or ``None`` (then
+    the hybrid rule leaves the decision to the paper's rule).
+
+    >>> fitted_weights("judge:local:qwen2.5-coder-1.5b", "kg-a/1-examples-first", "drop").claims
+    0.3224
+    >>> fitted_weights("judge:local:qwen2.5-coder-1.5b", "my-prompt/1") is None
+    True
+    """
+    for wanted in (prompt, None):  # fitted for this prompt, else for any
+        for w in FITTED_WEIGHTS:
+            if (w.scorer, w.prompt, w.fidelity) == (scorer, wanted, fidelity):
+                return w
+    return None
+
+
+class _ByScorer(dict[str, HybridWeights]):
+    """The deprecated per-scorer tables: a view of :data:`FITTED_WEIGHTS` for one fidelity setting; an entry set
+    here replaces that scorer's entries there, for any prompt (as setting it in the old table did)."""
+
+    def __init__(self, fidelity: Fidelity) -> None:
+        super().__init__()
+        self.fidelity: Fidelity = fidelity
+        for w in FITTED_WEIGHTS:
+            if w.scorer is not None and w.fidelity == fidelity:
+                super().setdefault(w.scorer, w)
+
+    def __setitem__(self, scorer: str, weights: HybridWeights) -> None:
+        weights = dataclasses.replace(weights, scorer=scorer, prompt=None, fidelity=self.fidelity)
+        FITTED_WEIGHTS[:] = [w for w in FITTED_WEIGHTS if (w.scorer, w.fidelity) != (scorer, self.fidelity)]
+        FITTED_WEIGHTS.append(weights)
+        super().__setitem__(scorer, weights)
+
+
+_DEPRECATED: dict[str, Fidelity] = {"HYBRID_WEIGHTS": "off", "HYBRID_WEIGHTS_FIDELITY": "drop"}
+
+
+def __getattr__(name: str) -> Any:
+    """Deprecated aliases: ``HYBRID_WEIGHTS`` and ``HYBRID_WEIGHTS_FIDELITY``, per scorer name (warn)."""
+    if name in _DEPRECATED:
+        warnings.warn(f"aggregate.{name} is deprecated: use FITTED_WEIGHTS (keyed by scorer, prompt version and "
+                      "fidelity) and fitted_weights()", DeprecationWarning, stacklevel=2)
+        return _ByScorer(_DEPRECATED[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def hybrid_weights(scorer_name: str | None, fidelity: Fidelity = "off") -> HybridWeights | None:
-    """The fitted weights of this scorer (for this extraction-fidelity setting), or ``None`` (then the paper's rule
-    decides).
+    """Deprecated: :func:`fitted_weights`, which also takes the extraction prompt version. The weights fitted for
+    this scorer and fidelity setting, whatever the prompt.
 
     >>> hybrid_weights("some-other-scorer") is None
     True
-    >>> hybrid_weights("judge:local:qwen2.5-coder-1.5b", "drop").claims
-    0.3224
     """
-    table = HYBRID_WEIGHTS_FIDELITY if fidelity == "drop" else HYBRID_WEIGHTS
-    return table.get(scorer_name or "")
+    warnings.warn("aggregate.hybrid_weights is deprecated: use fitted_weights(scorer, prompt version, fidelity)",
+                  DeprecationWarning, stacklevel=2)
+    return _ByScorer(fidelity).get(scorer_name or "")
 
 
 def p_hallucination(p_triples: Sequence[float], p_whole: float | None, weights: HybridWeights | None) -> float:
     """A row's P(hallucination): the hybrid rule when ``weights`` and the whole output's ``p_whole`` are given,
-    else the paper's rule (the largest of ``p_triples``).
+    else the paper's rule (the largest of ``p_triples``). The arithmetic of :class:`HybridRule` and
+    :class:`PaperRule`.
 
     >>> p_hallucination([0.1, 0.7], None, None)
     0.7
@@ -194,9 +266,137 @@ def p_hallucination(p_triples: Sequence[float], p_whole: float | None, weights: 
     return weights.probability(p_whole, p_triples)
 
 
-Fidelity = Literal["off", "drop"]
-"""Extraction fidelity (``GraphEval(fidelity=...)``): ``"drop"`` scores each triple against the output it was
-extracted from and leaves out of the decision the triples the output does not support; ``"off"`` keeps them all."""
+# --------------------------------------------------------------------- decision rules, named and registered
+@dataclasses.dataclass(frozen=True)
+class Needs:
+    """What a decision rule needs from the engine.
+
+    ``whole_output``: the whole output scored as one more claim against the context (given to
+    :meth:`DecisionRule.decide` as ``whole_output``). ``weights``: weights fitted for the engine's (scorer,
+    extraction prompt version, fidelity) setting (:func:`fitted_weights`, or the engine's own ``hybrid_weights``);
+    an engine without them is decided by the paper's rule.
+    """
+
+    whole_output: bool = False
+    weights: bool = False
+
+
+class DecisionRule:
+    """A named decision rule: a row's claims in, its :class:`~grapheval_plugins.types.Decision` out.
+
+    Subclass it, set :attr:`name` (and :attr:`needs`), implement :meth:`decide`, and :func:`register_rule` an
+    instance; ``GraphEval(method=name)`` then decides by it. ``decide`` gets the row's claims (the triples' claims,
+    or the whole output as the one claim when nothing was extracted), each with its P(unsupported), and returns
+    :meth:`Decision.of <grapheval_plugins.types.Decision.of>` of its P(hallucination), so the explanation every
+    host shows is built from it; ``why`` names, in the rule's words, what outweighs or combines the claims.
+    """
+
+    name: ClassVar[str] = ""
+    needs: ClassVar[Needs] = Needs()
+
+    def decide(self, claims: list[ClaimCheck], *, threshold: float, whole_output: ClaimCheck | None = None,
+               weights: HybridWeights | None = None) -> Decision:
+        """The verdict on one row; ``whole_output`` and ``weights`` are given when :attr:`needs` asks for them."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+class PaperRule(DecisionRule):
+    """The paper's rule: P(hallucination) is the largest P(unsupported) over the claims.
+
+    >>> d = PAPER.decide([ClaimCheck(claim="a", p_unsupported=0.3, unsupported=False)], threshold=0.5)
+    >>> d.p_hallucination, d.case
+    (0.3, 'faithful')
+    """
+
+    name = "paper"
+
+    def decide(self, claims: list[ClaimCheck], *, threshold: float, whole_output: ClaimCheck | None = None,
+               weights: HybridWeights | None = None) -> Decision:
+        p = max_unsupported([c.p_unsupported for c in claims])
+        return Decision.of(self.name, p, claims, threshold)
+
+
+class HybridRule(DecisionRule):
+    """The hybrid rule: a logistic combination of the whole output's P(unsupported) and the largest claim's, with
+    weights fitted for the engine's setting (:data:`FITTED_WEIGHTS`).
+
+    With nothing extracted, the one claim is the whole output and stands for both terms; when the whole output's
+    own claim went unjudged, the largest claim's P(unsupported) decides (and only a positive verdict stands).
+
+    >>> w = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
+    >>> claim = ClaimCheck(claim="a b", p_unsupported=0.9, unsupported=True)
+    >>> whole = ClaimCheck(claim="A b.", p_unsupported=0.2, unsupported=False)
+    >>> d = HYBRID.decide([claim], threshold=0.5, whole_output=whole, weights=w)
+    >>> round(d.p_hallucination, 6), d.case, d.why
+    (0.2, 'outweighed', "the whole output's score")
+    """
+
+    name = "hybrid"
+    needs = Needs(whole_output=True, weights=True)
+
+    def decide(self, claims: list[ClaimCheck], *, threshold: float, whole_output: ClaimCheck | None = None,
+               weights: HybridWeights | None = None) -> Decision:
+        ps = [c.p_unsupported for c in claims]
+        p_whole = whole_output.p_unsupported if whole_output is not None else (
+            ps[0] if claims and claims[0].triple is None else None)
+        return Decision.of(self.name, p_hallucination(ps, p_whole, weights), claims, threshold,
+                           why="the whole output's score")
+
+
+PAPER = PaperRule()
+HYBRID = HybridRule()
+
+RULES: dict[str, DecisionRule] = {PAPER.name: PAPER, HYBRID.name: HYBRID}
+"""The registered decision rules by name (``GraphEval(method=name)``); :func:`register_rule` adds one."""
+
+RuleLike: TypeAlias = str | DecisionRule
+"""A decision rule, or the name of a registered one."""
+
+
+def register_rule(rule: DecisionRule, *, replace: bool = False) -> DecisionRule:
+    """Register ``rule`` under its :attr:`~DecisionRule.name`, so that ``GraphEval(method=name)`` decides by it;
+    returns it. A name already taken by another rule is refused unless ``replace=True``.
+
+    >>> class Mean(DecisionRule):
+    ...     name = "doc-mean"
+    ...     def decide(self, claims, *, threshold, whole_output=None, weights=None):
+    ...         p = sum(c.p_unsupported for c in claims) / len(claims) if claims else 0.0
+    ...         return Decision.of(self.name, p, claims, threshold, why="the mean over the claims")
+    >>> mean = register_rule(Mean())
+    >>> get_rule("doc-mean") is mean
+    True
+    >>> del RULES["doc-mean"]
+    """
+    if not isinstance(rule, DecisionRule) or not isinstance(rule.name, str) or not rule.name:
+        raise InputError("method", f"a decision rule is a DecisionRule with a name, got {rule!r}", reason="type")
+    if not replace and RULES.get(rule.name, rule) is not rule:
+        raise InputError("method", f"a rule named {rule.name!r} is registered already (replace=True replaces it)")
+    RULES[rule.name] = rule
+    return rule
+
+
+def get_rule(method: object, field: str = "method") -> DecisionRule:
+    """The decision rule ``method`` names (a registered name), or ``method`` itself when it is a
+    :class:`DecisionRule`; else :class:`~grapheval_plugins.InputError` naming ``field``.
+
+    >>> get_rule("paper") is PAPER
+    True
+    >>> get_rule("vote")
+    Traceback (most recent call last):
+    ...
+    grapheval_plugins.exceptions.InputError: method: must be a registered decision rule ('hybrid', 'paper'), got 'vote'
+    """
+    if isinstance(method, DecisionRule):
+        return method
+    rule = RULES.get(method) if isinstance(method, str) else None
+    if rule is None:
+        names = ", ".join(repr(n) for n in sorted(RULES))
+        raise InputError(field, f"must be a registered decision rule ({names}), got {method!r}")
+    return rule
+
 
 FIDELITY_THRESHOLD = 0.5
 """A triple whose P(unsupported), scored against its own output, is above this is not a faithful extraction."""

@@ -268,7 +268,8 @@ def evaluate(
              "flagged (--threshold: the same, older name).")] = 0.5,
     mode: Annotated[str, typer.Option(help="graph (GraphEval) or raw (whole output as one claim).")] = "graph",
     method: Annotated[str, typer.Option(help="Graph mode's decision rule: hybrid (default: whole output and triples "
-                                             "combined, for scorers with fitted weights) or paper (the paper's rule).")] = "hybrid",
+                                             "combined, for scorers with fitted weights), paper (the paper's rule), or "
+                                             "the name of a registered rule.")] = "hybrid",
     context_field: Annotated[str, typer.Option(help="Field holding the grounding context.")] = "context",
     output_field: Annotated[str, typer.Option(help="Field holding the LLM output to check.")] = "output",
     id_field: Annotated[str, typer.Option(help="Field holding the row id (default: the line number).")] = "id",
@@ -287,18 +288,21 @@ def evaluate(
     tokens_per_minute: Annotated[Optional[float], typer.Option(help="Ray: chat-model tokens a minute, whole run.")] = None,
 ) -> None:
     """Check every row of INPUT and write a report per row to OUTPUT (JSONL)."""
+    from .aggregate import get_rule
+    from .exceptions import InputError
     from .pipeline import GraphEval
 
     if mode not in ("graph", "raw"):
         raise typer.BadParameter("mode must be 'graph' or 'raw'")
     if engine_name not in ("process", "ray"):
         raise typer.BadParameter("engine must be 'process' or 'ray'")
-    if method not in ("hybrid", "paper"):
-        raise typer.BadParameter("method must be 'hybrid' or 'paper'")
+    try:
+        rule = get_rule(method)
+    except InputError as exc:
+        raise typer.BadParameter(str(exc)) from None
     checked_mode: Mode = "graph" if mode == "graph" else "raw"
     engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=checked_mode,
-                       cache=cache or True,
-                       method="paper" if method == "paper" else "hybrid")
+                       cache=cache or True, method=rule)
     pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
                        stop_on_error=stop_on_error)
     counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": pending.skipped}
@@ -307,7 +311,7 @@ def evaluate(
         counts["skipped (unreadable)"] = pending.unreadable
         _evaluate_on_ray(
             rows, output, counts, pending.problems, llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
-            method="paper" if method == "paper" else "hybrid", cache=cache, context_key=context_field, output_key=output_field, id_key=id_field, address=address,
+            method=rule, cache=cache, context_key=context_field, output_key=output_field, id_key=id_field, address=address,
             extract_actors=extract_actors, check_actors=check_actors, requests_per_minute=requests_per_minute,
             tokens_per_minute=tokens_per_minute,
         )

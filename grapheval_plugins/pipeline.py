@@ -27,7 +27,7 @@ from .inputs import Sample, to_sample
 from .locate import locate_triple
 from .retry import RetryPolicy
 from .score_cache import CachedScorer, ScoreCache, make_score_cache
-from .types import ClaimCheck, ExtractedRow, Extraction, Method, Mode, Report, StageError, Triple
+from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, Triple
 
 __all__ = ["GraphEval"]
 
@@ -176,11 +176,13 @@ class GraphEval:
        triples (prompt A).
     2. **Check**: each triple, read as a sentence, is scored against the context: P(unsupported). Under the default
        ``method="hybrid"`` the whole output is scored too, as one more claim against the same context.
-    3. **Aggregate**: the row's P(hallucination) is, under ``method="paper"`` (the paper's rule), the largest
-       triple's P(unsupported); under ``hybrid``, a combination of the whole output's and the largest triple's,
-       weighted per scorer (:data:`~grapheval_plugins.aggregate.HYBRID_WEIGHTS`, fitted on labelled data sets). The
-       output is a hallucination iff P(hallucination) > ``hallucination_threshold``; the triples above the
-       threshold are the explanation. ``score = 1 − P(hallucination)`` (1 = faithful).
+    3. **Aggregate**: a named decision rule (:mod:`grapheval_plugins.aggregate`) gives the row's P(hallucination)
+       and its account of the verdict (``report.decision``): under ``method="paper"`` (the paper's rule), the
+       largest triple's P(unsupported); under ``hybrid``, a combination of the whole output's and the largest
+       triple's, weighted for the scorer, prompt and fidelity setting
+       (:data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS`, fitted on labelled data sets). The output is a
+       hallucination iff P(hallucination) > ``hallucination_threshold``; the triples above the threshold are the
+       explanation. ``score = 1 − P(hallucination)`` (1 = faithful).
 
     ``mode="raw"`` skips extraction and scores the whole output as one claim: the paper's baseline.
 
@@ -197,14 +199,17 @@ class GraphEval:
             (DeepEval's minimum score ``t`` becomes ``1 − t``).
         threshold: deprecated alias of ``hallucination_threshold`` (warns).
         mode: ``"graph"`` (GraphEval) or ``"raw"`` (whole output as one hypothesis).
-        method: graph mode's decision rule: ``"hybrid"`` (default; with the offline default scorer measured at least
-            level with raw on ROC AUC on every benchmark set, docs/benchmarks.md) or ``"paper"`` (the paper's
-            procedure). ``hybrid`` needs weights fitted for the scorer (``hybrid_weights``, else
-            :data:`~grapheval_plugins.aggregate.HYBRID_WEIGHTS`); a scorer without any is decided by the paper's rule.
-        hybrid_weights: the hybrid rule's weights for this scorer, e.g. fitted on your labelled rows with
-            :func:`~grapheval_plugins.calibrate.fit_hybrid` (default: the fitted entry for the scorer's name,
-            :data:`~grapheval_plugins.aggregate.HYBRID_WEIGHTS`, or with ``fidelity="drop"``
-            :data:`~grapheval_plugins.aggregate.HYBRID_WEIGHTS_FIDELITY`).
+        method: graph mode's decision rule, a registered name (:data:`~grapheval_plugins.aggregate.RULES`) or a
+            :class:`~grapheval_plugins.aggregate.DecisionRule`: ``"hybrid"`` (default; with the offline default
+            scorer measured at least level with raw on ROC AUC on every benchmark set, docs/benchmarks.md) or
+            ``"paper"`` (the paper's procedure). A rule that needs fitted weights (``hybrid``) takes
+            ``hybrid_weights``, else those fitted for the scorer, ``prompt.version`` and ``fidelity``
+            (:func:`~grapheval_plugins.aggregate.fitted_weights`); an engine without any is decided by the paper's
+            rule.
+        hybrid_weights: the hybrid rule's weights for this engine, e.g. fitted on your labelled rows with
+            :func:`~grapheval_plugins.calibrate.fit_hybrid` (default: the entry of
+            :data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS` for the scorer's name, the prompt's version and
+            ``fidelity``).
         prompt: prompt A; see :mod:`grapheval_plugins.extract.prompts`.
         max_retries: extra extraction calls when an answer cannot be parsed or the call raises.
         cache: knowledge-graph cache: ``True`` (in memory, default), ``False``/``None`` (off), a path (SQLite
@@ -253,7 +258,7 @@ class GraphEval:
         threshold: float | None = None,
         hallucination_threshold: float | None = None,
         mode: Mode = "graph",
-        method: Method = "hybrid",
+        method: aggregate.RuleLike = "hybrid",
         hybrid_weights: aggregate.HybridWeights | None = None,
         prompt: KGPrompt = KG_PROMPT,
         max_retries: int = 2,
@@ -271,8 +276,7 @@ class GraphEval:
     ) -> None:
         if mode not in ("graph", "raw"):
             raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
-        if method not in ("hybrid", "paper"):
-            raise InputError("method", f"must be 'hybrid' or 'paper', got {method!r}")
+        rule = aggregate.get_rule(method)
         if fidelity not in ("off", "drop"):
             raise InputError("fidelity", f"must be 'off' or 'drop', got {fidelity!r}")
         if threshold is not None:
@@ -294,7 +298,7 @@ class GraphEval:
         self._scorer_spec = scorer
         self._hallucination_threshold = value
         self.mode: Mode = mode
-        self.method: Method = method
+        self.rule: aggregate.DecisionRule = rule
         self.hybrid_weights = hybrid_weights
         self.prompt = prompt
         self.max_retries = max_retries
@@ -327,7 +331,7 @@ class GraphEval:
         scorer: Any = None,
         *,
         mode: Mode = "graph",
-        method: Method = "hybrid",
+        method: aggregate.RuleLike = "hybrid",
         hallucination_threshold: float | None = None,
     ) -> GraphEval:
         """The process-wide engine for these models and this decision rule (also
@@ -341,11 +345,10 @@ class GraphEval:
         """
         if mode not in ("graph", "raw"):
             raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
-        if method not in ("hybrid", "paper"):
-            raise InputError("method", f"must be 'hybrid' or 'paper', got {method!r}")
+        rule = aggregate.get_rule(method)
         value = aggregate.check_threshold(0.5 if hallucination_threshold is None else hallucination_threshold)
         engine = shared.engine_slot(
-            llm, scorer, (mode, method), lambda: cls(llm=llm, scorer=scorer, mode=mode, method=method)
+            llm, scorer, (mode, rule), lambda: cls(llm=llm, scorer=scorer, mode=mode, method=rule)
         )
         return engine.with_options(hallucination_threshold=value)
 
@@ -511,21 +514,41 @@ class GraphEval:
         llm = "raw" if self.mode == "raw" else self.extractor.llm_id
         return f"{llm} + {self.scorer.name}"
 
+    @property
+    def method(self) -> str:
+        """The name of this engine's decision rule (:attr:`rule`)."""
+        return self.rule.name
+
+    def decision_rule(self) -> tuple[aggregate.DecisionRule, aggregate.HybridWeights | None]:
+        """The rule that decides this engine's rows, and the weights it gets: the paper's rule in raw mode, and in
+        place of a rule that needs fitted weights when none are fitted for this setting. Nothing loads.
+
+        >>> GraphEval(scorer="hhem").decision_rule()[0].name
+        'paper'
+        """
+        if self.mode == "raw":
+            return aggregate.PAPER, None
+        if not self.rule.needs.weights:
+            return self.rule, None
+        weights = self.decision_weights()
+        return (self.rule, weights) if weights is not None else (aggregate.PAPER, None)
+
     def decision_weights(self) -> aggregate.HybridWeights | None:
-        """The weights of the hybrid rule this engine decides by; ``None``: the paper's rule (raw mode,
-        ``method="paper"``, or a scorer with no fitted weights). Read from the scorer's spec: nothing loads.
+        """The fitted weights of the rule this engine decides by; ``None``: the rule needs none, or none are fitted
+        for this engine's scorer, ``prompt.version`` and ``fidelity`` (then the paper's rule decides), or raw mode.
+        Read from the scorer's spec: nothing loads.
 
         >>> GraphEval().decision_weights().fitted_on.startswith("summeval+qags_c+qags_x")
         True
         >>> GraphEval(scorer="hhem").decision_weights() is None
         True
         """
-        if self.mode == "raw" or self.method != "hybrid":
+        if self.mode == "raw" or not self.rule.needs.weights:
             return None
         if self.hybrid_weights is not None:
             return self.hybrid_weights
         name = self._scorer.name if self._scorer is not None else self.describe(load=False).split(" + ", 1)[1]
-        return aggregate.hybrid_weights(name, self.fidelity)
+        return aggregate.fitted_weights(name, self.prompt.version, self.fidelity)
 
     # ----------------------------------------------------------------- public API
     def evaluate(
@@ -779,7 +802,7 @@ class GraphEval:
             if claim not in seen:
                 seen.add(claim)
                 claims.append((claim, triple))
-        if self.decision_weights() is not None:
+        if self.decision_rule()[0].needs.whole_output:
             claims.append((sample.output, None))  # last: the scorer reads it after the triples, context reused
         return extraction, self._with_whole_output(sample.output, claims), None
 
@@ -876,33 +899,30 @@ class GraphEval:
                     span=span,
                 )
             )
-        weights = self.decision_weights()
-        method: Method | None = None if self.mode == "raw" else ("hybrid" if weights is not None else "paper")
+        rule, weights = self.decision_rule()
         whole_output: ClaimCheck | None = None
         if any(c.triple is not None for c in checks):
-            # The whole output's own claim is the hybrid rule's other input, not one of the claims that explain it
-            # (the paper's rule ignores it, if an extraction stage run apart added it).
-            whole_output = next((c for c in checks if c.triple is None), None) if weights is not None else None
+            # The whole output's own claim is an input of a rule that needs it, not one of the claims that explain
+            # the verdict (a rule without that need ignores it, if an extraction stage run apart added it).
+            whole_output = next((c for c in checks if c.triple is None), None) if rule.needs.whole_output else None
             checks = [c for c in checks if c.triple is not None]
-        ps = [c.p_unsupported for c in checks]
         llm, scorer = self._names()
-        # The whole output's score: its own claim, or the one claim when nothing was extracted. When its claim went
-        # unjudged (listed in ``unjudged``), the paper's rule over the triples decides and only a positive verdict
-        # stands.
-        p_whole = whole_output.p_unsupported if whole_output is not None else (
-            ps[0] if checks and checks[0].triple is None else None)
-        p_hallucination = aggregate.p_hallucination(ps, p_whole, weights)
-        hallucinated: bool | None = p_hallucination > self.hallucination_threshold
+        # When the whole output's own claim went unjudged (listed in ``unjudged``), the rule decides without it and
+        # only a positive verdict stands.
+        decision = rule.decide(checks, threshold=self.hallucination_threshold, whole_output=whole_output,
+                               weights=weights)
+        hallucinated: bool | None = decision.hallucinated
         # A claim without a verdict leaves the rule undecided unless the claims judged already decide it.
         if unjudged and not hallucinated:
             hallucinated = None
         return Report(
             output=sample.output,
             mode=self.mode,
-            method=method,
+            method=None if self.mode == "raw" else rule.name,
             threshold=self.hallucination_threshold,
             hallucinated=hallucinated,
-            score=None if hallucinated is None else 1.0 - p_hallucination,
+            score=None if hallucinated is None else 1.0 - decision.p_hallucination,
+            decision=None if hallucinated is None else decision,
             claims=checks,
             whole_output=whole_output,
             extraction=extraction,

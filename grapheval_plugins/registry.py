@@ -34,7 +34,7 @@ from . import aggregate
 from .exceptions import InputError
 from .pipeline import GraphEval
 from .shared import LOCK, clear, scorer_key, shared_scorer
-from .types import Method, Mode
+from .types import Mode
 
 __all__ = [
     "EngineOptions",
@@ -57,7 +57,7 @@ def shared_engine(
     scorer: Any = None,
     *,
     mode: Mode = "graph",
-    method: Method = "hybrid",
+    method: aggregate.RuleLike = "hybrid",
     hallucination_threshold: float | None = None,
 ) -> GraphEval:
     """The process-wide :class:`~grapheval_plugins.GraphEval` for these models and options.
@@ -72,7 +72,8 @@ def shared_engine(
         llm: the extraction chat model or spec (``None``: the offline default).
         scorer: the scorer or spec (``None``: the offline default).
         mode: ``"graph"`` or ``"raw"``.
-        method: the decision rule, ``"hybrid"`` (default) or ``"paper"``; engines with different rules are distinct.
+        method: the decision rule, a registered name (``"hybrid"``, default, ``"paper"``, or one added with
+            :func:`~grapheval_plugins.aggregate.register_rule`) or a rule; engines with different rules are distinct.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5).
     """
     return GraphEval.shared(llm, scorer, mode=mode, method=method, hallucination_threshold=hallucination_threshold)
@@ -120,7 +121,7 @@ class EngineOptions:
     llm: Any = None
     scorer: Any = None
     mode: Mode | None = None
-    method: Method | None = None
+    method: aggregate.DecisionRule | None = None
     hallucination_threshold: float | None = None
 
     def engine(self, llm: Any = None) -> GraphEval:
@@ -135,7 +136,7 @@ class EngineOptions:
             self.llm if llm is None else llm,
             self.scorer,
             mode=self.mode or "graph",
-            method=self.method or "hybrid",
+            method=self.method or aggregate.HYBRID,
             hallucination_threshold=self.hallucination_threshold,
         )
 
@@ -156,8 +157,9 @@ def engine_options(
         grapheval: an engine to score with (passed by reference), or ``None``.
         llm, scorer: models or specs for an engine built here (refused together with ``grapheval``).
         mode: ``"graph"``, ``"raw"`` or ``None`` (the engine's own; ``"graph"`` for a built one).
-        method: the decision rule, ``"hybrid"``, ``"paper"`` or ``None`` (the engine's own; ``"hybrid"`` for a built
-            one).
+        method: the decision rule, a registered name (``"hybrid"``, ``"paper"`` …), a
+            :class:`~grapheval_plugins.aggregate.DecisionRule`, or ``None`` (the engine's own; ``"hybrid"`` for a
+            built one).
         hallucination_threshold: the P(unsupported) above which a claim is unsupported, in [0, 1], or ``None``
             (the engine's own; 0.5 for a built one). Hosts translate their own convention before calling this.
             With an engine whose threshold differs, :meth:`EngineOptions.engine` is a view of that engine at this
@@ -178,13 +180,12 @@ def engine_options(
              "hallucination_threshold": "hallucination_threshold", **(fields or {})}
     if mode is not None and mode not in ("graph", "raw"):
         raise InputError(names["mode"], f"must be 'graph' or 'raw', got {mode!r}")
-    if method is not None and method not in ("hybrid", "paper"):
-        raise InputError(names["method"], f"must be 'hybrid' or 'paper', got {method!r}")
+    rule = None if method is None else aggregate.get_rule(method, names["method"])
     value = None
     if hallucination_threshold is not None:
         value = aggregate.check_threshold(hallucination_threshold, names["hallucination_threshold"])
     if grapheval is None:
-        return EngineOptions(llm=llm, scorer=scorer, mode=mode, method=method, hallucination_threshold=value)
+        return EngineOptions(llm=llm, scorer=scorer, mode=mode, method=rule, hallucination_threshold=value)
     if not isinstance(grapheval, GraphEval):
         raise InputError(names["grapheval"], f"expected a GraphEval engine, got {type(grapheval).__name__}", reason="type")
     if llm is not None or scorer is not None:
@@ -195,10 +196,10 @@ def engine_options(
         raise InputError(
             names["mode"], f"{mode!r} differs from the engine's mode {grapheval.mode!r}: set it on the engine"
         )
-    if method is not None and method != grapheval.method:
+    if rule is not None and rule is not grapheval.rule:
         raise InputError(
-            names["method"], f"{method!r} differs from the engine's method {grapheval.method!r}: set it on the engine"
+            names["method"], f"{rule.name!r} differs from the engine's method {grapheval.method!r}: set it on the engine"
         )
     # Another threshold than the engine's: every adapter scores with a view of the engine at that threshold (same
     # models, cache and scorer passes; :meth:`GraphEval.with_options`), never by changing the shared engine.
-    return EngineOptions(grapheval=grapheval, mode=grapheval.mode, method=grapheval.method, hallucination_threshold=value)
+    return EngineOptions(grapheval=grapheval, mode=grapheval.mode, method=grapheval.rule, hallucination_threshold=value)

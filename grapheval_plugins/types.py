@@ -14,8 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 __all__ = [
     "TRIPLE_RENDERERS",
+    "Case",
     "ClaimCheck",
+    "Decision",
     "ExtractedRow",
+    "Explanation",
     "Extraction",
     "Mode",
     "Report",
@@ -29,8 +32,11 @@ __all__ = [
 Mode = Literal["graph", "raw"]
 """``"graph"``: check each extracted triple (GraphEval). ``"raw"``: check the whole output as one claim (baseline)."""
 Method = Literal["hybrid", "paper"]
-"""How graph mode decides a row (see :mod:`grapheval_plugins.aggregate`): ``hybrid`` (default) combines the whole
-output's score with its triples'; ``paper`` is the paper's rule, the largest P(unsupported) over the triples."""
+"""The names of the shipped decision rules (see :mod:`grapheval_plugins.aggregate`): ``hybrid`` (default) combines the
+whole output's score with its triples'; ``paper`` is the paper's rule, the largest P(unsupported) over the triples.
+A rule registered with :func:`~grapheval_plugins.aggregate.register_rule` is named by any string."""
+Case = Literal["faithful", "unsupported", "outweighed", "combined"]
+"""The four ways a verdict can stand against the claims (see :class:`Decision`)."""
 
 
 HTMLRenderer = Callable[..., str]
@@ -147,6 +153,93 @@ class ClaimCheck(BaseModel):
     """Character span ``[start, end)`` of the claim in the output, when it could be located."""
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def claim_text(claim: ClaimCheck) -> str:
+    """How an explanation names a claim: its triple as a list, or the claim's text quoted."""
+    return str(claim.triple.as_list()) if claim.triple is not None else repr(claim.claim)
+
+
+def _case(flagged: bool, any_above: bool) -> Case:
+    """The one place the four cases are told apart: the verdict against the claims above the threshold."""
+    if flagged:
+        return "unsupported" if any_above else "combined"
+    return "outweighed" if any_above else "faithful"
+
+
+class Decision(BaseModel):
+    """A decision rule's own account of one row's verdict (:class:`~grapheval_plugins.aggregate.DecisionRule`):
+    what :meth:`Report.explanation`, hence every host's reason, is built from.
+
+    ``case`` states how the verdict stands against the claims above the hallucination threshold:
+    ``faithful`` (none above, not a hallucination), ``unsupported`` (a hallucination the claims above explain),
+    ``outweighed`` (not a hallucination although some claims are above: the rule's other terms outweighed them) and
+    ``combined`` (a hallucination with no single claim above: the rule's combination decided).
+
+    >>> c = ClaimCheck(claim="a", p_unsupported=0.7, unsupported=True)
+    >>> d = Decision.of("paper", 0.7, [c], 0.5)
+    >>> d.case, d.hallucinated, d.deciding
+    ('unsupported', True, 0)
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    rule: str
+    """The rule that decided (its registered name)."""
+    p_hallucination: float
+    threshold: float
+    case: Case
+    deciding: int | None = None
+    """Index in the report's ``claims`` of the claim that decided, or weighed most (the likeliest unsupported);
+    ``None`` when there is no claim."""
+    why: str = ""
+    """The rule's own words for what outweighed or combined the claims (cases ``outweighed`` and ``combined``),
+    e.g. ``"the whole output's score"``."""
+
+    @property
+    def hallucinated(self) -> bool:
+        """``p_hallucination > threshold``."""
+        return self.p_hallucination > self.threshold
+
+    @classmethod
+    def of(cls, rule: str, p_hallucination: float, claims: list[ClaimCheck], threshold: float,
+           why: str = "", *, hallucinated: bool | None = None) -> Decision:
+        """The account of a verdict of ``p_hallucination`` over ``claims`` at ``threshold``: its case and its
+        deciding claim (the largest P(unsupported)). ``hallucinated``: the verdict when already known (a stored
+        report's), else ``p_hallucination > threshold``."""
+        if hallucinated is None:
+            hallucinated = p_hallucination > threshold
+        case = _case(hallucinated, any(c.p_unsupported > threshold for c in claims))
+        deciding = max(range(len(claims)), key=lambda i: claims[i].p_unsupported) if claims else None
+        return cls(rule=rule, p_hallucination=p_hallucination, threshold=threshold, case=case, deciding=deciding,
+                   why=why)
+
+
+class Explanation(BaseModel):
+    """The one explanation of a verdict, built by :meth:`Report.explanation` from the rule's :class:`Decision`;
+    every host formats it (``Report.explain()``, DeepEval's reason, Ragas's and LangChain's).
+
+    >>> r = Report(output="x", mode="raw", threshold=0.5, hallucinated=False, score=0.9)
+    >>> r.explanation().summary
+    '0 claims checked, none unsupported'
+    """
+
+    verdict: Literal["faithful", "hallucination", "error"]
+    case: Case | None = None
+    """The :class:`Decision`'s case (``None`` on error)."""
+    summary: str
+    """One line: what the claims say and, when they alone did not decide, what did."""
+    claims: list[ClaimCheck] = Field(default_factory=list)
+    """The claims to list, likeliest unsupported first: those above the threshold, or (case ``combined``) the one
+    that weighed most."""
+    more: int = 0
+    """Claims above the threshold left out of ``claims`` (beyond ``max_claims``)."""
+    note: str | None = None
+    """A remark on how the claims were read (no knowledge graph could be extracted)."""
+
+
 class Report(BaseModel):
     """GraphEval's verdict on one ``(context, output)`` pair.
 
@@ -163,9 +256,9 @@ class Report(BaseModel):
     hallucinated: bool | None = None
     score: float | None = None
     """``1 − P(hallucination)`` (``None`` on error)."""
-    method: Method | None = None
-    """The decision rule of a graph-mode report (``None``: raw mode, or a report written before rules were named,
-    which used the paper's)."""
+    method: str | None = None
+    """The decision rule of a graph-mode report, by name (``"hybrid"``, ``"paper"`` or a registered rule's; ``None``:
+    raw mode, or a report written before rules were named, which used the paper's)."""
     claims: list[ClaimCheck] = Field(default_factory=list)
     whole_output: ClaimCheck | None = None
     """Under ``method="hybrid"``, the whole output scored as one claim: the rule's other input beside ``claims``
@@ -182,6 +275,9 @@ class Report(BaseModel):
     (some claim is unsupported), else ``hallucinated`` and ``score`` are ``None``."""
     id: str | None = None
     """Optional identifier of the sample, carried through batch runs."""
+    decision: Decision | None = None
+    """The rule's own account of the verdict (``None`` without a verdict; a report written before rules gave one is
+    read as the paper's rule would account for it)."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -199,33 +295,66 @@ class Report(BaseModel):
         """The triples that were checked (empty in raw mode)."""
         return [c.triple for c in self.claims if c.triple is not None]
 
-    def explain(self, max_claims: int = 10) -> str:
-        """A short human-readable explanation of the verdict.
+    def explanation(self, max_claims: int = 10, *, min_score: float | None = None) -> Explanation:
+        """The one explanation of the verdict, built from the rule's :class:`Decision`, that every host formats.
 
-        >>> r = Report(output="x", mode="raw", threshold=0.5, hallucinated=False, score=0.9)
-        >>> r.explain()
-        'faithful (score 0.900): no unsupported claims'
+        ``claims`` lists at most ``max_claims`` of the claims above the threshold, likeliest unsupported first (and
+        the likeliest one when none is above but the output is flagged). ``min_score``: for a host whose threshold
+        is a minimum score (DeepEval's, translated to this report's threshold): the verdict is ``score <
+        min_score`` and a claim is unsupported when ``1 − P(unsupported) < min_score``, as the host computes them
+        (they differ from the report's own only at floating-point ties).
         """
         if not self.ok:
             msg = "; ".join(f"{e.stage}: {e.message}" for e in self.errors) or "no verdict"
-            return f"error: {msg}"
-        bad = sorted(self.unsupported, key=lambda c: -c.p_unsupported)
-        if not bad and self.hallucinated and self.claims:  # a combined rule decided: name the likeliest claim
-            top = max(self.claims, key=lambda c: c.p_unsupported)
-            what = str(top.triple.as_list()) if top.triple is not None else repr(top.claim)
-            return (f"hallucination (score {self.score:.3f}): no single claim above {self.threshold}; the likeliest "
-                    f"unsupported is {what} p_unsupported={top.p_unsupported:.3f}")
-        if not bad:
-            return f"faithful (score {self.score:.3f}): no unsupported claims"
-        if not self.hallucinated:  # the hybrid rule can pass an output some claim of which is above the threshold
-            return (f"faithful (score {self.score:.3f}): {len(bad)} claim(s) above {self.threshold}, outweighed by "
-                    f"the whole output's score")
-        lines = [f"hallucination (score {self.score:.3f}): {len(bad)} unsupported claim(s)"]
-        for c in bad[:max_claims]:
-            what = str(c.triple.as_list()) if c.triple is not None else repr(c.claim)
-            lines.append(f"- {what} p_unsupported={c.p_unsupported:.3f}")
-        if len(bad) > max_claims:
-            lines.append(f"- … {len(bad) - max_claims} more")
+            return Explanation(verdict="error", summary=msg)
+        decision = self.decision or Decision.of(
+            self.method or "paper", 1.0 - (self.score or 0.0), self.claims, self.threshold,
+            why="the whole output's score" if self.whole_output is not None else "", hallucinated=self.hallucinated)
+        n = len(self.claims)
+        if min_score is None:
+            flagged = bool(self.hallucinated)
+            above = [c for c in self.claims if c.p_unsupported > decision.threshold]
+        else:
+            flagged = (self.score or 0.0) < min_score
+            above = [c for c in self.claims if 1.0 - c.p_unsupported < min_score]
+        above.sort(key=lambda c: -c.p_unsupported)
+        case = decision.case if min_score is None else _case(flagged, bool(above))
+        why = decision.why or "the rule's combination of the claims"
+        top = self.claims[decision.deciding] if decision.deciding is not None and decision.deciding < n else None
+        listed = above[:max_claims]
+        if case == "faithful":
+            summary = f"{_plural(n, 'claim')} checked, none unsupported"
+        elif case == "unsupported":
+            summary = f"{len(above)} of {_plural(n, 'claim')} unsupported"
+        elif case == "outweighed":
+            summary = f"{len(above)} of {_plural(n, 'claim')} unsupported, outweighed by {why}"
+        else:
+            summary = f"no single claim of {_plural(n, 'claim')} unsupported; {why} decided"
+            if top is not None:
+                summary += f"; the likeliest unsupported: {claim_text(top)} P(unsupported)={top.p_unsupported:.3f}"
+            listed = []
+        note = None
+        if self.extraction is not None and self.extraction.fallback:
+            note = "no knowledge graph could be extracted: the whole output was checked as one claim"
+        return Explanation(verdict="hallucination" if flagged else "faithful", case=case,
+                           summary=summary, claims=listed, more=len(above) - len(listed), note=note)
+
+    def explain(self, max_claims: int = 10) -> str:
+        """A short human-readable explanation of the verdict: :meth:`explanation` as text.
+
+        >>> r = Report(output="x", mode="raw", threshold=0.5, hallucinated=False, score=0.9)
+        >>> r.explain()
+        'faithful (score 0.900): 0 claims checked, none unsupported'
+        """
+        ex = self.explanation(max_claims)
+        if ex.verdict == "error":
+            return f"error: {ex.summary}"
+        lines = [f"{ex.verdict} (score {self.score:.3f}): {ex.summary}"]
+        lines += [f"- {claim_text(c)} p_unsupported={c.p_unsupported:.3f}" for c in ex.claims]
+        if ex.more:
+            lines.append(f"- … {ex.more} more")
+        if ex.note:
+            lines.append(f"({ex.note})")
         return "\n".join(lines)
 
     def to_html(self, context: str | None = None) -> str:

@@ -46,7 +46,6 @@ import asyncio
 import threading
 import warnings
 import weakref
-from collections.abc import Sequence
 from typing import Any, Literal
 
 from .. import (
@@ -55,10 +54,10 @@ from .. import (
     GraphEval,
     GraphEvalError,
     InputError,
-    Method,
     MissingDependencyError,
     Mode,
     Report,
+    RuleLike,
     ScoringError,
     normalize_output,
     normalize_passages,
@@ -67,6 +66,7 @@ from .. import (
 )
 from ..aggregate import check_threshold, threshold_for_min_score
 from ..text import best_sentence
+from ..types import claim_text
 from .host_models import PromptChatModel
 
 try:
@@ -256,7 +256,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         llm: Any = None,
         scorer: Any = None,
         mode: Mode | None = None,
-        method: Method | None = None,
+        method: RuleLike | None = None,
         context_field: ContextField = "auto",
         include_reason: bool = True,
         strict_mode: bool = False,
@@ -411,14 +411,13 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         score = float(report.score or 0.0)  # not None: checked by _raise_for_report
         if self.strict_mode:
             score = 1.0 if score >= threshold else 0.0
-        failing = [c for c in report.claims if 1.0 - c.p_unsupported < threshold]
         self.score = score
         self.success = score >= threshold
-        self.reason = _format_reason(report, failing, score, threshold, source) if self.include_reason else None
+        self.reason = _format_reason(report, score, threshold, source) if self.include_reason else None
         if self.reason is not None and correction:
             self.reason += "\n" + correction
         steps = [
-            _format_graph(report, failing, source),
+            _format_graph(report, threshold, source),
             f"Score: {score:.3f} = 1 - P(hallucination) ({report.method or 'raw'} rule)"
             + (" (strict mode: 1 only when every claim has P(unsupported) = 0)" if self.strict_mode else "")
             + f"; threshold {threshold:.3f} -> {'pass' if self.success else 'fail'}\nReason: {self.reason}",
@@ -497,10 +496,6 @@ _MAX_EVIDENCE = 200
 _MAX_LISTED = 8
 
 
-def _what(claim: ClaimCheck) -> str:
-    return str(claim.triple.as_list()) if claim.triple is not None else repr(claim.claim)
-
-
 def _evidence(claim: ClaimCheck) -> str | None:
     """The deciding context passage, shortened to the sentence sharing most words with the claim when long."""
     chunk = (claim.evidence or "").strip()
@@ -518,41 +513,24 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _format_reason(report: Report, failing: Sequence[ClaimCheck], score: float, threshold: float, source: str) -> str:
-    n = len(report.claims)
-    where = f"grounding: {source}"
-    note = ""
-    if report.extraction is not None and report.extraction.fallback:
-        note = "\n(no knowledge graph could be extracted: the whole output was checked as one claim)"
-    passed = score >= threshold
-    if not failing and passed:
-        return (
-            f"faithful: {_plural(n, 'claim')} checked, none unsupported "
-            f"(score {score:.3f} >= threshold {threshold:.3f}; {where}){note}"
-        )
-    if not failing:  # the hybrid rule flagged the output with no single claim below the threshold
-        top = max(report.claims, key=lambda c: c.p_unsupported, default=None)
-        likeliest = f"; the likeliest unsupported: {_what(top)} P(unsupported)={top.p_unsupported:.3f}" if top else ""
-        return (f"hallucination: no single claim of {_plural(n, 'claim')} unsupported, the whole output's score "
-                f"decided (score {score:.3f} < threshold {threshold:.3f}; {where}){likeliest}{note}")
-    if passed:  # the hybrid rule passed the output although some claims fall below the threshold
-        head = (f"faithful: {len(failing)} of {_plural(n, 'claim')} below the threshold, outweighed by the whole "
-                f"output's score (score {score:.3f} >= threshold {threshold:.3f}; {where})")
-    else:
-        head = (f"hallucination: {len(failing)} of {_plural(n, 'claim')} unsupported "
-                f"(score {score:.3f} < threshold {threshold:.3f}; {where})")
-    lines = [head]
-    for claim in sorted(failing, key=lambda c: -c.p_unsupported)[:_MAX_LISTED]:
+def _format_reason(report: Report, score: float, threshold: float, source: str) -> str:
+    """The report's one explanation (:meth:`Report.explanation`) in DeepEval's terms: the score against the
+    metric's minimum, each listed claim with its evidence sentence."""
+    ex = report.explanation(_MAX_LISTED, min_score=threshold)
+    sign = ">=" if score >= threshold else "<"
+    lines = [f"{ex.verdict}: {ex.summary} (score {score:.3f} {sign} threshold {threshold:.3f}; grounding: {source})"]
+    for claim in ex.claims:
         evidence = _evidence(claim)
-        line = f"- {_what(claim)} P(unsupported)={claim.p_unsupported:.3f}"
+        line = f"- {claim_text(claim)} P(unsupported)={claim.p_unsupported:.3f}"
         lines.append(line + (f'; evidence: "{evidence}"' if evidence else ""))
-    if len(failing) > _MAX_LISTED:
-        lines.append(f"- … {len(failing) - _MAX_LISTED} more")
-    return "\n".join(lines) + note
+    if ex.more:
+        lines.append(f"- … {ex.more} more")
+    if ex.note:
+        lines.append(f"({ex.note})")
+    return "\n".join(lines)
 
 
-def _format_graph(report: Report, failing: Sequence[ClaimCheck], source: str) -> str:
-    bad = {id(c) for c in failing}
+def _format_graph(report: Report, threshold: float, source: str) -> str:
     extraction = report.extraction
     head = f"Grounding: {source}. Models: {report.llm or 'raw'} + {report.scorer}."
     if extraction is None:
@@ -564,10 +542,10 @@ def _format_graph(report: Report, failing: Sequence[ClaimCheck], source: str) ->
             f"cached: {'yes' if extraction.cached else 'no'}, fallback: {'yes' if extraction.fallback else 'no'})",
         ]
     for i, claim in enumerate(report.claims, 1):
-        verdict = "UNSUPPORTED" if id(claim) in bad else "supported"
+        verdict = "UNSUPPORTED" if 1.0 - claim.p_unsupported < threshold else "supported"
         span = f" span=[{claim.span[0]}, {claim.span[1]})" if claim.span else ""
         lines.append(
-            f"{i:>3}. {_what(claim)} P(unsupported)={claim.p_unsupported:.3f} {verdict}{span} "
+            f"{i:>3}. {claim_text(claim)} P(unsupported)={claim.p_unsupported:.3f} {verdict}{span} "
             f"evidence chunk #{claim.evidence_index}"
         )
     if extraction is not None and extraction.issues:

@@ -27,7 +27,7 @@ Inside a chain, add the report under a key of your choice with ``RunnablePassthr
 >>> chain = RunnablePassthrough.assign(verdict=check.with_options(report_only=True))
 >>> print(chain.invoke({"context": "The Eiffel Tower is in Paris.",
 ...                     "answer": "The Eiffel Tower is located in Rome."})["verdict"].explain())
-hallucination (score 0.250): 1 unsupported claim(s)
+hallucination (score 0.250): 1 of 1 claim unsupported
 - ['The Eiffel Tower', 'located in', 'Rome'] p_unsupported=0.750
 """
 
@@ -53,9 +53,9 @@ from .. import (
     GraphCorrect,
     GraphEval,
     InputError,
-    Method,
     Mode,
     Report,
+    RuleLike,
     normalize_output,
     normalize_passages,
     registry,
@@ -263,7 +263,7 @@ class GraphEvalRunnable(_RowRunnable):
         llm: Any = None,
         scorer: Any = None,
         mode: Mode | None = None,
-        method: Method | None = None,
+        method: RuleLike | None = None,
         hallucination_threshold: float | None = None,
         **kwargs: Any,
     ) -> None:

@@ -45,10 +45,10 @@ from typing import Any, cast
 from .. import (
     GraphEval,
     InputError,
-    Method,
     MissingDependencyError,
     Mode,
     Report,
+    RuleLike,
     normalize_output,
     normalize_passages,
     registry,
@@ -324,7 +324,7 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
     scorer: Any = None
     binary: bool = False
     check_mode: Mode | None = None
-    method: Method | None = None
+    method: RuleLike | None = None
     hallucination_threshold: float | None = None
     threshold: float | None = None
     _options: registry.EngineOptions | None = field(default=None, repr=False, compare=False)
@@ -455,7 +455,7 @@ class GraphEvalRagasMetric(BaseMetric):
         >>> round(result.value, 3)
         0.417
         >>> print(result.reason)
-        hallucination (score 0.417): 1 unsupported claim(s)
+        hallucination (score 0.417): 1 of 1 claim unsupported
         - ['Marie Curie', 'won', 'three Nobel Prizes'] p_unsupported=0.583
     """
 
@@ -468,7 +468,7 @@ class GraphEvalRagasMetric(BaseMetric):
         scorer: Any = None,
         binary: bool = False,
         mode: Mode | None = None,
-        method: Method | None = None,
+        method: RuleLike | None = None,
         hallucination_threshold: float | None = None,
         threshold: float | None = None,
         name: str = DEFAULT_NAME,

@@ -38,10 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..aggregate import RuleLike
 from ..exceptions import InputError, MissingDependencyError
 from ..extract.prompts import KG_PROMPT, KGPrompt
 from ..pipeline import GraphEval
-from ..types import ExtractedRow, Method, Mode, Report, Triple
+from ..types import ExtractedRow, Mode, Report, Triple
 
 
 def _require(module: str, extra: str, purpose: str) -> Any:
@@ -88,7 +89,7 @@ class EngineSpec:
     scorer: Any = None
     hallucination_threshold: float = 0.5
     mode: Mode = "graph"
-    method: Method = "hybrid"
+    method: RuleLike = "hybrid"
     prompt: KGPrompt = KG_PROMPT
     max_retries: int = 2
     cache: str | None = None
@@ -239,7 +240,7 @@ def build_dataset(
     hallucination_threshold: float | None = None,
     threshold: float | None = None,
     mode: Mode = "graph",
-    method: Method = "hybrid",
+    method: RuleLike = "hybrid",
     prompt: KGPrompt = KG_PROMPT,
     max_retries: int = 2,
     cache: str | Path | None = None,
@@ -484,12 +485,16 @@ def report_schema() -> Any:
         ("cached", pa.bool_()), ("fallback", pa.bool_()), ("issues", pa.list_(pa.string())),
     ])
     error = pa.struct([("stage", pa.string()), ("type", pa.string()), ("message", pa.string())])
+    decision = pa.struct([
+        ("rule", pa.string()), ("p_hallucination", pa.float64()), ("threshold", pa.float64()), ("case", pa.string()),
+        ("deciding", pa.int64()), ("why", pa.string()),
+    ])
     return pa.schema([
         ("output", pa.string()), ("mode", pa.string()), ("threshold", pa.float64()),
         ("hallucinated", pa.bool_()), ("score", pa.float64()), ("method", pa.string()),
         ("claims", pa.list_(claim)), ("whole_output", claim), ("extraction", extraction), ("llm", pa.string()), ("scorer", pa.string()),
         ("timings", pa.map_(pa.string(), pa.float64())), ("errors", pa.list_(error)), ("id", pa.string()),
-        ("ok", pa.bool_()),
+        ("decision", decision), ("ok", pa.bool_()),
     ])
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from grapheval_plugins import GraphEval
-from grapheval_plugins.aggregate import HYBRID_WEIGHTS, HybridWeights, logit, sigmoid
+from grapheval_plugins.aggregate import HybridWeights, fitted_weights, logit, sigmoid
 from grapheval_plugins.calibrate import fit_hybrid, roc_auc
 from grapheval_plugins.exceptions import InputError
+from grapheval_plugins.extract.prompts import KG_PROMPT
 from grapheval_plugins.models import DEFAULT_SCORER
 from grapheval_plugins.testing import FunctionScorer, ScriptedChatModel
 from grapheval_plugins.types import Report
@@ -23,6 +24,8 @@ ANSWER = '<python>[["Marie Curie", "born in", "Warsaw"], ["Marie Curie", "won", 
 P_SUPPORTED = {"Marie Curie born in Warsaw": 0.9, "Marie Curie won three Nobel Prizes": 0.4, OUTPUT: 0.7}
 WEIGHTS = HybridWeights(whole=0.6, claims=0.2, bias=0.7, fitted_on="test")
 ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = fitted_weights(DEFAULT_SCORER, KG_PROMPT.version, "off")
+SHIPPED_FIDELITY = fitted_weights(DEFAULT_SCORER, KG_PROMPT.version, "drop")
 
 
 def scorer(name: str = "judge:test") -> FunctionScorer:
@@ -63,8 +66,8 @@ def test_a_scorer_without_fitted_weights_is_decided_by_the_papers_rule() -> None
 
 
 def test_the_offline_default_scorer_has_fitted_weights_that_name_their_command() -> None:
-    assert GraphEval().decision_weights() is HYBRID_WEIGHTS[DEFAULT_SCORER]
-    assert "benchmarks/detection.py fit-hybrid" in HYBRID_WEIGHTS[DEFAULT_SCORER].fitted_on
+    assert SHIPPED is not None and GraphEval().decision_weights() is SHIPPED
+    assert "benchmarks/detection.py fit-hybrid" in SHIPPED.fitted_on
     assert GraphEval(mode="raw").decision_weights() is None
     assert GraphEval(method="paper").decision_weights() is None
     # The fitted scorer's own name selects the weights once it is loaded, too.
@@ -118,7 +121,8 @@ def test_fit_hybrid_refuses_one_class_and_unequal_lengths() -> None:
 
 def test_the_shipped_weights_reproduce_the_committed_per_row_files() -> None:
     """The default's AUC on the committed per-row files is at least raw's on every set (docs/benchmarks.md)."""
-    weights = HYBRID_WEIGHTS[DEFAULT_SCORER]
+    weights = SHIPPED
+    assert weights is not None
     for name in ("summeval", "qags_c", "qags_x"):
         path = ROOT / "benchmarks" / "results" / (
             f"detect-{name}-local-qwen2.5-coder-1.5b-judge-local-qwen2.5-coder-1.5b-examples-first+pairs-concat.jsonl")
@@ -136,7 +140,8 @@ def test_the_explanation_follows_the_combined_verdict_either_way() -> None:
     s = FunctionScorer(lambda premise, hypothesis: low[hypothesis], name="judge:test")
     report = engine(scorer=s, hybrid_weights=flagged_by_whole).evaluate(CONTEXT, OUTPUT)
     assert report.hallucinated is True and report.unsupported == []
-    assert "no single claim above 0.5; the likeliest unsupported is" in report.explain()
+    assert "no single claim of 2 claims unsupported; the whole output's score decided; the likeliest unsupported:" in (
+        report.explain())
     outweighed = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="test")
     report = engine(scorer=scorer(), hybrid_weights=outweighed).evaluate(CONTEXT, OUTPUT)
     assert report.hallucinated is False and len(report.unsupported) == 1
@@ -149,22 +154,17 @@ def test_deepevals_reason_follows_the_combined_verdict() -> None:
 
     outweighed = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="test")
     report = engine(scorer=scorer(), hybrid_weights=outweighed).evaluate(CONTEXT, OUTPUT)
-    failing = [c for c in report.claims if c.unsupported]
-    reason = _format_reason(report, failing, report.score, 0.5, "context")
-    assert reason.startswith("faithful: 1 of 2 claims below the threshold, outweighed by the whole output's score")
+    reason = _format_reason(report, report.score, 0.5, "context")
+    assert reason.startswith("faithful: 1 of 2 claims unsupported, outweighed by the whole output's score")
     flagged = HybridWeights(whole=2.0, claims=0.0, bias=0.0, fitted_on="test")
     low = {"Marie Curie born in Warsaw": 0.9, "Marie Curie won three Nobel Prizes": 0.9, OUTPUT: 0.2}
     s = FunctionScorer(lambda premise, hypothesis: low[hypothesis], name="judge:test")
     report = engine(scorer=s, hybrid_weights=flagged).evaluate(CONTEXT, OUTPUT)
-    reason = _format_reason(report, [], report.score, 0.5, "context")
+    reason = _format_reason(report, report.score, 0.5, "context")
     assert reason.startswith("hallucination: no single claim of 2 claims unsupported")
 
 
 def test_fidelity_has_weights_fitted_for_it() -> None:
-    from grapheval_plugins import GraphEval
-    from grapheval_plugins.aggregate import HYBRID_WEIGHTS_FIDELITY
-
-    name = "judge:local:qwen2.5-coder-1.5b"
-    assert GraphEval().decision_weights() is HYBRID_WEIGHTS[name]
-    assert GraphEval(fidelity="drop").decision_weights() is HYBRID_WEIGHTS_FIDELITY[name]
-    assert "--fidelity" in HYBRID_WEIGHTS_FIDELITY[name].fitted_on
+    assert GraphEval().decision_weights() is SHIPPED
+    assert SHIPPED_FIDELITY is not None and GraphEval(fidelity="drop").decision_weights() is SHIPPED_FIDELITY
+    assert "--fidelity" in SHIPPED_FIDELITY.fitted_on

@@ -361,7 +361,7 @@ def test_report_serialises_and_reads_back() -> None:
     assert data["ok"] is True and data["hallucinated"] is True
     back = Report.model_validate({k: v for k, v in data.items() if k != "ok"})
     assert back.claims == report.claims
-    assert "unsupported claim" in report.explain()
+    assert report.explain().startswith("hallucination (score") and " unsupported" in report.explain()
     span = report.claims[0].span
     assert span is not None and ROWS[1]["output"][span[0] : span[1]].startswith("Berlin")
     assert isinstance(report.claims[0].triple, Triple)
