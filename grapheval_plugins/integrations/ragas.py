@@ -1,8 +1,9 @@
 """GraphEval as Ragas metrics: both of Ragas 0.4's metric APIs.
 
-* :class:`GraphEvalFaithfulness`: the legacy API (a ``SingleTurnMetric`` dataclass), the one
-  ``ragas.evaluate()`` / ``ragas.aevaluate()`` accept. Reads ``response`` and ``retrieved_contexts``
-  (``user_input`` is optional) and returns a float: 1 = faithful.
+* :class:`GraphEvalFaithfulness`: the legacy API (a plain ``SingleTurnMetric`` dataclass, like Ragas's own string
+  metrics: it brings its own engine, so it is no ``MetricWithLLM``), the one ``ragas.evaluate()`` /
+  ``ragas.aevaluate()`` accept. Reads ``response`` and ``retrieved_contexts`` (``user_input`` is optional) and
+  returns a float: 1 = faithful.
 * :class:`GraphEvalRagasMetric`: the ``ragas.metrics.collections`` API. ``score`` / ``ascore`` / ``batch_score`` /
   ``abatch_score`` return ``MetricResult(value, reason)``, the unsupported triples in the reason. (Its old name
   here, ``GraphEvalMetric``, is a deprecated alias: ``grapheval_plugins.GraphEvalMetric`` is the DeepEval metric.)
@@ -21,8 +22,9 @@ metric or a LangChain Runnable over the same specs uses the same one). Samples s
 
 The extraction model may be any of Ragas's own LLMs: a ``LangchainLLMWrapper`` (unwrapped), an Instructor-based LLM
 from ``ragas.llms.llm_factory`` (its structured output fills the triples: :mod:`.host_models`), or another
-``BaseRagasLLM`` (its text answers are parsed); or a LangChain chat model or a GraphEval spec. The OpenAI model
-``ragas.evaluate()`` builds for a metric without one is refused: GraphEval never calls a paid API it was not given.
+``BaseRagasLLM`` (its text answers are parsed); or a LangChain chat model or a GraphEval spec, given to the metric.
+The ``llm=`` of ``ragas.evaluate()`` is for Ragas's LLM metrics and does not reach GraphEval's (nor does the OpenAI
+model Ragas builds when it gets none): GraphEval never calls a paid API it was not given.
 
 Bad samples follow Ragas's convention: a sample without a response or contexts, or one whose extraction or scoring
 failed, scores NaN and the reason is logged (warning, logger ``grapheval_plugins.integrations.ragas``); the other
@@ -36,11 +38,10 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from .. import (
     GraphEval,
@@ -61,7 +62,7 @@ try:
     from ragas.callbacks import ChainType, new_group
     from ragas.dataset_schema import SingleTurnSample
     from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM, LangchainLLMWrapper
-    from ragas.metrics.base import MetricOutputType, MetricType, MetricWithLLM, SingleTurnMetric
+    from ragas.metrics.base import MetricOutputType, MetricType, SingleTurnMetric
     from ragas.metrics.collections.base import BaseMetric
     from ragas.metrics.result import MetricResult
     from ragas.run_config import RunConfig
@@ -187,33 +188,6 @@ def ragas_chat_model(llm: Any) -> Any:
     return llm
 
 
-def _evaluate_default(llm: Any) -> bool:
-    """True when ``llm`` is the OpenAI model ``ragas.evaluate()`` built because it was given no ``llm=``.
-
-    Ragas 0.4 builds it in ``aevaluate`` (``client = OpenAI(); llm = llm_factory("gpt-4o-mini", client=client)``)
-    right before calling each metric's ``init()``; that frame's ``client`` is the one inside the default's
-    Instructor client. An ``llm=`` given to ``evaluate()`` leaves ``client`` unset there.
-    """
-    frame = sys._getframe(1)
-    for _ in range(4):
-        frame = frame.f_back  # type: ignore[assignment]
-        if frame is None:
-            return False
-        if frame.f_code.co_name in ("aevaluate", "evaluate") and frame.f_globals.get("__name__") == "ragas.evaluation":
-            client = frame.f_locals.get("client")
-            if client is None:
-                return False
-            held = getattr(llm, "client", None)  # Instructor's client wraps the OpenAI client as .client
-            for _ in range(3):
-                if held is None:
-                    return False
-                if held is client:
-                    return True
-                held = getattr(held, "client", None)
-            return False
-    return False
-
-
 def _extraction_model(llm: Any, owner: str) -> Any:
     """The chat model (or spec) to extract with, from what a metric holds; Ragas's own LLMs are adapted.
 
@@ -228,18 +202,6 @@ def _extraction_model(llm: Any, owner: str) -> Any:
     raise InputError(
         "llm",
         f"{owner} cannot use {type(llm).__name__}: pass a Ragas LLM, a LangChain chat model, a model spec or an engine",
-    )
-
-
-def _refuse_default(llm: Any, owner: str) -> None:
-    model = getattr(llm, "model", None) or getattr(llm, "model_name", None)
-    what = f"{type(llm).__name__}({model})" if isinstance(model, str) else type(llm).__name__
-    raise InputError(
-        "llm",
-        f"{owner} will not extract triples with {what}: when ragas.evaluate() gets no llm=, Ragas builds an OpenAI "
-        "gpt-4o-mini model for every metric without one, and GraphEval never uses a paid API it was not explicitly "
-        "given. Pass llm= to evaluate() (a Ragas LLM such as llm_factory(...), or a LangChain chat model), or give "
-        "the metric its own model: llm='local:qwen2.5-coder-1.5b' (offline) or grapheval=GraphEval(...).",
     )
 
 
@@ -261,7 +223,7 @@ def _trace_output(report: Report) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- legacy API: ragas.evaluate()
 @dataclass(kw_only=True)
-class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
+class GraphEvalFaithfulness(SingleTurnMetric):
     """GraphEval as a Ragas metric for ``ragas.evaluate()``: 1 = faithful, 0 = some triple unsupported.
 
     Reads ``response`` and ``retrieved_contexts`` (``user_input`` is optional and unused: GraphEval checks the
@@ -273,13 +235,11 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
     1. ``grapheval=``: the engine's own (its models are shared by reference and load once).
     2. ``llm=``: a Ragas LLM (``llm_factory(...)``, ``LangchainLLMWrapper``), a LangChain chat model or a spec
        (``"local:qwen2.5-coder-1.5b"``, ``"bedrock:<model id>"``).
-    3. neither: the ``llm=`` handed to ``ragas.evaluate()`` (any of the above; Ragas wraps a LangChain model in its
-       ``LangchainLLMWrapper``, which is unwrapped). Scored outside ``evaluate()``: the engine's offline default.
+    3. neither: the engine's offline default (``grapheval_plugins.DEFAULT_LLM``).
 
-    The OpenAI model Ragas builds when ``evaluate()`` gets no ``llm=`` is refused with a clear error
-    (:class:`~grapheval_plugins.InputError` when ``evaluate()`` starts): never used silently. (Without an
-    ``OPENAI_API_KEY`` Ragas fails earlier, building that model: give the metric ``llm=`` or ``grapheval=`` or pass
-    ``llm=`` to ``evaluate()``.)
+    The metric is a plain ``SingleTurnMetric`` (it brings its own engine), so ``ragas.evaluate()`` neither hands it
+    its ``llm=`` (that one is for Ragas's LLM metrics; pass the same model to this metric's ``llm=`` to share it) nor
+    builds an OpenAI model for it.
 
     Args:
         grapheval: a :class:`~grapheval_plugins.GraphEval` to score with; its mode and threshold apply.
@@ -321,25 +281,26 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
     )
     grapheval: GraphEval | None = None
     engine: InitVar[GraphEval | None] = None
+    llm: Any = None
     scorer: Any = None
     binary: bool = False
     check_mode: Mode | None = None
     method: RuleLike | None = None
     hallucination_threshold: float | None = None
     threshold: float | None = None
+    output_type: MetricOutputType | None = field(default=None, init=False, repr=False)
+    """``BINARY`` with ``binary=True``, else ``CONTINUOUS`` (as Ragas's LLM metrics declare it)."""
     _options: registry.EngineOptions | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self, engine: GraphEval | None = None) -> None:
-        if engine is None and self.grapheval is None and isinstance(self.llm, GraphEval):  # given positionally
+        if isinstance(self.llm, GraphEval):
             raise TypeError(
-                f"{type(self).__name__} takes keyword arguments: grapheval=GraphEval(...) "
+                f"{type(self).__name__} takes its engine as grapheval=GraphEval(...) "
                 "(formerly engine=GraphEval(...)), not llm="
             )
         if engine is not None:
             self.grapheval = _engine_alias(self.grapheval, engine, type(self).__name__, stacklevel=4)
         super().__post_init__()  # type: ignore[no-untyped-call]  # Ragas's metric base is untyped
-        if isinstance(self.llm, GraphEval):  # a copy (dataclasses.replace): the engine marker, not a model
-            self.llm = None
         self.hallucination_threshold = _threshold_alias(
             self.hallucination_threshold, self.threshold, type(self).__name__, stacklevel=4
         )
@@ -348,38 +309,20 @@ class GraphEvalFaithfulness(MetricWithLLM, SingleTurnMetric):
             self.grapheval, self.llm, self.scorer, self.check_mode, self.hallucination_threshold, self.binary,
             mode_field="check_mode", method=self.method,
         )
-        if self.grapheval is not None:
-            # A metric whose llm is None gets ragas.evaluate()'s llm= (or Ragas's OpenAI default): mark it as
-            # having one, the engine.
-            self.llm = self.grapheval  # type: ignore[assignment]
-        else:
+        if self.grapheval is None:
             _extraction_model(self.llm, self.name)  # refuse an unusable model now, not at the first sample
         self.output_type = MetricOutputType.BINARY if self.binary else MetricOutputType.CONTINUOUS
         self.__dict__["engine"] = self.grapheval  # the deprecated name still reads
 
     def init(self, run_config: RunConfig) -> None:
-        """Called by ``ragas.evaluate()`` once the metric has its ``llm``: refuses one GraphEval cannot use.
-
-        Raises:
-            InputError: the LLM cannot extract triples, or it is Ragas's implicit OpenAI default. The metric's
-                ``llm`` is reset first, so the metric stays usable.
-        """
-        if self.grapheval is not None and cast(object, self.llm) is self.grapheval:  # the engine marker
-            return
-        try:
-            if self.llm is not None and _evaluate_default(self.llm):
-                _refuse_default(self.llm, self.name)
-            _extraction_model(self.llm, self.name)
-        except InputError:
-            self.llm = None  # evaluate() set it and does not reset it when init() raises
-            raise
+        """Called by ``ragas.evaluate()`` before scoring: nothing to set up (models load on first use)."""
 
     def current_engine(self) -> GraphEval:
         """The engine the next sample is scored with (shared, built on first use; model loading stays lazy)."""
         if self._options is None:
             self._options = _engine_options(
-                self.grapheval, None, self.scorer, self.check_mode, self.hallucination_threshold, self.binary,
-                method=self.method,
+                self.grapheval, self.llm, self.scorer, self.check_mode, self.hallucination_threshold, self.binary,
+                mode_field="check_mode", method=self.method,
             )
         if self.grapheval is not None:
             return self._options.engine()  # the engine, seen at this metric's threshold when it gives one

@@ -223,13 +223,14 @@ def test_an_instructor_llm_fills_the_triples_with_structured_output(asynchronous
     assert collections.score(response=BAD, retrieved_contexts=[FACTS]).value == pytest.approx(BAD_SCORE)
 
 
-def test_an_instructor_llm_handed_to_evaluate_is_used() -> None:
+def test_an_instructor_llm_given_to_the_metric_is_used_in_evaluate() -> None:
     provider = FakeProvider()
-    metric = GraphEvalFaithfulness(scorer=KeywordScorer())
+    llm = instructor_llm(provider, True)
+    metric = GraphEvalFaithfulness(llm=llm, scorer=KeywordScorer())
     dataset = EvaluationDataset(samples=[sample(GOOD), sample(BAD)])
-    result = evaluate(dataset, metrics=[metric], llm=instructor_llm(provider, True), show_progress=False)
+    result = evaluate(dataset, metrics=[metric], llm=llm, show_progress=False)  # evaluate()'s is for Ragas's metrics
     assert [row["grapheval_faithfulness"] for row in result.scores] == [1.0, pytest.approx(BAD_SCORE)]
-    assert len(provider.requests) == 2 and metric.llm is None
+    assert len(provider.requests) == 2 and metric.llm is llm
 
 
 def test_a_langchain_wrapper_around_a_langchain_fake_model_is_unwrapped() -> None:

@@ -193,8 +193,20 @@ def test_models_are_resolved_once_across_samples_runs_and_copies(monkeypatch: py
     assert made[2:] == [("llm", "fake:llm"), ("scorer", "fake:other")]
 
 
-# --------------------------------------------------------------------------- the llm handed to evaluate()
-def test_evaluate_llm_is_used_for_extraction_when_the_metric_has_none_and_the_scorer_loads_once(
+# --------------------------------------------------------------------------- the metric's own models, not evaluate()'s
+def test_the_legacy_metric_is_a_plain_single_turn_metric_without_frame_reading() -> None:
+    import inspect
+
+    from ragas.metrics.base import MetricWithLLM, SingleTurnMetric
+
+    import grapheval_plugins.integrations.ragas as adapter
+
+    metric = GraphEvalFaithfulness(scorer=KeywordScorer())
+    assert isinstance(metric, SingleTurnMetric) and not isinstance(metric, MetricWithLLM)
+    assert "_getframe" not in inspect.getsource(adapter)
+
+
+def test_the_metric_extracts_with_its_own_llm_and_the_evaluate_llm_does_not_reach_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     resolved: list[object] = []
@@ -205,16 +217,16 @@ def test_evaluate_llm_is_used_for_extraction_when_the_metric_has_none_and_the_sc
         return KeywordScorer()
 
     monkeypatch.setattr(models, "resolve_scorer", fake_scorer)
-    metric = GraphEvalFaithfulness(scorer="fake:scorer")
-    assert metric.llm is None
+    own, other = chat(), chat()
+    metric = GraphEvalFaithfulness(llm=own, scorer="fake:scorer")
     dataset = EvaluationDataset(samples=[sample(GOOD), sample(BAD)])
-    first = chat()
-    assert scores(evaluate(dataset, metrics=[metric], llm=first, show_progress=False)) == [1.0, pytest.approx(BAD_SCORE)]
-    assert len(first.calls) == 2
-    assert metric.llm is None  # evaluate() puts it back
-    second = chat()  # already wrapped by the caller: unwrapped the same way
-    evaluate(dataset, metrics=[metric], llm=LangchainLLMWrapper(second), show_progress=False)
-    assert len(second.calls) == 2 and len(first.calls) == 2
+    assert scores(evaluate(dataset, metrics=[metric], llm=other, show_progress=False)) == [1.0, pytest.approx(BAD_SCORE)]
+    assert len(own.calls) == 2 and other.calls == []
+    assert metric.llm is own  # evaluate() leaves the metric as it was
+    wrapped = chat()  # a Ragas wrapper given to the metric is unwrapped
+    other_metric = GraphEvalFaithfulness(llm=LangchainLLMWrapper(wrapped), scorer="fake:scorer")
+    evaluate(dataset, metrics=[other_metric], show_progress=False)
+    assert len(wrapped.calls) == 2
     assert resolved == ["fake:scorer"]  # one scorer for both extraction models
 
 
@@ -229,17 +241,15 @@ def test_a_metric_with_its_own_engine_ignores_the_evaluate_llm() -> None:
     assert len(third.calls) == 1 and len(own.calls) == 1 and other.calls == []
 
 
-def test_ragas_openai_default_is_refused_never_used(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_evaluate_builds_no_openai_model_for_the_metric(monkeypatch: pytest.MonkeyPatch) -> None:
+    specs: list[object] = []
+    monkeypatch.setattr(models, "resolve_llm", lambda spec=None, **_: specs.append(spec) or chat())
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     metric = GraphEvalFaithfulness(scorer=KeywordScorer())
-    dataset = EvaluationDataset(samples=[sample(GOOD)])
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-a-real-key")
-    with pytest.raises(InputError, match="OpenAI gpt-4o-mini") as info:
-        evaluate(dataset, metrics=[metric], show_progress=False)
-    assert info.value.field == "llm" and "InstructorLLM(gpt-4o-mini)" in str(info.value)
-    assert metric.llm is None  # left usable
-    monkeypatch.delenv("OPENAI_API_KEY")
-    with pytest.raises(openai.OpenAIError):  # without a key Ragas itself fails first, building its default
-        evaluate(dataset, metrics=[metric], show_progress=False)
+    dataset = EvaluationDataset(samples=[sample(GOOD), sample(BAD)])
+    # Ragas builds its OpenAI default only for LLM metrics without a model: without a key, that would fail here.
+    assert scores(evaluate(dataset, metrics=[metric], show_progress=False)) == [1.0, pytest.approx(BAD_SCORE)]
+    assert specs == [None]  # None = grapheval_plugins.models.DEFAULT_LLM, the offline local model
     # An Instructor LLM given explicitly is the caller's choice: accepted (its structured output fills the triples;
     # see test_host_models.py), and no request is made before a sample is scored.
     instructor = llm_factory("gpt-4o-mini", client=openai.OpenAI(api_key="sk-not-a-real-key"))
@@ -271,8 +281,10 @@ def test_configuration_errors_are_clear() -> None:
         GraphEvalFaithfulness(binary="yes")
     with pytest.raises(InputError, match="engine"):
         GraphEvalFaithfulness(engine="local:qwen2.5-coder-0.5b")
+    with pytest.raises(TypeError, match="positional"):
+        GraphEvalFaithfulness(e)  # type: ignore[misc]
     with pytest.raises(TypeError, match="engine=GraphEval"):
-        GraphEvalFaithfulness(e)
+        GraphEvalFaithfulness(llm=e)
     with pytest.raises(InputError, match="not both"):
         GraphEvalMetric(e, llm=chat())
     with pytest.raises(InputError, match="not both"):
