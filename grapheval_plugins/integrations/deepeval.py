@@ -211,8 +211,8 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         llm: chat model or spec for the extraction when no engine is given (``None``: the offline default).
         scorer: scorer or spec when no engine is given (``None``: the offline default).
         mode: ``"graph"`` (default) or ``"raw"`` (the whole output scored as one claim: the paper's baseline).
-        method: the decision rule when no engine is given: ``"hybrid"`` (default) or ``"paper"`` (the paper's rule,
-            the largest triple's P(unsupported)); an engine's own applies otherwise.
+        method: the decision rule when no engine is given: ``"hybrid"`` (default), ``"paper"`` (the paper's rule,
+            the largest triple's P(unsupported)) or a registered rule's name; an engine's own applies otherwise.
             With an engine, ``None`` or the engine's own mode.
         context_field: ``"auto"`` (default), ``"context"`` or ``"retrieval_context"``.
         include_reason: put the unsupported triples, their probabilities and evidence in ``reason``.

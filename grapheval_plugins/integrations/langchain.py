@@ -225,8 +225,8 @@ class GraphEvalRunnable(_RowRunnable):
             (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`: Runnables, DeepEval and Ragas metrics
             over the same specs share it, and its models load once).
         llm, scorer: models or specs for that shared engine (they resolve on first use).
-        mode, method: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, or ``"paper"``), for
-            that shared engine (an engine's own apply otherwise).
+        mode, method: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, ``"paper"``, or a
+            registered rule's name), for that shared engine (an engine's own apply otherwise).
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
             0.5). With a given engine, the Runnable scores with a view of it at this threshold (same models, cache
             and scorer passes), as every adapter does; the engine itself is not changed.

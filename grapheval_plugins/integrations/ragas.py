@@ -250,7 +250,8 @@ class GraphEvalFaithfulness(SingleTurnMetric):
         check_mode: ``"graph"`` (default) or ``"raw"`` (whole response as one claim) when no engine is given.
             (Not ``mode``: ``ragas.evaluate()`` renames the result column of any metric with a ``mode`` attribute
             to ``"<name>(mode=...)"``.)
-        method: the decision rule when no engine is given: ``"hybrid"`` (default) or ``"paper"``.
+        method: the decision rule when no engine is given: ``"hybrid"`` (default), ``"paper"`` or a registered
+            rule's name.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
             0.5). With ``grapheval=``, the metric scores with a view of that engine at this threshold (same models,
             cache and scorer passes); the engine itself is not changed.
@@ -379,7 +380,7 @@ class GraphEvalRagasMetric(BaseMetric):
         scorer: the scorer or scorer spec when no engine is given.
         binary: the paper's 0/1 verdict instead of ``1 − max P(unsupported)``.
         mode, method: for an engine built from specs (an engine's own apply otherwise); ``method`` is the decision
-            rule, ``"hybrid"`` (default) or ``"paper"``.
+            rule, ``"hybrid"`` (default), ``"paper"`` or a registered rule's name.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
             0.5); with ``grapheval=``, a view of that engine at this threshold.
         threshold: deprecated name of ``hallucination_threshold`` (warns).

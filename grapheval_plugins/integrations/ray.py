@@ -276,7 +276,8 @@ def build_dataset(
         llm, scorer: spec strings (or picklable zero-argument factories); each actor builds its own model.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5);
             ``threshold``: its deprecated alias (warns).
-        mode, method: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, or ``"paper"``): the
+        mode, method: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, ``"paper"``, or a rule
+            registered in a module the workers import): the
             same reports as :class:`~grapheval_plugins.GraphEval` with these options.
         cache: SQLite file for the knowledge-graph cache, on storage all workers reach (see ``docs/ray.md``);
             ``None``: an in-memory cache per extraction actor.

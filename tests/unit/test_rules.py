@@ -200,3 +200,20 @@ def test_the_account_round_trips_and_names_what_decided() -> None:
     assert report.decision.deciding is not None
     assert report.claims[report.decision.deciding].p_unsupported == max(c.p_unsupported for c in report.claims)
     assert "the whole output's score decided; the likeliest unsupported:" in report.explain()
+
+
+def test_the_cli_takes_a_registered_rule_by_name(rules: None, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from grapheval_plugins.cli import app
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "1", "context": "Berlin is in Germany.", "output": "Berlin is in Austria."}) + "\n")
+    fakes = ["--llm", "py:grapheval_plugins.testing:naive_triples_chat_model",
+             "--scorer", "py:grapheval_plugins.testing:KeywordScorer"]
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, ["evaluate", str(src), "-o", str(out), "--method", "test-mean", *fakes])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["method"] == "test-mean"
+    bad = CliRunner().invoke(app, ["evaluate", str(src), "-o", str(tmp_path / "b.jsonl"), "--method", "vote", *fakes])
+    assert bad.exit_code != 0 and "registered decision rule" in bad.output
