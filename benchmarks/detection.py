@@ -766,6 +766,51 @@ def fidelity(
                f"done, {time.perf_counter() - t_all:.0f} s")
 
 
+def round_trip_needed(fid: dict[str, Any], threshold: float = 0.5) -> list[int]:
+    """The triples of a fidelity row that ``GraphEval(fidelity="drop")`` scores against the output, replayed with the
+    core's order (:func:`~grapheval_plugins.aggregate.fidelity_to_check`) on the committed scores."""
+    from grapheval_plugins.aggregate import fidelity_to_check
+
+    p_context = [t[3] for t in fid["triples"]]
+    scored: dict[int, Optional[float]] = {}
+    while todo := fidelity_to_check(p_context, scored, threshold):
+        scored.update({i: fid["triples"][i][4] for i in todo})
+    return sorted(scored)
+
+
+def round_trip_row(fid: dict[str, Any], threshold: float = 0.5) -> dict[str, Any]:
+    """The fidelity row as the engine sees it: only the triples it scores against the output carry that score
+    (``None`` for the others, which it keeps)."""
+    needed = set(round_trip_needed(fid, threshold))
+    return {**fid, "triples": [[*t[:4], t[4] if i in needed else None] for i, t in enumerate(fid["triples"])]}
+
+
+@app.command("fidelity-cost")
+def fidelity_cost(
+    llm: Annotated[str, typer.Option()] = LAB_LLM,
+    scorer: Annotated[str, typer.Option()] = LAB_SCORER,
+    datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "summeval,qags_c,qags_x",
+) -> None:
+    """How many triples the engine scores against their output (the round trip as far as the decision needs it)
+    against scoring every triple, and a check that both decide every committed row alike (no model)."""
+    from grapheval_plugins.aggregate import fitted_weights
+
+    weights = fitted_weights(scorer, KG_PROMPT.version, "drop")
+    typer.echo("| set | rows | triples | scored against the output | fewer by | same P(hallucination) |")
+    typer.echo("|---|---|---|---|---|---|")
+    for name in datasets.split(","):
+        default = {r["id"]: r for r in bench.load_results(result_path(name, llm, scorer, DEFAULT_TAG, "concat"))}
+        fids = [r for r in bench.load_results(fidelity_path(name, llm, scorer)) if not r.get("error")]
+        total = sum(len(f["triples"]) for f in fids)
+        needed = sum(len(round_trip_needed(f)) for f in fids)
+        same = sum(
+            abs(weights.probability(*lab_scores(default[f["id"]], f))
+                - weights.probability(*lab_scores(default[f["id"]], round_trip_row(f)))) < 1e-12
+            for f in fids
+        ) if weights is not None else 0
+        typer.echo(f"| {name} | {len(fids)} | {total} | {needed} | {total / max(needed, 1):.2f}× | {same} of {len(fids)} |")
+
+
 def kept_triples(fid: dict[str, Any]) -> list[list[Any]]:
     """The triples a fidelity row keeps (the core's rule, :func:`~grapheval_plugins.aggregate.faithful_to_output`)."""
     from grapheval_plugins.aggregate import faithful_to_output

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias
 
 from .exceptions import InputError
@@ -47,6 +47,7 @@ __all__ = [
     "RULES",
     "DecisionRule",
     "Fidelity",
+    "FidelityOption",
     "HybridRule",
     "HybridWeights",
     "Needs",
@@ -56,6 +57,7 @@ __all__ = [
     "check_threshold",
     "faithful_to_output",
     "faithfulness_score",
+    "fidelity_to_check",
     "fitted_weights",
     "get_rule",
     "hybrid_weights",
@@ -138,8 +140,13 @@ def sigmoid(x: float) -> float:
 
 
 Fidelity = Literal["off", "drop"]
-"""Extraction fidelity (``GraphEval(fidelity=...)``): ``"drop"`` scores each triple against the output it was
-extracted from and leaves out of the decision the triples the output does not support; ``"off"`` keeps them all."""
+"""Extraction fidelity in force: ``"drop"`` scores triples against the output they were extracted from and leaves
+out of the decision the triples the output does not support; ``"off"`` keeps them all. Fitted weights are keyed by
+it (:attr:`HybridWeights.fidelity`)."""
+
+FidelityOption = Literal["auto", "off", "drop"]
+"""``GraphEval(fidelity=...)``: a :data:`Fidelity`, or ``"auto"`` (the default): ``"drop"`` where weights fitted with
+it exist for the engine's setting (:data:`FITTED_WEIGHTS`; the offline default judge has them), else ``"off"``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -410,3 +417,35 @@ def faithful_to_output(p_unsupported_by_output: float | None) -> bool:
     (True, False, True)
     """
     return p_unsupported_by_output is None or p_unsupported_by_output <= FIDELITY_THRESHOLD
+
+
+def fidelity_to_check(
+    p_context: Sequence[float | None], p_output: Mapping[int, float | None], threshold: float
+) -> list[int]:
+    """Which triples to score against their own output next, so that the decision is the one scoring every triple
+    gives, at a fraction of the cost.
+
+    ``p_context[i]`` is claim ``i``'s P(unsupported) against the context (``None`` for a claim that is not a triple,
+    or was not judged); ``p_output`` holds the triples already scored against the output. Both rules read the
+    largest P(unsupported) over the kept triples, and an explanation names every triple above ``threshold``; so
+    the triples above the threshold are checked first (all at once), then the others one at a time in decreasing
+    P(unsupported) until one is kept. A triple below the first kept one decides nothing and is not checked.
+    Returns ``[]`` when nothing more is needed.
+
+    >>> fidelity_to_check([0.9, 0.2, 0.1, None], {}, 0.5)       # the triple above the threshold first
+    [0]
+    >>> fidelity_to_check([0.9, 0.2, 0.1, None], {0: 0.8}, 0.5)  # dropped: the next one down
+    [1]
+    >>> fidelity_to_check([0.9, 0.2, 0.1, None], {0: 0.8, 1: 0.1}, 0.5)  # kept: settled, the third is not needed
+    []
+    """
+    order = sorted((i for i, p in enumerate(p_context) if p is not None), key=lambda i: -(p_context[i] or 0.0))
+    above = [i for i in order if (p_context[i] or 0.0) > threshold and i not in p_output]
+    if above:
+        return above
+    for i in order:
+        if i not in p_output:
+            return [i]
+        if faithful_to_output(p_output[i]):
+            return []
+    return []

@@ -91,6 +91,25 @@ async def _score_isolated(scorer: Scorer, requests: Sequence[_Request]) -> list[
     return results
 
 
+async def _score_rows(
+    scorer: Scorer, requests: Sequence[_Request], max_claims: int
+) -> list[list[ClaimScore] | StageError]:
+    """Score rows' requests in passes of at most ``max_claims`` claims (:func:`_pack`); one bad row fails alone."""
+    results: list[list[ClaimScore] | StageError] = []
+    for part in _pack([len(clms) for _, clms in requests], max_claims):
+        for result in await _score_isolated(scorer, requests[part]):
+            if isinstance(result, ScoringError):
+                results.append(StageError(stage="check", type=type(result).__name__, message=str(result)))
+            else:
+                results.append(result)
+    return results
+
+
+def _p(score: ClaimScore) -> float | None:
+    """A claim's P(unsupported), or ``None`` when the scorer could not judge it."""
+    return None if score.error is not None else score.p_unsupported
+
+
 class _CheckBatcher:
     """Gathers the claims of concurrent ``aevaluate`` calls into shared scorer passes (one batcher per loop).
 
@@ -218,13 +237,17 @@ class GraphEval:
             (prompt, calibration), premise and claim, so that re-deciding or re-filtering scores only what changed:
             ``None``/``False`` (off, default: every call scores its claims), ``True`` (in memory), a path (SQLite
             file), or a :class:`~grapheval_plugins.score_cache.ScoreCache`.
-        fidelity: extraction fidelity, a round trip: ``"drop"`` scores each triple against the output it was
-            extracted from (one short-premise claim per triple, in the same scorer pass) and leaves out of the
-            decision and of ``claims`` every triple the output does not support (P(unsupported) above
+        fidelity: extraction fidelity, a round trip: ``"drop"`` scores triples against the output they were
+            extracted from (short-premise claims, after the context pass) and leaves out of the decision and of
+            ``claims`` every triple the output does not support (P(unsupported) above
             :data:`~grapheval_plugins.aggregate.FIDELITY_THRESHOLD`), listing each in ``extraction.issues``; when
             every triple of a row is dropped, the whole output is decided as one claim (as when nothing was
-            extracted). The whole output is then scored on every row, under either rule. ``"off"`` (default): every
-            triple counts.
+            extracted). Only the triples the decision needs are scored
+            (:func:`~grapheval_plugins.aggregate.fidelity_to_check`: every triple above the threshold, then down
+            to the first one kept), which decides as scoring them all. ``"off"``: every triple counts. ``"auto"``
+            (default): ``"drop"`` where the hybrid weights in force were fitted for it (the offline default judge,
+            :data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS`), else ``"off"`` (the paper's procedure
+            and scorers without such weights are unchanged); :meth:`fidelity_in_force` says which.
         max_concurrency: chat-model calls in flight at once in batch runs.
         check_batch_rows: rows whose claims go to the scorer together in :meth:`evaluate_many`.
         max_batch_claims: most claims in one scorer pass, whether gathered from concurrent :meth:`aevaluate`
@@ -264,7 +287,7 @@ class GraphEval:
         max_retries: int = 2,
         cache: KGCache | str | Path | bool | None = True,
         score_cache: ScoreCache | str | Path | bool | None = None,
-        fidelity: aggregate.Fidelity = "off",
+        fidelity: aggregate.FidelityOption = "auto",
         max_concurrency: int = 4,
         check_batch_rows: int = 32,
         render_triple: Callable[[Triple], str] = Triple.sentence,
@@ -277,8 +300,8 @@ class GraphEval:
         if mode not in ("graph", "raw"):
             raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
         rule = aggregate.get_rule(method)
-        if fidelity not in ("off", "drop"):
-            raise InputError("fidelity", f"must be 'off' or 'drop', got {fidelity!r}")
+        if fidelity not in ("auto", "off", "drop"):
+            raise InputError("fidelity", f"must be 'auto', 'off' or 'drop', got {fidelity!r}")
         if threshold is not None:
             warnings.warn(
                 "GraphEval(threshold=...) is deprecated: pass hallucination_threshold=..., the P(unsupported) above "
@@ -304,7 +327,7 @@ class GraphEval:
         self.max_retries = max_retries
         self.cache = self._make_cache(cache)
         self.score_cache = make_score_cache(score_cache)
-        self.fidelity: aggregate.Fidelity = fidelity
+        self.fidelity: aggregate.FidelityOption = fidelity
         self.max_concurrency = max_concurrency
         self.check_batch_rows = check_batch_rows
         self.render_triple = render_triple
@@ -547,8 +570,30 @@ class GraphEval:
             return None
         if self.hybrid_weights is not None:
             return self.hybrid_weights
-        name = self._scorer.name if self._scorer is not None else self.describe(load=False).split(" + ", 1)[1]
-        return aggregate.fitted_weights(name, self.prompt.version, self.fidelity)
+        return aggregate.fitted_weights(self._scorer_name(), self.prompt.version, self.fidelity_in_force())
+
+    def _scorer_name(self) -> str:
+        """The scorer's name, from the loaded scorer or else from its spec (nothing loads)."""
+        return self._scorer.name if self._scorer is not None else self.describe(load=False).split(" + ", 1)[1]
+
+    def fidelity_in_force(self) -> aggregate.Fidelity:
+        """What ``fidelity`` means for this engine: ``"auto"`` (the default) is ``"drop"`` exactly when the engine's
+        rule takes fitted weights and weights fitted with extraction fidelity exist for its scorer and prompt
+        (:data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS`: the offline default judge has them), else ``"off"``
+        (the paper's procedure, raw mode, your own ``hybrid_weights``, a scorer without such weights). Nothing
+        loads.
+
+        >>> GraphEval().fidelity_in_force(), GraphEval(method="paper").fidelity_in_force()
+        ('drop', 'off')
+        >>> GraphEval(scorer="hhem").fidelity_in_force(), GraphEval(fidelity="drop", scorer="hhem").fidelity_in_force()
+        ('off', 'drop')
+        """
+        if self.fidelity != "auto":
+            return self.fidelity
+        if self.mode == "raw" or not self.rule.needs.weights or self.hybrid_weights is not None:
+            return "off"
+        fitted = aggregate.fitted_weights(self._scorer_name(), self.prompt.version, "drop")
+        return "drop" if fitted is not None else "off"
 
     # ----------------------------------------------------------------- public API
     def evaluate(
@@ -579,12 +624,16 @@ class GraphEval:
         t1 = time.perf_counter()
         try:
             scores = await batcher.submit(*self._request(sample, claims))
+            round_trip: dict[int, ClaimScore] = {}
+            while todo := self._round_trip_next(claims, scores, round_trip):
+                got = await batcher.submit([(sample.output,)] * len(todo), [claims[i][0] for i in todo])
+                round_trip.update(zip(todo, got))
         except ScoringError as exc:
             err = StageError(stage="check", type=type(exc).__name__, message=str(exc))
             return self._error_report(sample, extraction, err, {"total": time.perf_counter() - t0})
         t2 = time.perf_counter()
         timings = {"extract": t1 - t0, "check": t2 - t1, "total": t2 - t0}
-        return self._report(sample, extraction, claims, scores, timings)
+        return self._report(sample, extraction, claims, scores, round_trip, timings)
 
     def evaluate_many(
         self,
@@ -773,7 +822,7 @@ class GraphEval:
                 if isinstance(result, StageError):
                     report = self._error_report(sample, row.extraction, result, timings)
                 else:
-                    report = self._report(sample, row.extraction, claims, result, timings)
+                    report = self._report(sample, row.extraction, claims, *result, timings)
                 reports.append(report if report.llm == row.llm else report.model_copy(update={"llm": row.llm}))
             if on_group is not None:
                 on_group(len(group))
@@ -809,31 +858,40 @@ class GraphEval:
     def _with_whole_output(self, output: str, claims: Sequence[tuple[str, Triple | None]]) -> list[tuple[str, Triple | None]]:
         """``claims``, with the whole output added last when fidelity may need it (its fallback) and it is missing."""
         out = list(claims)
-        if self.fidelity == "drop" and any(t is not None for _, t in out) and all(t is not None for _, t in out):
+        if self.fidelity_in_force() == "drop" and out and all(t is not None for _, t in out):
             out.append((output, None))
         return out
 
-    def _request(self, sample: Sample, claims: Sequence[tuple[str, Triple | None]]) -> _Request:
-        """One row's scorer input: every claim against the context, then (``fidelity="drop"``) each triple's claim
-        against the output itself."""
-        round_trip = [c for c, t in claims if t is not None] if self.fidelity == "drop" else []
-        contexts: list[Passages] = [sample.passages] * len(claims) + [(sample.output,)] * len(round_trip)
-        return contexts, [c for c, _ in claims] + round_trip
+    @staticmethod
+    def _request(sample: Sample, claims: Sequence[tuple[str, Triple | None]]) -> _Request:
+        """One row's scorer input: every claim against the context."""
+        return [sample.passages] * len(claims), [c for c, _ in claims]
+
+    def _round_trip_next(
+        self, claims: Sequence[tuple[str, Triple | None]], scores: Sequence[ClaimScore],
+        round_trip: dict[int, ClaimScore],
+    ) -> list[int]:
+        """Extraction fidelity, scored as far as the decision needs it: the indices of the triples to score against
+        the output itself next (``round_trip`` holds those already scored); ``[]`` when the row is settled or
+        fidelity is off (:func:`~grapheval_plugins.aggregate.fidelity_to_check`)."""
+        if self.fidelity_in_force() != "drop":
+            return []
+        p_context = [None if t is None else _p(score) for (_, t), score in zip(claims, scores)]
+        return aggregate.fidelity_to_check(p_context, {i: _p(s) for i, s in round_trip.items()},
+                                           self.hallucination_threshold)
 
     def _drop_unfaithful(
-        self, claims: list[tuple[str, Triple | None]], scores: list[ClaimScore], round_trip: list[ClaimScore]
+        self, claims: list[tuple[str, Triple | None]], scores: list[ClaimScore], round_trip: dict[int, ClaimScore]
     ) -> tuple[list[tuple[str, Triple | None]], list[ClaimScore], list[str]]:
         """Fidelity: the claims and scores without the triples their output does not support, and a note for each
         one dropped (plus one when none is left: then the whole output is the row's one claim)."""
-        fidelity = iter(round_trip)
         kept: list[tuple[tuple[str, Triple | None], ClaimScore]] = []
         notes: list[str] = []
-        for (claim, triple), score in zip(claims, scores):
-            if triple is None:
+        for i, ((claim, triple), score) in enumerate(zip(claims, scores)):
+            if triple is None or i not in round_trip:
                 kept.append(((claim, triple), score))
                 continue
-            check = next(fidelity)
-            p = None if check.error is not None else check.p_unsupported
+            p = _p(round_trip[i])
             if aggregate.faithful_to_output(p):
                 kept.append(((claim, triple), score))
             else:
@@ -846,18 +904,32 @@ class GraphEval:
 
     async def _check_group(
         self, group: Sequence[tuple[Sample, list[tuple[str, Triple | None]]]]
-    ) -> list[list[ClaimScore] | StageError]:
-        """Score a group of rows in passes of at most ``max_batch_claims`` claims; one bad row fails alone."""
+    ) -> list[tuple[list[ClaimScore], dict[int, ClaimScore]] | StageError]:
+        """Score a group of rows in passes of at most ``max_batch_claims`` claims, then their extraction fidelity
+        as far as each decision needs it (:meth:`_round_trip_next`), in passes too; one bad row fails alone.
+        Returns per row its claims' scores and its fidelity scores by claim index, or the row's error."""
         scorer = await self._acheck_scorer()
-        requests: list[_Request] = [self._request(s, claims) for s, claims in group]
-        results: list[list[ClaimScore] | StageError] = []
-        for part in _pack([len(clms) for _, clms in requests], self.max_batch_claims):
-            for result in await _score_isolated(scorer, requests[part]):
-                if isinstance(result, ScoringError):
-                    results.append(StageError(stage="check", type=type(result).__name__, message=str(result)))
-                else:
-                    results.append(result)
-        return results
+        results: list[tuple[list[ClaimScore], dict[int, ClaimScore]] | StageError] = [
+            (scores, {}) if not isinstance(scores, StageError) else scores
+            for scores in await _score_rows(scorer, [self._request(s, claims) for s, claims in group],
+                                            self.max_batch_claims)
+        ]
+        while True:
+            todo = [(row, self._round_trip_next(group[row][1], result[0], result[1]))
+                    for row, result in enumerate(results) if not isinstance(result, StageError)]
+            todo = [(row, indices) for row, indices in todo if indices]
+            if not todo:
+                return results
+            requests: list[_Request] = [
+                ([(group[row][0].output,)] * len(indices), [group[row][1][i][0] for i in indices])
+                for row, indices in todo
+            ]
+            for (row, indices), got in zip(todo, await _score_rows(scorer, requests, self.max_batch_claims)):
+                result = results[row]
+                if isinstance(got, StageError):
+                    results[row] = got
+                elif not isinstance(result, StageError):
+                    result[1].update(zip(indices, got))
 
     # ----------------------------------------------------------------- reports
     def _names(self) -> tuple[str | None, str | None]:
@@ -871,9 +943,9 @@ class GraphEval:
         extraction: Extraction | None,
         claims: list[tuple[str, Triple | None]],
         scores: list[ClaimScore],
+        round_trip: dict[int, ClaimScore],
         timings: dict[str, float],
     ) -> Report:
-        scores, round_trip = list(scores[: len(claims)]), list(scores[len(claims) :])
         if round_trip:
             claims, scores, notes = self._drop_unfaithful(claims, scores, round_trip)
             if extraction is not None and notes:

@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grapheval_plugins import GraphEval
 from grapheval_plugins.aggregate import FIDELITY_THRESHOLD, HybridWeights, faithful_to_output
 from grapheval_plugins.exceptions import InputError
+from grapheval_plugins.extract.prompts import KG_PROMPT
 from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel
 
 CONTEXT = "Marie Curie was born in Warsaw. She won two Nobel Prizes."
@@ -16,6 +19,7 @@ OUTPUT = "Marie Curie, born in Warsaw, won two Nobel Prizes."
 # The second triple is an extraction error: the output never says it.
 ANSWER = '<python>[["Marie Curie", "born in", "Warsaw"], ["Marie Curie", "moved to", "Berlin"]]</python>'
 WEIGHTS = HybridWeights(whole=0.6, claims=0.2, bias=0.0, fitted_on="test")
+DEFAULT_JUDGE = "judge:local:qwen2.5-coder-1.5b"
 
 
 def engine(answer: str = ANSWER, **kwargs: object) -> GraphEval:
@@ -31,18 +35,39 @@ def test_the_rule() -> None:
     assert faithful_to_output(0.5) and not faithful_to_output(0.51) and faithful_to_output(None)
 
 
-def test_off_by_default_every_triple_counts() -> None:
+def test_auto_is_off_for_the_papers_rule_and_scorers_without_fidelity_weights() -> None:
+    assert engine(scorer=KeywordScorer(), method="paper").fidelity_in_force() == "off"
+    assert engine(scorer=KeywordScorer()).fidelity_in_force() == "off"  # no weights fitted for it: paper's rule
+    assert engine(scorer=FunctionScorer(lambda p, h: 1.0, name=DEFAULT_JUDGE), hybrid_weights=WEIGHTS
+                  ).fidelity_in_force() == "off"  # your own weights were fitted without it
+    assert engine(scorer=DEFAULT_JUDGE, mode="raw").fidelity_in_force() == "off"
     report = engine(scorer=KeywordScorer(), method="paper").evaluate(CONTEXT, OUTPUT)
     assert [c.triple.as_list() for c in report.claims if c.triple] == [["Marie Curie", "born in", "Warsaw"],
                                                                        ["Marie Curie", "moved to", "Berlin"]]
     assert report.hallucinated is True  # a false alarm from the extraction error
 
 
-def test_drop_scores_each_triple_against_its_output_in_the_same_pass_and_drops_the_unsupported() -> None:
+def test_auto_is_on_for_the_default_judge_with_its_fidelity_weights() -> None:
+    from grapheval_plugins.aggregate import fitted_weights
+
+    scorer = FunctionScorer(lambda premise, h: 0.0 if "Berlin" in h else 1.0, name=DEFAULT_JUDGE)
+    ge = engine(scorer=scorer)
+    fitted = fitted_weights(DEFAULT_JUDGE, KG_PROMPT.version, "drop")
+    assert ge.fidelity_in_force() == "drop" and fitted is not None and ge.decision_weights() is fitted
+    report = ge.evaluate(CONTEXT, OUTPUT)
+    assert [c.triple.as_list() for c in report.claims if c.triple] == [["Marie Curie", "born in", "Warsaw"]]
+    assert (OUTPUT, "Marie Curie moved to Berlin") in pairs(scorer)
+    assert engine(scorer=FunctionScorer(lambda p, h: 1.0, name=DEFAULT_JUDGE), fidelity="off"
+                  ).fidelity_in_force() == "off"
+
+
+def test_drop_scores_the_triples_against_their_output_after_the_context_and_drops_the_unsupported() -> None:
     scorer = KeywordScorer()
     report = engine(scorer=scorer, method="paper", fidelity="drop").evaluate(CONTEXT, OUTPUT)
-    assert len(scorer.batches) == 1  # one scorer pass
-    assert pairs(scorer)[-2:] == [(OUTPUT, "Marie Curie born in Warsaw"), (OUTPUT, "Marie Curie moved to Berlin")]
+    # The context pass (two triples and the whole output, for the fallback), then the triple above the threshold
+    # against the output (dropped), then the next one down.
+    assert [len(batch) for batch in scorer.batches] == [3, 1, 1]
+    assert pairs(scorer)[-2:] == [(OUTPUT, "Marie Curie moved to Berlin"), (OUTPUT, "Marie Curie born in Warsaw")]
     assert [c.triple.as_list() for c in report.claims if c.triple] == [["Marie Curie", "born in", "Warsaw"]]
     assert report.hallucinated is False and report.method == "paper"
     assert report.extraction is not None
@@ -140,7 +165,8 @@ def test_the_benchmarks_derived_decision_is_the_engines(output: str) -> None:
     live = engine(scorer=scorer, hybrid_weights=WEIGHTS, fidelity="drop").evaluate(CONTEXT, output)
     derived = WEIGHTS.probability(*module.lab_scores(row, fid))
     assert live.score == pytest.approx(1 - derived)
-    assert len(module.kept_triples(fid)) == len([c for c in live.claims if c.triple is not None])
+    kept = [t[:3] for t in module.kept_triples(fid)]
+    assert all(t in [c.triple.as_list() for c in live.claims if c.triple is not None] for t in kept)
 
 
 def test_the_lab_subset_is_stratified_seeded_and_in_a_random_order() -> None:
@@ -151,3 +177,57 @@ def test_the_lab_subset_is_stratified_seeded_and_in_a_random_order() -> None:
     assert len(set(a)) == 60 and sum(int(i[1:]) % 3 == 0 for i in a) == 20
     assert a != sorted(a)
     assert module.draw_lab_subset({"toy": rows}, 60, seed=1)["toy"] != a
+
+
+THREE = ('<python>[["Marie Curie", "born in", "Warsaw"], ["Marie Curie", "moved to", "Berlin"], '
+         '["Marie Curie", "won", "two Nobel Prizes"]]</python>')
+CLAIMS = ["Marie Curie born in Warsaw", "Marie Curie moved to Berlin", "Marie Curie won two Nobel Prizes"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(p_context=st.lists(st.sampled_from([0.05, 0.3, 0.5, 0.55, 0.7, 0.9]), min_size=3, max_size=3),
+       p_output=st.lists(st.sampled_from([0.05, 0.4, 0.5, 0.6, 0.95]), min_size=3, max_size=3),
+       method=st.sampled_from(["paper", "hybrid"]), threshold=st.sampled_from([0.3, 0.5, 0.7]))
+def test_scoring_fidelity_as_far_as_the_decision_needs_decides_as_scoring_every_triple(
+    p_context: list[float], p_output: list[float], method: str, threshold: float
+) -> None:
+    """The round trip stops at the first kept triple below the threshold: the verdict and score are those of the
+    exhaustive round trip (every triple scored against its output, as ``detection.py lab-report`` derives them),
+    and every triple the explanation names (above the threshold) was checked."""
+    whole = 0.4
+    table = {**dict(zip(CLAIMS, p_context)), OUTPUT: whole}
+
+    def support(premise: str, hypothesis: str) -> float:
+        return 1.0 - (p_output[CLAIMS.index(hypothesis)] if premise == OUTPUT else table[hypothesis])
+
+    scorer = FunctionScorer(support, name="judge:test")
+    report = engine(THREE, scorer=scorer, method=method, fidelity="drop", hybrid_weights=WEIGHTS,
+                    hallucination_threshold=threshold).evaluate(CONTEXT, OUTPUT)
+    kept = [p for p, q in zip(p_context, p_output) if faithful_to_output(q)]
+    expected = (WEIGHTS.probability(whole, kept or [whole]) if method == "hybrid" else max(kept or [whole]))
+    assert report.score == pytest.approx(1 - expected)
+    checked = {h for premise, h in pairs(scorer) if premise == OUTPUT}
+    assert {c.claim for c in report.claims if c.unsupported and c.triple is not None} <= checked
+    assert len(checked) <= 3
+
+
+def test_on_every_committed_row_the_round_trip_as_far_as_needed_decides_as_the_full_one() -> None:
+    """Replayed on the committed fidelity files (874 rows of the offline default judge): the same P(hallucination)
+    as scoring every triple against its output, with about half the triples scored."""
+    from grapheval_plugins.aggregate import fitted_weights
+
+    module = _detection_script()
+    weights = fitted_weights(DEFAULT_JUDGE, KG_PROMPT.version, "drop")
+    assert weights is not None
+    needed = total = 0
+    for name in ("summeval", "qags_c", "qags_x"):
+        path = module.result_path(name, module.LAB_LLM, DEFAULT_JUDGE, module.DEFAULT_TAG, "concat")
+        default = {r["id"]: r for r in module.bench.load_results(path)}
+        for fid in module.bench.load_results(module.fidelity_path(name, module.LAB_LLM, DEFAULT_JUDGE)):
+            row = default[fid["id"]]
+            full = weights.probability(*module.lab_scores(row, fid))
+            assert weights.probability(*module.lab_scores(row, module.round_trip_row(fid))) == pytest.approx(full)
+            assert max(module.lab_scores(row, module.round_trip_row(fid))[1]) == max(module.lab_scores(row, fid)[1])
+            needed += len(module.round_trip_needed(fid))
+            total += len(fid["triples"])
+    assert total > 2500 and needed < 0.6 * total

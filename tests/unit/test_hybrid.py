@@ -66,7 +66,7 @@ def test_a_scorer_without_fitted_weights_is_decided_by_the_papers_rule() -> None
 
 
 def test_the_offline_default_scorer_has_fitted_weights_that_name_their_command() -> None:
-    assert SHIPPED is not None and GraphEval().decision_weights() is SHIPPED
+    assert SHIPPED is not None and GraphEval(fidelity="off").decision_weights() is SHIPPED
     assert "benchmarks/detection.py fit-hybrid" in SHIPPED.fitted_on
     assert GraphEval(mode="raw").decision_weights() is None
     assert GraphEval(method="paper").decision_weights() is None
@@ -165,6 +165,7 @@ def test_deepevals_reason_follows_the_combined_verdict() -> None:
 
 
 def test_fidelity_has_weights_fitted_for_it() -> None:
-    assert GraphEval().decision_weights() is SHIPPED
+    assert GraphEval(fidelity="off").decision_weights() is SHIPPED
     assert SHIPPED_FIDELITY is not None and GraphEval(fidelity="drop").decision_weights() is SHIPPED_FIDELITY
+    assert GraphEval().decision_weights() is SHIPPED_FIDELITY  # "auto": on where weights were fitted with it
     assert "--fidelity" in SHIPPED_FIDELITY.fitted_on

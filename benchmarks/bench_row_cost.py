@@ -1,0 +1,168 @@
+"""Seconds per row of the offline default against the whole-output check, each row in a fresh process.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_row_cost.py --dataset qags_c --rows 8 --seed 0 --threads 1
+
+For each of ``--rows`` rows drawn from the set (``random.Random(seed).sample`` of its ids) and each engine below, a
+child process loads the local models, warms them on one fixed row of another set (so the fixed prompt prefixes
+are in the KV cache, as in a batch run's steady state) and then times ``GraphEval.evaluate`` on the row: nothing
+of the row is cached, no knowledge graph, no claim score. Engines, in a rotating order per row so that load drifts
+evenly:
+
+* ``raw``: ``GraphEval(mode="raw")``, the whole output judged (the baseline a default row is compared with);
+* ``default``: ``GraphEval()`` as shipped (hybrid rule; extraction fidelity as far as the decision needs it);
+* ``no-fidelity``: ``GraphEval(fidelity="off")`` (the default before extraction fidelity);
+* ``paper``: ``GraphEval(method="paper")``.
+
+Reported per engine: mean seconds a row (extraction and checking apart), claims scored, and the ratio to ``raw``
+on the same rows. Writes ``benchmarks/results/row-cost-<set>-<rows>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import harness as bench  # noqa: E402
+
+RESULTS = HERE / "results"
+ENGINES: dict[str, dict[str, Any]] = {
+    "raw": {"mode": "raw"},
+    "default": {},
+    "no-fidelity": {"fidelity": "off"},
+    "paper": {"method": "paper"},
+}
+LLM = "local:qwen2.5-coder-1.5b"
+JUDGE = "judge:local:qwen2.5-coder-1.5b"
+WARM_SET = "qags_x"  # the warm-up row comes from another set than the timed rows (unless that is the set)
+app = typer.Typer(add_completion=False)
+
+
+def draw(dataset: str, rows: int, seed: int) -> list[dict[str, Any]]:
+    """``rows`` rows of ``dataset``, drawn with ``random.Random(seed)`` from its ids in file order."""
+    data = bench.load_dataset(dataset)
+    picked = set(random.Random(seed).sample([r["id"] for r in data], rows))
+    return [r for r in data if r["id"] in picked]
+
+
+def engine(name: str, threads: Optional[int]) -> Any:
+    from grapheval_plugins import GraphEval
+    from grapheval_plugins.models import resolve_llm, resolve_scorer
+
+    options = {} if threads is None else {"n_threads": threads}
+    return GraphEval(llm=resolve_llm(LLM, **options), scorer=resolve_scorer(JUDGE, **options), cache=False,
+                     **ENGINES[name])
+
+
+@app.command(hidden=True)
+def child(name: str, dataset: str, row_id: str, threads: Optional[int] = None) -> None:
+    """One engine on one row in this process, after a warm-up row; prints one JSON line."""
+    rows = {r["id"]: r for r in bench.load_dataset(dataset)}
+    warm_set = WARM_SET if dataset != WARM_SET else "qags_c"
+    warm = bench.load_dataset(warm_set)[0]
+    ge = engine(name, threads)
+    ge.evaluate(warm["context"], warm["output"])
+    row = rows[row_id]
+    t0 = time.perf_counter()
+    report = ge.evaluate(row["context"], row["output"])
+    seconds = time.perf_counter() - t0
+    issues = report.extraction.issues if report.extraction is not None else []
+    dropped = sum(1 for i in issues if i.startswith("fidelity: dropped"))
+    n_claims = len(report.claims) + (report.whole_output is not None) + dropped  # judged against the context
+    print(json.dumps({
+        "engine": name, "id": row_id, "seconds": round(seconds, 3),
+        "extract": round(report.timings.get("extract", 0.0), 3), "check": round(report.timings.get("check", 0.0), 3),
+        "claims": n_claims, "dropped": dropped,
+        "p_hallucination": None if report.score is None else round(1 - report.score, 6),
+        "fidelity": ge.fidelity_in_force(), "errors": [e.message for e in report.errors],
+    }))
+
+
+@app.command()
+def run(
+    dataset: Annotated[str, typer.Option()] = "qags_c",
+    rows: Annotated[int, typer.Option()] = 8,
+    seed: Annotated[int, typer.Option()] = 0,
+    threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads (default: the thread policy).")] = 1,
+    engines: Annotated[str, typer.Option(help="Comma-separated engines.")] = ",".join(ENGINES),
+) -> None:
+    """Every engine on every drawn row, each in its own process; the table and a JSON file."""
+    names = engines.split(",")
+    out = RESULTS / f"row-cost-{dataset}-{rows}.json"
+    results: list[dict[str, Any]] = []
+    load: list[float] = []
+    for n, row in enumerate(draw(dataset, rows, seed)):
+        order = names[n % len(names):] + names[: n % len(names)]
+        for name in order:
+            cmd = [sys.executable, __file__, "child", name, dataset, row["id"]]
+            if threads is not None:
+                cmd += ["--threads", str(threads)]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            load.append(os.getloadavg()[0])
+            lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+            if done.returncode != 0 or not lines:
+                typer.echo(f"{name} {row['id']}: failed\n{done.stderr[-2000:]}", err=True)
+                continue
+            result = json.loads(lines[-1])
+            results.append(result)
+            typer.echo(f"{row['id']} {name}: {result['seconds']:.1f} s, {result['claims']} claims", err=True)
+    record = {
+        "date": date.today().isoformat(), "cpu": _cpu(), "python": platform.python_version(),
+        "command": f"benchmarks/bench_row_cost.py --dataset {dataset} --rows {rows} --seed {seed} --threads {threads}",
+        "load_average": [round(min(load or [0]), 2), round(max(load or [0]), 2)],
+        "summary": summary(results, names), "rows": results,
+    }
+    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    typer.echo(table(record["summary"]))
+    typer.echo(f"written to {out}")
+
+
+def summary(results: list[dict[str, Any]], names: list[str]) -> dict[str, dict[str, float]]:
+    """Per engine, over the rows every engine finished: mean seconds, extraction, checking, claims; ratio to raw."""
+    ids = set.intersection(*({r["id"] for r in results if r["engine"] == n} for n in names)) if names else set()
+    out: dict[str, dict[str, float]] = {}
+    for name in names:
+        rs = [r for r in results if r["engine"] == name and r["id"] in ids]
+        if not rs:
+            continue
+        out[name] = {key: round(sum(r[key] for r in rs) / len(rs), 3) for key in ("seconds", "extract", "check", "claims")}
+        out[name]["rows"] = len(rs)
+    base = out.get("raw", {}).get("seconds")
+    for values in out.values():
+        values["vs_raw"] = round(values["seconds"] / base, 2) if base else float("nan")
+    return out
+
+
+def table(summary_: dict[str, dict[str, float]]) -> str:
+    lines = ["| engine | rows | s a row | extraction | checking | claims against the context | × raw |", "|---|---|---|---|---|---|---|"]
+    for name, v in summary_.items():
+        lines.append(f"| {name} | {int(v['rows'])} | {v['seconds']:.1f} | {v['extract']:.1f} | {v['check']:.1f} | "
+                     f"{v['claims']:.1f} | {v['vs_raw']:.2f} |")
+    return "\n".join(lines)
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+if __name__ == "__main__":
+    app()
