@@ -296,6 +296,11 @@ class DecisionRule:
     or the whole output as the one claim when nothing was extracted), each with its P(unsupported), and returns
     :meth:`Decision.of <grapheval_plugins.types.Decision.of>` of its P(hallucination), so the explanation every
     host shows is built from it; ``why`` names, in the rule's words, what outweighs or combines the claims.
+
+    Under extraction fidelity (``GraphEval(fidelity="drop")``, or ``"auto"`` where weights fitted with it exist)
+    the claims are the triples kept after a round trip scored as far as a rule over the *largest* P(unsupported)
+    needs it (:func:`fidelity_to_check`): a triple below the first kept one is passed on unchecked. Both shipped
+    rules read the largest; a rule that reads every triple (a mean, a count) should be used with ``fidelity="off"``.
     """
 
     name: ClassVar[str] = ""

@@ -118,7 +118,10 @@ def test_weights_are_keyed_by_scorer_prompt_version_and_fidelity() -> None:
     assert shipped is not None and (shipped.scorer, shipped.prompt, shipped.fidelity) == (
         DEFAULT_SCORER, "kg-a/1-examples-first", "off")
     # The default engine's prompt is the one they were fitted with: the lookup finds them.
-    assert GraphEval().decision_weights() is shipped and GraphEval().decision_rule() == (aggregate.HYBRID, shipped)
+    off = GraphEval(fidelity="off")
+    assert off.decision_weights() is shipped and off.decision_rule() == (aggregate.HYBRID, shipped)
+    with_fidelity = aggregate.fitted_weights(DEFAULT_SCORER, KG_PROMPT.version, "drop")
+    assert with_fidelity is not None and GraphEval().decision_rule() == (aggregate.HYBRID, with_fidelity)
     # Another prompt has none fitted: the paper's rule decides.
     other = GraphEval(prompt=dataclasses.replace(KG_PROMPT, version="kg-a/2-mine"))
     assert other.decision_weights() is None and other.decision_rule() == (aggregate.PAPER, None)
