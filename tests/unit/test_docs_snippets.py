@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from grapheval_plugins import aggregate
+
 try:
     import tomllib
 except ImportError:  # Python 3.10
@@ -137,12 +139,17 @@ def test_python_snippet_runs(snippet: Snippet, tmp_path_factory: pytest.TempPath
     workdir = tmp_path_factory.mktemp("snippets")
     monkeypatch.chdir(workdir)
     index = page.index(snippet)
-    for earlier in page[run.done : index]:  # the page's earlier blocks, when this one was selected alone
-        if not earlier.skip:
-            _execute(earlier, run.namespace, call_tests=False)
-    run.done = max(run.done, index)
-    _execute(snippet, run.namespace)
-    run.done = index + 1
+    rules = dict(aggregate.RULES)  # a page may register a decision rule: it stays that page's own
+    try:
+        for earlier in page[run.done : index]:  # the page's earlier blocks, when this one was selected alone
+            if not earlier.skip:
+                _execute(earlier, run.namespace, call_tests=False)
+        run.done = max(run.done, index)
+        _execute(snippet, run.namespace)
+        run.done = index + 1
+    finally:
+        aggregate.RULES.clear()
+        aggregate.RULES.update(rules)
 
 
 # ----------------------------------------------------------------------------------------------- shell
