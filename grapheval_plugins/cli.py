@@ -411,6 +411,7 @@ def correct(
     resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT.")] = True,
     delimiter: Annotated[Optional[str], typer.Option(help="CSV delimiter, one character or 'tab' (default: sniffed from the header among , ; tab |; a tab for .tsv).")] = None,
     stop_on_error: Annotated[bool, typer.Option("--stop-on-error", help="Stop (exit code 1) at the first unreadable input record instead of skipping and reporting it.")] = False,
+    report: Annotated[Optional[Path], typer.Option("--report", help="Also write an HTML report of the correction run (all of OUTPUT) here: before/after, word diff, the triples changed.")] = None,
 ) -> None:
     """Detect and correct hallucinations in every row of INPUT; write a correction report per row to OUTPUT."""
     from .correct import GraphCorrect
@@ -465,23 +466,30 @@ def correct(
             counts[f"mean {key} (flagged rows)"] = sum(values) / len(values)
     counts["skipped (already done)"] = pending.skipped
     counts["skipped (unreadable)"] = pending.unreadable
-    title = f"{'GraphCorrect' if method == 'graph' else 'Direct Prompt'} ({fixer.describe() if counts['rows'] else method})"
+    title = f"{'Direct Prompt' if method == 'direct' else 'GraphCorrect'} ({fixer.describe() if counts['rows'] else method})"
     console.print(_summary_table(title, counts))
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
     console.print(f"correction reports written to {output}")
     pending.check_stopped()
+    if report is not None:
+        _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,
+                           output_field=output_field)
 
 
 def _write_html_report(results: list[Path], out: Path, **kwargs: Any) -> None:
     from .exceptions import MissingDependencyError
-    from .report import write_run_report
+    from .report import CorrectionRunView, write_run_report
 
     try:
         run = write_run_report(results, out, **kwargs)
     except MissingDependencyError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from exc
+    if isinstance(run, CorrectionRunView):
+        console.print(f"HTML report of {run.total} correction(s) ({run.flagged} flagged, {run.changed} changed, "
+                      f"{run.passed} pass the re-check, {run.errors + run.unreadable} with a problem) written to {out}")
+        return
     rate = "-" if run.rate is None else f"{100 * run.rate:.1f} %"
     console.print(f"HTML report of {run.total} row(s) (hallucination rate {rate}, {run.errors + run.unreadable} "
                   f"with a problem) written to {out}")

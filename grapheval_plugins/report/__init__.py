@@ -26,15 +26,32 @@ from typing import Any
 
 from ..types import Report
 from .load import LoadedRow, load_inputs, load_rows
-from .render import DEFAULT_INLINE_ROWS, render_correction_page, render_row_page, render_run_page
-from .view import RowView, RunView, correction_view, row_view, run_view
+from .render import (
+    DEFAULT_INLINE_ROWS,
+    render_correction_page,
+    render_correction_run_page,
+    render_row_page,
+    render_run_page,
+)
+from .view import (
+    CorrectionRunView,
+    CorrectionView,
+    RowView,
+    RunView,
+    correction_run_view,
+    correction_view,
+    row_view,
+    run_view,
+)
 
 __all__ = [
     "DEFAULT_INLINE_ROWS",
     "JSON_MARKER",
+    "CorrectionRunView",
     "LoadedRow",
     "RunView",
     "load_inputs",
+    "correction_run_html",
     "load_rows",
     "render_json",
     "report_from_json",
@@ -162,6 +179,68 @@ def run_html(
     return render_run_page(run_view(views, title=title, notes=notes), inline_rows=inline_rows, source=source)
 
 
+def _correction_views(
+    items: Sequence[Any], contexts: Sequence[str | None]
+) -> tuple[list[CorrectionView], list[str], int]:
+    """The correction views of ``items`` (correction reports, or loaded rows holding them), the notes on lines
+    that hold none, and how many of those there are."""
+    from ..correct.types import CorrectionReport
+
+    views: list[CorrectionView] = []
+    notes: list[str] = []
+    skipped = 0
+    for i, (item, context) in enumerate(zip(items, contexts), start=1):
+        where = f"row {i}"
+        if isinstance(item, LoadedRow):
+            where = f"line {item.line} of {item.source}" if item.source else f"line {item.line}"
+            context = item.context if context is None else context
+            if item.report is None:
+                skipped += 1
+                notes.append(f"{where}: " + ("; ".join(item.problems) or "unreadable"))
+                continue
+            item = item.report
+        if not isinstance(item, CorrectionReport):
+            skipped += 1
+            notes.append(f"{where}: not a correction report, left out")
+            continue
+        views.append(correction_view(item, context=context, anchor=f"row-{i}"))
+    return views, notes, skipped
+
+
+def _holds_corrections(rows: Sequence[LoadedRow]) -> bool:
+    """Whether the readable rows of a file are correction reports (and at least one is)."""
+    from ..correct.types import CorrectionReport
+
+    readable = [r.report for r in rows if r.report is not None]
+    return bool(readable) and all(isinstance(r, CorrectionReport) for r in readable)
+
+
+def correction_run_html(
+    items: Iterable[Any],
+    *,
+    contexts: Sequence[str | None] | Mapping[str, str] | None = None,
+    title: str = "GraphCorrect run",
+    notes: Sequence[str] = (),
+    source: str | None = None,
+) -> str:
+    """The page of a correction run from :class:`~grapheval_plugins.correct.CorrectionReport` objects (or rows
+    from :func:`load_rows`): the figures of the run, a table of rows with what changed, and each row's original
+    and corrected output with the word diff, the triples that changed and the detection and re-check.
+
+    ``contexts`` gives each row's context: a list aligned with ``items``, or a mapping from row id.
+    """
+    items = list(items)
+    if isinstance(contexts, Mapping):
+        given = [contexts.get(getattr(item, "id", None) or "") for item in items]
+    elif contexts is not None:
+        given = list(contexts)
+    else:
+        given = [None] * len(items)
+    views, skipped_notes, skipped = _correction_views(items, given)
+    run = correction_run_view(views, title=title, notes=[*notes, *skipped_notes], unreadable=skipped)
+    return render_correction_run_page(run, source=source)
+
+
 def write_run_report(
     results: str | Path | Sequence[str | Path],
     out: str | Path,
@@ -174,17 +253,30 @@ def write_run_report(
     id_field: str = "id",
     context_field: str = "context",
     output_field: str = "output",
-) -> RunView:
+) -> RunView | CorrectionRunView:
     """Read per-row result file(s) and write the run's HTML page to ``out``; returns the run's figures.
 
     ``inputs`` (the rows the run was made from: JSONL or CSV, fields named by ``id_field``, ``context_field``,
-    ``output_field``) adds each row's context by id.
+    ``output_field``) adds each row's context by id. A file of correction reports (``grapheval correct``) gives
+    the page of a correction run (:func:`correction_run_html`) and a :class:`CorrectionRunView`; any other, the
+    page of a detection run and a :class:`RunView`.
     """
     paths = [results] if isinstance(results, (str, Path)) else list(results)
     given = None
     if inputs is not None:
         given = load_inputs(inputs, id_field=id_field, context_field=context_field, output_field=output_field)
     rows, notes = load_rows(paths, inputs=given, limit=limit, threshold=threshold)
+    if _holds_corrections(rows):
+        corrections, skipped_notes, skipped = _correction_views(rows, [None] * len(rows))
+        if given is None:
+            notes.append("No input rows were given (--inputs): the deciding passages are shown without their "
+                         "context.")
+        corrected = correction_run_view(corrections, title=title or "GraphCorrect run",
+                                        notes=[*notes, *skipped_notes], unreadable=skipped)
+        page = render_correction_run_page(corrected, source=", ".join(str(p) for p in paths))
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(page, encoding="utf-8")
+        return corrected
     views = [_row_of(row, i) for i, row in enumerate(rows, start=1)]
     if given is None:
         notes.append("No input rows were given (--inputs): the deciding passages are shown without their context.")

@@ -13,9 +13,9 @@ from importlib.resources import files
 from typing import Any
 
 from .._imports import require
-from .view import CorrectionView, RowView, RunView
+from .view import CorrectionRunView, CorrectionView, RowView, RunView
 
-__all__ = ["render_correction_page", "render_row_page", "render_run_page"]
+__all__ = ["render_correction_page", "render_correction_run_page", "render_row_page", "render_run_page"]
 
 DEFAULT_INLINE_ROWS = 100
 """Runs of up to this many rows draw every row view in the page (works without JavaScript); larger runs keep the
@@ -74,6 +74,13 @@ def render_correction_page(view: CorrectionView, *, document: bool = True, title
         row=None, correction=view, document=document, css=_markup(_static("report.css")), version=_version(),
         title=title or f"GraphCorrect report{'' if view.id is None else ': ' + view.id}",
     ))
+
+
+def render_correction_run_page(run: CorrectionRunView, *, source: str | None = None) -> str:
+    """The page of a correction run: figures, a table of rows with what changed, each row's before/after with
+    the word diff and the triples changed (no script)."""
+    template = _env().get_template("corrections.html.j2")
+    return str(template.render(run=run, css=_markup(_static("report.css")), version=_version(), source=source))
 
 
 def _pack(data: Any) -> str:

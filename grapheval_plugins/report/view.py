@@ -31,13 +31,16 @@ if TYPE_CHECKING:
 __all__ = [
     "ClaimView",
     "ContextPiece",
+    "CorrectionRunView",
     "CorrectionView",
     "GraphView",
     "Passage",
     "RowView",
     "RunView",
     "Segment",
+    "correction_run_view",
     "correction_view",
+    "diff_excerpt",
     "row_view",
     "run_view",
 ]
@@ -466,6 +469,35 @@ class CorrectionView:
     llm: str | None
     problems: list[str]
     issues: list[str]
+    excerpt: list[tuple[Literal["same", "del", "ins", "gap"], str]] = field(default_factory=list)
+    """The diff with long unchanged stretches shortened (the run table's column)."""
+    applied: int = 0
+    """Changes applied."""
+    attempted: int = 0
+    """Changes attempted (applied or refused)."""
+    llm_calls: int = 0
+    """Chat-model calls of the correction (detection and re-check aside)."""
+
+    @property
+    def method_label(self) -> str:
+        return method_label(self.method)
+
+
+_METHOD_TEXT = {
+    "graph": "GraphCorrect",
+    "evidence": "GraphCorrect (evidence)",
+    "constrained": "GraphCorrect (constrained)",
+    "direct": "Direct Prompt",
+}
+
+
+def method_label(method: str) -> str:
+    """How a page names a correction method.
+
+    >>> method_label("graph"), method_label("direct"), method_label("mine")
+    ('GraphCorrect', 'Direct Prompt', 'mine')
+    """
+    return _METHOD_TEXT.get(method, method)
 
 
 _STATUS_TEXT = {
@@ -507,6 +539,78 @@ def correction_view(
         rouge=result.rouge.model_dump() if result.rouge is not None else None, llm=result.llm,
         problems=[f"{e.stage} stage failed: {e.type}: {e.message}" for e in result.errors],
         issues=list(result.issues),
+        excerpt=diff_excerpt(diff_words(result.original, result.corrected)),
+        applied=sum(c.applied for c in result.changes), attempted=len(result.changes), llm_calls=result.llm_calls,
+    )
+
+
+def diff_excerpt(
+    diff: Sequence[tuple[Literal["same", "del", "ins"], str]], keep: int = 4
+) -> list[tuple[Literal["same", "del", "ins", "gap"], str]]:
+    """A word diff with each unchanged stretch cut to ``keep`` words beside a change (``("gap", "…")`` where words
+    were left out); no change at all gives an empty list.
+
+    >>> diff_excerpt([("same", "a b c d e f g "), ("del", "x "), ("ins", "y "), ("same", "h i j k l m")], keep=2)
+    [('gap', '…'), ('same', 'f g '), ('del', 'x '), ('ins', 'y '), ('same', 'h i'), ('gap', '…')]
+    """
+    if all(op == "same" for op, _ in diff):
+        return []
+    out: list[tuple[Literal["same", "del", "ins", "gap"], str]] = []
+    last = len(diff) - 1
+    for i, (op, text) in enumerate(diff):
+        if op != "same":
+            out.append((op, text))
+            continue
+        words = text.split()
+        head = i > 0  # words after a change
+        tail = i < last  # words before a change
+        if len(words) <= keep * (head + tail):
+            out.append(("same", text))
+            continue
+        if head:
+            out.append(("same", " ".join(words[:keep])))
+        out.append(("gap", "…"))
+        if tail:
+            out.append(("same", " ".join(words[-keep:]) + " "))
+    return out
+
+
+@dataclass
+class CorrectionRunView:
+    """A correction run: figures over its rows and each row's correction view."""
+
+    title: str
+    rows: list[CorrectionView]
+    total: int
+    flagged: int
+    changed: int
+    passed: int
+    errors: int
+    unreadable: int
+    statuses: list[tuple[str, int]]
+    methods: list[str]
+    llm_calls: int
+    triples_applied: int
+    triples_attempted: int
+    notes: list[str] = field(default_factory=list)
+
+
+def correction_run_view(
+    rows: Sequence[CorrectionView], *, title: str = "GraphCorrect run", notes: Sequence[str] = (),
+    unreadable: int = 0,
+) -> CorrectionRunView:
+    """Run-level figures of corrections: how many rows were flagged, changed and pass the re-check, by status."""
+    flagged = [r for r in rows if r.flagged]
+    counts = Counter(r.status for r in rows)
+    order = ["corrected", "still_flagged", "unchanged", "recheck_failed", "unflagged", "error"]
+    statuses = [(s, counts[s]) for s in order if counts[s]] + [(s, n) for s, n in counts.items() if s not in order]
+    return CorrectionRunView(
+        title=title, rows=list(rows), total=len(rows) + unreadable, flagged=len(flagged),
+        changed=sum(r.corrected != r.original for r in rows), passed=sum(bool(r.passed) for r in flagged),
+        errors=counts["error"], unreadable=unreadable, statuses=statuses,
+        methods=sorted({method_label(r.method) + (f" by {r.llm}" if r.llm else "") for r in flagged}),
+        llm_calls=sum(r.llm_calls for r in rows), triples_applied=sum(r.applied for r in rows),
+        triples_attempted=sum(r.attempted for r in rows), notes=list(notes),
     )
 
 

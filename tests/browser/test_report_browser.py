@@ -140,3 +140,35 @@ def test_single_report_page_needs_no_script(browser_page, tmp_path: Path, screen
     assert page.locator(".graph .edge").count() == 1
     screenshot(page, "report-single.png")
     check_clean(page)
+
+
+def test_correction_run_page_shows_before_after_and_needs_no_script(  # type: ignore[no-untyped-def]
+    browser_page, tmp_path: Path, screenshot
+) -> None:
+    from grapheval_plugins.correct.types import CorrectionReport, TripleChange
+    from grapheval_plugins.report import correction_run_html
+
+    detection = hostile()
+    old = detection.claims[0].triple
+    assert old is not None
+    new = Triple(subject="Ann", relation=old.relation, object="silver")
+    fixed = CorrectionReport(
+        original=INJECTED, corrected=INJECTED.replace("gold", "silver"), method="evidence", status="corrected",
+        flagged=True, passed=True, detection=detection, recheck=hostile().model_copy(update={"hallucinated": False}),
+        changes=[TripleChange(kind="evidence", old=old, new=new, p_unsupported=0.9, applied=True, llm_calls=1)],
+        llm_calls=1, id="fixed <i>1</i>",
+    )
+    kept = CorrectionReport(original="Bob is in Rome.", corrected="Bob is in Rome.", method="evidence",
+                            status="unflagged", flagged=False, passed=True, id="kept")
+    path = tmp_path / "corrections.html"
+    path.write_text(correction_run_html([fixed, kept], contexts=["Ann won silver.", None]), encoding="utf-8")
+    page = browser_page
+    page.goto(path.as_uri())
+    assert page.locator("script").count() == 0
+    assert page.locator("#ge-table tbody tr").count() == 2
+    assert page.inner_text("#ge-table tbody tr:first-child del").strip() == "gold."
+    assert page.inner_text("#ge-table tbody tr:first-child ins").strip() == "silver."
+    assert "<script>window.__pwned = 1</script>" in page.inner_text("#row-1 .grid2")
+    assert "Ann | won" in page.inner_text("#row-1 table")  # the triple that changed
+    screenshot(page, "report-corrections.png")
+    check_clean(page)

@@ -710,6 +710,31 @@ def test_cli_correct_writes_reports_and_a_summary(tmp_path: Path, monkeypatch: p
     assert bad.exit_code == 2
 
 
+def test_cli_correct_writes_the_html_report_of_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("jinja2")
+    from grapheval_plugins import testing
+    from grapheval_plugins.cli import app
+
+    monkeypatch.setattr(testing, "correction_world_model", _world_model, raising=False)
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "x1", "context": CONTEXT, "output": OUTPUT}) + "\n"
+                   + json.dumps({"id": "x2", "context": CONTEXT, "output": FAITHFUL}) + "\n")
+    out, html = tmp_path / "out.jsonl", tmp_path / "fixes.html"
+    result = CliRunner().invoke(app, [
+        "correct", str(src), "-o", str(out), "--report", str(html),
+        "--llm", "py:grapheval_plugins.testing:correction_world_model",
+        "--scorer", "py:grapheval_plugins.testing:KeywordScorer",
+    ])
+    assert result.exit_code == 0, result.output
+    assert "HTML report of 2 correction(s) (1 flagged, 1 changed, 1 pass the re-check" in result.output
+    page = html.read_text(encoding="utf-8")
+    assert "<script" not in page
+    assert page.count('<section class="row"') == 2
+    assert "<del>Paris" in page and "<ins>Warsaw" in page  # the word diff of x1
+    assert "corrected to Marie Curie | born in | Warsaw" in page  # the triple that changed
+    assert CONTEXT in page  # the context, from the input rows
+
+
 # --------------------------------------------------------------------------- the benchmark script
 @pytest.mark.skipif(not DATA.exists(), reason="shared benchmark data not present")
 def test_benchmark_script_runs_on_three_rows_with_fakes(tmp_path: Path) -> None:

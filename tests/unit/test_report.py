@@ -23,6 +23,8 @@ from grapheval_plugins.cli import app  # noqa: E402
 from grapheval_plugins.correct.types import CorrectionReport, TripleChange  # noqa: E402
 from grapheval_plugins.report import (  # noqa: E402
     JSON_MARKER,
+    CorrectionRunView,
+    correction_run_html,
     load_rows,
     render_json,
     report_from_json,
@@ -185,6 +187,57 @@ def test_correction_report_shows_original_corrected_diff_and_changed_claims() ->
     assert "✎ corrected to Ann | won | silver" in page.visible
     assert "Re-check of the corrected output" in page.visible
     assert result._repr_html_().startswith('<div class="ge-report">')
+
+
+def hostile_correction(**kwargs: object) -> CorrectionReport:
+    detection = hostile_report()
+    bad = detection.claims[0].triple
+    assert bad is not None
+    data: dict[str, object] = dict(
+        original=HOSTILE, corrected=HOSTILE.replace("gold", "silver"), method="evidence", status="corrected",
+        flagged=True, passed=True, detection=detection, recheck=hostile_report(hallucinated=False, score=0.9),
+        changes=[TripleChange(kind="evidence", old=bad, new=Triple(subject="Ann", relation="won", object="silver"),
+                              p_unsupported=0.93, applied=True, llm_calls=1),
+                 TripleChange(kind="evidence", old=detection.claims[1].triple, reason="step 1: no triple",
+                              llm_calls=2)],
+        llm_calls=3, id="c1",
+    )
+    data.update(kwargs)
+    return CorrectionReport.model_validate(data)
+
+
+def test_correction_run_page_lists_rows_with_their_diff_and_shows_each_correction() -> None:
+    unflagged = CorrectionReport(original="Bob is in Rome.", corrected="Bob is in Rome.", method="evidence",
+                                 status="unflagged", flagged=False, passed=True, id="c2")
+    html = correction_run_html([hostile_correction(), unflagged], contexts={"c1": CONTEXT}, title="Fixes")
+    page = Page(html)
+    assert_inert(page)
+    assert page.count("section", **{"class": "row"}) == 2
+    table = html[html.index('id="ge-table"'):html.index("</table>", html.index('id="ge-table"'))]
+    assert table.count("<tr data-n=") == 2
+    assert "<del>gold" in table and "<ins>silver" in table and "no change" in table
+    assert "GraphCorrect (evidence)" in page.visible
+    assert "✎ corrected to Ann | won | silver" in page.visible  # the changed triple, marked on the detection
+    assert "1 / 2" in page.visible  # changes applied / attempted
+    assert "Ann won silver in 2012." in page.visible  # the context, by id
+
+
+def test_a_file_of_correction_reports_gives_the_correction_run_page(tmp_path: Path) -> None:
+    results = write_lines(tmp_path / "fixes.jsonl", [hostile_correction().model_dump_json(), "{broken",
+                                                      hostile_correction(id="c2", status="unchanged",
+                                                                         corrected=HOSTILE, passed=False)
+                                                      .model_dump_json()])
+    out = tmp_path / "fixes.html"
+    run = write_run_report(results, out)
+    assert isinstance(run, CorrectionRunView)
+    assert (run.total, run.flagged, run.changed, run.passed, run.unreadable) == (3, 2, 1, 1, 1)
+    assert run.statuses == [("corrected", 1), ("unchanged", 1)]
+    page = Page(out.read_text(encoding="utf-8"))
+    assert_inert(page)
+    assert "line 2" in page.visible and page.count("section", **{"class": "row"}) == 2
+    result = CliRunner().invoke(app, ["report", str(results), "-o", str(tmp_path / "again.html")])
+    assert result.exit_code == 0, result.output
+    assert "HTML report of 3 correction(s) (2 flagged, 1 changed, 1 pass the re-check" in result.output
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:
