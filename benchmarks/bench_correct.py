@@ -68,6 +68,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "evidence-only": {"method": "evidence", "direct_fallback": False},
     "evidence-rounds2": {"method": "evidence", "max_rounds": 2},
     "evidence-guard": {"method": "evidence", "guard": "reject"},
+    "constrained": {"method": "constrained"},
 }
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)

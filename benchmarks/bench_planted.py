@@ -9,7 +9,9 @@ seconds per case.
 
 Methods: ``direct`` (the Direct Prompt, prompt D), ``paper`` (GraphCorrect as published: prompts B then C per
 flagged triple), ``evidence`` (GraphCorrect with the reason and the closest evidence in step 1, a follow-up when it
-repeats the triple, prompt D when no triple change applies), and the other variants of ``bench_correct.py``.
+repeats the triple, prompt D when no triple change applies), ``constrained`` (``evidence``'s step 1 held to the
+context, the edit made in place, a re-check without extraction), and the other variants of ``bench_correct.py``.
+A method added to an existing ``--tag`` reuses that tag's detections: only the correction runs.
 
 Commands (from the repository root; resumable per case, per-case JSONL under ``benchmarks/results/``):
 

@@ -390,8 +390,9 @@ def correct(
         "grapheval-corrections.jsonl"
     ),
     method: Annotated[
-        str, typer.Option(help="graph (GraphCorrect as published), evidence (with reason, evidence and follow-up) "
-                          "or direct (the Direct Prompt baseline).")
+        str, typer.Option(help="graph (GraphCorrect as published), evidence (with reason, evidence and follow-up), "
+                          "constrained (evidence held to the context, edits in place) or direct (the Direct Prompt "
+                          "baseline).")
     ] = "graph",
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec (extraction and correction).")] = None,
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, nli:<model>, judge:local:<name>.")] = None,
@@ -418,11 +419,14 @@ def correct(
     from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
-    if method not in ("graph", "evidence", "direct"):
-        raise typer.BadParameter("method must be 'graph', 'evidence' or 'direct'")
+    if method not in ("graph", "evidence", "direct", "constrained"):
+        raise typer.BadParameter("method must be 'graph', 'evidence', 'direct' or 'constrained'")
     if guard not in ("off", "reject", "flag"):
         raise typer.BadParameter("guard must be 'off', 'reject' or 'flag'")
-    checked_method: CorrectionMethod = "graph" if method == "graph" else "evidence" if method == "evidence" else "direct"
+    checked_method: CorrectionMethod = (
+        "graph" if method == "graph" else "evidence" if method == "evidence"
+        else "constrained" if method == "constrained" else "direct"
+    )
     checked_guard: GuardMode = False if guard == "off" else "reject" if guard == "reject" else "flag"
     try:
         engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, cache=cache or True)

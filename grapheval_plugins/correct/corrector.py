@@ -12,18 +12,20 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 
+from .. import aggregate
 from .._async import run_sync
-from ..exceptions import InputError, MissingDependencyError
+from ..exceptions import InputError, MissingDependencyError, ScoringError
 from ..inputs import PASSAGE_SEPARATOR, normalize_output, normalize_passages
+from ..locate import locate_triple
 from ..messages import describe_llm
 from ..pipeline import GraphEval
 from ..retry import RetryPolicy
-from ..types import Report
+from ..types import ClaimCheck, Extraction, Report, StageError, Triple
 from .batch import correct_rows, extraction_calls
 from .guard import Guard, GuardMode, Tally
 from .prompts import CORRECTION_PROMPTS, CorrectionPrompts
@@ -57,9 +59,13 @@ class GraphCorrect:
         llm: the chat model that corrects (a model or a spec for
             :func:`~grapheval_plugins.models.resolve_llm`); default: ``grapheval.llm``.
         method: ``"graph"`` (GraphCorrect as published, the default), ``"evidence"`` (GraphCorrect with the reason
-            and the evidence in step 1 and a follow-up when it repeats the triple) or ``"direct"`` (the Direct
-            Prompt baseline).
-        evidence_sentences: with ``method="evidence"``, how many sentences of the deciding passage step 1 is shown.
+            and the evidence in step 1 and a follow-up when it repeats the triple), ``"direct"`` (the Direct
+            Prompt baseline) or ``"constrained"`` (``evidence``'s step 1 held to the context: new words must occur
+            in it, a wrong number or date is chosen among the closest sentences' values; the changed words are
+            replaced in the output in place, with no rewrite call; the re-check scores the changed claims without
+            extracting again).
+        evidence_sentences: with ``method="evidence"`` or ``"constrained"``, how many sentences of the deciding
+            passage step 1 is shown (and, for ``"constrained"``, where the candidate numbers and dates come from).
         direct_fallback: with ``method="evidence"`` (default on), a round in which no triple change could be
             applied ends with the Direct Prompt on the output; ``False`` keeps the output as it is then.
         max_rounds: correct → re-check rounds; ``1`` is the paper's procedure. With ``k > 1`` an output that the
@@ -127,8 +133,8 @@ class GraphCorrect:
         show_progress: bool | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        if method not in ("graph", "evidence", "direct"):
-            raise InputError("method", f"must be 'graph', 'evidence' or 'direct', got {method!r}")
+        if method not in ("graph", "evidence", "direct", "constrained"):
+            raise InputError("method", f"must be 'graph', 'evidence', 'direct' or 'constrained', got {method!r}")
         if batch_step1 and method != "graph":
             raise InputError("batch_step1", f"applies to method='graph' only, not {method!r}")
         if isinstance(evidence_sentences, bool) or not isinstance(evidence_sentences, int) or evidence_sentences < 1:
@@ -280,13 +286,17 @@ class GraphCorrect:
         for number in range(1, self.max_rounds + 1):
             before = current
             t1 = time.perf_counter()
-            job = Round(ctx, original, current, current_report, number, tally, config)
+            job = Round(ctx, original, current, current_report, number, tally, config, passages=tuple(passages))
             current, round_changes = await strategy.run_round(editor, job)
             t2 = time.perf_counter()
             t_correct += t2 - t1
             changes.extend(round_changes)
             if current == before:
                 recheck = current_report  # same text: the verdict is the one we already have
+            elif job.after_triples is not None:  # edited in place: score the triples it states, no extraction
+                recheck = await self._recheck_claims(
+                    passages, current, job.after_triples, current_report, rid, job.verified
+                )
             else:
                 recheck = await self.grapheval.aevaluate(passages, current, id=rid, config=config)
                 recheck_calls += extraction_calls(recheck)
@@ -381,6 +391,90 @@ class GraphCorrect:
         return await correct_rows(
             self, rows, context_key=context_key, output_key=output_key, id_key=id_key,
             show_progress=show_progress, config=config,
+        )
+
+    async def _recheck_claims(
+        self, passages: Sequence[str], output: str, triples: list[Triple], before: Report, rid: str | None,
+        verified: dict[Triple, ClaimCheck] | None = None,
+    ) -> Report:
+        """The re-check of an output edited in place, without the chat model: the triples it states are the
+        previous report's with the changed ones replaced; a claim whose triple did not change keeps its verdict,
+        the changed triples and (when the decision rule reads it) the whole output are scored again against the
+        context, and the row is decided by GraphEval's own rule and threshold."""
+        engine = self.grapheval
+        t0 = time.perf_counter()
+        previous = {(c.claim, c.triple): c for c in before.claims if c.triple is not None}
+        for triple, check in (verified or {}).items():  # scored by the strategy: only the span is new
+            span = locate_triple(output, triple) if engine.locate else None
+            previous[(check.claim, triple)] = check.model_copy(update={"span": span})
+        slots: list[ClaimCheck | tuple[str, Triple]] = []
+        seen: set[str] = set()
+        for triple in triples:
+            claim = engine.render_triple(triple)
+            if claim in seen:
+                continue
+            seen.add(claim)
+            slots.append(previous.get((claim, triple)) or (claim, triple))
+        todo = [s for s in slots if isinstance(s, tuple)]
+        weights = engine.decision_weights()
+        hypotheses = [c for c, _ in todo] + ([output] if weights is not None else [])
+        extraction = Extraction(
+            triples=list(triples),
+            issues=[f"re-check of an in-place edit: the previous triples with the changed ones replaced; "
+                    f"{len(hypotheses)} claim(s) scored, {len(slots) - len(todo)} verdict(s) kept "
+                    f"({sum(1 for s in slots if isinstance(s, ClaimCheck) and s.triple in (verified or {}))} of "
+                    f"them from the correction's own check)"],
+        )
+        common: dict[str, Any] = {
+            "output": output, "mode": before.mode, "threshold": engine.hallucination_threshold,
+            "extraction": extraction, "llm": before.llm, "scorer": before.scorer, "id": rid,
+        }
+        try:
+            scorer = await asyncio.to_thread(lambda: engine.scorer)
+            scores = await scorer.acheck([tuple(passages)] * len(hypotheses), hypotheses)
+        except ScoringError as exc:
+            seconds = time.perf_counter() - t0
+            return Report(**common, timings={"check": seconds, "total": seconds},
+                          errors=[StageError(stage="check", type=type(exc).__name__, message=str(exc))])
+        fresh = iter(scores)
+        checks: list[ClaimCheck] = []
+        unjudged: list[StageError] = []
+        for slot in slots:
+            if isinstance(slot, ClaimCheck):
+                checks.append(slot)
+                continue
+            claim, triple = slot
+            score = next(fresh)
+            if score.error is not None:
+                unjudged.append(StageError(stage="check", type="ScoringError", message=f"{claim!r}: {score.error}"))
+                continue
+            checks.append(self._claim_check(claim, triple, score, output))
+        whole = None
+        if weights is not None:
+            score = next(fresh)
+            if score.error is None:
+                whole = self._claim_check(output, None, score, output)
+            else:
+                unjudged.append(StageError(stage="check", type="ScoringError", message=f"whole output: {score.error}"))
+        p = aggregate.p_hallucination([c.p_unsupported for c in checks], whole.p_unsupported if whole else None,
+                                      weights)
+        hallucinated: bool | None = p > engine.hallucination_threshold
+        if unjudged and not hallucinated:
+            hallucinated = None
+        seconds = time.perf_counter() - t0
+        return Report(
+            **common, method=before.method, hallucinated=hallucinated, score=None if hallucinated is None else 1.0 - p,
+            claims=checks, whole_output=whole, timings={"check": seconds, "total": seconds}, errors=unjudged,
+        )
+
+    def _claim_check(self, claim: str, triple: Triple | None, score: Any, output: str) -> ClaimCheck:
+        span = None
+        if self.grapheval.locate:
+            span = locate_triple(output, triple) if triple is not None else (0, len(output))
+        return ClaimCheck(
+            claim=claim, triple=triple, p_unsupported=score.p_unsupported,
+            unsupported=score.p_unsupported > self.grapheval.hallucination_threshold, evidence=score.chunk,
+            evidence_index=score.chunk_index, evidence_passage=score.passage_index, span=span,
         )
 
     def _editor(self) -> Editor:

@@ -10,6 +10,9 @@ The wording is the paper's (``shared/paper/PROMPTS.md``):
 :data:`BATCH_TRIPLE_CORRECTION_PROMPT` is not from the paper: prompt B's wording adapted to correct all flagged
 triples of one output in a single call (``GraphCorrect(batch_step1=True)``).
 
+:data:`CHOICE_PROMPT` (``method="constrained"``) is not from the paper: a wrong number or date of the triple and the
+values of its kind in the closest sentences of the context, answered by the option's number.
+
 :data:`EVIDENCE_TRIPLE_CORRECTION_PROMPT` and :data:`FOLLOW_UP_PROMPT` are not from the paper either: they are step 1
 of ``GraphCorrect(method="evidence")``. The first is prompt B told why the triple failed (``{reason}``) and shown
 the sentences of the deciding passage closest to it (``{evidence}``), with the context first so that the flagged
@@ -38,6 +41,7 @@ __all__ = [
     "CORRECTION_PROMPTS",
     "DIRECT_PROMPT",
     "EVIDENCE_TRIPLE_CORRECTION_PROMPT",
+    "CHOICE_PROMPT",
     "FOLLOW_UP_PROMPT",
     "SUBSTITUTION_PROMPT",
     "TRIPLE_CORRECTION_PROMPT",
@@ -145,6 +149,15 @@ _FOLLOW_UP = (
     "Only return the corrected triple, nothing else."
 )
 
+_CHOICE = (
+    "<context>{context}</context>\n"
+    "The following triple is not supported by the context above: <triple>{triple}</triple>\n"
+    "The sentences of the context closest to it: <evidence>{evidence}</evidence>\n"
+    'Which value of the context should replace "{value}" in the triple?\n'
+    "{options}\n"
+    "Answer with the number of the option only."
+)
+
 _C = (
     "In the following context, replace the information of the old triple with the information of the new one.\n"
     "Do not make any other modification to the context.\n"
@@ -182,6 +195,13 @@ FOLLOW_UP_PROMPT = TextPrompt(version="correct-b-followup/1", template=_FOLLOW_U
 """The follow-up sent (after the model's own answer) when step 1 of ``method="evidence"`` returned the flagged
 triple unchanged. Not from the paper."""
 
+CHOICE_PROMPT = TextPrompt(
+    version="correct-choice/1", template=_CHOICE, fields=("context", "triple", "evidence", "value", "options")
+)
+"""Step 1 of ``method="constrained"`` when the free answer did not do: a number or date of the flagged triple
+(``{value}``) and the values of the same kind in the closest sentences (``{options}``, numbered, ``0`` for none),
+answered with a number. Not from the paper."""
+
 SUBSTITUTION_PROMPT = TextPrompt(
     version="correct-c/1", template=_C, fields=("summary", "old_triple", "new_triple")
 )
@@ -196,7 +216,7 @@ class CorrectionPrompts:
     """The prompt set used by :class:`~grapheval_plugins.correct.GraphCorrect`.
 
     >>> CORRECTION_PROMPTS.version
-    'correct-b/1+correct-c/1+correct-d/1+correct-b-batch/1+correct-b-evidence/1+correct-b-followup/1'
+    'correct-b/1+correct-c/1+correct-d/1+correct-b-batch/1+correct-b-evidence/1+correct-b-followup/1+correct-choice/1'
     >>> msgs = CORRECTION_PROMPTS.substitute_messages(
     ...     "Paris is in Italy.",
     ...     Triple(subject="Paris", relation="is in", object="Italy"),
@@ -211,6 +231,7 @@ class CorrectionPrompts:
     batch: TextPrompt = BATCH_TRIPLE_CORRECTION_PROMPT
     evidence_triple: TextPrompt = EVIDENCE_TRIPLE_CORRECTION_PROMPT
     follow_up: TextPrompt = FOLLOW_UP_PROMPT
+    choice: TextPrompt = CHOICE_PROMPT
 
     def __post_init__(self) -> None:
         for name, prompt, fields in (
@@ -220,6 +241,7 @@ class CorrectionPrompts:
             ("batch", self.batch, ("triples", "context")),
             ("evidence_triple", self.evidence_triple, ("triple", "context", "evidence", "reason")),
             ("follow_up", self.follow_up, ("triple",)),
+            ("choice", self.choice, ("context", "triple", "evidence", "value", "options")),
         ):
             lacking = [f for f in fields if f not in prompt.fields]
             if lacking:
@@ -228,7 +250,9 @@ class CorrectionPrompts:
     @property
     def version(self) -> str:
         """The versions of the prompts joined: names the wording every correction depends on."""
-        prompts = (self.triple, self.substitute, self.direct, self.batch, self.evidence_triple, self.follow_up)
+        prompts = (
+            self.triple, self.substitute, self.direct, self.batch, self.evidence_triple, self.follow_up, self.choice
+        )
         return "+".join(p.version for p in prompts)
 
     def triple_messages(self, triple: Triple, context: str) -> list[BaseMessage]:
@@ -249,6 +273,16 @@ class CorrectionPrompts:
     def follow_up_messages(self, triple: Triple) -> list[BaseMessage]:
         """The follow-up message(s) sent after an answer that repeated ``triple`` (no system message)."""
         return [HumanMessage(self.follow_up.render(triple=render_triple_list(triple)))]
+
+    def choice_messages(
+        self, triple: Triple, context: str, evidence: str, value: str, options: Sequence[str]
+    ) -> list[BaseMessage]:
+        """The constrained step 1: which of ``options`` (values of the context) replaces ``value`` in ``triple``;
+        numbered from 1, with ``0`` for none of them."""
+        listed = "\n".join(f"{i}. {o}" for i, o in enumerate(options, start=1)) + "\n0. none of them"
+        return self.choice.messages(
+            context=context, triple=render_triple_list(triple), evidence=evidence, value=value, options=listed
+        )
 
     def substitute_messages(self, summary: str, old: Triple, new: Triple) -> list[BaseMessage]:
         """Prompt C: replace ``old``'s information with ``new``'s in ``summary``."""

@@ -8,6 +8,8 @@ A strategy never raises for a bad answer: each refused step records its reason o
 
 from __future__ import annotations
 
+import asyncio
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -15,6 +17,7 @@ from typing import Any, Protocol
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
+from ..exceptions import ScoringError
 from ..extract.parser import parse_single_triple, parse_triples
 from ..messages import message_text
 from ..retry import RetryPolicy
@@ -22,10 +25,12 @@ from ..types import ClaimCheck, Report, Triple
 from .evidence import closest_sentences, deciding_passage, failure_reason
 from .guard import Guard, Tally
 from .prompts import CorrectionPrompts
+from .spans import Edit, candidates_for, foreign_words, kinds_lost, replace_value, substitute, triple_edits
 from .text import check_rewrite, clean_rewrite
 from .types import CorrectionMethod, TripleChange
 
 __all__ = [
+    "ConstrainedStrategy",
     "CorrectionStrategy",
     "DirectStrategy",
     "Editor",
@@ -65,6 +70,15 @@ class Round:
     number: int
     tally: Tally
     config: RunnableConfig | None = None
+    passages: tuple[str, ...] = ()
+    """The context's passages as the scorer reads them (empty: ``ctx`` is one)."""
+    after_triples: list[Triple] | None = None
+    """Set by a strategy that edits the output in place: the triples the output states after the round (the
+    report's, with each applied change's old triple replaced by its new one), so that the re-check scores these
+    instead of extracting again. ``None``: the re-check extracts."""
+    verified: dict[Triple, ClaimCheck] = field(default_factory=dict)
+    """Corrected triples a strategy already scored against the context (their verdicts, without a span): the
+    re-check takes these instead of scoring them again."""
 
     @property
     def supported(self) -> list[Triple]:
@@ -82,6 +96,8 @@ class Editor:
     guard: Guard
     max_growth: float
     min_similarity: float
+    verify: bool = True
+    """``method="constrained"``: score a corrected triple against the context before taking it."""
 
     async def call(self, messages: list[BaseMessage], config: RunnableConfig | None) -> tuple[str | None, str | None, int]:
         """``(answer, error, calls)``: the answer, or ``None`` and the last error once the retries ran out."""
@@ -290,6 +306,219 @@ class EvidenceStrategy(GraphStrategy):
         return result
 
 
+_OPTION = re.compile(r"\d+")
+
+
+class ConstrainedStrategy:
+    """``method="constrained"`` (not from the paper): for each flagged triple, ``evidence``'s step 1 (the reason
+    and the closest sentences), its answer held to the context, the change made in place, no rewrite call.
+
+    1. The evidence prompt proposes a corrected triple.
+    2. It is taken when it changes the triple, every word it brings in occurs in the context, and GraphEval's
+       scorer finds it supported by the context, or at least better supported than the flagged triple (one scorer
+       call; the re-check reuses the verdict). Otherwise (the
+       same triple, no triple, words the context lacks, a number or a date replaced by something that is not one,
+       or still unsupported), when the triple holds a number or a
+       date and the closest sentences hold other values of that kind, the model chooses among those values (one
+       call, answered by a number; ``0``: none), and the choice is scored the same way; else, for an unchanged
+       answer, the evidence follow-up is sent once and its answer held to the same rules.
+    3. The words that changed in the triple are replaced in the output where the triple sits (the output's other
+       words are never touched); when they are not found there, the change is refused, not handed to a rewrite.
+    4. The round records the triples the output now states (:attr:`Round.after_triples`): the re-check scores
+       them and the whole output, without extracting again.
+    """
+
+    method: CorrectionMethod = "constrained"
+
+    def __init__(self, evidence_sentences: int = 3) -> None:
+        if evidence_sentences < 1:
+            raise ValueError("evidence_sentences must be >= 1")
+        self.evidence_sentences = evidence_sentences
+
+    async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]:
+        current = job.current
+        changes: list[TripleChange] = []
+        after = [c.triple for c in job.report.claims if c.triple is not None]
+        done: set[tuple[str, str]] = set()
+        applied: list[Edit] = []
+        for claim in job.report.unsupported:
+            old = claim.triple
+            if old is None:
+                changes.append(TripleChange(round=job.number, kind="constrained", p_unsupported=claim.p_unsupported,
+                                            reason="whole-output claim: no triple was extracted, so there is "
+                                                   "nothing to correct"))
+                continue
+            change = TripleChange(round=job.number, kind="constrained", old=old, p_unsupported=claim.p_unsupported)
+            changes.append(change)
+            carried = _carry(old, applied)
+            if carried is not None:  # an earlier change already fixed what this triple repeats: no call
+                change.new = carried
+                change.reason = "already corrected by an earlier change of this output"
+                _replace(after, old, carried)
+                continue
+            new = await self._step1(editor, job, claim, old, change)
+            if new is None:
+                continue
+            change.new = new
+            edits = triple_edits(old, new)
+            key = tuple(sorted((" ".join(e.old.casefold().split()), " ".join(e.new.casefold().split()))
+                               for e in edits))
+            if any(k in done for k in key):
+                change.reason = "the same change was already made for another triple"
+                _replace(after, old, new)
+                continue
+            edited = substitute(current, edits, old)
+            if edited is None:
+                change.reason = "the changed words of the triple are not in the output"
+                continue
+            current = edited
+            change.applied = True
+            done.update(key)
+            applied.extend(edits)
+            _replace(after, old, new)
+        job.after_triples = after
+        return current, changes
+
+    async def _step1(
+        self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, change: TripleChange
+    ) -> Triple | None:
+        """The corrected triple, or ``None`` with ``change.reason`` set."""
+        passage = deciding_passage(claim, job.ctx)
+        evidence = closest_sentences(passage, old, k=self.evidence_sentences)
+        reason = failure_reason(claim.p_unsupported, job.report.threshold)
+        messages = editor.prompts.evidence_triple_messages(old, job.ctx, evidence or NO_EVIDENCE, reason)
+        answer = await self._ask(editor, job, messages, change)
+        new = parse_single_triple(answer) if answer else None
+        problem = self._problem(old, new, job.ctx)
+        if problem is None and new is not None:
+            problem = await self._unsupported(editor, job, new, claim.p_unsupported)
+            if problem is None:
+                return new
+        offered = candidates_for(old, evidence) if evidence else None
+        if offered is not None:
+            value, options = offered
+            choice = await self._ask(
+                editor, job, editor.prompts.choice_messages(old, job.ctx, evidence, value.text, options), change
+            )
+            picked = _option(choice, options) if choice is not None else None
+            if picked is None:
+                change.reason = f"step 1: {problem}; no value of the context chosen for {value.text!r}"
+                return None
+            chosen = replace_value(old, value.text, picked)
+            if chosen is None or _same_triple(old, chosen):
+                change.reason = f"step 1: {problem}; the chosen value changes nothing"
+                return None
+            unsupported = await self._unsupported(editor, job, chosen, claim.p_unsupported)
+            if unsupported is not None:
+                change.new = chosen
+                change.reason = f"step 1: {problem}; with the chosen value {picked!r}: {unsupported}"
+                return None
+            return chosen
+        if answer is None or new is None or not _same_triple(old, new):
+            change.new = new
+            change.reason = f"step 1: {problem}"
+            return None
+        change.follow_up = True
+        again = [*messages, AIMessage(answer), *editor.prompts.follow_up_messages(old)]
+        second = await self._ask(editor, job, again, change)
+        retried = parse_single_triple(second) if second else None
+        problem = self._problem(old, retried, job.ctx)
+        if problem is None and retried is not None:
+            problem = await self._unsupported(editor, job, retried, claim.p_unsupported)
+        if problem is not None:
+            change.new = retried
+            change.reason = f"step 1 (after the follow-up): {problem}"
+            return None
+        return retried
+
+    @staticmethod
+    async def _unsupported(editor: Editor, job: Round, new: Triple, before: float | None) -> str | None:
+        """Why a corrected triple is not taken after scoring it against the context: it is unsupported and no
+        better supported than the flagged triple was (P(unsupported) ``before``); ``None``: it is taken. (A small
+        judge often leaves a right correction just above the threshold: better than the flagged triple is enough,
+        the re-check then says whether the output passes.) The verdict is kept for the re-check
+        (:attr:`Round.verified`); a scorer failure lets the triple through (the re-check scores it again)."""
+        if not editor.verify:
+            return None
+        engine = editor.guard.grapheval
+        claim = engine.render_triple(new)
+        try:
+            scorer = await asyncio.to_thread(lambda: engine.scorer)
+            [score] = await scorer.acheck([tuple(job.passages or (job.ctx,))], [claim])
+        except ScoringError as exc:
+            job.tally.issues.append(f"constrained: scoring {new.as_list()} failed, taken unverified: {exc}")
+            return None
+        if score.error is not None:
+            return None
+        threshold = engine.hallucination_threshold
+        check = ClaimCheck(claim=claim, triple=new, p_unsupported=score.p_unsupported,
+                           unsupported=score.p_unsupported > threshold, evidence=score.chunk,
+                           evidence_index=score.chunk_index, evidence_passage=score.passage_index)
+        job.verified[new] = check
+        if check.unsupported and (before is None or score.p_unsupported >= before):
+            was = "" if before is None else f", the flagged triple's {before:.2f}"
+            return (f"the corrected triple is not supported by the context either (P(unsupported) = "
+                    f"{score.p_unsupported:.2f}{was})")
+        return None
+
+    @staticmethod
+    async def _ask(editor: Editor, job: Round, messages: list[BaseMessage], change: TripleChange) -> str | None:
+        answer, error, calls = await editor.call(messages, job.config)
+        change.llm_calls += calls
+        if answer is None:
+            change.reason = f"step 1: the chat model raised {error}"
+            return None
+        change.raw_answers.append(answer)
+        return answer if answer.strip() else None
+
+    @staticmethod
+    def _problem(old: Triple, new: Triple | None, context: str) -> str | None:
+        """Why a proposed triple is not taken (``None``: it is)."""
+        if new is None:
+            return "no triple could be parsed from the answer"
+        edits = triple_edits(old, new)
+        if not edits:
+            return "the model returned the triple unchanged"
+        foreign = foreign_words(" ".join(e.new for e in edits), context)
+        if foreign:
+            return "the corrected triple brings in words the context does not contain: " + ", ".join(foreign[:5])
+        for edit in edits:
+            lost = kinds_lost(edit)
+            if lost:
+                return f"the corrected triple replaces a {lost} ({edit.old!r}) with something else ({edit.new!r})"
+        return None
+
+
+def _option(answer: str, options: Sequence[str]) -> str | None:
+    """The option an answer to the choice prompt names: its number (the first in the answer), else the one option
+    it quotes; ``None`` for ``0``, an unknown number or no option."""
+    found = _OPTION.search(answer)
+    if found is not None and 0 <= int(found.group()) <= len(options):
+        number = int(found.group())
+        return options[number - 1] if number else None
+    quoted = [o for o in options if o.casefold() in answer.casefold()]
+    return quoted[0] if len(quoted) == 1 else None
+
+
+def _carry(old: Triple, applied: Sequence[Edit]) -> Triple | None:
+    """``old`` with the edits already applied to the output made to it too, when one of them concerns it (its old
+    words are in the triple and not in its replacement); ``None`` when none does."""
+    new = old
+    for edit in applied:
+        if not edit.new or edit.old.casefold() in edit.new.casefold() or not foreign_words(edit.old, ""):
+            continue  # a deletion, an addition, or only common words ("is not"): too loose to carry over
+        replaced = replace_value(new, edit.old, edit.new)
+        if replaced is not None:
+            new = replaced
+    return None if new == old else new
+
+
+def _replace(triples: list[Triple], old: Triple, new: Triple) -> None:
+    for i, t in enumerate(triples):
+        if t == old:
+            triples[i] = new
+
+
 class DirectStrategy:
     """The Direct Prompt baseline: one call (prompt D) with the output and the context."""
 
@@ -323,7 +552,7 @@ class DirectStrategy:
 def strategy_for(
     method: CorrectionMethod, *, batch_step1: bool = False, evidence_sentences: int = 3, direct_fallback: bool = True
 ) -> CorrectionStrategy:
-    """The strategy of a correction method (``"graph"``, ``"evidence"`` or ``"direct"``).
+    """The strategy of a correction method (``"graph"``, ``"evidence"``, ``"direct"`` or ``"constrained"``).
 
     >>> strategy_for("direct").method, strategy_for("evidence").method
     ('direct', 'evidence')
@@ -332,4 +561,6 @@ def strategy_for(
         return GraphStrategy(batch_step1=batch_step1)
     if method == "evidence":
         return EvidenceStrategy(evidence_sentences=evidence_sentences, direct_fallback=direct_fallback)
+    if method == "constrained":
+        return ConstrainedStrategy(evidence_sentences=evidence_sentences)
     return DirectStrategy()

@@ -1,4 +1,4 @@
-"""HTML reports: see where an answer went wrong, for one row or for a whole run.
+"""HTML reports: see where an answer went wrong, for one row, a whole run, or a correction run.
 
 One self-contained file, no network: the output with each claim's span highlighted by verdict (hover or focus a
 stretch for P(unsupported) and the deciding passage), the knowledge graph drawn as static SVG (layout by networkx),

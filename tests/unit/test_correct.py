@@ -140,6 +140,7 @@ def test_prompts_b_c_d_carry_the_papers_wording_and_the_right_inputs() -> None:
     assert "<new_triple>" + json.dumps(BORN_WARSAW) + "</new_triple>" in c[0]
     assert result.prompt_version == (
         "correct-b/1+correct-c/1+correct-d/1+correct-b-batch/1+correct-b-evidence/1+correct-b-followup/1"
+        "+correct-choice/1"
     )
 
     d = CORRECTION_PROMPTS.direct_messages("S {context} S", "C")[0].content

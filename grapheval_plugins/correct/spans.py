@@ -1,0 +1,287 @@
+"""The pure helpers of ``GraphCorrect(method="constrained")``: what a corrected triple changed, whether its new words
+are the context's own, the values of the context a wrong number or date may be replaced by, and the substitution of
+a changed span in the output in place (no rewrite call).
+
+Nothing here calls a model.
+
+>>> old = Triple(subject="Council tax bills", relation="could rise by", object="£ 120 over five years")
+>>> new = Triple(subject="Council tax bills", relation="could rise by", object="£200 over five years")
+>>> [(e.old, e.new) for e in triple_edits(old, new)]
+[('120', '200')]
+>>> substitute("Bills could rise by £ 120 over five years.", triple_edits(old, new), old)
+'Bills could rise by £ 200 over five years.'
+>>> foreign_words("£200 and a cat", "Bills rose by £200.")
+['cat']
+>>> [v.text for v in typed_values("The ship left on Friday, 3 May 2014, with 1,200 people.")]
+['Friday', '3 May 2014', '1,200']
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+from ..locate import locate_triple
+from ..types import Triple
+
+__all__ = [
+    "Edit",
+    "Value",
+    "candidates_for",
+    "foreign_words",
+    "kinds_lost",
+    "replace_value",
+    "substitute",
+    "triple_edits",
+    "typed_values",
+]
+
+_TOKEN = re.compile(r"\w+(?:[.,'’]\w+)*|[^\w\s]", re.UNICODE)
+_STOP = frozenset(
+    "a an the of in on at to for from by with and or but is are was were be been being has have had it its this "
+    "that these those as he she they his her their them him who which what when where than then so not no do "
+    "does did will would can could may might also into over after before about".split()
+)
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen twenty".split()
+    )
+}
+_MONTHS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+)
+_WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_DATE = re.compile(
+    rf"\b(?:(?:\d{{1,2}}(?:st|nd|rd|th)?\s+)?(?:{_MONTHS})\b\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?\b)?(?:,?\s+\d{{4}}\b)?"
+    rf"|(?:{_WEEKDAYS})\b|(?:1[89]\d\d|20\d\d)s?\b)",
+    re.I,
+)
+_NUMBER = re.compile(
+    r"(?<![\w.])(?:[£$€]\s?)?\d+(?:[.,]\d+)*(?:\s?%|\s?(?:per cent|percent|million|billion|m|bn|k)\b)?"
+    r"|\b(?:" + "|".join(_NUMBER_WORDS) + r")\b",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One changed stretch of a triple: ``old`` (the flagged triple's words, as written there) became ``new``."""
+
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Value:
+    """A number or a date in a text (``kind``: ``"number"`` or ``"date"``)."""
+
+    text: str
+    kind: str
+    start: int
+
+
+def _tokens(text: str) -> list[re.Match[str]]:
+    return list(_TOKEN.finditer(text))
+
+
+def _norm(token: str) -> str:
+    t = token.casefold().replace("’", "'")
+    if re.fullmatch(r"\d{1,3}(?:,\d{3})+", t):
+        t = t.replace(",", "")
+    return str(_NUMBER_WORDS[t]) if t in _NUMBER_WORDS else t
+
+
+def triple_edits(old: Triple, new: Triple) -> list[Edit]:
+    """The stretches in which ``new`` differs from ``old``, word by word (case, thousands separators and number
+    words aside: "1,200" is "1200", "two" is "2"). A pure insertion or deletion takes its left neighbour (or its
+    right one at the start) along, so that every edit has old words to find in the output. Empty when the two say
+    the same.
+
+    >>> o = Triple(subject="Charles Manuel", relation="did not sign", object="an agreement")
+    >>> [(e.old, e.new) for e in triple_edits(o, Triple(subject="Charles Manuel", relation="signed", object="an agreement"))]
+    [('did not sign', 'signed')]
+    >>> o = Triple(subject="It", relation="is", object="known")
+    >>> [(e.old, e.new) for e in triple_edits(o, Triple(subject="It", relation="is not", object="known"))]
+    [('is', 'is not')]
+    """
+    a_text, b_text = old.sentence(), new.sentence()
+    a, b = _tokens(a_text), _tokens(b_text)
+    matcher = difflib.SequenceMatcher(None, [_norm(t.group()) for t in a], [_norm(t.group()) for t in b],
+                                      autojunk=False)
+    edits: list[Edit] = []
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        if i1 == i2 or j1 == j2:  # a pure insertion or deletion: anchor it on a neighbour kept by both
+            if i1 > 0 and j1 > 0:
+                i1, j1 = i1 - 1, j1 - 1
+            elif i2 < len(a) and j2 < len(b):
+                i2, j2 = i2 + 1, j2 + 1
+            else:
+                return []
+        old_part = a_text[a[i1].start() : a[i2 - 1].end()]
+        new_part = b_text[b[j1].start() : b[j2 - 1].end()] if j2 > j1 else ""
+        if "".join(old_part.casefold().split()) == "".join(new_part.casefold().split()):
+            continue  # spacing only ("cycling 's" / "cycling's"): nothing to change
+        edits.append(Edit(old=old_part, new=new_part))
+    return edits
+
+
+def _pattern(phrase: str) -> re.Pattern[str] | None:
+    """``phrase`` as a case-insensitive pattern on token boundaries, any spacing between its tokens."""
+    tokens = [t.group() for t in _tokens(phrase)]
+    if not tokens:
+        return None
+    body = r"\s*".join(re.escape(t) for t in tokens)
+    left = r"(?<!\w)" if re.match(r"\w", tokens[0]) else ""
+    right = r"(?!\w)" if re.search(r"\w$", tokens[-1]) else ""
+    return re.compile(left + body + right, re.I)
+
+
+def _pick(hits: list[re.Match[str]], output: str, triple: Triple) -> re.Match[str]:
+    """Of several occurrences, one inside the span where the triple sits in ``output`` (:func:`locate_triple`),
+    else the nearest to it (the first when the triple cannot be located)."""
+    span = locate_triple(output, triple)
+    if span is None:
+        return hits[0]
+    inside = [m for m in hits if m.start() >= span[0] and m.end() <= span[1]]
+    if inside:
+        return inside[0]
+    return min(hits, key=lambda m: min(abs(m.start() - span[0]), abs(m.end() - span[1])))
+
+
+def substitute(output: str, edits: list[Edit], old: Triple) -> str | None:
+    """``output`` with each edit's old words replaced by its new ones, in place; ``None`` when an edit's old words
+    are not in the output (then a rewrite call has to do it). Of several occurrences, the one nearest to where the
+    flagged triple sits in the output is replaced. Nothing else of the output changes.
+
+    >>> substitute("A b c. A b c.", [Edit(old="b", new="x")], Triple(subject="z", relation="r", object="c."))
+    'A x c. A b c.'
+    >>> substitute("A b c.", [Edit(old="q", new="x")], Triple(subject="A", relation="b", object="c")) is None
+    True
+    """
+    if not edits:
+        return None
+    text = output
+    for edit in edits:
+        pattern = _pattern(edit.old)
+        if pattern is None:
+            return None
+        hits = list(pattern.finditer(text))
+        if not hits:
+            return None
+        hit = _pick(hits, text, old)
+        replacement = edit.new
+        if not replacement:  # a deletion: also drop one space beside it
+            start, end = hit.start(), hit.end()
+            if end < len(text) and text[end] == " ":
+                end += 1
+            elif start > 0 and text[start - 1] == " ":
+                start -= 1
+            text = text[:start] + text[end:]
+        else:
+            # keep the output's own spacing around a currency sign ("£ 120" → "£ 200")
+            if re.match(r"[£$€]\s", hit.group()) and re.match(r"[£$€]\S", replacement):
+                replacement = replacement[0] + " " + replacement[1:]
+            text = text[: hit.start()] + replacement + text[hit.end() :]
+    return text if text != output else None
+
+
+def _content(text: str) -> list[str]:
+    return [_norm(t.group()) for t in _tokens(text) if re.match(r"\w", t.group())]
+
+
+def foreign_words(new_text: str, context: str) -> list[str]:
+    """The content words of ``new_text`` that the context does not contain (case, thousands separators, number
+    words and a plural "s" aside): a correction must take its new words from the context."""
+    known = set()
+    for w in _content(context):
+        known.add(w)
+        known.add(w[:-1] if len(w) > 3 and w.endswith("s") else w)
+    out = []
+    for w in _content(new_text):
+        if w in _STOP or w in known or (len(w) > 3 and w.endswith("s") and w[:-1] in known):
+            continue
+        if w not in out:
+            out.append(w)
+    return out
+
+
+def typed_values(text: str) -> list[Value]:
+    """The dates (a month with its day and year, a weekday, a year) and numbers (digits with their currency or
+    unit, the number words up to twenty) of ``text``, in order; a number inside a date is the date's."""
+    values: list[Value] = []
+    taken: list[tuple[int, int]] = []
+    for m in _DATE.finditer(text):
+        values.append(Value(text=m.group().strip(), kind="date", start=m.start()))
+        taken.append((m.start(), m.end()))
+    for m in _NUMBER.finditer(text):
+        if any(s <= m.start() < e for s, e in taken):
+            continue
+        values.append(Value(text=m.group().strip(), kind="number", start=m.start()))
+    return sorted(values, key=lambda v: v.start)
+
+
+def kinds_lost(edit: Edit) -> str | None:
+    """The kind (``"date"`` or ``"number"``) of a value in the edit's old words that its new words have none of:
+    a date replaced by a place is not a correction of the date. ``None`` when every kind is kept.
+
+    >>> kinds_lost(Edit(old="sunday", new="Dublin")), kinds_lost(Edit(old="sunday", new="monday"))
+    ('date', None)
+    >>> kinds_lost(Edit(old="did not sign", new="signed")) is None
+    True
+    """
+    had = {v.kind for v in typed_values(edit.old)}
+    has = {v.kind for v in typed_values(edit.new)}
+    lost = sorted(had - has)
+    return lost[0] if lost else None
+
+
+def _value_key(text: str) -> str:
+    return " ".join(_content(text))
+
+
+def candidates_for(triple: Triple, evidence: str, limit: int = 5) -> tuple[Value, list[str]] | None:
+    """A value of ``triple`` (a number or a date) and the values of the same kind in ``evidence`` that differ from
+    every value of the triple: what a constrained step 1 offers as replacements. ``None`` when the triple holds no
+    number or date, or the evidence no other of its kind. Of several, the triple's first value with candidates.
+
+    >>> t = Triple(subject="Irn bru", relation="is", object="two of the best-known brands")
+    >>> candidates_for(t, "Irn Bru, one of Scotland's best-known brands, was sold in 2014.")
+    (Value(text='two', kind='number', start=11), ['one'])
+    """
+    sentence = triple.sentence()
+    own = typed_values(sentence)
+    own_keys = {_value_key(v.text) for v in own}
+    found = typed_values(evidence)
+    for value in own:
+        options: list[str] = []
+        for other in found:
+            key = _value_key(other.text)
+            if other.kind == value.kind and key not in own_keys and key not in {_value_key(o) for o in options}:
+                options.append(other.text)
+        if options:
+            return value, options[:limit]
+    return None
+
+
+def replace_value(triple: Triple, value: str, replacement: str) -> Triple | None:
+    """``triple`` with ``value`` replaced by ``replacement`` in the first part that holds it (``None``: no part
+    does).
+
+    >>> replace_value(Triple(subject="Bills", relation="rise by", object="£ 120"), "£ 120", "£200").as_list()
+    ['Bills', 'rise by', '£200']
+    """
+    pattern = _pattern(value)
+    if pattern is None:
+        return None
+    parts = triple.as_list()
+    for i, part in enumerate(parts):
+        if pattern.search(part):
+            parts[i] = pattern.sub(lambda _m: replacement, part, count=1)
+            return Triple.from_list(parts)
+    return None

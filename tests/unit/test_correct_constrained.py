@@ -1,0 +1,260 @@
+"""GraphCorrect's ``constrained`` method: step 1's answer held to the context, a wrong number or date chosen among
+the context's values, the change made in place (no rewrite call), and a re-check without a new extraction; and the
+pure helpers behind it (:mod:`grapheval_plugins.correct.spans`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage
+
+from grapheval_plugins import GraphEval, Triple
+from grapheval_plugins.correct import GraphCorrect
+from grapheval_plugins.correct.spans import (
+    Edit,
+    candidates_for,
+    foreign_words,
+    replace_value,
+    substitute,
+    triple_edits,
+    typed_values,
+)
+from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel
+
+CONTEXT = "Marie Curie was born in Warsaw. She won two Nobel Prizes. She died in 1934."
+OUTPUT = "Marie Curie was born in Paris. She won three Nobel Prizes. She died in 1934."
+FIXED = "Marie Curie was born in Warsaw. She won two Nobel Prizes. She died in 1934."
+BORN_PARIS = ["Marie Curie", "born in", "Paris"]
+BORN_WARSAW = ["Marie Curie", "born in", "Warsaw"]
+WON_THREE = ["Marie Curie", "won", "three Nobel Prizes"]
+WON_TWO = ["Marie Curie", "won", "two Nobel Prizes"]
+DIED = ["Marie Curie", "died in", "1934"]
+PARAPHRASED = "Marie Curie was born in the French capital."
+KG = {
+    OUTPUT: [BORN_PARIS, WON_THREE, DIED],
+    "Marie Curie was born in Paris.": [BORN_PARIS],
+    PARAPHRASED: [["Marie Curie", "born in", "Paris"]],
+}
+
+
+def T(parts: list[str]) -> Triple:
+    return Triple.from_list(parts)
+
+
+def _tag(name: str, text: str) -> str:
+    found = re.search(rf"<{name}>(.*?)</{name}>", text, re.S)
+    assert found is not None, f"no <{name}> in {text[:200]!r}"
+    return found.group(1)
+
+
+class Model:
+    """Prompt A from ``KG``; step 1 (the evidence prompt and its follow-up) from ``step1(old, n)``; the choice
+    prompt from ``choose(prompt)``. Prompts C and D must not be sent. Calls are kept by kind."""
+
+    def __init__(
+        self,
+        step1: Callable[[list[str], int], str],
+        choose: Callable[[str], str] | None = None,
+    ) -> None:
+        self.step1 = step1
+        self.choose = choose
+        self.calls: list[tuple[str, list[BaseMessage]]] = []
+        self.seen: dict[tuple[str, ...], int] = {}
+        self.llm = ScriptedChatModel(respond=self.respond, model_label="constrained-test")
+
+    def of(self, kind: str) -> list[list[BaseMessage]]:
+        return [m for k, m in self.calls if k == kind]
+
+    def respond(self, messages: list[BaseMessage]) -> str:
+        first = str(messages[0].content)
+        assert "<old_triple>" not in first and "<summary>" not in first, "no rewrite call is made"
+        if "Which value of the context" in first:
+            self.calls.append(("choice", messages))
+            assert self.choose is not None
+            return self.choose(first)
+        if "<triple>" in first:
+            self.calls.append(("B", messages))
+            old = json.loads(_tag("triple", first))
+            n = self.seen.get(tuple(old), 0)
+            self.seen[tuple(old)] = n + 1
+            return self.step1(old, n)
+        self.calls.append(("A", messages))
+        source = _tag("input", next(str(m.content) for m in messages if "<input>" in str(m.content)))
+        return "<python>" + json.dumps(KG[source]) + "</python>"
+
+
+def make(model: Model, **options: Any) -> GraphCorrect:
+    return GraphCorrect(GraphEval(llm=model.llm, scorer=KeywordScorer()), rouge=False, method="constrained",
+                        **options)
+
+
+def fix(old: list[str], n: int) -> str:
+    return json.dumps({tuple(BORN_PARIS): BORN_WARSAW, tuple(WON_THREE): WON_TWO}[tuple(old)])
+
+
+# --------------------------------------------------------------------------- the method
+def test_an_answer_from_the_context_is_replaced_in_place_and_rechecked_without_extraction() -> None:
+    model = Model(fix)
+    result = make(model).correct(CONTEXT, OUTPUT)
+    assert result.corrected == FIXED
+    assert result.status == "corrected" and result.passed is True
+    assert result.method == "constrained"
+    assert [c.applied for c in result.changes] == [True, True]
+    assert all(c.kind == "constrained" for c in result.changes)
+    assert len(model.of("A")) == 1  # detection only: the re-check scores the changed triples, no extraction
+    assert result.recheck_llm_calls == 0 and result.llm_calls == 2
+    assert result.recheck is not None
+    assert [c.triple.as_list() for c in result.recheck.claims if c.triple is not None] == [
+        BORN_WARSAW, WON_TWO, DIED]
+    died = [c for c in result.detection.claims if c.triple == T(DIED)]
+    assert [c for c in result.recheck.claims if c.triple == T(DIED)] == died  # unchanged: its verdict is kept
+    assert result.recheck.extraction is not None
+    assert "0 claim(s) scored, 3 verdict(s) kept (2 of them from the correction's own check)" in (
+        result.recheck.extraction.issues[0])
+
+
+def test_a_correction_the_scorer_does_not_support_is_not_taken_and_a_value_is_chosen_instead() -> None:
+    model = Model(lambda old, n: json.dumps([old[0], old[1], "Warsaw"]) if old == WON_THREE else fix(old, n),
+                  lambda prompt: "1")
+    scorer = FunctionScorer(lambda premise, claim: 0.0 if any(w in claim for w in ("three", "Paris", "won Warsaw"))
+                            else 1.0)
+    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False, method="constrained")
+    result = fixer.correct(CONTEXT, OUTPUT)
+    assert result.corrected == FIXED and result.passed is True
+    won = next(c for c in result.changes if c.old is not None and c.old.object == "three Nobel Prizes")
+    assert won.applied and won.new == T(WON_TWO) and len(won.raw_answers) == 2  # free answer, then the choice
+    assert len(model.of("choice")) == 1
+
+
+def test_a_correction_left_unsupported_keeps_the_output() -> None:
+    model = Model(lambda old, n: json.dumps([old[0], old[1], "Warsaw"]))
+    scorer = FunctionScorer(lambda premise, claim: 0.0 if "Paris" in claim or "Warsaw" in claim else 1.0)
+    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False, method="constrained")
+    result = fixer.correct(CONTEXT, "Marie Curie was born in Paris.")
+    [change] = result.changes
+    assert not change.applied and "not supported by the context either" in (change.reason or "")
+    assert result.corrected == "Marie Curie was born in Paris." and result.status == "unchanged"
+
+
+def test_words_the_context_lacks_are_refused_and_the_output_kept() -> None:
+    model = Model(lambda old, n: json.dumps([old[0], old[1], "Berlin"]) if old == BORN_PARIS else fix(old, n))
+    result = make(model).correct(CONTEXT, OUTPUT)
+    paris = next(c for c in result.changes if c.old is not None and c.old.object == "Paris")
+    assert not paris.applied and "does not contain: berlin" in (paris.reason or "")
+    assert "born in Paris" in result.corrected and "won two Nobel Prizes" in result.corrected
+
+
+def test_an_unchanged_number_is_chosen_among_the_context_values_of_its_kind() -> None:
+    offered: list[str] = []
+
+    def choose(prompt: str) -> str:
+        offered.append(prompt)
+        return "1"
+
+    model = Model(lambda old, n: json.dumps(old) if old == WON_THREE else fix(old, n), choose)
+    result = make(model).correct(CONTEXT, OUTPUT)
+    assert result.corrected == FIXED
+    [prompt] = offered
+    assert 'replace "three"' in prompt and "1. two" in prompt and "0. none of them" in prompt
+    assert "1934" not in prompt.split("Which value")[1]  # a year is a date, not a number
+    won = next(c for c in result.changes if c.old is not None and c.old.object == "three Nobel Prizes")
+    assert won.applied and won.llm_calls == 2 and won.new is not None and won.new.object == "two Nobel Prizes"
+
+
+@pytest.mark.parametrize("answer", ["0", "7", "none"])
+def test_no_valid_choice_keeps_the_output(answer: str) -> None:
+    model = Model(lambda old, n: json.dumps(old), lambda prompt: answer)
+    result = make(model).correct(CONTEXT, OUTPUT)
+    won = next(c for c in result.changes if c.old is not None and c.old.object == "three Nobel Prizes")
+    assert not won.applied and "no value of the context chosen" in (won.reason or "")
+    assert "three Nobel Prizes" in result.corrected
+
+
+def test_an_unchanged_triple_without_candidates_gets_the_follow_up() -> None:
+    model = Model(lambda old, n: json.dumps(old) if n == 0 else fix(old, n))
+    result = make(model).correct(CONTEXT, "Marie Curie was born in Paris.")
+    assert result.corrected == "Marie Curie was born in Warsaw."
+    [change] = result.changes
+    assert change.follow_up and change.llm_calls == 2
+
+
+def test_changed_words_missing_from_the_output_are_refused() -> None:
+    model = Model(lambda old, n: json.dumps(BORN_WARSAW))
+    result = make(model).correct(CONTEXT, PARAPHRASED)  # the triple says "Paris", the output does not
+    [change] = result.changes
+    assert not change.applied and change.reason == "the changed words of the triple are not in the output"
+    assert result.corrected == PARAPHRASED and result.status == "unchanged"
+
+
+def test_a_date_replaced_by_something_else_is_refused_and_a_date_chosen() -> None:
+    context = "The ship left Tampa on Sunday for a cruise."
+    output = "The ship left on Friday for a cruise."
+    KG[output] = [["The ship", "left on", "Friday"]]
+    model = Model(lambda old, n: json.dumps(["The ship", "left on", "Tampa"]), lambda prompt: "1")
+    result = make(model).correct(context, output)
+    [change] = result.changes
+    assert change.applied and result.corrected == "The ship left on Sunday for a cruise."
+    assert len(model.of("choice")) == 1 and "1. Sunday" in str(model.of("choice")[0][0].content)
+    assert "replaces a date ('Friday') with something else ('Tampa')" in _why(make, context, output)
+
+
+def _why(factory: Any, context: str, output: str) -> str:
+    """The reason a triple is refused when the model only ever proposes a place for the date (no choice made)."""
+    model = Model(lambda old, n: json.dumps(["The ship", "left on", "Tampa"]), lambda prompt: "0")
+    [change] = factory(model).correct(context, output).changes
+    return change.reason or ""
+
+
+def test_a_triple_repeating_a_corrected_value_costs_no_call() -> None:
+    context = "Bills could rise by £200 over five years."
+    output = "Bills could rise by £ 120 over five years."
+    KG[output] = [["Bills", "could rise by", "£ 120 over five years"], ["Bills", "rise by", "£ 120 over five years"]]
+    model = Model(lambda old, n: json.dumps([old[0], old[1], "£200 over five years"]))
+    result = make(model).correct(context, output)
+    first, second = result.changes
+    assert first.applied and result.corrected == "Bills could rise by £ 200 over five years."
+    assert second.llm_calls == 0 and second.reason == "already corrected by an earlier change of this output"
+    assert second.new is not None and second.new.object == "£ 200 over five years"
+    assert len(model.of("B")) == 1
+
+
+# --------------------------------------------------------------------------- the helpers
+def test_triple_edits_find_the_changed_words_only() -> None:
+    assert [(e.old, e.new) for e in triple_edits(T(WON_THREE), T(WON_TWO))] == [("three", "two")]
+    assert triple_edits(T(WON_THREE), T(["marie curie", "won", "Three Nobel prizes"])) == []  # case aside
+    assert triple_edits(T(["A", "has", "1,200 fans"]), T(["A", "has", "1200 fans"])) == []
+    assert [(e.old, e.new) for e in triple_edits(T(["It", "is not", "known"]), T(["It", "is", "known"]))] == [
+        ("is not", "is")]
+    assert triple_edits(T(["He", "bid for", "cycling 's record"]), T(["He", "bid for", "cycling's record"])) == []
+
+
+def test_substitute_changes_only_the_edited_words_near_the_triple() -> None:
+    text = "In 2014 he won three cups. Later she won three Nobel Prizes."
+    out = substitute(text, [Edit(old="three", new="two")], T(["she", "won", "three Nobel Prizes"]))
+    assert out == "In 2014 he won three cups. Later she won two Nobel Prizes."
+    assert substitute("It is not known.", [Edit(old="is not", new="is")], T(["It", "is not", "known"])) == (
+        "It is known.")
+    assert substitute("A b.", [Edit(old="zz", new="x")], T(["A", "b", "c"])) is None
+    assert substitute("A b.", [], T(["A", "b", "c"])) is None
+
+
+def test_foreign_words_and_typed_values() -> None:
+    assert foreign_words("two Nobel Prizes", CONTEXT) == []
+    assert foreign_words("3 Grammy awards", CONTEXT) == ["3", "grammy", "awards"]
+    assert foreign_words("1,200", "about 1200 people") == []
+    kinds = [(v.text, v.kind) for v in typed_values("On Friday, 3 May 2014, 1,200 people paid £ 5 and 40%.")]
+    assert kinds == [("Friday", "date"), ("3 May 2014", "date"), ("1,200", "number"), ("£ 5", "number"),
+                     ("40%", "number")]
+
+
+def test_candidates_are_the_evidence_values_of_the_same_kind() -> None:
+    found = candidates_for(T(["The ship", "left on", "Friday"]), "It left on Sunday with 300 people.")
+    assert found is not None and found[0].text == "Friday" and found[1] == ["Sunday"]
+    assert candidates_for(T(["The ship", "left", "Tampa"]), "It left on Sunday.") is None
+    assert candidates_for(T(["A", "won", "two cups"]), "A won two cups.") is None
+    assert replace_value(T(["A", "won", "two cups"]), "two", "three") == T(["A", "won", "three cups"])
+    assert replace_value(T(["A", "won", "cups"]), "two", "three") is None
