@@ -709,6 +709,11 @@ def test_cli_correct_writes_reports_and_a_summary(tmp_path: Path, monkeypatch: p
     assert again.exit_code == 0 and len(out.read_text().splitlines()) == 3  # resumed: nothing redone
     bad = CliRunner().invoke(app, ["correct", str(src), "-o", str(out), "--method", "rewrite"])
     assert bad.exit_code == 2
+    constrained = tmp_path / "constrained.jsonl"
+    done = CliRunner().invoke(app, ["correct", str(src), "-o", str(constrained), *fakes, "--method", "constrained"])
+    assert done.exit_code == 0, done.output
+    first = json.loads(constrained.read_text().splitlines()[0])
+    assert (first["method"], first["status"], first["corrected"]) == ("constrained", "corrected", FIXED)
 
 
 def test_cli_correct_writes_the_html_report_of_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
