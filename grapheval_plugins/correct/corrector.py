@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 
-from .. import aggregate
 from .._async import run_sync
 from ..exceptions import InputError, MissingDependencyError, ScoringError
 from ..inputs import PASSAGE_SEPARATOR, normalize_output, normalize_passages
@@ -400,7 +399,8 @@ class GraphCorrect:
         """The re-check of an output edited in place, without the chat model: the triples it states are the
         previous report's with the changed ones replaced; a claim whose triple did not change keeps its verdict,
         the changed triples and (when the decision rule reads it) the whole output are scored again against the
-        context, and the row is decided by GraphEval's own rule and threshold."""
+        context, and the row is decided by GraphEval's own decision rule and threshold. No fidelity round trip:
+        a changed triple is what the edited output now says, by construction."""
         engine = self.grapheval
         t0 = time.perf_counter()
         previous = {(c.claim, c.triple): c for c in before.claims if c.triple is not None}
@@ -416,8 +416,8 @@ class GraphCorrect:
             seen.add(claim)
             slots.append(previous.get((claim, triple)) or (claim, triple))
         todo = [s for s in slots if isinstance(s, tuple)]
-        weights = engine.decision_weights()
-        hypotheses = [c for c, _ in todo] + ([output] if weights is not None else [])
+        rule, weights = engine.decision_rule()
+        hypotheses = [c for c, _ in todo] + ([output] if rule.needs.whole_output else [])
         extraction = Extraction(
             triples=list(triples),
             issues=[f"re-check of an in-place edit: the previous triples with the changed ones replaced; "
@@ -450,20 +450,21 @@ class GraphCorrect:
                 continue
             checks.append(self._claim_check(claim, triple, score, output))
         whole = None
-        if weights is not None:
+        if rule.needs.whole_output:
             score = next(fresh)
             if score.error is None:
                 whole = self._claim_check(output, None, score, output)
             else:
                 unjudged.append(StageError(stage="check", type="ScoringError", message=f"whole output: {score.error}"))
-        p = aggregate.p_hallucination([c.p_unsupported for c in checks], whole.p_unsupported if whole else None,
-                                      weights)
-        hallucinated: bool | None = p > engine.hallucination_threshold
+        decision = rule.decide(checks, threshold=engine.hallucination_threshold, whole_output=whole, weights=weights)
+        hallucinated: bool | None = decision.hallucinated
         if unjudged and not hallucinated:
             hallucinated = None
         seconds = time.perf_counter() - t0
         return Report(
-            **common, method=before.method, hallucinated=hallucinated, score=None if hallucinated is None else 1.0 - p,
+            **common, method=rule.name, hallucinated=hallucinated,
+            score=None if hallucinated is None else 1.0 - decision.p_hallucination,
+            decision=None if hallucinated is None else decision,
             claims=checks, whole_output=whole, timings={"check": seconds, "total": seconds}, errors=unjudged,
         )
 

@@ -107,7 +107,9 @@ def test_an_answer_from_the_context_is_replaced_in_place_and_rechecked_without_e
     assert all(c.kind == "constrained" for c in result.changes)
     assert len(model.of("A")) == 1  # detection only: the re-check scores the changed triples, no extraction
     assert result.recheck_llm_calls == 0 and result.llm_calls == 2
-    assert result.recheck is not None
+    assert result.recheck is not None and result.detection is not None
+    assert result.recheck.method == result.detection.method  # decided by the engine's own rule
+    assert result.recheck.decision is not None and result.recheck.hallucinated is False
     assert [c.triple.as_list() for c in result.recheck.claims if c.triple is not None] == [
         BORN_WARSAW, WON_TWO, DIED]
     died = [c for c in result.detection.claims if c.triple == T(DIED)]
