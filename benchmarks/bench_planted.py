@@ -298,17 +298,6 @@ def originals(
 
 
 # --------------------------------------------------------------------------------------------- tables
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``; the platform's processor string elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def _pct(n: int, d: int) -> str:
     return "—" if not d else f"{100 * n / d:.0f} % ({n}/{d})"
 
@@ -424,7 +413,7 @@ def table(
         if not row.get("error"):
             report = Report.model_validate({k: v for k, v in row.items() if k in Report.model_fields})
             det[case.id] = {**row, "on_target": on_target(report, case)}
-    typer.echo(f"Chat model: `{llm_name}`; scorer: `{scorer_name}`; machine: {cpu_model()} ({platform.machine()}, "
+    typer.echo(f"Chat model: `{llm_name}`; scorer: `{scorer_name}`; machine: {bench.cpu_model()} ({platform.machine()}, "
                f"{os.cpu_count()} CPU(s)); {len(cases)} planted cases detected.\n")
     opath = originals_path(results_dir, llm_name, scorer_name, tag)
     original = {r["id"]: r for r in bench.load_results(opath)} if opath.exists() else None

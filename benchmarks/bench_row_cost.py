@@ -120,7 +120,7 @@ def run(
             results.append(result)
             typer.echo(f"{row['id']} {name}: {result['seconds']:.1f} s, {result['claims']} claims", err=True)
     record = {
-        "date": date.today().isoformat(), "cpu": _cpu(), "python": platform.python_version(),
+        "date": date.today().isoformat(), "cpu": bench.cpu_model(), "python": platform.python_version(),
         "command": f"benchmarks/bench_row_cost.py --dataset {dataset} --rows {rows} --seed {seed} --threads {threads}",
         "load_average": [round(min(load or [0]), 2), round(max(load or [0]), 2)],
         "summary": summary(results, names), "rows": results,
@@ -152,16 +152,6 @@ def table(summary_: dict[str, dict[str, float]]) -> str:
         lines.append(f"| {name} | {int(v['rows'])} | {v['seconds']:.1f} | {v['extract']:.1f} | {v['check']:.1f} | "
                      f"{v['claims']:.1f} | {v['vs_raw']:.2f} |")
     return "\n".join(lines)
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ __all__ = [
     "balanced_accuracy",
     "bootstrap_lift",
     "cache_only_chat_model",
+    "cpu_model",
     "default_data_dir",
     "export_kg",
     "fit_threshold",
@@ -83,6 +84,19 @@ DATASETS: tuple[str, ...] = ("summeval", "qags_c", "qags_x")
 
 
 # --------------------------------------------------------------------------------------------- data
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; the platform's processor string elsewhere), for benchmark records."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def default_data_dir() -> Path:
     """Where the benchmark files are: ``$GRAPHEVAL_BENCH_DATA``, else ``shared/data/benchmarks`` beside the
     repository (``../shared``) or inside it, found from this file's place in the repository."""
