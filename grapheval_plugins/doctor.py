@@ -5,6 +5,7 @@
 * the package version and which extras are installed; Python; torch / transformers / llama-cpp-python versions;
 * the CPU features llama.cpp picks kernels by (AVX2, AVX-512, AMX, NEON) and whether llama.cpp's extra weight
   buffer types (the AMX repack path) are on, and why;
+* the numeric path the HuggingFace scorers will run on this CPU (float32, bfloat16 autocast or int8), and why;
 * for each offline model, where its weights resolve from (environment variable, cache, hub cache, installed
   weight packages, or only the hub) and whether the sha256 matches the pin;
 * whether the model hub is reachable (one TCP connection attempt with a short timeout; skipped when
@@ -30,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any, Literal
 
+from .check._precision import MAX_DELTA_P, choose_precision
 from .local.cpu import CPUFeatures, cpu_features, decide_extra_buffers
 from .local.hub import HubProbe, hub_enabled, probe_hub
 from .local.probe import ProbeResult, run_probe
@@ -169,6 +171,18 @@ def run_doctor(
         note = " — the AMX repack path is known to crash on this CPU" if decision.risky else ""
         report.add("extra buffer types", "warn" if decision.risky else "ok",
                    f"{'on' if decision.enabled else 'off'} ({decision.reason}){note}")
+
+    # The HF scorers' numeric path on this CPU (chosen from the same flags; torch is not imported)
+    try:
+        precision = choose_precision(None, device_type="cpu", flags=cpu.flags)
+    except ValueError as exc:  # a bad GRAPHEVAL_HF_DTYPE value
+        report.add("HF scorers on CPU", "warn", str(exc))
+    else:
+        report.facts["hf_precision"] = {"cpu": precision.name, "reason": precision.reason,
+                                        "guarded": precision.guarded}
+        guard = (f"; checked at load against float32 (falls back if P(supported) moves > {MAX_DELTA_P})"
+                 if precision.guarded else "")
+        report.add("HF scorers on CPU", "info", f"{precision.describe()}{guard}; on a GPU: half-precision weights")
 
     # Weights of the offline models
     locate = weights_locator or (lambda name: locate_weights(name, verify=verify))

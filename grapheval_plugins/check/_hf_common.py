@@ -23,6 +23,16 @@ from ._hub import (
     read_config_dict,
     read_state_dict,
 )
+from ._precision import (
+    MAX_DELTA_P,
+    PROBE_PAIRS,
+    Precision,
+    choose_precision,
+    keep_heads_float32,
+    max_delta,
+    quantize_int8,
+    store_linear_bf16,
+)
 from ._runtime import (
     DeviceLike,
     DTypeLike,
@@ -42,7 +52,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 __all__ = [
-    "DTypeLike", "DeviceLike", "Features", "HFScorer", "HFScorerOptions", "HubOptions", "_torch", "_transformers", "find_weights",
+    "DTypeLike", "DeviceLike", "Features", "HFScorer", "HFScorerOptions", "HubOptions", "Precision", "_torch", "_transformers", "find_weights",
     "load_error", "logger", "looks_like_path", "pad_batch", "pinned_revision", "read_config_dict", "read_state_dict",
     "resolve_dtype", "select_device",
 ]
@@ -113,6 +123,8 @@ class HFScorer(Scorer):
         self.name = f"{self.kind}:{self.model_name}"
         self._device_arg = device
         self._dtype_arg = dtype
+        self.precision: Precision | None = None
+        """The numeric path the loaded model runs on, and why (``None`` until :meth:`load`)."""
         self._model: Any = None
         self._tokenizer: Any = None
         self._device: Any = None
@@ -188,7 +200,11 @@ class HFScorer(Scorer):
                 return self
             self._ensure_tokenizer()
             device = select_device(self._device_arg)
-            dtype = resolve_dtype(self._dtype_arg, device, allow_fp16=self.allow_fp16)
+            precision = choose_precision(self._dtype_arg, device_type=device.type)
+            dtype = resolve_dtype(precision.weights, device, allow_fp16=self.allow_fp16)
+            if precision.name == "device-default":
+                precision = precision.with_reason(precision.reason + f": {str(dtype).replace('torch.', '')}",
+                                                  name=str(dtype).replace("torch.", ""))
             try:
                 model = self._load_model(dtype)
                 model = model.to(device=device, dtype=dtype)
@@ -198,10 +214,47 @@ class HFScorer(Scorer):
                 raise load_error("model", self.model_name, self.hub, exc) from exc
             model.eval()
             self._after_load(model)
-            logger.info("%s loaded on %s as %s", self.name, device, str(dtype).replace("torch.", ""))
             self._device = device
+            model, precision = self._apply_precision(model, precision)
+            logger.info("%s loaded on %s: %s", self.name, device, precision.describe())
+            self.precision = precision
             self._model = model
         return self
+
+    def _apply_precision(self, model: Any, precision: Precision) -> tuple[Any, Precision]:
+        """The model on ``precision``'s path (bf16 autocast with float32 heads, or dynamic int8).
+
+        A path chosen automatically (``precision.guarded``) is checked first: :data:`PROBE_PAIRS` are scored in
+        float32 and on the path, and a change of P(supported) above :data:`MAX_DELTA_P` keeps float32.
+        """
+        if not (precision.autocast or precision.int8):
+            return model, precision
+        reference = self._probe(model, autocast=False) if precision.guarded else None
+        changed = model
+        if precision.autocast:
+            keep_heads_float32(model)
+        else:
+            changed = quantize_int8(model)
+        if reference is not None:
+            delta = max_delta(reference, self._probe(changed, autocast=precision.autocast))
+            if delta > MAX_DELTA_P:
+                logger.warning("%s: %s moved P(supported) by up to %.3f on the load check (> %.2f); using float32",
+                               self.name, precision.name, delta, MAX_DELTA_P)
+                return model, Precision("float32", f"auto: {precision.name} was chosen ({precision.reason}) but "
+                                                   f"moved P(supported) by {delta:.3f} > {MAX_DELTA_P} on the load check")
+            precision = precision.with_reason(
+                f"{precision.reason}; load check: max |ΔP(supported)| {delta:.4f} on {len(PROBE_PAIRS)} probe pairs")
+        if precision.autocast:
+            store_linear_bf16(changed)  # after the check: the same numbers under autocast, no cast per batch
+        return changed, precision
+
+    def _probe(self, model: Any, *, autocast: bool) -> list[float]:
+        """P(supported) of :data:`PROBE_PAIRS` through ``model`` (the load-time guard of a reduced path)."""
+        torch = _torch()
+        features = self._encode(PROBE_PAIRS)
+        batch = {k: v.to(self._device) for k, v in pad_batch(features, self._ensure_tokenizer().pad_token_id).items()}
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            return [float(p) for p in self._support(model, batch).float().cpu().tolist()]
 
     @property
     def model(self) -> torch.nn.Module:
@@ -318,8 +371,10 @@ class HFScorer(Scorer):
         """P(supported) of one padded batch, or ``None`` when a batch of more than one row ran out of memory."""
         batch = {k: v.to(self._device) for k, v in pad_batch(features, self._tokenizer.pad_token_id).items()}
         out_of_memory = False
+        autocast = self.precision is not None and self.precision.autocast
         try:
-            probs = self._support(self._model, batch)
+            with _torch().autocast("cpu", dtype=_torch().bfloat16, enabled=autocast):
+                probs = self._support(self._model, batch)
         except Exception as exc:
             if not (len(features) > 1 and _is_oom(exc)):
                 raise

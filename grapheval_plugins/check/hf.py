@@ -1,9 +1,10 @@
 """HuggingFace scorers: HHEM-2.1-Open, T5 "1"/"0" NLI models (TRUE, TrueTeacher), MNLI-style cross-encoders.
 
 Each takes a hub name or a local folder, loads lazily (on the first :meth:`~HFScorer.predict_support` or an
-explicit :meth:`~HFScorer.load`), picks cuda → mps → cpu, runs half precision on a GPU, sorts pairs by length into
-batches, and declares its token window so that :meth:`~grapheval_plugins.check.Scorer.check` splits long contexts
-into chunks instead of letting the tokenizer cut them. Importing this module imports neither torch nor
+explicit :meth:`~HFScorer.load`), picks cuda → mps → cpu, runs half precision on a GPU and bfloat16 autocast on a
+CPU with native bfloat16 (``dtype=`` chooses), sorts pairs by length into batches, and declares its token window
+so that :meth:`~grapheval_plugins.check.Scorer.check` splits long contexts into chunks instead of letting the
+tokenizer cut them. Importing this module imports neither torch nor
 transformers.
 
 Setup::
@@ -175,7 +176,12 @@ class HHEMScorer(HFScorer):
             else the config's ``foundation`` (``google/flan-t5-base``, pinned to :data:`FLAN_T5_BASE_REVISION`).
         tokenizer_revision: commit of a hub ``tokenizer`` (and of the foundation config).
         device: ``"cuda"``, ``"mps"``, ``"cpu"``…; ``None`` picks cuda → mps → cpu.
-        dtype: ``torch.bfloat16``, ``"float32"``…; ``None``: bfloat16 on a GPU that has it, else float32.
+        dtype: the numeric path (:mod:`~grapheval_plugins.check._precision`): ``None`` / ``"auto"`` (default; or
+            ``$GRAPHEVAL_HF_DTYPE``): on a GPU bfloat16 where it has it, else float16 (float32 for T5); on a CPU
+            ``"bf16-autocast"`` where it multiplies bfloat16 natively (AVX-512-BF16, AMX), checked at load against
+            float32, else ``"float32"``. Explicit: ``"float32"``, ``"bf16-autocast"``, ``"int8"`` (dynamic int8,
+            CPU, no accuracy guarantee), ``"bfloat16"`` / ``"float16"`` weights, or a ``torch.dtype``. The
+            loaded scorer's ``precision`` says which path runs, and why.
         batch_size: pairs per forward pass.
         max_length: token window of one (template + premise + hypothesis) input; default
             :data:`HHEM_MAX_TOKENS` (2048), so that most premises are scored whole, as HHEM's own ``predict``

@@ -168,3 +168,21 @@ def test_cli_exit_code_is_1_when_the_main_job_cannot_run(monkeypatch: pytest.Mon
         weights_locator=absent, hub_probe=offline_hub, decode=False))
     result = CliRunner().invoke(app, ["doctor"])
     assert result.exit_code == 1 and "cannot run here" in result.output
+
+
+def test_the_hf_scorers_precision_follows_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GRAPHEVAL_HF_DTYPE", raising=False)
+    report = run_doctor(decode=False, cpu_reader=amx, hub_probe=offline_hub, weights_locator=local)  # type: ignore[arg-type]
+    check = by_name(report)["HF scorers on CPU"]
+    assert check.detail.startswith("bf16-autocast (auto: the CPU multiplies bfloat16 natively (amx_bf16))")
+    assert "checked at load against float32" in check.detail
+    assert report.facts["hf_precision"] == {"cpu": "bf16-autocast", "reason": report.facts["hf_precision"]["reason"],
+                                            "guarded": True}
+    no_bf16 = "model name\t: Intel(R) Xeon(R) Platinum 8375C\nflags\t\t: avx2 avx512f avx512bw\n"
+    report = run_doctor(decode=False, cpu_reader=lambda: parse_cpuinfo(no_bf16, machine="x86_64"),
+                        hub_probe=offline_hub, weights_locator=local)
+    assert report.facts["hf_precision"]["cpu"] == "float32"
+    monkeypatch.setenv("GRAPHEVAL_HF_DTYPE", "int4")
+    report = run_doctor(decode=False, cpu_reader=amx, hub_probe=offline_hub, weights_locator=local)  # type: ignore[arg-type]
+    assert by_name(report)["HF scorers on CPU"].status == "warn"
+    assert report.ok  # the main job does not need the HF scorers
