@@ -171,7 +171,7 @@ def score_row(tool: str, chat: Any, row: dict[str, Any], dataset: str) -> dict[s
             score, error, kind = None, "the tool returned NaN (no statement / claim to judge)", "nan"
     except Exception as exc:  # noqa: BLE001 - every failure of the tool is a result to count
         error, kind = f"{type(exc).__name__}: {str(exc)[:300]}", error_kind(exc)
-        extra = {"last_answer": chat.last_answer[:3000]}  # what the tool could not read
+        extra = {"last_answer": chat.last_answer[:8000]}  # the last answer: what the tool could not read
     return {"id": row["id"], "set": dataset, "label": row["label"], "score": score, "error": error,
             "error_kind": kind, "seconds": round(time.perf_counter() - started, 3),
             "llm_calls": chat.counts.get("calls", 0), "output_tokens": chat.counts.get("output_tokens", 0),
@@ -325,7 +325,7 @@ def graph_methods(names: list[str], llm: str, scorer: str) -> dict[str, dict[str
             t = fresh["timings"]
             out[name][r["id"]] = {
                 "raw": (r["p_raw"], t["check_raw"], False),
-                f"GraphEval default (weights fitted on {loso.fitted_on})": (detection.hybrid_score(r, loso),
+                "GraphEval default (weights fitted on the other two sets)": (detection.hybrid_score(r, loso),
                                                                             t["extract"] + t["check_graph"]
                                                                             + t["check_raw"], False),
                 "GraphEval default, shipped weights (in-sample)": (detection.hybrid_score(r, shipped),
