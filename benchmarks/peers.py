@@ -307,30 +307,45 @@ def graph_methods(names: list[str], llm: str, scorer: str) -> dict[str, dict[str
     ``calibrate.fit_hybrid``), and their seconds as ``detection.py hybrid`` counts them."""
     import detection
 
-    from grapheval_plugins.aggregate import hybrid_weights
+    from grapheval_plugins.aggregate import fitted_weights
+    from grapheval_plugins.calibrate import fit_hybrid
+    from grapheval_plugins.extract.prompts import KG_PROMPT
 
     paper = detection._load_sets(llm, scorer, detection.PAPER_TAG, "concat", list(SETS))
     default = detection._load_sets(llm, scorer, detection.DEFAULT_TAG, "concat", list(SETS))
-    shipped = hybrid_weights(scorer)
+    fidelity = {n: {r["id"]: r for r in detection.bench.load_results(detection.fidelity_path(n, llm, scorer))
+                    if not r.get("error")} for n in SETS}
+    shipped = fitted_weights(scorer, KG_PROMPT.version, "drop")
+
+    def scores(row: dict[str, Any], fid: bool) -> tuple[float, list[float]]:
+        return detection.lab_scores(row, fidelity[row["dataset"]].get(row["id"]) if fid else None)
+
+    def fit(rows: list[dict[str, Any]], fid: bool, fitted_on: str) -> Any:
+        xs = [scores(r, fid) for r in rows]
+        return fit_hybrid([r["label"] for r in rows], [w for w, _ in xs], [max(c) for _, c in xs], fitted_on=fitted_on)
+
     out: dict[str, dict[str, dict[str, tuple]]] = {}
     for name in names:
         base = {r["id"]: r for r in paper.get(name, [])}
         others = [r for other, rs in default.items() if other != name for r in rs]
-        loso = detection.fit_weights(others, "+".join(o for o in default if o != name))
+        fitted_on = "+".join(o for o in default if o != name)
+        loso, loso_off = fit(others, True, fitted_on), fit(others, False, fitted_on)
         out[name] = {}
         for r in default.get(name, []):
             # seconds of the first (uncached) run, as `detection.py hybrid` counts them: raw = its check; the
-            # default = extraction + the triples' check + the whole output's check.
+            # default = extraction + the triples' check + the whole output's check (+ the fidelity pass).
             fresh = base.get(r["id"]) if base.get(r["id"]) and not base[r["id"]].get("cached") else r
             t = fresh["timings"]
+            graph = t["extract"] + t["check_graph"] + t["check_raw"]
+            fid_s = fidelity[name].get(r["id"], {}).get("seconds", 0.0)
             out[name][r["id"]] = {
                 "raw": (r["p_raw"], t["check_raw"], False),
-                "GraphEval default (weights fitted on the other two sets)": (detection.hybrid_score(r, loso),
-                                                                            t["extract"] + t["check_graph"]
-                                                                            + t["check_raw"], False),
-                "GraphEval default, shipped weights (in-sample)": (detection.hybrid_score(r, shipped),
-                                                                   t["extract"] + t["check_graph"] + t["check_raw"],
-                                                                   False),
+                "GraphEval default (weights fitted on the other two sets)": (loso.probability(*scores(r, True)),
+                                                                            graph + fid_s, False),
+                "GraphEval default, shipped weights (in-sample)": (shipped.probability(*scores(r, True)) if shipped
+                                                                   else None, graph + fid_s, False),
+                "GraphEval, fidelity off (weights fitted on the other two sets)": (
+                    loso_off.probability(*scores(r, False)), graph, False),
             }
     return out
 
