@@ -35,6 +35,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..cpu import cpu_features, parse_cpuinfo
+
 __all__ = [
     "MAX_DELTA_P",
     "PRECISION_ENV",
@@ -133,29 +135,16 @@ def native_bf16(flags: Collection[str]) -> bool:
     return any(f in lower for f in BF16_FLAGS)
 
 
-def _read_proc_cpuinfo() -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-
-def read_cpu_flags(read: Callable[[], str | None] = _read_proc_cpuinfo) -> frozenset[str]:
-    """The first CPU's flags from ``/proc/cpuinfo`` (empty where there is none, e.g. macOS or Windows).
-
-    (:func:`grapheval_plugins.local.cpu.cpu_features` reads the same flags for ``grapheval doctor``; the check
-    layer cannot import it.)
+def read_cpu_flags(read: Callable[[], str | None] | None = None) -> frozenset[str]:
+    """This CPU's flags, lower case (:func:`grapheval_plugins.cpu.cpu_features`: ``/proc/cpuinfo`` on Linux,
+    ``sysctl`` on macOS; empty where neither says); ``read`` gives recorded ``/proc/cpuinfo`` text instead.
 
     >>> sorted(read_cpu_flags(lambda: "model name : X\\nflags : fpu AVX512_BF16 avx2\\n"))
     ['avx2', 'avx512_bf16', 'fpu']
     """
-    text = read()
-    for line in (text or "").splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip().lower() in ("flags", "features"):
-            return frozenset(f.lower() for f in value.split())
-    return frozenset()
+    if read is None:
+        return cpu_features().flags
+    return parse_cpuinfo(read() or "").flags
 
 
 def _name_of(dtype: Any) -> str:
