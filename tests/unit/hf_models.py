@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,27 @@ WORDS = (
     "born 1 0 yes no tower built eiffel museum louvre holds painting mona lisa people live million about "
     "king queen founded year century old new large small north south east west bridge street park"
 ).split()
+
+PAIRS = [
+    ("paris is the capital of france .", "paris is in france"),
+    ("the seine flows through paris and the eiffel tower was built in paris .", "the tower is in berlin"),
+    ("berlin", "berlin is a city"),
+    ("the louvre holds the mona lisa painting , a museum in paris .", "the louvre is a museum"),
+    ("about a million people live in the old city north of the river .", "no people live in the city"),
+]
+"""(premise, hypothesis) pairs in the tiny models' vocabulary."""
+
+
+def one_torch_thread() -> Iterator[None]:
+    """Body of a module-scoped autouse fixture: tiny models run fastest on one intra-op thread, above all on a busy
+    machine (``_one_thread = pytest.fixture(autouse=True, scope="module")(H.one_torch_thread)``)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 
 HHEM_WRAPPER_PREFIX = "t5."
 

@@ -32,12 +32,7 @@ PREMISE, HYPOTHESIS = "The capital of France is Paris.", "Paris is in France."
 GOLDEN = R.golden_ids()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():  # type: ignore[no-untyped-def]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+_one_thread = pytest.fixture(autouse=True, scope="module")(H.one_torch_thread)
 
 
 @pytest.fixture(scope="module")

@@ -94,21 +94,10 @@ import hf_models as H  # noqa: E402
 
 from grapheval_plugins.check import _hf_common, hf  # noqa: E402
 
-PAIRS = [
-    ("paris is the capital of france .", "paris is in france"),
-    ("the seine flows through paris and the eiffel tower was built in paris .", "the tower is in berlin"),
-    ("berlin", "berlin is a city"),
-    ("the louvre holds the mona lisa painting , a museum in paris .", "the louvre is a museum"),
-    ("about a million people live in the old city north of the river .", "no people live in the city"),
-]
+PAIRS = H.PAIRS
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():  # type: ignore[no-untyped-def]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+_one_thread = pytest.fixture(autouse=True, scope="module")(H.one_torch_thread)
 
 
 @pytest.fixture(autouse=True)

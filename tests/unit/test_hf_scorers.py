@@ -26,23 +26,11 @@ from grapheval_plugins.check import hf  # noqa: E402
 from grapheval_plugins.check._hf_common import resolve_dtype, select_device  # noqa: E402
 from grapheval_plugins.exceptions import InputError, ModelLoadError  # noqa: E402
 
-PAIRS = [
-    ("paris is the capital of france .", "paris is in france"),
-    ("the seine flows through paris and the eiffel tower was built in paris .", "the tower is in berlin"),
-    ("berlin", "berlin is a city"),
-    ("the louvre holds the mona lisa painting , a museum in paris .", "the louvre is a museum"),
-    ("about a million people live in the old city north of the river .", "no people live in the city"),
-]
+PAIRS = H.PAIRS
 
 
 # --------------------------------------------------------------------------- fixtures (built once per session)
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():  # type: ignore[no-untyped-def]
-    """Tiny models: one intra-op thread is fastest, above all on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+_one_thread = pytest.fixture(autouse=True, scope="module")(H.one_torch_thread)
 
 
 @pytest.fixture(scope="session")
