@@ -68,6 +68,16 @@ def _names(llm: str, scorer: str, fake: bool) -> tuple[str, str]:
     return (FAKE, "keyword-overlap") if fake else (llm, scorer)
 
 
+def _draw(spec: str | None) -> tuple[int, int] | None:
+    """``"N:SEED"`` as ``(N, SEED)``."""
+    if spec is None:
+        return None
+    n, sep, seed = spec.partition(":")
+    if not sep or not n.strip().isdigit() or not seed.strip().lstrip("-").isdigit():
+        raise typer.BadParameter(f"--exclude-draw takes N:SEED (e.g. 32:1), got {spec!r}")
+    return int(n), int(seed)
+
+
 def _suffix(tag: str | None) -> str:
     return f"-{bench.slug(tag)}" if tag else ""
 
@@ -84,10 +94,17 @@ def correct_path(results: Path, llm: str, scorer: str, method: str, tag: str | N
     return results / f"planted-correct-{bench.slug(llm)}-{bench.slug(scorer)}-{method}{_suffix(tag)}.jsonl"
 
 
-def select(cases: Sequence[pe.PlantedCase], sample: int | None, seed: int, limit: int | None) -> list[pe.PlantedCase]:
+def select(
+    cases: Sequence[pe.PlantedCase], sample: int | None, seed: int, limit: int | None,
+    exclude: tuple[int, int] | None = None,
+) -> list[pe.PlantedCase]:
     """The cases of a run: all, or ``sample`` drawn with ``seed`` (kinds in turn, :func:`planted_errors.draw`),
     then grouped by context (cases of one context back to back, so a local judge reuses its evaluated prefix),
-    then the first ``limit``."""
+    then the first ``limit``. ``exclude=(n, s)`` first leaves out the cases of the earlier draw of ``n`` with seed
+    ``s``: a held-out sample for settings tuned on that draw."""
+    if exclude is not None:
+        taken = {c.id for c in pe.draw(cases, exclude[0], exclude[1])}
+        cases = [c for c in cases if c.id not in taken]
     picked = pe.draw(cases, sample, seed) if sample is not None else list(cases)
     first = {c: i for i, c in reversed(list(enumerate(x.context for x in picked)))}
     picked = sorted(picked, key=lambda x: first[x.context])
@@ -208,6 +225,9 @@ def run(
     sample: Annotated[Optional[int], typer.Option(help="Draw N cases (kinds in turn, seeded).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the draw.")] = 0,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N cases (after drawing/grouping).")] = None,
+    exclude_draw: Annotated[
+        Optional[str], typer.Option(help="N:SEED: leave out the cases of that earlier draw (a held-out sample).")
+    ] = None,
     tag: Annotated[Optional[str], typer.Option(help="Suffix of the per-case file names.")] = None,
     threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads of local models (default: all).")] = None,
     fake: Annotated[bool, typer.Option(help="Fake chat model + keyword scorer: a smoke test.")] = False,
@@ -221,7 +241,7 @@ def run(
     bad = [m for m in methods if m not in variants]
     if bad:
         raise typer.BadParameter(f"unknown method(s) {bad}: use {sorted(variants)}")
-    cases = select(pe.read_cases(cases_file), sample, seed, limit)
+    cases = select(pe.read_cases(cases_file), sample, seed, limit, _draw(exclude_draw))
     llm_name, scorer_name = _names(llm, scorer, fake)
     engine = _engine(llm, scorer, fake, threads)
     if not fake:
@@ -267,6 +287,9 @@ def originals(
     sample: Annotated[Optional[int], typer.Option(help="Draw N cases (kinds in turn, seeded).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the draw.")] = 0,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N cases (after drawing/grouping).")] = None,
+    exclude_draw: Annotated[
+        Optional[str], typer.Option(help="N:SEED: leave out the cases of that earlier draw (a held-out sample).")
+    ] = None,
     tag: Annotated[Optional[str], typer.Option(help="Suffix of the per-case file names.")] = None,
     threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads of local models (default: all).")] = None,
     fake: Annotated[bool, typer.Option(help="Fake chat model + keyword scorer: a smoke test.")] = False,
@@ -276,7 +299,7 @@ def originals(
     any error was planted (its false flags on these rows, beside its recall); resumable."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    cases = select(pe.read_cases(cases_file), sample, seed, limit)
+    cases = select(pe.read_cases(cases_file), sample, seed, limit, _draw(exclude_draw))
     llm_name, scorer_name = _names(llm, scorer, fake)
     engine = _engine(llm, scorer, fake, threads)
     if not fake:
