@@ -214,6 +214,14 @@ def _engine(llm: str, scorer: str, fake: bool, threads: int | None) -> GraphEval
     )
 
 
+def warm_judge(engine: GraphEval, case: pe.PlantedCase) -> None:
+    """What a detection of ``case`` in this process leaves the judge holding: the context evaluated (scored
+    against the whole output), then the output (scored against itself, as the extraction-fidelity pass does).
+    Untimed; a correction timed after it is timed as one that follows its detection (``GraphCorrect.correct``
+    without a ``report``)."""
+    engine.scorer.check([case.context, case.corrupted], [case.corrupted, case.corrupted])
+
+
 @app.command()
 def run(
     method: Annotated[
@@ -231,6 +239,11 @@ def run(
     tag: Annotated[Optional[str], typer.Option(help="Suffix of the per-case file names.")] = None,
     threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads of local models (default: all).")] = None,
     fake: Annotated[bool, typer.Option(help="Fake chat model + keyword scorer: a smoke test.")] = False,
+    warm: Annotated[
+        bool,
+        typer.Option(help="Before correcting from a stored detection, score the output against the context, "
+                          "untimed: the judge then holds what a detection in this process would leave it."),
+    ] = True,
     results_dir: Annotated[Path, typer.Option(help="Where the per-case files go.")] = RESULTS,
 ) -> None:
     """Detect the planted errors, then correct each flagged case with every METHOD; resumable."""
@@ -257,7 +270,8 @@ def run(
     t0 = time.perf_counter()
     try:
         for number, case in enumerate(cases, start=1):
-            if case.id not in detections.done():
+            fresh = case.id not in detections.done()
+            if fresh:
                 t = time.perf_counter()
                 report = engine.evaluate(case.context, case.corrupted, id=case.id)
                 detections.append(detection_row(case, report, time.perf_counter() - t))
@@ -267,6 +281,8 @@ def run(
             for m, fixer in fixers.items():
                 if not report.ok or not report.hallucinated or case.id in stores[m].done():
                     continue
+                if warm and not fresh:
+                    warm_judge(engine, case)
                 t = time.perf_counter()
                 result = asyncio.run(fixer.acorrect(case.context, case.corrupted, report=report, id=case.id))
                 row = correction_row(case, m, result, time.perf_counter() - t)

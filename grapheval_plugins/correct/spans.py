@@ -28,9 +28,13 @@ from ..types import Triple
 __all__ = [
     "Edit",
     "Value",
+    "MAX_EDIT_WORDS",
     "candidates_for",
+    "edit_problem",
     "foreign_words",
+    "is_name",
     "kinds_lost",
+    "negation_only",
     "replace_value",
     "substitute",
     "triple_edits",
@@ -239,6 +243,110 @@ def kinds_lost(edit: Edit) -> str | None:
     has = {v.kind for v in typed_values(edit.new)}
     lost = sorted(had - has)
     return lost[0] if lost else None
+
+
+MAX_EDIT_WORDS = 5
+"""The most words a correction may replace or bring in at one place: a wrong value is a name, a number, a date, a
+negation or a relation word, not a clause."""
+
+_NEGATIONS = frozenset({"not", "never", "no", "n't"})
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;\"“]\s*|\n\s*)$")
+
+
+def _words_of(text: str) -> list[str]:
+    return [_norm(t.group()) for t in _tokens(text) if re.match(r"\w", t.group())]
+
+
+def is_name(text: str, context: str) -> bool:
+    """Whether ``text`` is a name of the context: each of its content words (digits aside) is written with a capital
+    in most of its occurrences in the context that do not start a sentence (outputs are often lower-cased; the
+    context says which words are names). Words the context has only at the start of sentences, or not at all, say
+    nothing; ``False`` when no word says anything.
+
+    >>> ctx = "Talks on the future of Scotland went on. The UK government spoke of devolution. Scotland voted."
+    >>> is_name("the scotland", ctx), is_name("uk", ctx), is_name("devolution", ctx), is_name("the", ctx)
+    (True, True, False, False)
+    """
+    words = [w for w in _words_of(text) if w not in _STOP and not w[0].isdigit()]
+    seen = False
+    for word in words:
+        capital = lower = 0
+        for m in re.finditer(rf"(?<!\w){re.escape(word)}(?!\w)", context, re.I):
+            if _SENTENCE_START.search(context[max(0, m.start() - 3) : m.start()]):
+                continue  # a capital at the start of a sentence says nothing
+            if m.group()[0].isupper():
+                capital += 1
+            else:
+                lower += 1
+        if capital + lower == 0:
+            continue  # only at the start of sentences, or not in the context: no evidence either way
+        if capital <= lower:
+            return False
+        seen = True
+    return seen
+
+
+def negation_only(edit: Edit) -> bool:
+    """Whether ``edit`` only adds or removes a negation ("is" → "is not", "did not sign" → "signed"), which turns a
+    claim into its opposite.
+
+    >>> negation_only(Edit(old="has been", new="has not been")), negation_only(Edit(old="been not", new="been"))
+    (True, True)
+    >>> negation_only(Edit(old="did not sign", new="signed")), negation_only(Edit(old="2016", new="2016 finals"))
+    (True, False)
+    """
+    old, new = _words_of(edit.old), _words_of(edit.new)
+    negated = any(w in _NEGATIONS for w in old) != any(w in _NEGATIONS for w in new)
+    return negated and _stems(old) == _stems(new)
+
+
+def _stems(words: list[str]) -> list[str]:
+    """The words without negations and the auxiliary "do", each cut to a crude stem ("signed", "signs" → "sign")."""
+    out = []
+    for w in words:
+        if w in _NEGATIONS or w in ("do", "does", "did"):
+            continue
+        for suffix in ("ed", "es", "s", "d"):
+            if len(w) > len(suffix) + 2 and w.endswith(suffix):
+                w = w[: -len(suffix)]
+                break
+        out.append(w)
+    return out
+
+
+def edit_problem(edit: Edit, context: str) -> str | None:
+    """Why ``edit`` is not a correction of a wrong value (``None``: it may be one):
+
+    * it brings in or drops words without replacing any (a negation aside): "euro 2016" → "euro 2016 finals" adds
+      a fact, it does not fix one, and a claim cut short is a deletion;
+    * it replaces more than :data:`MAX_EDIT_WORDS` words, or brings in more: a rewrite of the claim;
+    * it replaces a name of the context with words that are not one ("the scotland" → "devolution").
+
+    >>> ctx = "Wales is central to the debate on the future of the UK, and on devolution."
+    >>> edit_problem(Edit(old="the scotland", new="devolution"), ctx + " In Scotland, turnout was high.")
+    "it replaces a name ('the scotland') with words that are not one ('devolution')"
+    >>> edit_problem(Edit(old="the scotland", new="the UK"), ctx + " In Scotland, turnout was high.") is None
+    True
+    >>> edit_problem(Edit(old="2016", new="2016 finals"), ctx)
+    "it adds words ('finals') without replacing any"
+    """
+    old, new = _words_of(edit.old), _words_of(edit.new)
+    if negation_only(edit):
+        return None
+    if not new:
+        return f"it drops {edit.old!r} without replacing it"
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    kept = sum(size for _, _, size in matcher.get_matching_blocks())
+    if kept == len(old):
+        added = [w for w in new if w not in old] or new[len(old):]
+        return f"it adds words ({' '.join(added)!r}) without replacing any"
+    if kept == len(new):
+        return f"it drops words of {edit.old!r} without replacing them"
+    if max(len(old), len(new)) > MAX_EDIT_WORDS:
+        return f"it rewrites {len(old)} words into {len(new)}, more than a wrong value ({MAX_EDIT_WORDS} at most)"
+    if is_name(edit.old, context) and not is_name(edit.new, context):
+        return f"it replaces a name ({edit.old!r}) with words that are not one ({edit.new!r})"
+    return None
 
 
 def _value_key(text: str) -> str:

@@ -25,7 +25,17 @@ from ..types import ClaimCheck, Report, Triple
 from .evidence import closest_sentences, deciding_passage, failure_reason
 from .guard import Guard, Tally
 from .prompts import CorrectionPrompts
-from .spans import Edit, candidates_for, foreign_words, kinds_lost, replace_value, substitute, triple_edits
+from .spans import (
+    Edit,
+    candidates_for,
+    edit_problem,
+    foreign_words,
+    kinds_lost,
+    replace_value,
+    substitute,
+    triple_edits,
+    typed_values,
+)
 from .text import check_rewrite, clean_rewrite
 from .types import CorrectionMethod, TripleChange
 
@@ -330,10 +340,16 @@ class ConstrainedStrategy:
 
     method: CorrectionMethod = "constrained"
 
-    def __init__(self, evidence_sentences: int = 3) -> None:
+    def __init__(self, evidence_sentences: int = 3, context_sentences: int | None = 8) -> None:
         if evidence_sentences < 1:
             raise ValueError("evidence_sentences must be >= 1")
+        if context_sentences is not None and context_sentences < evidence_sentences:
+            raise ValueError("context_sentences must be None or >= evidence_sentences")
         self.evidence_sentences = evidence_sentences
+        self.context_sentences = context_sentences
+        """How many sentences of the deciding passage (the closest to the triple, in passage order) step 1 reads as
+        its context; ``None``: the whole context. A short prompt is read faster, and the values it offers are the
+        closest sentences' anyway."""
 
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]:
         current = job.current
@@ -385,20 +401,23 @@ class ConstrainedStrategy:
         """The corrected triple, or ``None`` with ``change.reason`` set."""
         passage = deciding_passage(claim, job.ctx)
         evidence = closest_sentences(passage, old, k=self.evidence_sentences)
+        shown = job.ctx
+        if self.context_sentences is not None:
+            shown = closest_sentences(passage, old, k=self.context_sentences) or job.ctx
         reason = failure_reason(claim.p_unsupported, job.report.threshold)
-        messages = editor.prompts.evidence_triple_messages(old, job.ctx, evidence or NO_EVIDENCE, reason)
+        messages = editor.prompts.evidence_triple_messages(old, shown, evidence or NO_EVIDENCE, reason)
         answer = await self._ask(editor, job, messages, change)
         new = parse_single_triple(answer) if answer else None
         problem = self._problem(old, new, job.ctx)
         if problem is None and new is not None:
-            problem = await self._unsupported(editor, job, new, claim.p_unsupported)
+            problem = await self._unsupported(editor, job, new, claim.p_unsupported, strict=not _changes_a_value(old, new))
             if problem is None:
                 return new
         offered = candidates_for(old, evidence) if evidence else None
         if offered is not None:
             value, options = offered
             choice = await self._ask(
-                editor, job, editor.prompts.choice_messages(old, job.ctx, evidence, value.text, options), change
+                editor, job, editor.prompts.choice_messages(old, shown, evidence, value.text, options), change
             )
             picked = _option(choice, options) if choice is not None else None
             if picked is None:
@@ -424,7 +443,9 @@ class ConstrainedStrategy:
         retried = parse_single_triple(second) if second else None
         problem = self._problem(old, retried, job.ctx)
         if problem is None and retried is not None:
-            problem = await self._unsupported(editor, job, retried, claim.p_unsupported)
+            problem = await self._unsupported(
+                editor, job, retried, claim.p_unsupported, strict=not _changes_a_value(old, retried)
+            )
         if problem is not None:
             change.new = retried
             change.reason = f"step 1 (after the follow-up): {problem}"
@@ -432,11 +453,15 @@ class ConstrainedStrategy:
         return retried
 
     @staticmethod
-    async def _unsupported(editor: Editor, job: Round, new: Triple, before: float | None) -> str | None:
+    async def _unsupported(
+        editor: Editor, job: Round, new: Triple, before: float | None, strict: bool = False
+    ) -> str | None:
         """Why a corrected triple is not taken after scoring it against the context: it is unsupported and no
         better supported than the flagged triple was (P(unsupported) ``before``); ``None``: it is taken. (A small
         judge often leaves a right correction just above the threshold: better than the flagged triple is enough,
-        the re-check then says whether the output passes.) The verdict is kept for the re-check
+        the re-check then says whether the output passes.) ``strict`` (a correction that changes something other
+        than a number or a date: a name, a word, a negation, which nothing constrains the way the context's values
+        of one kind constrain a number or a date): it must be supported. The verdict is kept for the re-check
         (:attr:`Round.verified`); a scorer failure lets the triple through (the re-check scores it again)."""
         if not editor.verify:
             return None
@@ -455,6 +480,9 @@ class ConstrainedStrategy:
                            unsupported=score.p_unsupported > threshold, evidence=score.chunk,
                            evidence_index=score.chunk_index, evidence_passage=score.passage_index)
         job.verified[new] = check
+        if check.unsupported and strict:
+            return (f"the corrected triple changes more than a number or a date and is not supported by the "
+                    f"context (P(unsupported) = {score.p_unsupported:.2f})")
         if check.unsupported and (before is None or score.p_unsupported >= before):
             was = "" if before is None else f", the flagged triple's {before:.2f}"
             return (f"the corrected triple is not supported by the context either (P(unsupported) = "
@@ -486,7 +514,17 @@ class ConstrainedStrategy:
             lost = kinds_lost(edit)
             if lost:
                 return f"the corrected triple replaces a {lost} ({edit.old!r}) with something else ({edit.new!r})"
+            problem = edit_problem(edit, context)
+            if problem:
+                return f"the corrected triple is not a corrected value: {problem}"
         return None
+
+
+def _changes_a_value(old: Triple, new: Triple) -> bool:
+    """Whether every change from ``old`` to ``new`` replaces a number or a date (by one of its kind, see
+    :func:`~grapheval_plugins.correct.spans.kinds_lost`)."""
+    edits = triple_edits(old, new)
+    return bool(edits) and all(typed_values(e.old) and typed_values(e.new) for e in edits)
 
 
 def _option(answer: str, options: Sequence[str]) -> str | None:

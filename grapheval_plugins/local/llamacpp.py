@@ -16,6 +16,9 @@ Everything version-dependent about llama-cpp-python lives here, behind checks th
 * :func:`next_logits` reads the logits of the last evaluated position; :func:`eval_logits` evaluates a few tokens
   in one batch and reads the logits of every one of them (prompt-lookup decoding verifies its drafts with it).
 * :func:`set_threads` changes a context's thread counts between evaluations (``llama_set_n_threads``).
+* :func:`save_sequence` / :func:`restore_sequence` copy the KV cells of the context's sequence out and back
+  (``llama_state_seq_get_data`` / ``llama_state_seq_set_data``), so a session can return to a prefix it evaluated
+  earlier without evaluating it again.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ __all__ = [
     "llama_cpp_version",
     "load_llama",
     "next_logits",
+    "restore_sequence",
+    "save_sequence",
     "set_threads",
     "validate_model_file",
 ]
@@ -188,6 +193,59 @@ def set_threads(llama: Any, n_threads: int, n_threads_batch: int) -> bool:
     if setter is None:
         return False
     setter(int(n_threads), int(n_threads_batch))
+    return True
+
+
+def _state_functions() -> tuple[Any, Any, Any] | None:
+    try:
+        from llama_cpp import llama_cpp
+    except ImportError:
+        return None
+    names = ("llama_state_seq_get_size", "llama_state_seq_get_data", "llama_state_seq_set_data")
+    found = tuple(getattr(llama_cpp, name, None) for name in names)
+    return found if all(callable(f) for f in found) else None  # type: ignore[return-value]
+
+
+def save_sequence(llama: Any) -> bytes | None:
+    """The KV cells of sequence 0 of ``llama`` (a ``Llama`` or a :class:`SharedContext`): the evaluated tokens'
+    keys and values, not their logits. ``None`` where this llama-cpp-python (or a test fake) cannot copy them."""
+    import ctypes
+
+    functions = _state_functions()
+    ctx = getattr(getattr(llama, "_ctx", None), "ctx", None)
+    if functions is None or ctx is None:
+        return None
+    get_size, get_data, _ = functions
+    size = int(get_size(ctx, 0))
+    if size <= 0:
+        return None
+    buffer = (ctypes.c_uint8 * size)()
+    written = int(get_data(ctx, buffer, size, 0))
+    if written <= 0 or written > size:
+        return None
+    return bytes(buffer[:written])
+
+
+def restore_sequence(llama: Any, data: bytes, tokens: Sequence[int]) -> bool:
+    """Put KV cells saved by :func:`save_sequence` back into sequence 0 of ``llama`` (dropping what it holds) and
+    mark ``tokens`` (the tokens they were saved after) as evaluated. The next evaluation must evaluate at least one
+    token: the logits are not restored. ``False`` (``llama`` unchanged, or emptied when llama.cpp refused the
+    data) where this llama-cpp-python cannot."""
+    import ctypes
+
+    functions = _state_functions()
+    ctx = getattr(getattr(llama, "_ctx", None), "ctx", None)
+    if functions is None or ctx is None or not data or len(tokens) > len(llama.input_ids):
+        return False
+    _, _, set_data = functions
+    llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+    buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+    if int(set_data(ctx, buffer, len(data), 0)) != len(data):
+        llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+        llama.n_tokens = 0
+        return False
+    llama.input_ids[: len(tokens)] = list(tokens)
+    llama.n_tokens = len(tokens)
     return True
 
 

@@ -15,9 +15,13 @@ from langchain_core.messages import BaseMessage
 from grapheval_plugins import GraphEval, Triple
 from grapheval_plugins.correct import GraphCorrect
 from grapheval_plugins.correct.spans import (
+    MAX_EDIT_WORDS,
     Edit,
     candidates_for,
+    edit_problem,
     foreign_words,
+    is_name,
+    negation_only,
     replace_value,
     substitute,
     triple_edits,
@@ -138,7 +142,7 @@ def test_a_correction_left_unsupported_keeps_the_output() -> None:
     fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False, method="constrained")
     result = fixer.correct(CONTEXT, "Marie Curie was born in Paris.")
     [change] = result.changes
-    assert not change.applied and "not supported by the context either" in (change.reason or "")
+    assert not change.applied and "is not supported by the context" in (change.reason or "")
     assert result.corrected == "Marie Curie was born in Paris." and result.status == "unchanged"
 
 
@@ -224,7 +228,70 @@ def test_a_triple_repeating_a_corrected_value_costs_no_call() -> None:
     assert len(model.of("B")) == 1
 
 
+def test_an_answer_that_adds_a_fact_instead_of_fixing_one_is_refused() -> None:
+    model = Model(lambda old, n: json.dumps([old[0], old[1], "three Nobel Prizes in Warsaw"]) if old == WON_THREE
+                  else fix(old, n), lambda prompt: "0")
+    result = make(model).correct(CONTEXT, OUTPUT)
+    won = next(c for c in result.changes if c.old is not None and c.old.object == "three Nobel Prizes")
+    assert not won.applied and "it adds words ('in warsaw') without replacing any" in (won.reason or "")
+    assert "three Nobel Prizes" in result.corrected and "born in Warsaw" in result.corrected
+
+
+def test_a_negation_flip_is_taken_only_when_the_scorer_supports_it() -> None:
+    context = "The mayor did not sign the agreement on Monday."
+    output = "The mayor signed the agreement on Monday."
+    KG[output] = [["The mayor", "signed", "the agreement"]]
+    answer = json.dumps(["The mayor", "did not sign", "the agreement"])
+    for supported, applied in ((True, True), (False, False)):
+        model = Model(lambda old, n: answer)
+        # P(supported): the flagged triple 0.0; the flip 1.0, or 0.1 (better, but still unsupported)
+        def support(premise: str, claim: str, supported: bool = supported) -> float:
+            return 0.0 if "signed" in claim else (1.0 if supported or "not sign" not in claim else 0.1)
+
+        scorer = FunctionScorer(support)
+        result = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False, method="constrained").correct(
+            context, output)
+        change = next(c for c in result.changes if c.old is not None)
+        assert change.applied is applied, change.reason
+        if not applied:
+            assert "changes more than a number or a date and is not supported" in (change.reason or "")
+            assert result.corrected == output
+
+
+def test_step_1_reads_the_sentences_closest_to_the_triple_not_the_whole_context() -> None:
+    filler = " ".join(f"Unrelated sentence number {i} about the weather." for i in range(20))
+    context = filler + " " + CONTEXT
+    model = Model(fix)
+    make(model).correct(context, OUTPUT)
+    shown = _tag("context", str(model.of("B")[0][0].content))
+    assert "Warsaw" in shown and shown.count("Unrelated") < 8 and len(shown) < len(context) / 2
+
+
 # --------------------------------------------------------------------------- the helpers
+def test_edit_problem_lets_values_through_and_stops_rewrites() -> None:
+    ctx = "In Paris, the UK and France met. The Treaty of Rome was cited. Talks on devolution went on in Paris."
+    assert edit_problem(Edit(old="three", new="two"), ctx) is None
+    assert edit_problem(Edit(old="Friday", new="Sunday"), ctx) is None
+    assert edit_problem(Edit(old="did not sign", new="signed"), ctx) is None
+    assert edit_problem(Edit(old="is", new="is not"), ctx) is None
+    assert edit_problem(Edit(old="paris", new="the UK"), ctx) is None  # a name for a name, lower-cased or not
+    assert "replaces a name" in (edit_problem(Edit(old="paris", new="devolution"), ctx) or "")
+    assert "adds words" in (edit_problem(Edit(old="2016", new="2016 finals"), ctx) or "")
+    assert "drops words" in (edit_problem(Edit(old="scarves nowhere to be seen", new="scarves"), ctx) or "")
+    assert "drops 'x'" in (edit_problem(Edit(old="x", new=""), ctx) or "")
+    long_old = " ".join(["word"] * (MAX_EDIT_WORDS + 1))
+    assert "rewrites" in (edit_problem(Edit(old=long_old, new="nine months"), ctx) or "")
+
+
+def test_names_are_read_from_the_contexts_capitals() -> None:
+    ctx = "Police said. In the style of A Clockwork Orange, the gang used violence. Police in Milan agreed."
+    assert is_name("clockwork orange", ctx) and is_name("milan", ctx)
+    assert not is_name("violence", ctx) and not is_name("police", ctx)  # "Police" only starts sentences
+    assert not is_name("clockwork orange", ctx.lower())  # a lower-cased context says nothing
+    assert negation_only(Edit(old="had", new="had no")) and not negation_only(Edit(old="had", new="had two"))
+
+
+
 def test_triple_edits_find_the_changed_words_only() -> None:
     assert [(e.old, e.new) for e in triple_edits(T(WON_THREE), T(WON_TWO))] == [("three", "two")]
     assert triple_edits(T(WON_THREE), T(["marie curie", "won", "Three Nobel prizes"])) == []  # case aside

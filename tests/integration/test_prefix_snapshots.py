@@ -1,0 +1,110 @@
+"""Saved prefixes on the real Qwen2.5-Coder-0.5B GGUF: a session that returns to a context it evaluated earlier (after
+another prompt took its KV cache) puts the saved cells back instead of evaluating the context again, and reads the
+same logits, judge scores and greedy answers as a session that saves nothing.
+
+This module runs in a child process (``isolated``), like every integration module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("llama_cpp")
+
+from grapheval_plugins.extract.prompts import KG_PROMPT  # noqa: E402
+from grapheval_plugins.local.chat import ChatLocalLlama  # noqa: E402
+from grapheval_plugins.local.judge import LocalJudgeScorer  # noqa: E402
+from grapheval_plugins.local.runtime import SNAPSHOT_MIN_TOKENS, LlamaSession, clear_sessions, get_session  # noqa: E402
+from grapheval_plugins.local.weights import resolve_model_path  # noqa: E402
+
+MODEL = "qwen2.5-coder-0.5b"
+DEV_SET = Path("/work/shared/data/benchmarks/qags_c.jsonl")
+FALLBACK = [
+    {
+        "context": " ".join(["Marie Curie was born in Warsaw in 1867 and moved to Paris in 1891."] * 12),
+        "output": "Marie Curie was born in Warsaw in 1867.",
+    },
+    {
+        "context": " ".join(["The council of Riverton voted 7 to 2 on Tuesday to build a new library."] * 12),
+        "output": "The council voted 9 to 0 on Tuesday.",
+    },
+]
+
+
+def _rows() -> list[dict[str, str]]:
+    if DEV_SET.exists():
+        rows = [json.loads(line) for line in DEV_SET.read_text(encoding="utf-8").splitlines()[:2]]
+        return [{"context": row["context"], "output": row["output"]} for row in rows]
+    return FALLBACK
+
+
+@pytest.fixture(scope="module")
+def model_path() -> Path:
+    return resolve_model_path(MODEL, hub=False, show_progress=False)
+
+
+@pytest.fixture()
+def sessions(model_path: Path) -> Iterator[dict[str, LlamaSession]]:
+    clear_sessions()
+    made = {
+        "saving": get_session(MODEL, model_path, role="saving", n_threads=1),
+        "plain": get_session(MODEL, model_path, role="plain", n_threads=1),
+    }
+    made["plain"].prefix_slots = 0
+    yield made
+    clear_sessions()
+
+
+def test_a_context_left_and_returned_to_is_restored_with_the_same_logits(
+    sessions: dict[str, LlamaSession],
+) -> None:
+    saving, plain = sessions["saving"], sessions["plain"]
+    first, second = (saving.tokenize(row["context"]) for row in _rows())
+    assert len(first) >= SNAPSHOT_MIN_TOKENS and len(second) >= SNAPSHOT_MIN_TOKENS
+    claim_a, claim_b = saving.tokenize(" Claim one."), saving.tokenize(" Claim two.")
+    readings: dict[str, list[np.ndarray]] = {}
+    for name, session in sessions.items():
+        readings[name] = []
+        for tokens in (first + claim_a, second + claim_a, first + claim_b, second + claim_b):
+            session.prefill(tokens)
+            readings[name].append(session.logits())
+    for got, want in zip(readings["saving"], readings["plain"]):
+        np.testing.assert_array_equal(got, want)
+    assert saving.stats.restored_tokens >= len(first) + len(second)
+    assert plain.stats.restored_tokens == 0 and plain.stats.snapshots == 0
+    assert saving.stats.evaluated_tokens < plain.stats.evaluated_tokens
+
+
+def test_judge_scores_and_greedy_answers_do_not_change(model_path: Path) -> None:
+    """The order of a correction run: the judge scores claims against the context, then against the output (the
+    fidelity pass), then a corrected claim against the context again; the chat model extracts, answers a prompt
+    holding the context, then extracts the next output."""
+    rows = _rows()
+    results = {}
+    stats = {}
+    for slots in (2, 0):
+        clear_sessions()
+        judge_session = get_session(MODEL, model_path, role=f"judge-{slots}", n_threads=1)
+        chat_session = get_session(MODEL, model_path, role=f"chat-{slots}", n_threads=1)
+        judge_session.prefix_slots = chat_session.prefix_slots = slots
+        judge = LocalJudgeScorer(MODEL, session=judge_session)
+        chat = ChatLocalLlama.from_session(chat_session, model=MODEL, max_tokens=32)
+        scores, answers = [], []
+        for row in rows:
+            scores += [s.p_unsupported for s in judge.check([row["context"]] * 2, [row["output"], "It rained."])]
+            scores += [s.p_unsupported for s in judge.check([row["output"]], [row["output"]])]
+            scores += [s.p_unsupported for s in judge.check([row["context"]], ["The claim was corrected."])]
+            answers.append(chat.invoke(KG_PROMPT.messages(row["output"])).content)
+            answers.append(chat.invoke(f"Context: {row['context']}\nSay which city it names.").content)
+        results[slots] = (scores, answers)
+        stats[slots] = (judge_session.stats, chat_session.stats)
+    clear_sessions()
+    assert results[2] == results[0]
+    judge_stats, chat_stats = stats[2]
+    assert judge_stats.restored_tokens > 0 and chat_stats.restored_tokens > 0
+    assert judge_stats.evaluated_tokens < stats[0][0].evaluated_tokens
