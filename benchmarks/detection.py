@@ -1189,8 +1189,9 @@ def evidence_stats(name: str, rows: list[EvidenceSample], whole: dict[str, dict[
     return (f"{name}: {len(triples)} triples, {fell} fell back to the whole context, {unjudged} without a verdict; "
             f"premise {sum(words) / max(len(words), 1):.0f} words on average; verdicts at 0.5 flipped to supported "
             f"{flips(0, False)} on faithful rows / {flips(1, False)} on hallucinated, to unsupported {flips(0, True)} / "
-            f"{flips(1, True)}; evidence premise {per_claim([e for _, e, _ in rows])}; whole context "
-            f"{per_claim(base)} (same rows, `evidence --whole`)")
+            f"{flips(1, True)}; evidence premise {per_claim([e for _, e, _ in rows])}"
+            + (f"; on the rows `evidence --whole` scored: whole context {per_claim(base)}, evidence premise "
+               f"{per_claim([e for d, e, _ in rows if d['id'] in whole])}" if base else ""))
 
 
 def evidence_tables(sets: dict[str, list[EvidenceSample]], whole: dict[str, dict[str, dict[str, Any]]],
@@ -1198,6 +1199,19 @@ def evidence_tables(sets: dict[str, list[EvidenceSample]], whole: dict[str, dict
     """Per set, every method's ROC AUC (95 % bootstrap interval), BA, TPR and false-alarm rate at 0.5; the paired
     AUC differences that decide the lever; then the lever's statistics."""
     lines: list[str] = []
+    summary: dict[str, list[str]] = {}
+    for name, rows in sets.items():
+        y = [d["label"] for d, _, _ in rows]
+        for _, label, scores in _evidence_methods(name, sets):
+            pred = [v > 0.5 for v in scores]
+            summary.setdefault(re.sub(r" \(.*\)$", "", label), []).append(
+                f"{100 * bench.roc_auc(y, scores):.1f} / {100 * bench.balanced_accuracy(y, pred):.1f} / "
+                f"{1 - bench.rates(y, pred)[1]:.2f}")
+    lines += ["**Summary**: AUC / BA at 0.5 / false-alarm rate at 0.5 (" + ", ".join(
+        f"{name} {len(rows)} rows" for name, rows in sets.items()) + ")", "",
+        "| method | " + " | ".join(sets) + " |", "|---|" + "---|" * len(sets)]
+    lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in summary.items()]
+    lines.append("")
     for name, rows in sets.items():
         y = [d["label"] for d, _, _ in rows]
         lines += [f"**{name}** ({len(rows)} rows; {sum(y)} hallucinated; threshold 0.5)", "",
