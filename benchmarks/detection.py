@@ -19,9 +19,14 @@ Commands (run from the repository root):
     nice -n 10 .venv/bin/python benchmarks/detection.py fidelity qags_c --threads 1
     # the lever's tables, from the committed per-row files only (no model)
     .venv/bin/python benchmarks/detection.py lab-report
+    # lever 3, evidence per claim: each committed triple of the lab rows scored against its 3 closest context
+    # sentences (resumable), then its tables from the committed per-row files only (no model)
+    nice -n 10 .venv/bin/python benchmarks/detection.py evidence qags_c --k 3 --threads 1
+    .venv/bin/python benchmarks/detection.py evidence-report
 
 Per-row files: ``benchmarks/results/detect-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``; the fidelity
-lever's: ``benchmarks/results/fidelity-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``.
+lever's: ``benchmarks/results/fidelity-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``; the evidence lever's:
+``benchmarks/results/evidence-k<k>-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``.
 """
 
 from __future__ import annotations
@@ -964,6 +969,325 @@ def lab_report(
     rows = "every row of the fidelity files" if all_rows else f"lab subset {LAB_FILE.name} (seed {LAB_SEED})"
     typer.echo(f"LLM `{llm}`, judge `{scorer}`, {rows}\n")
     typer.echo(lab_tables(sets, n_boot=n_boot, seed=seed))
+
+
+# ------------------------------------------------------------------------------ lever 3: evidence per claim
+EvidenceSample = tuple[dict[str, Any], dict[str, Any], Optional[dict[str, Any]]]
+"""A row of lever 3's tables: the default's per-row result, its evidence row and its fidelity row."""
+
+def evidence_path(dataset: str, llm: str, scorer: str, k: Optional[int]) -> Path:
+    """Per-row file of the evidence lever: each triple of the default's per-row file scored against its ``k`` closest
+    context sentences (``k`` None: against the whole context again, the timing baseline)."""
+    what = f"k{k}" if k is not None else "whole"
+    return RESULTS / f"evidence-{what}-{dataset}-{bench.slug(llm)}-{bench.slug(scorer)}-{DEFAULT_TAG}-concat.jsonl"
+
+
+def evidence_premise(passages: tuple[str, ...], triple: Any, k: Optional[int]) -> tuple[tuple[str, ...], bool]:
+    """``(premise, fell back)``: the ``k`` context sentences sharing the most content words with ``triple``
+    (:func:`grapheval_plugins.text.closest_sentences`, over the passages joined), or the whole context (its
+    passages) when no sentence shares a word with it, or when ``k`` is None.
+
+    >>> from grapheval_plugins.types import Triple
+    >>> ctx = ("Ann won gold in 2012. Bob lost. Rain fell.",)
+    >>> evidence_premise(ctx, Triple(subject="Ann", relation="won", object="silver"), k=1)
+    (('Ann won gold in 2012.',), False)
+    >>> evidence_premise(ctx, Triple(subject="Zoe", relation="sang", object="jazz"), k=1)
+    (('Ann won gold in 2012. Bob lost. Rain fell.',), True)
+    """
+    from grapheval_plugins.inputs import PASSAGE_SEPARATOR
+    from grapheval_plugins.text import closest_sentences
+
+    if k is None:
+        return passages, False
+    near = closest_sentences(PASSAGE_SEPARATOR.join(passages), triple, k)
+    return ((near,), False) if near else (passages, True)
+
+
+def evidence_row(row: dict[str, Any], premises: list[tuple[tuple[str, ...], bool]], scores: list[Any], scorer: Any,
+                 k: Optional[int], seconds: float, scored: int) -> dict[str, Any]:
+    """One evidence result row: each triple as ``[s, r, o, P(unsupported | whole context), P(unsupported |
+    premise)]`` (``None`` where the judge gave no verdict), the indexes of the triples that fell back to the whole
+    context, and each premise's length in words.
+
+    >>> class J:
+    ...     name, fingerprint = "judge:x", staticmethod(lambda: "f")
+    >>> class S:
+    ...     def __init__(self, p, error=None): self.p_unsupported, self.error = p, error
+    >>> row = {"id": "a", "dataset": "d", "label": 1, "prompt": "p", "render": "concat",
+    ...        "triples": [["Ann", "won", "gold", 0.2], ["Zoe", "sang", "jazz", 0.9]]}
+    >>> out = evidence_row(row, [(("Ann won gold.",), False), (("Ann won gold. Bob lost.",), True)],
+    ...                    [S(0.1234567), S(0.5, error="boom")], J(), 3, 1.23456, 2)
+    >>> out["triples"], out["fallback"], out["premise_words"], out["unjudged"], out["seconds"]
+    ([['Ann', 'won', 'gold', 0.2, 0.123457], ['Zoe', 'sang', 'jazz', 0.9, None]], [1], [3, 5], ['boom'], 1.235)
+    """
+    triples = [[*t[:4], None if sc.error is not None else round(sc.p_unsupported, 6)]
+               for t, sc in zip(row["triples"], scores)]
+    return {"id": row["id"], "dataset": row["dataset"], "label": row["label"], "scorer": scorer.name,
+            "fingerprint": scorer.fingerprint(), "prompt": row["prompt"], "render": row["render"], "k": k,
+            "triples": triples, "fallback": [i for i, (_, fell) in enumerate(premises) if fell],
+            "premise_words": [sum(len(p.split()) for p in premise) for premise, _ in premises],
+            "unjudged": [sc.error for sc in scores if sc.error is not None],
+            "claims_scored": scored, "seconds": round(seconds, 3), "error": None}
+
+
+@app.command()
+def evidence(
+    datasets: Annotated[Optional[list[str]], typer.Argument(help="summeval, qags_c, qags_x (default: all three).")] = None,
+    k: Annotated[int, typer.Option(help="Context sentences per claim.")] = 3,
+    whole: Annotated[bool, typer.Option(help="Score against the whole context instead (the timing baseline, same "
+                                             "machine and threads); file evidence-whole-...")] = False,
+    llm: Annotated[str, typer.Option()] = LAB_LLM,
+    scorer: Annotated[str, typer.Option()] = LAB_SCORER,
+    threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads of a local judge.")] = 1,
+    cache: Annotated[Path, typer.Option(help="Claim-score cache (SQLite).")] = SCORE_CACHE,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N lab rows of each set.")] = None,
+    all_rows: Annotated[bool, typer.Option("--all", help="Every row of the default's per-row file: the lab rows "
+                                                          "first, then the others in the set's run order.")] = False,
+    out: Annotated[Optional[Path], typer.Option(help="Result file, one set only (default: benchmarks/results/"
+                                                     "evidence-...): a timing re-run with a fresh --cache.")] = None,
+) -> None:
+    """Lever 3 on the lab subset: score each triple of the default's committed per-row file against only the K
+    context sentences that share the most content words with it (the whole context when none shares one), with the
+    row's own scorer; no extraction. Resumable: rows already in the file are skipped, claims already in the cache are
+    not scored again."""
+    import time
+
+    from grapheval_plugins.exceptions import ScoringError
+    from grapheval_plugins.inputs import normalize_passages
+    from grapheval_plugins.types import Triple
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    judge = bench_scorer(scorer, cache, threads)
+    size = None if whole else k
+    datasets = datasets or ["summeval", "qags_c", "qags_x"]
+    if out is not None and len(datasets) != 1:
+        raise typer.BadParameter("--out takes one data set")
+    for dataset in datasets:
+        base = {r["id"]: r for r in bench.load_results(result_path(dataset, llm, scorer, DEFAULT_TAG, "concat"))
+                if not r.get("error")}
+        contexts = {r["id"]: normalize_passages(r["context"]) for r in bench.load_dataset(dataset)}
+        ids = lab_ids(dataset)[:limit]
+        if all_rows:
+            ids += [r["id"] for r in dataset_rows(dataset, None, SUMMEVAL_SAMPLE_SEED)
+                    if r["id"] in base and r["id"] not in ids]
+        target = out or evidence_path(dataset, llm, scorer, size)
+        t_all = time.perf_counter()
+        with bench.ResultStore(target) as store:
+            todo = [i for i in ids if i not in store.done()]
+            for n_done, rid in enumerate(todo, start=1):
+                row = base[rid]
+                triples = [Triple.from_list(t[:3]) for t in row["triples"]]
+                premises = [evidence_premise(contexts[rid], t, size) for t in triples]
+                misses = judge.misses
+                t0 = time.perf_counter()
+                try:
+                    scores = judge.check([p for p, _ in premises], [t.sentence() for t in triples]) if triples else []
+                except ScoringError as exc:  # recorded, and redone by the next run
+                    store.append({"id": rid, "dataset": dataset, "label": row["label"], "error": str(exc)})
+                    continue
+                seconds = time.perf_counter() - t0
+                store.append(evidence_row(row, premises, scores, judge, size, seconds, judge.misses - misses))
+                typer.echo(f"{dataset} {n_done}/{len(todo)} {rid}: {len(triples)} triple(s), "
+                           f"{sum(f for _, f in premises)} fallback(s), {seconds:.1f} s", err=True)
+        typer.echo(f"{target}: {len(todo)} row(s) scored, {len(ids) - len(todo)} already done, "
+                   f"{time.perf_counter() - t_all:.0f} s")
+
+
+def evidence_scores(row: dict[str, Any], ev: dict[str, Any], fid: Optional[dict[str, Any]],
+                    use_evidence: bool) -> tuple[float, list[float]]:
+    """``(p_whole, p_claims)`` of a default per-row result, each triple's P(unsupported) against its evidence
+    premise (``use_evidence``; its whole-context P where the judge gave none) or against the whole context, with
+    only the triples the fidelity row keeps when ``fid`` is given; with no triple left, the whole output is the one
+    claim (the engine's fallback, as :func:`lab_scores`).
+
+    >>> row = {"p_raw": 0.3, "triples": [["a", "b", "c", 0.9], ["d", "e", "f", 0.2]]}
+    >>> ev = {"triples": [["a", "b", "c", 0.9, 0.1], ["d", "e", "f", 0.2, None]]}
+    >>> evidence_scores(row, ev, None, True), evidence_scores(row, ev, None, False)
+    ((0.3, [0.1, 0.2]), (0.3, [0.9, 0.2]))
+    >>> fid = {"triples": [["a", "b", "c", 0.9, 0.8], ["d", "e", "f", 0.2, 0.9]]}
+    >>> evidence_scores(row, ev, fid, True)
+    (0.3, [0.3])
+    """
+    from grapheval_plugins.aggregate import faithful_to_output
+
+    if len(ev["triples"]) != len(row["triples"]) or (fid is not None and len(fid["triples"]) != len(row["triples"])):
+        raise ValueError(f"row {row.get('id')}: the evidence/fidelity rows do not hold the default row's triples")
+    keep = [fid is None or faithful_to_output(f[4]) for f in (fid["triples"] if fid is not None else row["triples"])]
+    p = [t[4] if use_evidence and t[4] is not None else t[3] for t in ev["triples"]]
+    return row["p_raw"], [v for v, kept in zip(p, keep) if kept] or [row["p_raw"]]
+
+
+def _evidence_methods(name: str, sets: dict[str, list[EvidenceSample]]
+                      ) -> list[tuple[str, str, list[float]]]:
+    """(key, label, P(hallucination) per row) of each method on set ``name``, all decided at 0.5; the hybrid weights
+    are fitted on the other sets' rows (those reported), as :func:`_lab_methods`."""
+    from grapheval_plugins.calibrate import fit_hybrid
+
+    rows = sets[name]
+    others = [t for other, ts in sets.items() if other != name for t in ts]
+    fitted_on = "+".join(o for o in sets if o != name)
+    out: list[tuple[str, str, list[float]]] = [("raw", "raw (whole output vs whole context)", [d["p_raw"] for d, _, _ in rows])]
+    variants = [(False, False, "whole context"), (True, False, "**evidence**"), (False, True, "whole context + fidelity"),
+                (True, True, "**evidence + fidelity**")]
+    for use_ev, use_fid, what in variants:
+        key = ("evidence" if use_ev else "context") + ("+fidelity" if use_fid else "")
+        out.append((f"triples:{key}", f"triples only, {what}",
+                    [max(evidence_scores(d, e, f if use_fid else None, use_ev)[1]) for d, e, f in rows]))
+    for use_ev, use_fid, what in variants:
+        key = ("evidence" if use_ev else "context") + ("+fidelity" if use_fid else "")
+        train = [evidence_scores(d, e, f if use_fid else None, use_ev) for d, e, f in others]
+        w = fit_hybrid([d["label"] for d, _, _ in others], [a for a, _ in train], [max(c) for _, c in train],
+                       fitted_on=fitted_on)
+        out.append((f"hybrid:{key}", f"hybrid, {what} ({w.whole:.2f}·whole + {w.claims:.2f}·claims)",
+                    [w.probability(*evidence_scores(d, e, f if use_fid else None, use_ev)) for d, e, f in rows]))
+    return out
+
+
+def _auc_interval(y: list[int], a: list[float], b: Optional[list[float]], n_boot: int, seed: int
+                  ) -> tuple[float, float, float]:
+    """AUC of ``a`` (or of ``a`` minus that of ``b``, paired) with its 95 % bootstrap interval (rows resampled with
+    replacement; resamples holding one label only are skipped)."""
+    import numpy as np
+
+    yy, aa = np.array(y), np.array(a)
+    bb = np.array(b) if b is not None else None
+
+    def stat(idx: Any) -> float:
+        value = bench.roc_auc(yy[idx], aa[idx])
+        return value - bench.roc_auc(yy[idx], bb[idx]) if bb is not None else value
+
+    point = stat(np.arange(len(y)))
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_boot):
+        idx = rng.integers(0, len(y), len(y))
+        if 0 < yy[idx].sum() < len(idx):
+            draws.append(stat(idx))
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return 100 * point, 100 * float(lo), 100 * float(hi)
+
+
+def evidence_stats(name: str, rows: list[EvidenceSample], whole: dict[str, dict[str, Any]]) -> str:
+    """Fallbacks, premise lengths, triple verdicts flipped at 0.5, and seconds per claim for both premises."""
+    triples = [(d["label"], t) for d, e, _ in rows for t in e["triples"]]
+    fell = sum(len(e["fallback"]) for _, e, _ in rows)
+    unjudged = sum(1 for _, t in triples if t[4] is None)
+    words = [w for _, e, _ in rows for w in e["premise_words"]]
+
+    def flips(label: int, up: bool) -> int:
+        return sum(1 for lab, t in triples if lab == label and t[4] is not None and (t[3] > 0.5) != (t[4] > 0.5)
+                   and (t[4] > 0.5) == up)
+
+    def per_claim(evs: list[dict[str, Any]]) -> str:
+        fresh = [e for e in evs if e["claims_scored"] == len(e["triples"]) and e["claims_scored"]]
+        n = sum(e["claims_scored"] for e in fresh)
+        return (f"{sum(e['seconds'] for e in fresh) / n:.2f} s a claim ({n} claims, {len(fresh)} rows)" if n
+                else "not measured")
+
+    base = [whole[d["id"]] for d, _, _ in rows if d["id"] in whole]
+    return (f"{name}: {len(triples)} triples, {fell} fell back to the whole context, {unjudged} without a verdict; "
+            f"premise {sum(words) / max(len(words), 1):.0f} words on average; verdicts at 0.5 flipped to supported "
+            f"{flips(0, False)} on faithful rows / {flips(1, False)} on hallucinated, to unsupported {flips(0, True)} / "
+            f"{flips(1, True)}; evidence premise {per_claim([e for _, e, _ in rows])}"
+            + (f"; on the rows `evidence --whole` scored: whole context {per_claim(base)}, evidence premise "
+               f"{per_claim([e for d, e, _ in rows if d['id'] in whole])}" if base else ""))
+
+
+def evidence_tables(sets: dict[str, list[EvidenceSample]], whole: dict[str, dict[str, dict[str, Any]]],
+                    n_boot: int = 2000, seed: int = 0) -> str:
+    """Per set, every method's ROC AUC (95 % bootstrap interval), BA, TPR and false-alarm rate at 0.5; the paired
+    AUC differences that decide the lever; then the lever's statistics."""
+    lines: list[str] = []
+    summary: dict[str, list[str]] = {}
+    for name, rows in sets.items():
+        y = [d["label"] for d, _, _ in rows]
+        for _, label, scores in _evidence_methods(name, sets):
+            pred = [v > 0.5 for v in scores]
+            summary.setdefault(re.sub(r" \(.*\)$", "", label), []).append(
+                f"{100 * bench.roc_auc(y, scores):.1f} / {100 * bench.balanced_accuracy(y, pred):.1f} / "
+                f"{1 - bench.rates(y, pred)[1]:.2f}")
+    lines += ["**Summary**: AUC / BA at 0.5 / false-alarm rate at 0.5 (" + ", ".join(
+        f"{name} {len(rows)} rows" for name, rows in sets.items()) + ")", "",
+        "| method | " + " | ".join(sets) + " |", "|---|" + "---|" * len(sets)]
+    lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in summary.items()]
+    lines.append("")
+    for name, rows in sets.items():
+        y = [d["label"] for d, _, _ in rows]
+        lines += [f"**{name}** ({len(rows)} rows; {sum(y)} hallucinated; threshold 0.5)", "",
+                  "| method | AUC (95 % CI) | BA | TPR | false alarms |", "|---|---|---|---|---|"]
+        methods = _evidence_methods(name, sets)
+        for _, label, scores in methods:
+            pred = [v > 0.5 for v in scores]
+            tpr, tnr = bench.rates(y, pred)
+            auc, lo, hi = _auc_interval(y, scores, None, n_boot, seed)
+            lines.append(f"| {label} | {auc:.1f} ({lo:.1f} … {hi:.1f}) | {_fmt(100 * bench.balanced_accuracy(y, pred))} "
+                         f"| {tpr:.2f} | {1 - tnr:.2f} |")
+        by = {key: scores for key, _, scores in methods}
+        diffs = []
+        for a, b in (("triples:evidence", "triples:context"), ("triples:evidence+fidelity", "triples:context+fidelity"),
+                     ("triples:evidence", "raw"), ("triples:evidence+fidelity", "raw"),
+                     ("hybrid:evidence+fidelity", "hybrid:context+fidelity")):
+            d, lo, hi = _auc_interval(y, by[a], by[b], n_boot, seed)
+            diffs.append(f"{a} − {b} {d:+.1f} ({lo:+.1f} … {hi:+.1f})")
+        lines += ["", "Paired AUC differences (95 % CI, " + f"{n_boot} resamples, seed {seed}): " + "; ".join(diffs)
+                  + ".", ""]
+    lines += [evidence_stats(name, rows, whole.get(name, {})) for name, rows in sets.items()]
+    return "\n".join(lines) + "\n"
+
+
+def evidence_flips(sets: dict[str, list[EvidenceSample]], n: int, k: int) -> str:
+    """Up to ``n`` triples per set whose verdict at 0.5 flipped, the largest changes first, with their premise."""
+    from grapheval_plugins.inputs import normalize_passages
+    from grapheval_plugins.types import Triple
+
+    lines = []
+    for name, rows in sets.items():
+        contexts = {r["id"]: normalize_passages(r["context"]) for r in bench.load_dataset(name)}
+        flipped = [(abs(t[4] - t[3]), d, t) for d, e, _ in rows for t in e["triples"]
+                   if t[4] is not None and (t[3] > 0.5) != (t[4] > 0.5)]
+        for _, d, t in sorted(flipped, key=lambda x: -x[0])[:n]:
+            (premise, *_), fell = evidence_premise(contexts[d["id"]], Triple.from_list(t[:3]), k)
+            lines.append(f"- {d['id']} (label {d['label']}) `{t[:3]}`: P {t[3]:.2f} → {t[4]:.2f}"
+                         f"{' (fell back)' if fell else ''}; premise: {premise[:600]!r}")
+    return "\n".join(lines) + "\n"
+
+
+@app.command("evidence-report")
+def evidence_report(
+    k: Annotated[int, typer.Option(help="The evidence files' K.")] = 3,
+    llm: Annotated[str, typer.Option()] = LAB_LLM,
+    scorer: Annotated[str, typer.Option()] = LAB_SCORER,
+    datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "summeval,qags_c,qags_x",
+    all_rows: Annotated[bool, typer.Option("--all", help="Every row the evidence files hold, not only the lab "
+                                                          "subset's.")] = False,
+    flips: Annotated[int, typer.Option(help="Print N flipped triple verdicts per set, with their premise.")] = 0,
+    n_boot: Annotated[int, typer.Option()] = 2000,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Lever 3's tables, from the committed per-row files only (default's, fidelity, evidence; no model); a set is
+    reported on the rows its evidence file holds so far."""
+    names = datasets.split(",")
+    default = {n: {r["id"]: r for r in rs} for n, rs in _load_sets(llm, scorer, DEFAULT_TAG, "concat", names).items()}
+    sets: dict[str, list[EvidenceSample]] = {}
+    whole: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in names:
+        ev = {r["id"]: r for r in bench.load_results(evidence_path(name, llm, scorer, k)) if not r.get("error")}
+        fid = {r["id"]: r for r in bench.load_results(fidelity_path(name, llm, scorer)) if not r.get("error")}
+        whole[name] = {r["id"]: r for r in bench.load_results(evidence_path(name, llm, scorer, None))
+                       if not r.get("error")}
+        order = [r["id"] for r in dataset_rows(name, None, SUMMEVAL_SAMPLE_SEED)] if all_rows else lab_ids(name)
+        ids = [i for i in order if i in ev and i in fid and i in default.get(name, {})]
+        if ids:
+            sets[name] = [(default[name][i], ev[i], fid[i]) for i in ids]
+    if len(sets) < 2:
+        typer.echo("need evidence rows of two sets or more (hybrid weights are fitted on the other sets)", err=True)
+        raise typer.Exit(1)
+    rows = "every row of the evidence files" if all_rows else f"lab subset {LAB_FILE.name} (seed {LAB_SEED})"
+    typer.echo(f"LLM `{llm}`, judge `{scorer}`, evidence k={k}, {rows}\n")
+    typer.echo(evidence_tables(sets, whole, n_boot=n_boot, seed=seed))
+    if flips:
+        typer.echo(evidence_flips(sets, flips, k))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Plain-text helpers shared by the explanations: sentences of a passage, the one that bears on a claim, and a
-word diff.
+"""Plain-text helpers shared by the explanations: sentences of a passage, the one that bears on a claim, the few that
+bear on a triple, and a word diff.
 
 The explanations (DeepEval's reason, the HTML report) show, for a long deciding passage, the sentence that shares the
 most words with the claim; a correction shows what it changed as a word diff. One implementation of each serves
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Literal
+from typing import Literal, Protocol
 
-__all__ = ["DiffOp", "best_sentence", "diff_words", "sentence_spans", "words"]
+__all__ = ["DiffOp", "TripleLike", "best_sentence", "closest_sentences", "diff_words", "sentence_spans", "words"]
 
 DiffOp = Literal["same", "del", "ins"]
 _TOKEN = re.compile(r"^\s+|\S+\s*")
@@ -62,6 +62,65 @@ def best_sentence(passage: str, claim: str) -> tuple[int, int] | None:
         if score > best_score:
             best, best_score = (start, end), score
     return best
+
+
+class TripleLike(Protocol):
+    """Anything with a subject, a relation and an object (a :class:`~grapheval_plugins.types.Triple`)."""
+
+    @property
+    def subject(self) -> str: ...
+
+    @property
+    def relation(self) -> str: ...
+
+    @property
+    def object(self) -> str: ...
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
+_CONTENT_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "a an the of in on at to for from by with and or but is are was were be been being has have had it its this "
+    "that these those as he she they his her their them him who whom which what when where than then there so "
+    "not no said says will would can could may might also into over after before about".split()
+)
+
+
+def _content_words(text: str) -> set[str]:
+    """Content words, lower-cased, with a crude plural/inflection trim so "prizes" meets "prize"."""
+    out = set()
+    for w in _CONTENT_WORD.findall(text.lower()):
+        if w in _STOP or len(w) < 2:
+            continue
+        out.add(w[:-1] if len(w) > 3 and w.endswith("s") else w)
+    return out
+
+
+def closest_sentences(passage: str, triple: TripleLike, k: int = 3) -> str:
+    """The ``k`` sentences of ``passage`` that share the most content words with ``triple``, in passage order.
+
+    The subject and object count double (they are what a correction usually changes or anchors on). Sentences
+    sharing no word are left out; an empty string comes back when none shares one.
+
+    >>> from grapheval_plugins.types import Triple
+    >>> closest_sentences("A cat sat. Paris is big. Rome is old.", Triple(subject="Paris", relation="is", object="old"), k=2)
+    'Paris is big. Rome is old.'
+    >>> closest_sentences("A cat sat. Rome is old.", Triple(subject="Oslo", relation="is", object="cold"))
+    ''
+    """
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    sentences = [s.strip() for s in _SENTENCE_END.split(passage) if s and s.strip()]
+    anchor = _content_words(triple.subject) | _content_words(triple.object)
+    relation = _content_words(triple.relation)
+    scored = []
+    for index, sentence in enumerate(sentences):
+        found = _content_words(sentence)
+        score = 2 * len(found & anchor) + len(found & relation)
+        if score:
+            scored.append((score, index))
+    best = sorted(scored, key=lambda si: (-si[0], si[1]))[:k]
+    return " ".join(sentences[i] for _, i in sorted(best, key=lambda si: si[1]))
 
 
 def diff_words(before: str, after: str) -> list[tuple[DiffOp, str]]:
