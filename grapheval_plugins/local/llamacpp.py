@@ -223,7 +223,7 @@ def save_sequence(llama: Any) -> bytes | None:
     written = int(get_data(ctx, buffer, size, 0))
     if written <= 0 or written > size:
         return None
-    return bytes(buffer[:written])
+    return ctypes.string_at(buffer, written)  # one copy (slicing a ctypes array would build a list of ints)
 
 
 def restore_sequence(llama: Any, data: bytes, tokens: Sequence[int]) -> bool:

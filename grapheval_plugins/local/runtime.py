@@ -489,8 +489,8 @@ class LlamaSession:
         with self.lock:
             llama = self.llama
             common = _common_prefix(llama.input_ids[: llama.n_tokens], tokens)
-            restored = self._restore_longer(tokens, common)
-            common = max(common, restored)
+            if self._restore_longer(tokens, common):  # the KV cache now holds a saved prefix (or, failing, nothing)
+                common = _common_prefix(llama.input_ids[: llama.n_tokens], tokens)
             if common == len(tokens):  # all cached: re-evaluate the last token to refresh its logits
                 common -= 1
             self._threads_for_load()
@@ -510,24 +510,25 @@ class LlamaSession:
                 self._save(tokens)
             return common
 
-    def _restore_longer(self, tokens: Sequence[int], cached: int) -> int:
+    def _restore_longer(self, tokens: Sequence[int], cached: int) -> bool:
         """Put back the saved prefix sharing the most tokens with ``tokens`` when it spares at least
-        :data:`SNAPSHOT_MIN_TOKENS` over the ``cached`` ones; return the tokens it shares (0: none restored)."""
+        :data:`SNAPSHOT_MIN_TOKENS` over the ``cached`` ones. ``True`` when the KV cache was touched (restored, or
+        emptied by a failed restore): the caller then reads the cached tokens again."""
         best, shared = None, cached + SNAPSHOT_MIN_TOKENS - 1
         for snapshot in self._snapshots:
             n = _common_prefix(snapshot.tokens, tokens)
             if n > shared:
                 best, shared = snapshot, n
         if best is None:
-            return 0
+            return False
         if not restore_sequence(self.llama, best.data, best.tokens):
             self._snapshots.clear()  # this llama-cpp-python cannot: stop saving
             self.prefix_slots = 0
-            return 0
+            return True
         self._snapshots.remove(best)
         self._snapshots.append(best)
         self.stats.restored_tokens += shared
-        return shared
+        return True
 
     def _save(self, tokens: Sequence[int]) -> None:
         """Keep the KV cells of ``tokens`` (just evaluated) to return to later, in one of ``prefix_slots``."""

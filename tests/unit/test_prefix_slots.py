@@ -85,3 +85,19 @@ def test_no_slots_or_no_support_means_plain_prefix_reuse(session: LlamaSession, 
     session.prefix_slots = 2
     session.prefill(b)
     assert session.prefix_slots == 0 and session.stats.snapshots == 0  # cannot copy: stops trying
+
+
+def test_a_failed_restore_evaluates_everything_again(session: LlamaSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = _text("a"), _text("b")
+    session.prefill(a)
+    session.prefill(b)
+
+    def refuse(llama: Any, data: bytes, tokens: Sequence[int]) -> bool:
+        llama.n_tokens = 0  # llama.cpp refused the cells after the cache was cleared
+        return False
+
+    monkeypatch.setattr(runtime, "restore_sequence", refuse)
+    before = session.stats.evaluated_tokens
+    assert session.prefill(a) == 0
+    assert session.stats.evaluated_tokens - before == len(a)
+    assert session.prefix_slots == 0 and session.cached_tokens() == a
