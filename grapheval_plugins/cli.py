@@ -390,10 +390,10 @@ def correct(
         "grapheval-corrections.jsonl"
     ),
     method: Annotated[
-        str, typer.Option(help="graph (GraphCorrect as published), evidence (with reason, evidence and follow-up), "
-                          "constrained (evidence held to the context, edits in place) or direct (the Direct Prompt "
-                          "baseline).")
-    ] = "graph",
+        str, typer.Option(help="constrained (the default: evidence held to the context, edits in place), graph "
+                          "(GraphCorrect as published), evidence (with reason, evidence and follow-up) or direct "
+                          "(the Direct Prompt baseline).")
+    ] = "constrained",
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec (extraction and correction).")] = None,
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, nli:<model>, judge:local:<name>.")] = None,
     threshold: Annotated[float, typer.Option(

@@ -57,12 +57,13 @@ class GraphCorrect:
         grapheval: the detector used to find what to correct and to re-check the result (default: ``GraphEval()``).
         llm: the chat model that corrects (a model or a spec for
             :func:`~grapheval_plugins.models.resolve_llm`); default: ``grapheval.llm``.
-        method: ``"graph"`` (GraphCorrect as published, the default), ``"evidence"`` (GraphCorrect with the reason
-            and the evidence in step 1 and a follow-up when it repeats the triple), ``"direct"`` (the Direct
-            Prompt baseline) or ``"constrained"`` (``evidence``'s step 1 held to the context: new words must occur
-            in it, a wrong number or date is chosen among the closest sentences' values; the changed words are
-            replaced in the output in place, with no rewrite call; the re-check scores the changed claims without
-            extracting again).
+        method: ``"constrained"`` (the default: ``evidence``'s step 1 held to the context, answers that are not a
+            corrected value refused, a wrong number or date chosen among the closest sentences' values; the changed
+            words are replaced in the output in place, with no rewrite call; the re-check scores the changed claims
+            without extracting again), ``"graph"`` (GraphCorrect as published: prompts B and C), ``"evidence"``
+            (GraphCorrect with the reason and the evidence in step 1 and a follow-up when it repeats the triple) or
+            ``"direct"`` (the Direct Prompt baseline). On planted errors drawn apart from those it was designed on,
+            ``"constrained"`` restored 6 of 18, ``"graph"`` 0 and ``"direct"`` 1 (``docs/benchmarks.md``).
         evidence_sentences: with ``method="evidence"`` or ``"constrained"``, how many sentences of the deciding
             passage step 1 is shown (and, for ``"constrained"``, where the candidate numbers and dates come from).
         direct_fallback: with ``method="evidence"`` (default on), a round in which no triple change could be
@@ -103,7 +104,7 @@ class GraphCorrect:
         ...         return '<python>[["Marie Curie", "won", "two Nobel Prizes"]]</python>'
         ...     return '<python>[["Marie Curie", "won", "three Nobel Prizes"]]</python>'
         >>> grapheval = GraphEval(llm=ScriptedChatModel(respond=respond), scorer=KeywordScorer())
-        >>> fixer = GraphCorrect(grapheval, rouge=False)
+        >>> fixer = GraphCorrect(grapheval, rouge=False, method="graph")   # the paper's procedure
         >>> result = fixer.correct(context="Marie Curie won two Nobel Prizes.",
         ...                        output="Marie Curie won three Nobel Prizes.")
         >>> result.corrected, result.status, result.passed, result.llm_calls
@@ -117,7 +118,7 @@ class GraphCorrect:
         grapheval: GraphEval | None = None,
         llm: Any = None,
         *,
-        method: CorrectionMethod = "graph",
+        method: CorrectionMethod = "constrained",
         max_rounds: int = 1,
         guard: GuardMode = False,
         batch_step1: bool = False,

@@ -407,6 +407,8 @@ class ConstrainedStrategy:
         reason = failure_reason(claim.p_unsupported, job.report.threshold)
         messages = editor.prompts.evidence_triple_messages(old, shown, evidence or NO_EVIDENCE, reason)
         answer = await self._ask(editor, job, messages, change)
+        if answer is None and change.reason is not None:  # the chat model raised (retries spent): say so, stop
+            return None
         new = parse_single_triple(answer) if answer else None
         problem = self._problem(old, new, job.ctx)
         if problem is None and new is not None:

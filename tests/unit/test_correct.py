@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -31,6 +32,7 @@ from grapheval_plugins.correct import text as correct_text
 from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel, keyword_support
 
 ROOT = Path(__file__).resolve().parents[2]
+PaperCorrect = functools.partial(GraphCorrect, method="graph")  # this module tests the paper's procedure
 DATA = ROOT.parent / "shared" / "data" / "benchmarks" / "qags_c.jsonl"
 
 CONTEXT = "Marie Curie was born in Warsaw. She won two Nobel Prizes. She died in 1934."
@@ -119,7 +121,7 @@ class World:
 
 
 def make(world: World, **options: Any) -> GraphCorrect:
-    return GraphCorrect(GraphEval(llm=world.llm, scorer=KeywordScorer()), **options)
+    return PaperCorrect(GraphEval(llm=world.llm, scorer=KeywordScorer()), **options)
 
 
 # --------------------------------------------------------------------------- the prompts
@@ -203,7 +205,7 @@ def test_each_flagged_triple_is_corrected_in_turn_and_substitutions_apply_one_af
 def test_the_recheck_is_graph_eval_on_the_corrected_output() -> None:
     world = World()
     scorer = KeywordScorer()
-    result = GraphCorrect(GraphEval(llm=world.llm, scorer=scorer)).correct(CONTEXT, OUTPUT)
+    result = PaperCorrect(GraphEval(llm=world.llm, scorer=scorer)).correct(CONTEXT, OUTPUT)
     assert result.recheck is not None and result.recheck.output == FIXED
     assert result.recheck.hallucinated is False
     assert _tag("input", world.log[-1][1]) == FIXED  # the last call extracts the corrected output's graph
@@ -242,11 +244,11 @@ def test_a_report_passed_in_skips_detection() -> None:
     grapheval = GraphEval(llm=world.llm, scorer=KeywordScorer())
     report = grapheval.evaluate(CONTEXT, OUTPUT)
     world.log.clear()
-    result = GraphCorrect(grapheval).correct(CONTEXT, OUTPUT, report=report)
+    result = PaperCorrect(grapheval).correct(CONTEXT, OUTPUT, report=report)
     assert world.kinds() == ["B", "C", "B", "C", "A"]
     assert result.detection is report or result.detection == report
     with pytest.raises(InputError, match="report: was made for a different output"):
-        GraphCorrect(grapheval).correct(CONTEXT, FAITHFUL, report=report)
+        PaperCorrect(grapheval).correct(CONTEXT, FAITHFUL, report=report)
 
 
 async def test_async_api_and_sync_api_agree() -> None:
@@ -348,7 +350,7 @@ def test_a_detection_failure_is_an_error_report_not_an_exception() -> None:
     def broken(premise: str, hypothesis: str) -> float:
         raise RuntimeError("scorer crashed")
 
-    result = GraphCorrect(GraphEval(llm=World().llm, scorer=FunctionScorer(broken))).correct(CONTEXT, OUTPUT)
+    result = PaperCorrect(GraphEval(llm=World().llm, scorer=FunctionScorer(broken))).correct(CONTEXT, OUTPUT)
     assert result.status == "error" and result.corrected == OUTPUT and result.flagged is None
     assert result.errors and result.errors[0].stage == "check"
     assert result.explain().startswith("error: check:")
@@ -361,7 +363,7 @@ def test_a_failing_recheck_keeps_the_correction_and_reports_the_failure() -> Non
         return keyword_support(premise, hypothesis)
 
     world = World()
-    result = GraphCorrect(GraphEval(llm=world.llm, scorer=FunctionScorer(scorer_fn))).correct(CONTEXT, OUTPUT)
+    result = PaperCorrect(GraphEval(llm=world.llm, scorer=FunctionScorer(scorer_fn))).correct(CONTEXT, OUTPUT)
     assert result.status == "recheck_failed" and result.passed is None and result.corrected == FIXED
     assert result.errors and result.errors[0].stage == "check"
     assert result.recheck is not None and not result.recheck.ok
@@ -429,7 +431,7 @@ def test_guard_rejects_a_substitution_that_drops_a_supported_triple(guard: Any) 
             else "<context>" + s.replace(o[2], n[2]) + "</context>"
         )
     )
-    result = GraphCorrect(GraphEval(llm=world.llm, scorer=scorer), guard=guard).correct(CONTEXT, OUTPUT)
+    result = PaperCorrect(GraphEval(llm=world.llm, scorer=scorer), guard=guard).correct(CONTEXT, OUTPUT)
     first, second = result.changes
     assert first.applied and first.guard_lost == []
     assert not second.applied and second.reason == "guard: the substitution drops 1 supported triple(s)"
@@ -496,7 +498,7 @@ def test_constructor_validates_its_options() -> None:
 
 def test_a_separate_correction_model_can_be_given() -> None:
     detector, fixer = World(), World()
-    result = GraphCorrect(GraphEval(llm=detector.llm, scorer=KeywordScorer()), llm=fixer.llm).correct(
+    result = PaperCorrect(GraphEval(llm=detector.llm, scorer=KeywordScorer()), llm=fixer.llm).correct(
         CONTEXT, OUTPUT
     )
     assert detector.kinds() == ["A", "A"] and fixer.kinds() == ["B", "C", "B", "C"]
@@ -512,7 +514,7 @@ def test_correct_many_keeps_order_ids_and_isolates_failing_rows() -> None:
             raise RuntimeError("scorer crashed on this row")
         return keyword_support(premise, hypothesis)
 
-    fixer = GraphCorrect(GraphEval(llm=world.llm, scorer=FunctionScorer(scorer_fn)))
+    fixer = PaperCorrect(GraphEval(llm=world.llm, scorer=FunctionScorer(scorer_fn)))
     rows = [
         {"id": "a", "context": CONTEXT, "output": OUTPUT},
         {"id": "b", "context": CONTEXT, "output": FAITHFUL},

@@ -327,3 +327,18 @@ def test_candidates_are_the_evidence_values_of_the_same_kind() -> None:
     assert candidates_for(T(["A", "won", "two cups"]), "A won two cups.") is None
     assert replace_value(T(["A", "won", "two cups"]), "two", "three") == T(["A", "won", "three cups"])
     assert replace_value(T(["A", "won", "cups"]), "two", "three") is None
+
+
+def test_a_chat_model_that_raises_is_reported_not_asked_again() -> None:
+    def down(old: list[str], n: int) -> str:
+        raise RuntimeError("correction model down")
+
+    model = Model(down, lambda prompt: "1")
+    result = make(model, max_retries=0).correct(CONTEXT, "Marie Curie was born in Paris.")
+    [change] = result.changes
+    assert not change.applied and change.reason == "step 1: the chat model raised RuntimeError: correction model down"
+    assert model.of("choice") == [] and result.corrected == "Marie Curie was born in Paris."
+
+
+def test_constrained_is_the_default_method() -> None:
+    assert GraphCorrect(GraphEval(llm=Model(fix).llm, scorer=KeywordScorer())).method == "constrained"

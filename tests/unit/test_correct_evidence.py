@@ -200,7 +200,7 @@ def test_no_direct_fallback_once_a_triple_change_was_applied() -> None:
 
 def test_the_papers_procedure_is_unchanged_no_evidence_no_reason_no_follow_up() -> None:
     model = Model(step1=lambda old, n: json.dumps(old))
-    result = make(model).correct(CONTEXT, OUTPUT)
+    result = make(model, method="graph").correct(CONTEXT, OUTPUT)
     assert result.method == "graph"
     b = model.of("B")
     assert len(b) == 2 and all(len(m) == 1 for m in b)
