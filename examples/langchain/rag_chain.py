@@ -1,7 +1,7 @@
 """A small RAG chain checked by GraphEval and fixed by GraphCorrect, fully offline.
 
 BM25 retrieves from a handful of inline documents, a local chat model answers, GraphEval checks the answer against
-the retrieved documents, and GraphCorrect rewrites the answers it flags. A last row carries a planted error (an
+the retrieved documents, and GraphCorrect corrects the answers it flags (in place, from the documents). A last row carries a planted error (an
 answer written by hand) so the correction path always runs.
 
     python examples/langchain/rag_chain.py                                   # local 0.5B model for everything
