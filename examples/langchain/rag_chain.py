@@ -1,8 +1,8 @@
 """A small RAG chain checked by GraphEval and fixed by GraphCorrect, fully offline.
 
 BM25 retrieves from a handful of inline documents, a local chat model answers, GraphEval checks the answer against
-the retrieved documents, and GraphCorrect corrects the answers it flags (in place, from the documents). A last row carries a planted error (an
-answer written by hand) so the correction path always runs.
+the retrieved documents, and GraphCorrect corrects the answers it flags (in place, from the documents). A last row
+carries a planted error (an answer written by hand) so the correction path always runs.
 
     python examples/langchain/rag_chain.py                                   # local 0.5B model for everything
     python examples/langchain/rag_chain.py --llm local:qwen2.5-coder-1.5b --scorer judge:local:qwen2.5-coder-1.5b
