@@ -253,10 +253,6 @@ _NEGATIONS = frozenset({"not", "never", "no", "n't"})
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\"“]\s*|\n\s*)$")
 
 
-def _words_of(text: str) -> list[str]:
-    return [_norm(t.group()) for t in _tokens(text) if re.match(r"\w", t.group())]
-
-
 def is_name(text: str, context: str) -> bool:
     """Whether ``text`` is a name of the context: each of its content words (digits aside) is written with a capital
     in most of its occurrences in the context that do not start a sentence (outputs are often lower-cased; the
@@ -267,7 +263,7 @@ def is_name(text: str, context: str) -> bool:
     >>> is_name("the scotland", ctx), is_name("uk", ctx), is_name("devolution", ctx), is_name("the", ctx)
     (True, True, False, False)
     """
-    words = [w for w in _words_of(text) if w not in _STOP and not w[0].isdigit()]
+    words = [w for w in _content(text) if w not in _STOP and not w[0].isdigit()]
     seen = False
     for word in words:
         capital = lower = 0
@@ -295,7 +291,7 @@ def negation_only(edit: Edit) -> bool:
     >>> negation_only(Edit(old="did not sign", new="signed")), negation_only(Edit(old="2016", new="2016 finals"))
     (True, False)
     """
-    old, new = _words_of(edit.old), _words_of(edit.new)
+    old, new = _content(edit.old), _content(edit.new)
     negated = any(w in _NEGATIONS for w in old) != any(w in _NEGATIONS for w in new)
     return negated and _stems(old) == _stems(new)
 
@@ -330,7 +326,7 @@ def edit_problem(edit: Edit, context: str) -> str | None:
     >>> edit_problem(Edit(old="2016", new="2016 finals"), ctx)
     "it adds words ('finals') without replacing any"
     """
-    old, new = _words_of(edit.old), _words_of(edit.new)
+    old, new = _content(edit.old), _content(edit.new)
     if negation_only(edit):
         return None
     if not new:
