@@ -69,6 +69,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "evidence-rounds2": {"method": "evidence", "max_rounds": 2},
     "evidence-guard": {"method": "evidence", "guard": "reject"},
     "constrained": {"method": "constrained"},
+    "constrained-fallback": {"method": "constrained", "direct_fallback": True},
 }
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)

@@ -68,14 +68,15 @@ def _names(llm: str, scorer: str, fake: bool) -> tuple[str, str]:
     return (FAKE, "keyword-overlap") if fake else (llm, scorer)
 
 
-def _draw(spec: str | None) -> tuple[int, int] | None:
-    """``"N:SEED"`` as ``(N, SEED)``."""
-    if spec is None:
-        return None
-    n, sep, seed = spec.partition(":")
-    if not sep or not n.strip().isdigit() or not seed.strip().lstrip("-").isdigit():
-        raise typer.BadParameter(f"--exclude-draw takes N:SEED (e.g. 32:1), got {spec!r}")
-    return int(n), int(seed)
+def _draws(specs: Sequence[str] | None) -> list[tuple[int, int]]:
+    """Each ``"N:SEED"`` as ``(N, SEED)``."""
+    draws = []
+    for spec in specs or ():
+        n, sep, seed = spec.partition(":")
+        if not sep or not n.strip().isdigit() or not seed.strip().lstrip("-").isdigit():
+            raise typer.BadParameter(f"--exclude-draw takes N:SEED (e.g. 32:1), got {spec!r}")
+        draws.append((int(n), int(seed)))
+    return draws
 
 
 def _suffix(tag: str | None) -> str:
@@ -96,14 +97,15 @@ def correct_path(results: Path, llm: str, scorer: str, method: str, tag: str | N
 
 def select(
     cases: Sequence[pe.PlantedCase], sample: int | None, seed: int, limit: int | None,
-    exclude: tuple[int, int] | None = None,
+    exclude: Sequence[tuple[int, int]] = (),
 ) -> list[pe.PlantedCase]:
     """The cases of a run: all, or ``sample`` drawn with ``seed`` (kinds in turn, :func:`planted_errors.draw`),
     then grouped by context (cases of one context back to back, so a local judge reuses its evaluated prefix),
-    then the first ``limit``. ``exclude=(n, s)`` first leaves out the cases of the earlier draw of ``n`` with seed
-    ``s``: a held-out sample for settings tuned on that draw."""
-    if exclude is not None:
-        taken = {c.id for c in pe.draw(cases, exclude[0], exclude[1])}
+    then the first ``limit``. Each ``(n, s)`` of ``exclude`` first leaves out the cases of the earlier draw of ``n``
+    with seed ``s``, in turn (each draw from what the ones before it left): a held-out sample for settings tuned on
+    those draws."""
+    for n, s in exclude:
+        taken = {c.id for c in pe.draw(cases, n, s)}
         cases = [c for c in cases if c.id not in taken]
     picked = pe.draw(cases, sample, seed) if sample is not None else list(cases)
     first = {c: i for i, c in reversed(list(enumerate(x.context for x in picked)))}
@@ -234,7 +236,9 @@ def run(
     seed: Annotated[int, typer.Option(help="Seed of the draw.")] = 0,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N cases (after drawing/grouping).")] = None,
     exclude_draw: Annotated[
-        Optional[str], typer.Option(help="N:SEED: leave out the cases of that earlier draw (a held-out sample).")
+        Optional[list[str]],
+        typer.Option(help="N:SEED: leave out the cases of that earlier draw (a held-out sample); repeat for "
+                          "draws made in turn, each with the options of its own run."),
     ] = None,
     tag: Annotated[Optional[str], typer.Option(help="Suffix of the per-case file names.")] = None,
     threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads of local models (default: all).")] = None,
@@ -254,7 +258,7 @@ def run(
     bad = [m for m in methods if m not in variants]
     if bad:
         raise typer.BadParameter(f"unknown method(s) {bad}: use {sorted(variants)}")
-    cases = select(pe.read_cases(cases_file), sample, seed, limit, _draw(exclude_draw))
+    cases = select(pe.read_cases(cases_file), sample, seed, limit, _draws(exclude_draw))
     llm_name, scorer_name = _names(llm, scorer, fake)
     engine = _engine(llm, scorer, fake, threads)
     if not fake:
@@ -304,7 +308,9 @@ def originals(
     seed: Annotated[int, typer.Option(help="Seed of the draw.")] = 0,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N cases (after drawing/grouping).")] = None,
     exclude_draw: Annotated[
-        Optional[str], typer.Option(help="N:SEED: leave out the cases of that earlier draw (a held-out sample).")
+        Optional[list[str]],
+        typer.Option(help="N:SEED: leave out the cases of that earlier draw (a held-out sample); repeat for "
+                          "draws made in turn, each with the options of its own run."),
     ] = None,
     tag: Annotated[Optional[str], typer.Option(help="Suffix of the per-case file names.")] = None,
     threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads of local models (default: all).")] = None,
@@ -315,7 +321,7 @@ def originals(
     any error was planted (its false flags on these rows, beside its recall); resumable."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    cases = select(pe.read_cases(cases_file), sample, seed, limit, _draw(exclude_draw))
+    cases = select(pe.read_cases(cases_file), sample, seed, limit, _draws(exclude_draw))
     llm_name, scorer_name = _names(llm, scorer, fake)
     engine = _engine(llm, scorer, fake, threads)
     if not fake:

@@ -63,11 +63,14 @@ class GraphCorrect:
             without extracting again), ``"graph"`` (GraphCorrect as published: prompts B and C), ``"evidence"``
             (GraphCorrect with the reason and the evidence in step 1 and a follow-up when it repeats the triple) or
             ``"direct"`` (the Direct Prompt baseline). On planted errors drawn apart from those it was designed on,
-            ``"constrained"`` restored 6 of 18, ``"graph"`` 0 and ``"direct"`` 1 (``docs/benchmarks.md``).
+            ``"constrained"`` restored 15 of 49 with edits beyond the error on 3, ``"direct"`` 5 with 14
+            (``docs/benchmarks.md``).
         evidence_sentences: with ``method="evidence"`` or ``"constrained"``, how many sentences of the deciding
             passage step 1 is shown (and, for ``"constrained"``, where the candidate numbers and dates come from).
-        direct_fallback: with ``method="evidence"`` (default on), a round in which no triple change could be
-            applied ends with the Direct Prompt on the output; ``False`` keeps the output as it is then.
+        direct_fallback: a round in which no triple change could be applied (or the output has no triple) ends
+            with the Direct Prompt on the output. With ``method="evidence"`` (on by default) its rewrite is taken
+            as it is; with ``"constrained"`` (off by default) only one changed place of it is made, held to the
+            same rules as a corrected triple and supported by the scorer. ``False`` keeps the output as it is then.
         max_rounds: correct → re-check rounds; ``1`` is the paper's procedure. With ``k > 1`` an output that the
             re-check still flags is corrected again from the re-check's unsupported triples, up to ``k`` times.
         guard: ``"reject"`` (or ``True``) refuses a change after which the output no longer states a triple the
@@ -123,7 +126,7 @@ class GraphCorrect:
         guard: GuardMode = False,
         batch_step1: bool = False,
         evidence_sentences: int = 3,
-        direct_fallback: bool = True,
+        direct_fallback: bool | None = None,
         max_growth: float = 1.5,
         min_similarity: float = 0.5,
         max_retries: int = 1,
@@ -161,7 +164,7 @@ class GraphCorrect:
         self.guard: Literal["reject", "flag"] | None = guard_mode
         self.batch_step1 = batch_step1
         self.evidence_sentences = evidence_sentences
-        self.direct_fallback = bool(direct_fallback)
+        self.direct_fallback = (method == "evidence") if direct_fallback is None else bool(direct_fallback)
         self.max_growth = float(max_growth)
         self.min_similarity = float(min_similarity)
         self.max_retries = max_retries

@@ -26,10 +26,13 @@ from ..locate import locate_triple
 from ..types import Triple
 
 __all__ = [
+    "Change",
     "Edit",
     "Value",
     "MAX_EDIT_WORDS",
+    "bound_problem",
     "candidates_for",
+    "drop_negation",
     "edit_problem",
     "foreign_words",
     "is_name",
@@ -37,6 +40,7 @@ __all__ = [
     "negation_only",
     "replace_value",
     "substitute",
+    "text_changes",
     "triple_edits",
     "typed_values",
 ]
@@ -112,13 +116,44 @@ def triple_edits(old: Triple, new: Triple) -> list[Edit]:
     >>> [(e.old, e.new) for e in triple_edits(o, Triple(subject="It", relation="is not", object="known"))]
     [('is', 'is not')]
     """
-    a_text, b_text = old.sentence(), new.sentence()
-    a, b = _tokens(a_text), _tokens(b_text)
+    return [Edit(old=c.old, new=c.new) for c in text_changes(old.sentence(), new.sentence())]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One changed stretch of a text: ``before[start:end]`` (``old``) became ``new``."""
+
+    start: int
+    end: int
+    old: str
+    new: str
+
+    @property
+    def edit(self) -> Edit:
+        return Edit(old=self.old, new=self.new)
+
+    def apply(self, before: str) -> str:
+        """``before`` with this change made, and nothing else."""
+        return before[: self.start] + self.new + before[self.end :]
+
+
+def text_changes(before: str, after: str, words_only: bool = False) -> list[Change]:
+    """The stretches in which ``after`` differs from ``before`` (as :func:`triple_edits` reads them), with where
+    each sits in ``before``. ``words_only``: leave out the changes of punctuation alone (quotes, commas), which say
+    nothing of the facts. Empty when a pure insertion or deletion has no neighbour to take along.
+
+    >>> before = "Ann won 2 gold medals in `` Paris ''."
+    >>> [(c.old, c.new, c.start) for c in text_changes(before, 'Ann won 3 gold medals in "Paris".', words_only=True)]
+    [('2', '3', 8)]
+    """
+    a, b = _tokens(before), _tokens(after)
     matcher = difflib.SequenceMatcher(None, [_norm(t.group()) for t in a], [_norm(t.group()) for t in b],
                                       autojunk=False)
-    edits: list[Edit] = []
+    changes: list[Change] = []
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
+            continue
+        if words_only and not any(re.match(r"\w", t.group()) for t in [*a[i1:i2], *b[j1:j2]]):
             continue
         if i1 == i2 or j1 == j2:  # a pure insertion or deletion: anchor it on a neighbour kept by both
             if i1 > 0 and j1 > 0:
@@ -127,12 +162,13 @@ def triple_edits(old: Triple, new: Triple) -> list[Edit]:
                 i2, j2 = i2 + 1, j2 + 1
             else:
                 return []
-        old_part = a_text[a[i1].start() : a[i2 - 1].end()]
-        new_part = b_text[b[j1].start() : b[j2 - 1].end()] if j2 > j1 else ""
+        start, end = a[i1].start(), a[i2 - 1].end()
+        old_part = before[start:end]
+        new_part = after[b[j1].start() : b[j2 - 1].end()] if j2 > j1 else ""
         if "".join(old_part.casefold().split()) == "".join(new_part.casefold().split()):
             continue  # spacing only ("cycling 's" / "cycling's"): nothing to change
-        edits.append(Edit(old=old_part, new=new_part))
-    return edits
+        changes.append(Change(start=start, end=end, old=old_part, new=new_part))
+    return changes
 
 
 def _pattern(phrase: str) -> re.Pattern[str] | None:
@@ -345,6 +381,106 @@ def edit_problem(edit: Edit, context: str) -> str | None:
     return None
 
 
+# A bound on a number ("more than 100"): the values it admits, given the bound's own value.
+_BOUNDS: tuple[tuple[str, str], ...] = (
+    ("no more than", "upper"), ("no fewer than", "lower"), ("not more than", "upper"), ("in excess of", "lower"),
+    ("more than", "lower"), ("greater than", "lower"), ("upwards of", "lower"), ("at least", "lower"),
+    ("over", "lower"), ("above", "lower"), ("exceeding", "lower"),
+    ("less than", "upper"), ("fewer than", "upper"), ("up to", "upper"), ("at most", "upper"),
+    ("under", "upper"), ("below", "upper"),
+    ("approximately", "about"), ("an estimated", "about"), ("close to", "about"), ("roughly", "about"),
+    ("around", "about"), ("about", "about"), ("nearly", "about"), ("almost", "about"), ("some", "about"),
+)
+_APPROX = 0.1  # "about 100" admits 90 to 110
+_SCALE = {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}
+
+
+def _amount(text: str) -> float | None:
+    """The one number of ``text`` as a float ("£1.2 million" is 1200000.0, "two" 2.0); ``None`` when ``text`` holds
+    no number, or several."""
+    numbers = [v.text for v in typed_values(text) if v.kind == "number"]
+    if len(numbers) != 1:
+        return None
+    number = numbers[0].casefold()
+    if number in _NUMBER_WORDS:
+        return float(_NUMBER_WORDS[number])
+    digits = re.search(r"\d+(?:[.,]\d+)*", number)
+    if digits is None:
+        return None
+    raw = digits.group()
+    raw = raw.replace(",", "") if re.fullmatch(r"\d{1,3}(?:,\d{3})+", raw) else raw.replace(",", ".")
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    unit = re.search(r"(k|thousand|m|million|bn|billion)\b", number[digits.end():])
+    return value * _SCALE[unit.group(1)] if unit else value
+
+
+def _bound(words: str, at_end: bool) -> tuple[str, str] | None:
+    """The bound ``words`` start with (``at_end``: end with), as ``(phrase, kind)``."""
+    text = " ".join(_content(words))
+    for phrase, kind in _BOUNDS:
+        if (text.endswith(phrase) if at_end else text.startswith(phrase)) and (
+            len(text) == len(phrase) or text[-len(phrase) - 1 if at_end else len(phrase)] == " "
+        ):
+            return phrase, kind
+    return None
+
+
+def _admits(kind: str, bound: float, value: float) -> bool:
+    if kind == "lower":
+        return value >= bound
+    if kind == "upper":
+        return value <= bound
+    return abs(value - bound) <= _APPROX * abs(bound)
+
+
+def bound_problem(edit: Edit, sentence: str, context: str = "") -> str | None:
+    """Why ``edit`` is no correction of a number with a bound (``None``: it may be one). ``sentence`` is the
+    flagged triple's text, where the edit's old words sit.
+
+    * The bound is in the edit and the new words drop it ("more than 150" → "116"): the claim was a bound, the
+      replacement states an exact amount; that changes what is claimed, not just the value.
+    * The bound stands before the edit and already admits the new value ("more than £ 200,000" with the context's
+      "£270,000"): the output's bound is true of the context's amount, there is nothing to correct.
+    * A lower or upper bound stands before the edit and ``context`` does not state that bound with the new value:
+      "more than 150" → "more than 116" from the context's "116 bodies" is not true either (an approximate bound,
+      "about 116", is).
+
+    >>> bound_problem(Edit(old="200,000", new="270,000"), "woman helped hide more than £ 200,000")
+    "the output's 'more than 200,000' already holds for 270,000"
+    >>> bound_problem(Edit(old="more than 150", new="116"), "prosecutors exhume more than 150 bodies")
+    "it drops the bound 'more than' of 'more than 150' and states an exact amount"
+    >>> bound_problem(Edit(old="17,000", new="14,000"), "she swam nearly 17,000 miles") is None
+    True
+    >>> bound_problem(Edit(old="150", new="116"), "exhumed more than 150 bodies", "They exhumed 116 bodies.")[-55:]
+    'an exact amount of the context does not correct a bound'
+    >>> bound_problem(Edit(old="150", new="100"), "exhumed more than 150 bodies", "More than 100 bodies.") is None
+    True
+    """
+    old, new = _amount(edit.old), _amount(edit.new)
+    if old is None or new is None:
+        return None
+    inside = _bound(edit.old, at_end=False)
+    if inside is not None:
+        if _bound(edit.new, at_end=False) is None:
+            return f"it drops the bound {inside[0]!r} of {edit.old!r} and states an exact amount"
+        return None
+    at = sentence.casefold().find(edit.old.casefold())
+    before = _bound(sentence[:at], at_end=True) if at > 0 else None
+    if before is None:
+        return None
+    phrase, kind = before
+    if _admits(kind, old, new):
+        return f"the output's {phrase + ' ' + edit.old!r} already holds for {edit.new}"
+    stated = " ".join(_content(phrase + " " + edit.new))
+    if kind != "about" and context and f" {stated} " not in f" {' '.join(_content(context))} ":
+        return (f"the output's {phrase + ' ' + edit.old!r} is a bound and the context does not state "
+                f"{phrase + ' ' + edit.new!r}: an exact amount of the context does not correct a bound")
+    return None
+
+
 def _value_key(text: str) -> str:
     return " ".join(_content(text))
 
@@ -371,6 +507,35 @@ def candidates_for(triple: Triple, evidence: str, limit: int = 5) -> tuple[Value
         if options:
             return value, options[:limit]
     return None
+
+
+_AUX = r"is|are|was|were|has|have|had|will|would|should|could|can|may|might|must"
+_AUX_NOT = re.compile(rf"\b({_AUX})\s+(?:not|never)\b", re.I)
+_CONTRACTED = re.compile(r"\b(is|are|was|were|has|have|had|would|should|could|must)n['’]t\b", re.I)
+_IRREGULAR = re.compile(r"\b(?:(won)|(can))['’]t\b", re.I)
+
+
+def drop_negation(triple: Triple) -> Triple | None:
+    """``triple`` with the negation of its auxiliary verbs taken out ("has not grabbed" → "has grabbed", "isn't" →
+    "is", "won't" → "will"): the opposite claim, for a negation the context does not state. ``None`` when the
+    triple negates no auxiliary ("did not sign" is left alone: its positive form needs the verb inflected).
+
+    >>> drop_negation(Triple(subject="Ashley", relation="has not grabbed", object="control")).as_list()
+    ['Ashley', 'has grabbed', 'control']
+    >>> drop_negation(Triple(subject="He", relation="won't", object="play")).relation
+    'will'
+    >>> drop_negation(Triple(subject="He", relation="did not sign", object="it")) is None
+    True
+    """
+    parts = []
+    for part in triple.as_list():
+        part = _AUX_NOT.sub(lambda m: m.group(1), part)
+        part = _CONTRACTED.sub(lambda m: m.group(1), part)
+        part = _IRREGULAR.sub(lambda m: ("will" if m.group(1) else "can") if m.group()[0].islower()
+                              else ("Will" if m.group(1) else "Can"), part)
+        parts.append(part)
+    flipped = Triple.from_list(parts)
+    return None if flipped == triple else flipped
 
 
 def replace_value(triple: Triple, value: str, replacement: str) -> Triple | None:

@@ -21,18 +21,23 @@ from ..exceptions import ScoringError
 from ..extract.parser import parse_single_triple, parse_triples
 from ..messages import message_text
 from ..retry import RetryPolicy
+from ..text import sentence_spans
 from ..types import ClaimCheck, Report, Triple
 from .evidence import closest_sentences, deciding_passage, failure_reason
 from .guard import Guard, Tally
 from .prompts import CorrectionPrompts
 from .spans import (
+    Change,
     Edit,
+    bound_problem,
     candidates_for,
+    drop_negation,
     edit_problem,
     foreign_words,
     kinds_lost,
     replace_value,
     substitute,
+    text_changes,
     triple_edits,
     typed_values,
 )
@@ -324,14 +329,16 @@ class ConstrainedStrategy:
     and the closest sentences), its answer held to the context, the change made in place, no rewrite call.
 
     1. The evidence prompt proposes a corrected triple.
-    2. It is taken when it changes the triple, every word it brings in occurs in the context, and GraphEval's
-       scorer finds it supported by the context, or at least better supported than the flagged triple (one scorer
-       call; the re-check reuses the verdict). Otherwise (the
-       same triple, no triple, words the context lacks, a number or a date replaced by something that is not one,
-       or still unsupported), when the triple holds a number or a
-       date and the closest sentences hold other values of that kind, the model chooses among those values (one
-       call, answered by a number; ``0``: none), and the choice is scored the same way; else, for an unchanged
-       answer, the evidence follow-up is sent once and its answer held to the same rules.
+    2. Each change it makes at one place is kept when every word it brings in occurs in the context and it is a
+       corrected value (:meth:`_problem`); the others are left out. When several are kept, each is tried alone
+       (:meth:`_take`). A try is taken when GraphEval's scorer finds it supported by the context, or (a number or
+       a date) at least better supported than the flagged triple (one scorer call; the re-check reuses the
+       verdict); of several, the best supported. Otherwise (the same triple, no triple, no change kept, or still
+       unsupported): a triple that negates an auxiliary is tried without the negation (it must be supported);
+       then, when the triple holds a number or a date and the closest sentences hold other values of that kind,
+       the model chooses among those values (one call, answered by a number; ``0``: none), and the choice is held
+       to the bound rule and scored the same way; else, for an unchanged answer, the evidence follow-up is sent
+       once and its answer held to the same rules.
     3. The words that changed in the triple are replaced in the output where the triple sits (the output's other
        words are never touched); when they are not found there, the change is refused, not handed to a rewrite.
     4. The round records the triples the output now states (:attr:`Round.after_triples`): the re-check scores
@@ -340,12 +347,17 @@ class ConstrainedStrategy:
 
     method: CorrectionMethod = "constrained"
 
-    def __init__(self, evidence_sentences: int = 3, context_sentences: int | None = 8) -> None:
+    def __init__(
+        self, evidence_sentences: int = 3, context_sentences: int | None = 8, direct_fallback: bool = False
+    ) -> None:
         if evidence_sentences < 1:
             raise ValueError("evidence_sentences must be >= 1")
         if context_sentences is not None and context_sentences < evidence_sentences:
             raise ValueError("context_sentences must be None or >= evidence_sentences")
         self.evidence_sentences = evidence_sentences
+        self.direct_fallback = direct_fallback
+        """When no flagged triple could be corrected (or none was extracted), ask the Direct Prompt and keep, of its
+        rewrite, one changed place held to the same rules (:meth:`_fallback`)."""
         self.context_sentences = context_sentences
         """How many sentences of the deciding passage (the closest to the triple, in passage order) step 1 reads as
         its context; ``None``: the whole context. A short prompt is read faster, and the values it offers are the
@@ -392,8 +404,75 @@ class ConstrainedStrategy:
             done.update(key)
             applied.extend(edits)
             _replace(after, old, new)
+        if self.direct_fallback and current == job.current:
+            current, fallback = await self._fallback(editor, job, after)
+            changes.append(fallback)
         job.after_triples = after
         return current, changes
+
+    async def _fallback(self, editor: Editor, job: Round, after: list[Triple]) -> tuple[str, TripleChange]:
+        """The Direct Prompt's rewrite held to the rules of the triples: each place where it changes words of the
+        output (case and punctuation aside) is a change held to :meth:`_problem`; each kept one is made alone in the
+        output and the sentence it sits in is scored against the context (supported outright; a number or a date:
+        better supported than the sentence was); the best supported is made, nothing else of the rewrite. The
+        triples in ``after`` that held its old words are given the new ones."""
+        current = job.current
+        answer, error, calls = await editor.call(editor.prompts.direct_messages(current, job.ctx), job.config)
+        change = TripleChange(round=job.number, kind="direct", llm_calls=calls)
+        if answer is None:
+            change.reason = f"the Direct Prompt: the chat model raised {error}"
+            return current, change
+        change.raw_answers.append(answer)
+        rewrite, problem = editor.accept(answer, current, job.original, "the Direct Prompt")
+        if problem is not None:  # not a rewrite of the output (a copy of the context, a cut, a summary)
+            change.reason = problem
+            return current, change
+        found = text_changes(current, rewrite, words_only=True)
+        if not found:
+            change.reason = "the Direct Prompt changed no word of the output"
+            return current, change
+        problems = [self._problem(c.edit, _sentence_at(current, c.start), job.ctx) for c in found]
+        kept = [c for c, problem in zip(found, problems) if problem is None]
+        if not kept:
+            change.reason = f"the Direct Prompt's rewrite: {next(p for p in problems if p)}"
+            return current, change
+        best: tuple[float, str, Change] | None = None
+        closest: float | None = None  # the lowest P(unsupported) of a change refused
+        for made in kept:
+            edited = made.apply(current)
+            p_new = await self._p_unsupported(editor, job, _sentence_at(edited, made.start))
+            if p_new is None:
+                continue
+            bar = editor.guard.grapheval.hallucination_threshold
+            if typed_values(made.old) and typed_values(made.new):  # a number or a date: better than it was
+                before = await self._p_unsupported(editor, job, _sentence_at(current, made.start))
+                bar = max(bar, before - 1e-9) if before is not None else bar
+            if p_new > bar:
+                closest = p_new if closest is None else min(closest, p_new)
+            elif best is None or p_new < best[0]:
+                best = (p_new, edited, made)
+        if best is None:
+            lowest = "" if closest is None else f" (lowest P(unsupported) {closest:.2f})"
+            change.reason = f"the Direct Prompt's rewrite: no change of it is supported by the context{lowest}"
+            return current, change
+        _, edited, made = best
+        change.applied = True
+        for i, triple in enumerate(after):
+            replaced = replace_value(triple, made.old, made.new)
+            if replaced is not None:
+                after[i] = replaced
+        return edited, change
+
+    @staticmethod
+    async def _p_unsupported(editor: Editor, job: Round, claim: str) -> float | None:
+        """P(unsupported) of ``claim`` against the context by GraphEval's scorer (``None``: scoring failed)."""
+        try:
+            scorer = await asyncio.to_thread(lambda: editor.guard.grapheval.scorer)
+            [score] = await scorer.acheck([tuple(job.passages or (job.ctx,))], [claim])
+        except ScoringError as exc:
+            job.tally.issues.append(f"constrained: scoring {claim!r} failed: {exc}")
+            return None
+        return None if score.error is not None else score.p_unsupported
 
     async def _step1(
         self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, change: TripleChange
@@ -410,11 +489,14 @@ class ConstrainedStrategy:
         if answer is None and change.reason is not None:  # the chat model raised (retries spent): say so, stop
             return None
         new = parse_single_triple(answer) if answer else None
-        problem = self._problem(old, new, job.ctx)
-        if problem is None and new is not None:
-            problem = await self._unsupported(editor, job, new, claim.p_unsupported, strict=not _changes_a_value(old, new))
-            if problem is None:
-                return new
+        taken, problem = await self._take(editor, job, claim, old, new)
+        if taken is not None:
+            return taken
+        flipped = drop_negation(old)
+        if flipped is not None and await self._unsupported(
+            editor, job, flipped, claim.p_unsupported, strict=True
+        ) is None:
+            return flipped  # the context states the claim without its negation
         offered = candidates_for(old, evidence) if evidence else None
         if offered is not None:
             value, options = offered
@@ -429,7 +511,9 @@ class ConstrainedStrategy:
             if chosen is None or _same_triple(old, chosen):
                 change.reason = f"step 1: {problem}; the chosen value changes nothing"
                 return None
-            unsupported = await self._unsupported(editor, job, chosen, claim.p_unsupported)
+            unsupported = bound_problem(Edit(old=value.text, new=picked), old.sentence(), job.ctx)
+            if unsupported is None:
+                unsupported = await self._unsupported(editor, job, chosen, claim.p_unsupported)
             if unsupported is not None:
                 change.new = chosen
                 change.reason = f"step 1: {problem}; with the chosen value {picked!r}: {unsupported}"
@@ -443,16 +527,50 @@ class ConstrainedStrategy:
         again = [*messages, AIMessage(answer), *editor.prompts.follow_up_messages(old)]
         second = await self._ask(editor, job, again, change)
         retried = parse_single_triple(second) if second else None
-        problem = self._problem(old, retried, job.ctx)
-        if problem is None and retried is not None:
-            problem = await self._unsupported(
-                editor, job, retried, claim.p_unsupported, strict=not _changes_a_value(old, retried)
-            )
-        if problem is not None:
+        taken, problem = await self._take(editor, job, claim, old, retried)
+        if taken is None:
             change.new = retried
             change.reason = f"step 1 (after the follow-up): {problem}"
-            return None
-        return retried
+        return taken
+
+    async def _take(
+        self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, new: Triple | None
+    ) -> tuple[Triple | None, str | None]:
+        """The corrected triple taken from a proposed one, or ``None`` and why not.
+
+        Each change the proposal makes at one place is held to the rules of :meth:`_problem`. The changes that
+        break them are dropped when others keep to them ("9th hole" → "11th hole at port douglas": the added place
+        goes, the corrected number stays), and a triple is corrected one value at a time: when several changes keep
+        to the rules, each is tried alone and the best supported is taken ("sherwood will repeat" → "Grealish will
+        not repeat": the name and the negation are scored apart). Each try is scored as in :meth:`_unsupported`.
+        """
+        if new is None:
+            return None, "no triple could be parsed from the answer"
+        edits = triple_edits(old, new)
+        if not edits:
+            return None, "the model returned the triple unchanged"
+        problems = [self._problem(edit, old.sentence(), job.ctx) for edit in edits]
+        kept = [edit for edit, problem in zip(edits, problems) if problem is None]
+        first = next((problem for problem in problems if problem is not None), None)
+        if not kept:
+            return None, first
+        tries = [new] if len(kept) == len(edits) == 1 else _one_at_a_time(old, kept)
+        if not tries:
+            return None, first or "the changes of the corrected triple cannot be made one at a time"
+        best: Triple | None = None
+        why: str | None = None
+        for attempt in tries:
+            unsupported = await self._unsupported(
+                editor, job, attempt, claim.p_unsupported, strict=not _changes_a_value(old, attempt)
+            )
+            if unsupported is not None:
+                why = why or unsupported
+            elif best is None or _p(job, attempt) < _p(job, best):
+                best = attempt
+        if best is None:
+            dropped = f" (with {first})" if first else ""
+            return None, f"{why}{dropped}"
+        return best, None
 
     @staticmethod
     async def _unsupported(
@@ -502,24 +620,46 @@ class ConstrainedStrategy:
         return answer if answer.strip() else None
 
     @staticmethod
-    def _problem(old: Triple, new: Triple | None, context: str) -> str | None:
-        """Why a proposed triple is not taken (``None``: it is)."""
-        if new is None:
-            return "no triple could be parsed from the answer"
-        edits = triple_edits(old, new)
-        if not edits:
-            return "the model returned the triple unchanged"
-        foreign = foreign_words(" ".join(e.new for e in edits), context)
+    def _problem(edit: Edit, where: str, context: str) -> str | None:
+        """Why one change (of a proposed triple, or of a rewrite) is not a correction (``None``: it may be one): it
+        brings in words the context lacks, turns a number or a date into something else, is no corrected value
+        (:func:`~grapheval_plugins.correct.spans.edit_problem`), or changes a number under a bound that the new
+        value does not need changed (:func:`~grapheval_plugins.correct.spans.bound_problem`; ``where``: the text
+        the edit's old words sit in)."""
+        foreign = foreign_words(edit.new, context)
         if foreign:
-            return "the corrected triple brings in words the context does not contain: " + ", ".join(foreign[:5])
-        for edit in edits:
-            lost = kinds_lost(edit)
-            if lost:
-                return f"the corrected triple replaces a {lost} ({edit.old!r}) with something else ({edit.new!r})"
-            problem = edit_problem(edit, context)
-            if problem:
-                return f"the corrected triple is not a corrected value: {problem}"
+            return "the change brings in words the context does not contain: " + ", ".join(foreign[:5])
+        lost = kinds_lost(edit)
+        if lost:
+            return f"the change replaces a {lost} ({edit.old!r}) with something else ({edit.new!r})"
+        problem = edit_problem(edit, context) or bound_problem(edit, where, context)
+        if problem:
+            return f"the change is not a corrected value: {problem}"
         return None
+
+
+def _sentence_at(text: str, at: int) -> str:
+    """The sentence of ``text`` that holds character ``at`` (the whole text when none does)."""
+    for start, end in sentence_spans(text):
+        if start <= at < end:
+            return text[start:end]
+    return text
+
+
+def _one_at_a_time(old: Triple, edits: Sequence[Edit]) -> list[Triple]:
+    """``old`` with each edit made alone (those that cannot be placed in one part of the triple left out)."""
+    out: list[Triple] = []
+    for edit in edits:
+        made = replace_value(old, edit.old, edit.new)
+        if made is not None and made != old and made not in out:
+            out.append(made)
+    return out
+
+
+def _p(job: Round, triple: Triple) -> float:
+    """The scored P(unsupported) of a tried triple (1.0 when it was not scored: verification off)."""
+    check = job.verified.get(triple)
+    return 1.0 if check is None else check.p_unsupported
 
 
 def _changes_a_value(old: Triple, new: Triple) -> bool:
@@ -602,5 +742,5 @@ def strategy_for(
     if method == "evidence":
         return EvidenceStrategy(evidence_sentences=evidence_sentences, direct_fallback=direct_fallback)
     if method == "constrained":
-        return ConstrainedStrategy(evidence_sentences=evidence_sentences)
+        return ConstrainedStrategy(evidence_sentences=evidence_sentences, direct_fallback=direct_fallback)
     return DirectStrategy()

@@ -17,7 +17,9 @@ from grapheval_plugins.correct import GraphCorrect
 from grapheval_plugins.correct.spans import (
     MAX_EDIT_WORDS,
     Edit,
+    bound_problem,
     candidates_for,
+    drop_negation,
     edit_problem,
     foreign_words,
     is_name,
@@ -63,9 +65,11 @@ class Model:
         self,
         step1: Callable[[list[str], int], str],
         choose: Callable[[str], str] | None = None,
+        direct: Callable[[str], str] | None = None,
     ) -> None:
         self.step1 = step1
         self.choose = choose
+        self.direct = direct
         self.calls: list[tuple[str, list[BaseMessage]]] = []
         self.seen: dict[tuple[str, ...], int] = {}
         self.llm = ScriptedChatModel(respond=self.respond, model_label="constrained-test")
@@ -75,6 +79,9 @@ class Model:
 
     def respond(self, messages: list[BaseMessage]) -> str:
         first = str(messages[0].content)
+        if "<summary>" in first and self.direct is not None:  # the Direct Prompt of direct_fallback=True
+            self.calls.append(("D", messages))
+            return self.direct(_tag("summary", first))
         assert "<old_triple>" not in first and "<summary>" not in first, "no rewrite call is made"
         if "Which value of the context" in first:
             self.calls.append(("choice", messages))
@@ -256,6 +263,133 @@ def test_a_negation_flip_is_taken_only_when_the_scorer_supports_it() -> None:
         if not applied:
             assert "changes more than a number or a date and is not supported" in (change.reason or "")
             assert result.corrected == output
+
+
+def test_a_change_that_breaks_the_rules_is_dropped_and_the_corrected_value_kept() -> None:
+    # the answer fixes the number and adds a place: the place goes, the number stays
+    model = Model(lambda old, n: json.dumps([old[0], old[1], "two Nobel Prizes in Warsaw"]) if old == WON_THREE
+                  else fix(old, n))
+    result = make(model).correct(CONTEXT, OUTPUT)
+    won = next(c for c in result.changes if c.old is not None and c.old.object == "three Nobel Prizes")
+    assert won.applied and won.new == T(WON_TWO), won.reason
+    assert result.corrected == FIXED and len(model.of("choice")) == 0
+
+
+def test_a_triple_is_corrected_one_value_at_a_time_the_best_supported_kept() -> None:
+    context = "Tim Sherwood said Jack Grealish will not repeat his mistake."
+    output = "Tim Sherwood said Jack Grealish will repeat his mistake."
+    KG[output] = [["Tim Sherwood", "said", "Grealish will repeat his mistake"]]
+    # the answer swaps the name (wrong) and restores the negation (right): each is scored alone
+    model = Model(lambda old, n: json.dumps(["Tim Sherwood", "said", "Sherwood will not repeat his mistake"]))
+    tried: list[str] = []
+
+    def support(premise: str, claim: str) -> float:
+        tried.append(claim)
+        return 1.0 if "Grealish will not repeat" in claim else 0.0
+
+    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(support)), rouge=False,
+                         method="constrained")
+    result = fixer.correct(context, output)
+    [change] = result.changes
+    assert change.applied and change.new == T(["Tim Sherwood", "said", "Grealish will not repeat his mistake"])
+    assert result.corrected == "Tim Sherwood said Jack Grealish will not repeat his mistake."
+    assert any("Sherwood will repeat" in c for c in tried)  # the name swap alone was scored, and lost
+
+
+def test_a_number_under_a_bound_is_not_changed_to_a_value_the_bound_admits() -> None:
+    context = "Police said the woman hid 270,000 pounds in the garden of the house."
+    output = "The woman hid more than 200,000 pounds in the garden."
+    KG[output] = [["The woman", "hid", "more than 200,000 pounds in the garden"]]
+    # the free answer drops the bound; the choice then offers the context's amount, which the bound admits
+    model = Model(lambda old, n: json.dumps([old[0], old[1], "270,000 pounds in the garden"]), lambda prompt: "1")
+    result = make(model).correct(context, output)
+    [change] = result.changes
+    assert not change.applied and result.corrected == output
+    assert "drops the bound 'more than'" in (change.reason or "")
+    assert "the output's 'more than 200,000' already holds for 270,000" in (change.reason or "")
+
+
+def test_a_negation_the_context_does_not_state_is_taken_out_when_the_answer_fails() -> None:
+    context = "Rangers will probe claims that Mike Ashley has grabbed control of the club's badges."
+    output = "Mike Ashley has not grabbed control of the club's badges."
+    KG[output] = [["Mike Ashley", "has not grabbed", "control of the club's badges"]]
+    model = Model(lambda old, n: json.dumps(old))  # the model repeats the triple every time
+    scorer = FunctionScorer(lambda premise, claim: 1.0 if "has grabbed" in claim else 0.0)
+    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False, method="constrained")
+    result = fixer.correct(context, output)
+    [change] = result.changes
+    assert change.applied and change.new == T(["Mike Ashley", "has grabbed", "control of the club's badges"])
+    assert result.corrected == "Mike Ashley has grabbed control of the club's badges."
+    assert change.llm_calls == 1 and not change.follow_up  # no follow-up, no choice: the scorer decided
+    # unsupported without its negation too: the output stays as it was
+    model = Model(lambda old, n: json.dumps(old))
+    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(lambda premise, claim: 0.0)), rouge=False,
+                         method="constrained")
+    assert fixer.correct(context, output).corrected == output
+
+
+def test_drop_negation_takes_out_an_auxiliarys_negation_only() -> None:
+    def flip(relation: str) -> str | None:
+        flipped = drop_negation(Triple(subject="He", relation=relation, object="it"))
+        return None if flipped is None else flipped.relation
+
+    assert flip("has not grabbed") == "has grabbed"
+    assert flip("should never be") == "should be"
+    assert flip("wasn't told") == "was told"
+    assert flip("Won't sign") == "Will sign"
+    assert flip("can't stay") == "can stay"
+    assert flip("did not sign") is None  # its positive form needs the verb inflected
+    assert flip("signed") is None and flip("knot tied") is None
+
+
+def test_the_direct_fallback_makes_one_change_of_the_rewrite_held_to_the_rules() -> None:
+    output = "Marie Curie was born in Paris."
+    # step 1 repeats the triple; the rewrite fixes the place, adds a fact the context lacks and re-cases a name
+    model = Model(lambda old, n: json.dumps(old),
+                  direct=lambda summary: "Marie curie, a chemist, was born in Warsaw.")
+    result = make(model, direct_fallback=True).correct(CONTEXT, output)
+    assert result.corrected == "Marie Curie was born in Warsaw."
+    direct = [c for c in result.changes if c.kind == "direct"]
+    assert len(direct) == 1 and direct[0].applied and direct[0].llm_calls == 1
+    assert result.passed is True and len(model.of("D")) == 1
+    assert result.recheck is not None and [c.triple.as_list() for c in result.recheck.claims
+                                           if c.triple is not None] == [BORN_WARSAW]  # no new extraction
+    assert len(model.of("A")) == 1
+
+
+def test_the_direct_fallback_is_off_by_default_and_refuses_an_unsupported_change() -> None:
+    output = "Marie Curie was born in Paris."
+    model = Model(lambda old, n: json.dumps(old))  # asserts that no Direct Prompt is sent
+    assert make(model).correct(CONTEXT, output).corrected == output
+    model = Model(lambda old, n: json.dumps(old), direct=lambda summary: "Marie Curie was born in Warsaw.")
+    scorer = FunctionScorer(lambda premise, claim: 0.0)
+    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False, method="constrained",
+                         direct_fallback=True)
+    result = fixer.correct(CONTEXT, output)
+    assert result.corrected == output
+    [direct] = [c for c in result.changes if c.kind == "direct"]
+    assert not direct.applied and "no change of it is supported by the context" in (direct.reason or "")
+    model = Model(lambda old, n: json.dumps(old), direct=lambda summary: "Marie Curie was born in Berlin.")
+    [direct] = [c for c in make(model, direct_fallback=True).correct(CONTEXT, output).changes if c.kind == "direct"]
+    assert not direct.applied and "does not contain: berlin" in (direct.reason or "")
+
+
+def test_bound_problem_reads_bounds_before_and_inside_the_edit() -> None:
+    assert bound_problem(Edit(old="100", new="95"), "about 100 people came") is not None  # within 10 %
+    assert bound_problem(Edit(old="100", new="80"), "about 100 people came") is None
+    assert bound_problem(Edit(old="100", new="150"), "up to 100 people came") is None
+    assert bound_problem(Edit(old="£ 1.2 million", new="£900,000"), "it cost over £ 1.2 million") is None
+    assert bound_problem(Edit(old="£ 1.2 million", new="£1.5m"), "it cost over £ 1.2 million") is not None
+    assert bound_problem(Edit(old="two", new="three"), "more than two") is not None
+    assert bound_problem(Edit(old="no more than 5", new="no more than 6"), "no more than 5") is None
+    assert bound_problem(Edit(old="5", new="7"), "moreover 5 came") is None  # a word ending in "over" is no bound
+    assert bound_problem(Edit(old="Paris", new="Warsaw"), "more than Paris") is None  # not a number
+    # a bound the context's exact amount does not satisfy: "more than 116" is not true of 116 either
+    exact = "Prosecutors have exhumed 116 bodies."
+    assert "does not correct a bound" in (bound_problem(Edit(old="150", new="116"), "more than 150 bodies", exact)
+                                          or "")
+    assert bound_problem(Edit(old="150", new="100"), "more than 150", "more than 100 bodies") is None
+    assert bound_problem(Edit(old="150", new="116"), "about 150 bodies", exact) is None  # "about 116" is fine
 
 
 def test_step_1_reads_the_sentences_closest_to_the_triple_not_the_whole_context() -> None:

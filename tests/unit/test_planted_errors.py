@@ -143,6 +143,19 @@ def test_draw_is_seeded_and_takes_the_kinds_in_turn() -> None:
     assert [c.id for c in pe.draw(cases, 9, 6)] != [c.id for c in a]
 
 
+def test_held_out_draws_leave_out_every_earlier_draw() -> None:
+    bp = importlib.import_module("bench_planted")
+    cases = pe.read_cases(CASES_FILE)
+    first = {c.id for c in bp.select(cases, 32, 1, None)}
+    second = {c.id for c in bp.select(cases, 32, 2, None, [(32, 1)])}
+    third = {c.id for c in bp.select(cases, 32, 3, None, [(32, 1), (32, 2)])}
+    assert len(first) == len(second) == len(third) == 32
+    assert not first & second and not first & third and not second & third
+    assert bp._draws(["32:1", "32:2"]) == [(32, 1), (32, 2)]
+    with pytest.raises(Exception, match="N:SEED"):
+        bp._draws(["32"])
+
+
 def test_number_and_date_shapes_and_changes() -> None:
     assert pe.number_shape("$ 800,000") == pe.number_shape("$ 1,200") != pe.number_shape("800,000")
     assert pe.date_shape("2016") == pe.date_shape("1998") == "Y"
