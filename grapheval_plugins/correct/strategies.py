@@ -492,7 +492,7 @@ class ConstrainedStrategy:
         taken, problem = await self._take(editor, job, claim, old, new)
         if taken is not None:
             return taken
-        flipped = drop_negation(old)
+        flipped = drop_negation(old) if editor.verify else None  # only ever taken on the scorer's word
         if flipped is not None and await self._unsupported(
             editor, job, flipped, claim.p_unsupported, strict=True
         ) is None:
