@@ -12,7 +12,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -43,6 +43,9 @@ from .spans import (
 )
 from .text import check_rewrite, clean_rewrite
 from .types import CorrectionMethod, TripleChange
+
+if TYPE_CHECKING:
+    from ..check.base import ClaimScore
 
 __all__ = [
     "ConstrainedStrategy",
@@ -466,13 +469,21 @@ class ConstrainedStrategy:
     @staticmethod
     async def _p_unsupported(editor: Editor, job: Round, claim: str) -> float | None:
         """P(unsupported) of ``claim`` against the context by GraphEval's scorer (``None``: scoring failed)."""
+        score = await ConstrainedStrategy._score(editor, job, claim, repr(claim))
+        return None if score is None else score.p_unsupported
+
+    @staticmethod
+    async def _score(editor: Editor, job: Round, claim: str, what: str, note: str = "") -> ClaimScore | None:
+        """``claim`` scored against the context by GraphEval's scorer; ``None`` when scoring failed (a raised
+        :class:`~grapheval_plugins.exceptions.ScoringError`, recorded in the tally as ``what`` failed ``note``, or
+        a per-claim error)."""
         try:
             scorer = await asyncio.to_thread(lambda: editor.guard.grapheval.scorer)
             [score] = await scorer.acheck([tuple(job.passages or (job.ctx,))], [claim])
         except ScoringError as exc:
-            job.tally.issues.append(f"constrained: scoring {claim!r} failed: {exc}")
+            job.tally.issues.append(f"constrained: scoring {what} failed{note}: {exc}")
             return None
-        return None if score.error is not None else score.p_unsupported
+        return None if score.error is not None else score
 
     async def _step1(
         self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, change: TripleChange
@@ -587,13 +598,8 @@ class ConstrainedStrategy:
             return None
         engine = editor.guard.grapheval
         claim = engine.render_triple(new)
-        try:
-            scorer = await asyncio.to_thread(lambda: engine.scorer)
-            [score] = await scorer.acheck([tuple(job.passages or (job.ctx,))], [claim])
-        except ScoringError as exc:
-            job.tally.issues.append(f"constrained: scoring {new.as_list()} failed, taken unverified: {exc}")
-            return None
-        if score.error is not None:
+        score = await ConstrainedStrategy._score(editor, job, claim, f"{new.as_list()}", ", taken unverified")
+        if score is None:
             return None
         threshold = engine.hallucination_threshold
         check = ClaimCheck(claim=claim, triple=new, p_unsupported=score.p_unsupported,
