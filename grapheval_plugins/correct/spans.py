@@ -34,18 +34,23 @@ __all__ = [
     "candidates_for",
     "drop_negation",
     "edit_problem",
+    "filler_problem",
     "foreign_words",
+    "has_spaced_numbers",
     "is_name",
     "kinds_lost",
     "negation_only",
     "replace_value",
     "substitute",
     "text_changes",
+    "tidy_numbers",
     "triple_edits",
+    "unit_lost",
     "typed_values",
 ]
 
-_TOKEN = re.compile(r"\w+(?:[.,'’]\w+)*|[^\w\s]", re.UNICODE)
+_SPACED_GROUPS = r"\d{1,3}(?:, \d{3}(?!\d)(?![.,]\d))+"  # "3, 500": a tokenised corpus's "3,500"
+_TOKEN = re.compile(rf"(?<![\w.,]){_SPACED_GROUPS}|\w+(?:[.,'’]\w+)*|[^\w\s]", re.UNICODE)
 _STOP = frozenset(
     "a an the of in on at to for from by with and or but is are was were be been being has have had it its this "
     "that these those as he she they his her their them him who which what when where than then so not no do "
@@ -69,7 +74,8 @@ _DATE = re.compile(
     re.I,
 )
 _NUMBER = re.compile(
-    r"(?<![\w.])(?:[£$€]\s?)?\d+(?:[.,]\d+)*(?:\s?%|\s?(?:per cent|percent|million|billion|m|bn|k)\b)?"
+    rf"(?<![\w.])(?:[£$€]\s?)?(?:{_SPACED_GROUPS}|\d+(?:[.,]\d+)*)"
+    r"(?:\s?%|\s?(?:per cent|percent|million|billion|m|bn|k)\b)?"
     r"|\b(?:" + "|".join(_NUMBER_WORDS) + r")\b",
     re.I,
 )
@@ -97,7 +103,7 @@ def _tokens(text: str) -> list[re.Match[str]]:
 
 
 def _norm(token: str) -> str:
-    t = token.casefold().replace("’", "'")
+    t = token.casefold().replace("’", "'").replace(", ", ",")
     if re.fullmatch(r"\d{1,3}(?:,\d{3})+", t):
         t = t.replace(",", "")
     return str(_NUMBER_WORDS[t]) if t in _NUMBER_WORDS else t
@@ -235,16 +241,25 @@ def _content(text: str) -> list[str]:
     return [_norm(t.group()) for t in _tokens(text) if re.match(r"\w", t.group())]
 
 
-def foreign_words(new_text: str, context: str) -> list[str]:
+def foreign_words(new_text: str, context: str, inflecting: str = "") -> list[str]:
     """The content words of ``new_text`` that the context does not contain (case, thousands separators, number
-    words and a plural "s" aside): a correction must take its new words from the context."""
+    words and a plural "s" aside): a correction must take its new words from the context. ``inflecting``: words
+    whose new form is allowed (another inflection of one of its words: "did not ease" → "eased" brings in no new
+    word).
+
+    >>> foreign_words("eased to victory", "Inverness ease to a win."), foreign_words("eased", "", "did not ease")
+    (['eased', 'victory'], [])
+    """
     known = set()
     for w in _content(context):
         known.add(w)
         known.add(w[:-1] if len(w) > 3 and w.endswith("s") else w)
+    stems = set(_stems(_content(inflecting)))
     out = []
     for w in _content(new_text):
         if w in _STOP or w in known or (len(w) > 3 and w.endswith("s") and w[:-1] in known):
+            continue
+        if stems and _stems([w])[0] in stems:
             continue
         if w not in out:
             out.append(w)
@@ -279,6 +294,72 @@ def kinds_lost(edit: Edit) -> str | None:
     has = {v.kind for v in typed_values(edit.new)}
     lost = sorted(had - has)
     return lost[0] if lost else None
+
+
+_SPACED = re.compile(r"(?<![\w.,])(\d{1,3}(?:, \d{3}(?!\d)(?![.,]\d))+)")
+
+
+def tidy_numbers(text: str) -> str:
+    """``text`` with the thousands groups of a tokenised corpus closed up ("3, 500" → "3,500"), for a value taken
+    from such a context into an output that writes its numbers the usual way.
+
+    >>> tidy_numbers("more than 3, 500 kenyan soldiers, 2, 3 and 4")
+    'more than 3,500 kenyan soldiers, 2, 3 and 4'
+    """
+    return _SPACED.sub(lambda m: m.group(1).replace(", ", ","), text)
+
+
+def has_spaced_numbers(text: str) -> bool:
+    """Whether ``text`` writes a thousands group with a space ("3, 500"), as a tokenised corpus does."""
+    return _SPACED.search(text) is not None
+
+
+_PERCENT = re.compile(r"%|\bper ?cent\b", re.I)
+_MONEY = re.compile(r"[£$€¥]|\b(?:pounds?|dollars?|euros?|pence|cents?|yen)\b", re.I)
+
+
+def _unit(number: str) -> str:
+    return "percent" if _PERCENT.search(number) else "money" if _MONEY.search(number) else "count"
+
+
+def unit_lost(edit: Edit) -> str | None:
+    """Why ``edit`` is no correction of a number's value: it changes what the number measures (a count becomes a
+    percentage, an amount of money a count), which a wrong value of the same quantity never does. ``None`` when
+    the edit's old and new numbers are of one unit (or either side has none).
+
+    >>> unit_lost(Edit(old="four", new="60%"))
+    "a count ('four') becomes a percent ('60%')"
+    >>> unit_lost(Edit(old="£ 440,000", new="£400,000")) is None, unit_lost(Edit(old="4", new="five")) is None
+    (True, True)
+    """
+    old = [v.text for v in typed_values(edit.old) if v.kind == "number"]
+    new = [v.text for v in typed_values(edit.new) if v.kind == "number"]
+    if not old or not new:
+        return None
+    had, has = {_unit(n) for n in old}, {_unit(n) for n in new}
+    if had & has:
+        return None
+    return f"a {sorted(had)[0]} ({edit.old!r}) becomes a {sorted(has)[0]} ({edit.new!r})"
+
+
+def filler_problem(triple: Triple, edit: Edit) -> str | None:
+    """Why ``edit`` corrects nothing of ``triple``: its old words are a part of the triple made of function words
+    only ("[Rihanna, for, a new single]", an extraction slip that states no relation) and its new words bring in
+    a claim. ``None`` otherwise ("voted for" → "voted against" changes a word of a real relation).
+
+    >>> t = Triple(subject="Rihanna", relation="for", object="a new single")
+    >>> filler_problem(t, Edit(old="for", new="released"))
+    "the triple's part 'for' is function words only, which state nothing to correct"
+    >>> filler_problem(Triple(subject="MPs", relation="voted for", object="it"), Edit(old="for", new="against"))
+    """
+    old = _content(edit.old)
+    if not old or any(w not in _STOP for w in old) or all(w in _STOP for w in _content(edit.new)):
+        return None
+    for part in triple.as_list():
+        words = _content(part)
+        if words and all(w in _STOP for w in words) and set(old) <= set(words):
+            return f"the triple's part {part!r} is function words only, which state nothing to correct"
+    return None
 
 
 MAX_EDIT_WORDS = 5
@@ -326,6 +407,8 @@ def negation_only(edit: Edit) -> bool:
     (True, True)
     >>> negation_only(Edit(old="did not sign", new="signed")), negation_only(Edit(old="2016", new="2016 finals"))
     (True, False)
+    >>> negation_only(Edit(old="did not ease", new="eased"))
+    True
     """
     old, new = _content(edit.old), _content(edit.new)
     negated = any(w in _NEGATIONS for w in old) != any(w in _NEGATIONS for w in new)
@@ -333,7 +416,8 @@ def negation_only(edit: Edit) -> bool:
 
 
 def _stems(words: list[str]) -> list[str]:
-    """The words without negations and the auxiliary "do", each cut to a crude stem ("signed", "signs" → "sign")."""
+    """The words without negations and the auxiliary "do", each cut to a crude stem ("signed", "signs" → "sign";
+    "eased", "ease" → "eas")."""
     out = []
     for w in words:
         if w in _NEGATIONS or w in ("do", "does", "did"):
@@ -342,7 +426,7 @@ def _stems(words: list[str]) -> list[str]:
             if len(w) > len(suffix) + 2 and w.endswith(suffix):
                 w = w[: -len(suffix)]
                 break
-        out.append(w)
+        out.append(w[:-1] if len(w) > 3 and w.endswith("e") else w)  # "ease", "eased" → "eas"
     return out
 
 
@@ -401,7 +485,7 @@ def _amount(text: str) -> float | None:
     numbers = [v.text for v in typed_values(text) if v.kind == "number"]
     if len(numbers) != 1:
         return None
-    number = numbers[0].casefold()
+    number = numbers[0].casefold().replace(", ", ",")
     if number in _NUMBER_WORDS:
         return float(_NUMBER_WORDS[number])
     digits = re.search(r"\d+(?:[.,]\d+)*", number)
@@ -458,6 +542,7 @@ def bound_problem(edit: Edit, sentence: str, context: str = "") -> str | None:
     'an exact amount of the context does not correct a bound'
     >>> bound_problem(Edit(old="150", new="100"), "exhumed more than 150 bodies", "More than 100 bodies.") is None
     True
+    >>> bound_problem(Edit(old="67", new="3,500"), "to protest the more than 67 soldiers", "more than 3, 500 soldiers")
     """
     old, new = _amount(edit.old), _amount(edit.new)
     if old is None or new is None:
@@ -472,10 +557,11 @@ def bound_problem(edit: Edit, sentence: str, context: str = "") -> str | None:
     if before is None:
         return None
     phrase, kind = before
-    if _admits(kind, old, new):
-        return f"the output's {phrase + ' ' + edit.old!r} already holds for {edit.new}"
     stated = " ".join(_content(phrase + " " + edit.new))
-    if kind != "about" and context and f" {stated} " not in f" {' '.join(_content(context))} ":
+    said = bool(context) and f" {stated} " in f" {' '.join(_content(context))} "
+    if _admits(kind, old, new) and not said:  # the context's own bound is the correction ("more than 3,500")
+        return f"the output's {phrase + ' ' + edit.old!r} already holds for {edit.new}"
+    if kind != "about" and context and not said:
         return (f"the output's {phrase + ' ' + edit.old!r} is a bound and the context does not state "
                 f"{phrase + ' ' + edit.new!r}: an exact amount of the context does not correct a bound")
     return None
@@ -486,8 +572,8 @@ def _value_key(text: str) -> str:
 
 
 def candidates_for(triple: Triple, evidence: str, limit: int = 5) -> tuple[Value, list[str]] | None:
-    """A value of ``triple`` (a number or a date) and the values of the same kind in ``evidence`` that differ from
-    every value of the triple: what a constrained step 1 offers as replacements. ``None`` when the triple holds no
+    """A value of ``triple`` (a number or a date) and the values of the same kind (for a number, of the same unit:
+    count, percent or money) in ``evidence`` that differ from every value of the triple: what a constrained step 1 offers as replacements. ``None`` when the triple holds no
     number or date, or the evidence no other of its kind. Of several, the triple's first value with candidates.
 
     >>> t = Triple(subject="Irn bru", relation="is", object="two of the best-known brands")
@@ -502,7 +588,9 @@ def candidates_for(triple: Triple, evidence: str, limit: int = 5) -> tuple[Value
         options: list[str] = []
         for other in found:
             key = _value_key(other.text)
-            if other.kind == value.kind and key not in own_keys and key not in {_value_key(o) for o in options}:
+            if other.kind != value.kind or (value.kind == "number" and _unit(other.text) != _unit(value.text)):
+                continue  # a count is replaced by a count, a percentage by a percentage, money by money
+            if key not in own_keys and key not in {_value_key(o) for o in options}:
                 options.append(other.text)
         if options:
             return value, options[:limit]

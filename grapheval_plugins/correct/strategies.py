@@ -33,13 +33,18 @@ from .spans import (
     candidates_for,
     drop_negation,
     edit_problem,
+    filler_problem,
     foreign_words,
+    has_spaced_numbers,
     kinds_lost,
+    negation_only,
     replace_value,
     substitute,
     text_changes,
+    tidy_numbers,
     triple_edits,
     typed_values,
+    unit_lost,
 )
 from .text import check_rewrite, clean_rewrite
 from .types import CorrectionMethod, TripleChange
@@ -54,12 +59,17 @@ __all__ = [
     "Editor",
     "EvidenceStrategy",
     "GraphStrategy",
+    "OPPOSITE_MARGIN",
     "Round",
     "strategy_for",
 ]
 
 NO_EVIDENCE = "(no sentence of the context shares a word with the triple)"
 """What ``{evidence}`` holds when no sentence of the deciding passage shares a content word with the triple."""
+
+OPPOSITE_MARGIN = 0.15
+"""How much less unsupported than the flagged claim its opposite (a negation added or taken out) must be scored for
+``method="constrained"`` to take it when the judge does not find it supported outright."""
 
 
 def _same_triple(a: Triple, b: Triple) -> bool:
@@ -505,7 +515,7 @@ class ConstrainedStrategy:
             return taken
         flipped = drop_negation(old) if editor.verify else None  # only ever taken on the scorer's word
         if flipped is not None and await self._unsupported(
-            editor, job, flipped, claim.p_unsupported, strict=True
+            editor, job, flipped, claim.p_unsupported, strict=True, opposite=True
         ) is None:
             return flipped  # the context states the claim without its negation
         offered = candidates_for(old, evidence) if evidence else None
@@ -515,6 +525,8 @@ class ConstrainedStrategy:
                 editor, job, editor.prompts.choice_messages(old, shown, evidence, value.text, options), change
             )
             picked = _option(choice, options) if choice is not None else None
+            if picked is not None and not has_spaced_numbers(job.current):
+                picked = tidy_numbers(picked)
             if picked is None:
                 change.reason = f"step 1: {problem}; no value of the context chosen for {value.text!r}"
                 return None
@@ -557,10 +569,12 @@ class ConstrainedStrategy:
         """
         if new is None:
             return None, "no triple could be parsed from the answer"
+        if not has_spaced_numbers(job.current):  # the context's "3, 500" is written "3,500" in such an output
+            new = Triple.from_list([tidy_numbers(part) for part in new.as_list()])
         edits = triple_edits(old, new)
         if not edits:
             return None, "the model returned the triple unchanged"
-        problems = [self._problem(edit, old.sentence(), job.ctx) for edit in edits]
+        problems = [filler_problem(old, edit) or self._problem(edit, old.sentence(), job.ctx) for edit in edits]
         kept = [edit for edit, problem in zip(edits, problems) if problem is None]
         first = next((problem for problem in problems if problem is not None), None)
         if not kept:
@@ -572,7 +586,8 @@ class ConstrainedStrategy:
         why: str | None = None
         for attempt in tries:
             unsupported = await self._unsupported(
-                editor, job, attempt, claim.p_unsupported, strict=not _changes_a_value(old, attempt)
+                editor, job, attempt, claim.p_unsupported, strict=not _changes_a_value(old, attempt),
+                opposite=_negates(old, attempt),
             )
             if unsupported is not None:
                 why = why or unsupported
@@ -585,14 +600,18 @@ class ConstrainedStrategy:
 
     @staticmethod
     async def _unsupported(
-        editor: Editor, job: Round, new: Triple, before: float | None, strict: bool = False
+        editor: Editor, job: Round, new: Triple, before: float | None, strict: bool = False, opposite: bool = False
     ) -> str | None:
         """Why a corrected triple is not taken after scoring it against the context: it is unsupported and no
         better supported than the flagged triple was (P(unsupported) ``before``); ``None``: it is taken. (A small
         judge often leaves a right correction just above the threshold: better than the flagged triple is enough,
         the re-check then says whether the output passes.) ``strict`` (a correction that changes something other
         than a number or a date: a name, a word, a negation, which nothing constrains the way the context's values
-        of one kind constrain a number or a date): it must be supported. The verdict is kept for the re-check
+        of one kind constrain a number or a date): it must be supported, unless it is the flagged claim's
+        ``opposite`` (a negation added or taken out, nothing else) and the judge prefers it to the flagged claim by
+        :data:`OPPOSITE_MARGIN` or more: of a claim and its negation, the one the context supports is the one
+        scored the less unsupported, which a small judge decides better than an absolute threshold. The verdict is
+        kept for the re-check
         (:attr:`Round.verified`); a scorer failure lets the triple through (the re-check scores it again)."""
         if not editor.verify:
             return None
@@ -606,6 +625,10 @@ class ConstrainedStrategy:
                            unsupported=score.p_unsupported > threshold, evidence=score.chunk,
                            evidence_index=score.chunk_index, evidence_passage=score.passage_index)
         job.verified[new] = check
+        if check.unsupported and strict and opposite and before is not None and (
+            score.p_unsupported <= before - OPPOSITE_MARGIN
+        ):
+            return None
         if check.unsupported and strict:
             return (f"the corrected triple changes more than a number or a date and is not supported by the "
                     f"context (P(unsupported) = {score.p_unsupported:.2f})")
@@ -628,16 +651,21 @@ class ConstrainedStrategy:
     @staticmethod
     def _problem(edit: Edit, where: str, context: str) -> str | None:
         """Why one change (of a proposed triple, or of a rewrite) is not a correction (``None``: it may be one): it
-        brings in words the context lacks, turns a number or a date into something else, is no corrected value
+        brings in words the context lacks (another inflection of a verb whose negation it takes out aside: "did not
+        ease" → "eased"), turns a number or a date into something else or a count into a percentage or money
+        (:func:`~grapheval_plugins.correct.spans.unit_lost`), is no corrected value
         (:func:`~grapheval_plugins.correct.spans.edit_problem`), or changes a number under a bound that the new
         value does not need changed (:func:`~grapheval_plugins.correct.spans.bound_problem`; ``where``: the text
         the edit's old words sit in)."""
-        foreign = foreign_words(edit.new, context)
+        foreign = foreign_words(edit.new, context, inflecting=edit.old if negation_only(edit) else "")
         if foreign:
             return "the change brings in words the context does not contain: " + ", ".join(foreign[:5])
         lost = kinds_lost(edit)
         if lost:
             return f"the change replaces a {lost} ({edit.old!r}) with something else ({edit.new!r})"
+        unit = unit_lost(edit)
+        if unit:
+            return f"the change is not a corrected value: {unit}"
         problem = edit_problem(edit, context) or bound_problem(edit, where, context)
         if problem:
             return f"the change is not a corrected value: {problem}"
@@ -666,6 +694,13 @@ def _p(job: Round, triple: Triple) -> float:
     """The scored P(unsupported) of a tried triple (1.0 when it was not scored: verification off)."""
     check = job.verified.get(triple)
     return 1.0 if check is None else check.p_unsupported
+
+
+def _negates(old: Triple, new: Triple) -> bool:
+    """Whether ``new`` only adds or takes out negations of ``old`` (see
+    :func:`~grapheval_plugins.correct.spans.negation_only`)."""
+    edits = triple_edits(old, new)
+    return bool(edits) and all(negation_only(e) for e in edits)
 
 
 def _changes_a_value(old: Triple, new: Triple) -> bool:

@@ -21,14 +21,19 @@ from grapheval_plugins.correct.spans import (
     candidates_for,
     drop_negation,
     edit_problem,
+    filler_problem,
     foreign_words,
+    has_spaced_numbers,
     is_name,
     negation_only,
     replace_value,
     substitute,
+    tidy_numbers,
     triple_edits,
     typed_values,
+    unit_lost,
 )
+from grapheval_plugins.correct.strategies import OPPOSITE_MARGIN
 from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel
 
 CONTEXT = "Marie Curie was born in Warsaw. She won two Nobel Prizes. She died in 1934."
@@ -476,3 +481,80 @@ def test_a_chat_model_that_raises_is_reported_not_asked_again() -> None:
 
 def test_constrained_is_the_default_method() -> None:
     assert GraphCorrect(GraphEval(llm=Model(fix).llm, scorer=KeywordScorer())).method == "constrained"
+
+
+# --------------------------------------------------------------------------- fourth version: units, slips, spacing
+def test_a_count_is_not_replaced_by_a_percentage_nor_offered_one() -> None:
+    context = "Syphilis cases in London rose by 163% in the past five years, a rise of 60% on the year before."
+    output = "Syphilis cases in London more than doubled in the past four years."
+    KG[output] = [["Syphilis cases in London", "more than doubled in", "the past four years"]]
+    offered: list[str] = []
+
+    def choose(prompt: str) -> str:
+        offered.append(prompt)
+        return "1"
+
+    # the free answer puts a percentage where the count of years was; the choice offers the counts only
+    model = Model(lambda old, n: json.dumps([old[0], old[1], "the past 60% years"]), choose)
+    scorer = FunctionScorer(lambda premise, claim: 1.0 if "five years" in claim else 0.0)
+    result = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False).correct(context, output)
+    [change] = result.changes
+    assert change.applied, change.reason
+    assert result.corrected == "Syphilis cases in London more than doubled in the past five years."
+    options = offered[0].split("Which value of the context", 1)[1]
+    assert "60%" not in options and "163%" not in options and "five" in options
+    assert unit_lost(Edit(old="four", new="60%")) == "a count ('four') becomes a percent ('60%')"
+    assert unit_lost(Edit(old="£ 440,000", new="45%")) is not None
+    assert unit_lost(Edit(old="£ 440,000", new="£400,000")) is None and unit_lost(Edit(old="4", new="x")) is None
+
+
+def test_a_relation_of_function_words_only_is_not_corrected_into_a_claim() -> None:
+    context = "Rihanna has teamed up with Sir Paul McCartney for a new single. She released it on Monday."
+    output = "Rihanna has teamed up with Sir Paul McCartney for a new single."
+    KG[output] = [["Rihanna", "for", "a new single"]]
+    model = Model(lambda old, n: json.dumps(["Rihanna", "released", "a new single"]))
+    scorer = FunctionScorer(lambda premise, claim: 1.0 if "released" in claim else 0.0)
+    result = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False).correct(context, output)
+    [change] = result.changes
+    assert not change.applied and result.corrected == output
+    assert "function words only" in (change.reason or "")
+    assert filler_problem(T(["MPs", "voted for", "it"]), Edit(old="for", new="against")) is None
+
+
+def test_a_number_the_context_writes_with_a_spaced_thousands_group_is_written_as_the_output_does() -> None:
+    context = "Al-shabaab says its attacks protest the more than 3, 500 kenyan soldiers in somalia."
+    output = "Al-shabaab says its attacks protest the more than 67 kenyan soldiers in somalia."
+    KG[output] = [["Al-shabaab", "protests", "more than 67 kenyan soldiers"]]
+    model = Model(lambda old, n: json.dumps(["Al-shabaab", "protests", "more than 3, 500 kenyan soldiers"]))
+    scorer = FunctionScorer(lambda premise, claim: 0.0 if "67" in claim else 1.0)
+    result = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False).correct(context, output)
+    [change] = result.changes
+    assert change.applied, change.reason  # the context states the bound with the new value: no bound problem
+    assert result.corrected == "Al-shabaab says its attacks protest the more than 3,500 kenyan soldiers in somalia."
+    assert [v.text for v in typed_values("the more than 3, 500 kenyan soldiers on march 3, 2015")] == [
+        "3, 500", "march 3, 2015"]
+    assert tidy_numbers("3, 500 and 1, 2, 3") == "3,500 and 1, 2, 3" and has_spaced_numbers(context)
+    assert bound_problem(Edit(old="67", new="3,500"), "more than 67 soldiers", context) is None
+    assert bound_problem(Edit(old="67", new="3,500"), "more than 67 soldiers", "3,500 soldiers") is not None
+
+
+def test_a_negation_taken_out_may_inflect_its_verb_and_is_taken_when_clearly_preferred() -> None:
+    context = "Inverness ease to victory over Partick Thistle with two late goals."
+    output = "Inverness did not ease to victory over Partick Thistle."
+    KG[output] = [["Inverness", "did not ease to victory over", "Partick Thistle"]]
+    answer = json.dumps(["Inverness", "eased to victory over", "Partick Thistle"])
+    assert negation_only(Edit(old="did not ease", new="eased"))
+    assert foreign_words("eased", context) == ["eased"] and foreign_words("eased", context, "did not ease") == []
+    # P(supported): the flagged claim 0.1; its opposite 0.4 (unsupported, but preferred by 0.3) or 0.2 (by 0.1)
+    for flipped, applied in ((0.4, True), (0.2, False)):
+        model = Model(lambda old, n: answer)
+
+        def support(premise: str, claim: str, flipped: float = flipped) -> float:
+            return 0.1 if "not" in claim else flipped
+
+        fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(support)), rouge=False)
+        result = fixer.correct(context, output)
+        change = next(c for c in result.changes if c.old is not None)
+        assert change.applied is applied, change.reason
+        assert result.corrected == ("Inverness eased to victory over Partick Thistle." if applied else output)
+    assert OPPOSITE_MARGIN == 0.15
