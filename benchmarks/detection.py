@@ -23,6 +23,8 @@ Commands (run from the repository root):
     # sentences (resumable), then its tables from the committed per-row files only (no model)
     nice -n 10 .venv/bin/python benchmarks/detection.py evidence qags_c --k 3 --threads 1
     .venv/bin/python benchmarks/detection.py evidence-report
+    # lever 4, triples grouped per output sentence: its tables from the committed per-row files only (no model)
+    .venv/bin/python benchmarks/detection.py sentence-report
 
 Per-row files: ``benchmarks/results/detect-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``; the fidelity
 lever's: ``benchmarks/results/fidelity-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``; the evidence lever's:
@@ -1384,7 +1386,7 @@ sentences and each triple's sentence."""
 
 def _sentence_methods(rows: list[SentenceSample]) -> dict[str, list[float]]:
     """Every score of lever 4's tables per row: the baselines (raw, the paper's rule, the largest P over the
-    default's triples with and without fidelity) and each candidate."""
+    default's triples with and without fidelity), a control (their mean, no grouping) and each candidate."""
     from grapheval_plugins.aggregate import faithful_to_output
 
     out: dict[str, list[float]] = {"raw": [d["p_raw"] for _, d, _, _, _ in rows],
@@ -1392,6 +1394,8 @@ def _sentence_methods(rows: list[SentenceSample]) -> dict[str, list[float]]:
     for use_fid in (False, True):
         suffix = "+fidelity" if use_fid else ""
         out[f"max{suffix}"] = [max(lab_scores(d, f if use_fid else None)[1]) for _, d, f, _, _ in rows]
+        claims = [lab_scores(d, f if use_fid else None)[1] for _, d, f, _, _ in rows]
+        out[f"mean{suffix}"] = [sum(c) / len(c) for c in claims]  # a control: the mean with no grouping
         for how in SENTENCE_AGGREGATES:
             values = []
             for _, d, f, _, where in rows:
@@ -1408,6 +1412,8 @@ SENTENCE_LABELS = {
     "paper": "paper's rule (largest P over the paper run's triples)",
     "max": "largest P over the default's triples",
     "max+fidelity": "largest P over the default's triples + fidelity",
+    "mean": "mean P over the default's triples (a control, not a candidate: no grouping)",
+    "mean+fidelity": "mean P over the default's triples + fidelity (the same control)",
     **{f"{how}{suffix}": f"**{how}**{' + fidelity' if suffix else ''}" for how in SENTENCE_AGGREGATES
        for suffix in ("", "+fidelity")},
 }
@@ -1470,6 +1476,14 @@ def sentence_tables(sets: dict[str, list[SentenceSample]], n_boot: int = 2000, s
                 d, lo, hi = _auc_interval(labels[name], scores[name][key], scores[name][other], n_boot, seed)
                 cells.append(f"{d:+.1f} ({lo:+.1f} … {hi:+.1f})")
         lines.append(f"| {SENTENCE_LABELS[key]} | " + " | ".join(cells) + " |")
+    controls = []
+    for suffix in ("", "+fidelity"):
+        for name in sets:
+            d, lo, hi = _auc_interval(labels[name], scores[name][f"sent-mean{suffix}"], scores[name][f"mean{suffix}"],
+                                      n_boot, seed)
+            controls.append(f"{name}{' + fidelity' if suffix else ''} {d:+.1f} ({lo:+.1f} … {hi:+.1f})")
+    lines += ["", "Grouping against no grouping, sent-mean − the mean over the same triples (95 % CI): "
+              + "; ".join(controls) + "."]
     lines += ["", "**Leave one set out**: the candidate with the best mean AUC on the two other sets, reported on the "
               "third; thresholds fitted (best balanced accuracy) on the two other sets' rows pooled", "",
               "| held-out set | chosen (mean AUC on the others) | AUC | − raw (95 % CI) | − max + fidelity (95 % CI) "
