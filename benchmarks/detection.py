@@ -23,6 +23,8 @@ Commands (run from the repository root):
     # sentences (resumable), then its tables from the committed per-row files only (no model)
     nice -n 10 .venv/bin/python benchmarks/detection.py evidence qags_c --k 3 --threads 1
     .venv/bin/python benchmarks/detection.py evidence-report
+    # lever 4, triples grouped per output sentence: its tables from the committed per-row files only (no model)
+    .venv/bin/python benchmarks/detection.py sentence-report
 
 Per-row files: ``benchmarks/results/detect-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``; the fidelity
 lever's: ``benchmarks/results/fidelity-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``; the evidence lever's:
@@ -1288,6 +1290,259 @@ def evidence_report(
     typer.echo(evidence_tables(sets, whole, n_boot=n_boot, seed=seed))
     if flips:
         typer.echo(evidence_flips(sets, flips, k))
+
+
+# ------------------------------------------------------------------ lever 4: triples grouped per output sentence
+SENTENCE_FLAG = 0.5
+"""A sentence counts as flagged (``sent-frac``) when every triple attributed to it has P(unsupported) above this."""
+
+SENTENCE_AGGREGATES = ("sent-min", "sent-mean", "sent-frac")
+"""Lever 4's row scores over the triples grouped per output sentence, fixed before any was computed:
+
+* ``sent-min``: the largest, over the sentences, of the smallest P(unsupported) within a sentence (a sentence is
+  unsupported only when all its triples are);
+* ``sent-mean``: the largest, over the sentences, of the mean P(unsupported) within a sentence;
+* ``sent-frac``: the share of the row's groups (sentences with a triple) whose triples are all above
+  :data:`SENTENCE_FLAG`.
+
+Each is taken over every triple and over the triples fidelity keeps; a triple sharing no content word with any output
+sentence is a group of its own; a row with no triple (or none kept) is scored by its whole output, the engine's
+fallback, as every triples-only row of :func:`lab_scores`."""
+
+
+def output_sentences(output: str) -> list[str]:
+    """The sentences of an output, split as :func:`grapheval_plugins.text.closest_sentences` splits a passage
+    (after ``.``, ``!`` or ``?`` and whitespace, and at line breaks).
+
+    >>> output_sentences("Ann won gold in 2012 . Bob lost!\\nRain fell")
+    ['Ann won gold in 2012 .', 'Bob lost!', 'Rain fell']
+    """
+    from grapheval_plugins.text import _SENTENCE_END
+
+    return [s.strip() for s in _SENTENCE_END.split(output) if s and s.strip()]
+
+
+def attribute_triples(sentences: list[str], triples: list[list[Any]]) -> list[Optional[int]]:
+    """The index of the sentence each triple ``[s, r, o, …]`` is attributed to: the one sharing the most content
+    words with it, weighted as :func:`grapheval_plugins.text.closest_sentences` weighs them (subject and object words
+    twice, relation words once; stop words ignored, a crude plural trim); the first such sentence on a tie; ``None``
+    when it shares no content word with any sentence.
+
+    >>> s = ["Ann won gold in 2012.", "Bob lost to Ann."]
+    >>> attribute_triples(s, [["Ann", "won", "gold"], ["Bob", "lost to", "Ann"], ["Zoe", "sang", "jazz"]])
+    [0, 1, None]
+    """
+    from grapheval_plugins.text import _content_words
+
+    found = [_content_words(sentence) for sentence in sentences]
+    out: list[Optional[int]] = []
+    for t in triples:
+        anchor, relation = _content_words(t[0]) | _content_words(t[2]), _content_words(t[1])
+        scores = [2 * len(f & anchor) + len(f & relation) for f in found]
+        best = max(scores, default=0)
+        out.append(scores.index(best) if best > 0 else None)
+    return out
+
+
+def sentence_groups(p: list[float], where: list[Optional[int]]) -> list[list[float]]:
+    """The P(unsupported) of the triples grouped by the sentence they are attributed to (in sentence order), then
+    each unattributed triple (``None``) as a group of its own.
+
+    >>> sentence_groups([0.9, 0.2, 0.7, 0.4], [1, 0, 1, None])
+    [[0.2], [0.9, 0.7], [0.4]]
+    """
+    groups: dict[int, list[float]] = {}
+    for value, index in zip(p, where):
+        if index is not None:
+            groups.setdefault(index, []).append(value)
+    return [groups[i] for i in sorted(groups)] + [[v] for v, i in zip(p, where) if i is None]
+
+
+def sentence_score(groups: list[list[float]], how: str, fallback: float) -> float:
+    """A row's score from its sentence groups (:data:`SENTENCE_AGGREGATES`); ``fallback`` (the whole output's P)
+    when there is no group.
+
+    >>> g = [[0.9, 0.2], [0.6, 0.8]]
+    >>> [round(sentence_score(g, how, 0.1), 6) for how in SENTENCE_AGGREGATES]
+    [0.6, 0.7, 0.5]
+    >>> sentence_score([], "sent-min", 0.1)
+    0.1
+    """
+    if not groups:
+        return fallback
+    if how == "sent-min":
+        return max(min(g) for g in groups)
+    if how == "sent-mean":
+        return max(sum(g) / len(g) for g in groups)
+    if how == "sent-frac":
+        return sum(min(g) > SENTENCE_FLAG for g in groups) / len(groups)
+    raise ValueError(f"unknown sentence aggregate {how!r}")
+
+
+SentenceSample = tuple[dict[str, Any], dict[str, Any], dict[str, Any], list[str], list[Optional[int]]]
+"""A row of lever 4's tables: the paper's and the default's per-row results, the fidelity row, the output's
+sentences and each triple's sentence."""
+
+
+def _sentence_methods(rows: list[SentenceSample]) -> dict[str, list[float]]:
+    """Every score of lever 4's tables per row: the baselines (raw, the paper's rule, the largest P over the
+    default's triples with and without fidelity), a control (their mean, no grouping) and each candidate."""
+    from grapheval_plugins.aggregate import faithful_to_output
+
+    out: dict[str, list[float]] = {"raw": [d["p_raw"] for _, d, _, _, _ in rows],
+                                   "paper": [p["p_graph"] for p, _, _, _, _ in rows]}
+    for use_fid in (False, True):
+        suffix = "+fidelity" if use_fid else ""
+        out[f"max{suffix}"] = [max(lab_scores(d, f if use_fid else None)[1]) for _, d, f, _, _ in rows]
+        claims = [lab_scores(d, f if use_fid else None)[1] for _, d, f, _, _ in rows]
+        out[f"mean{suffix}"] = [sum(c) / len(c) for c in claims]  # a control: the mean with no grouping
+        for how in SENTENCE_AGGREGATES:
+            values = []
+            for _, d, f, _, where in rows:
+                keep = [not use_fid or faithful_to_output(t[4]) for t in f["triples"]]
+                p = [t[3] for t, k in zip(d["triples"], keep) if k]
+                w = [i for i, k in zip(where, keep) if k]
+                values.append(sentence_score(sentence_groups(p, w), how, d["p_raw"]))
+            out[f"{how}{suffix}"] = values
+    return out
+
+
+SENTENCE_LABELS = {
+    "raw": "raw (whole output)",
+    "paper": "paper's rule (largest P over the paper run's triples)",
+    "max": "largest P over the default's triples",
+    "max+fidelity": "largest P over the default's triples + fidelity",
+    "mean": "mean P over the default's triples (a control, not a candidate: no grouping)",
+    "mean+fidelity": "mean P over the default's triples + fidelity (the same control)",
+    **{f"{how}{suffix}": f"**{how}**{' + fidelity' if suffix else ''}" for how in SENTENCE_AGGREGATES
+       for suffix in ("", "+fidelity")},
+}
+CANDIDATES = [f"{how}{suffix}" for how in SENTENCE_AGGREGATES for suffix in ("", "+fidelity")]
+
+
+def coverage_stats(name: str, rows: list[SentenceSample]) -> str:
+    """Output sentences with no triple (every triple; the kept ones), unattributed triples, and the hallucination
+    rate of rows with an uncovered sentence against fully covered rows."""
+    from grapheval_plugins.aggregate import faithful_to_output
+
+    parts = []
+    n_sent = sum(len(s) for _, _, _, s, _ in rows)
+    n_triples = sum(len(w) for *_, w in rows)
+    unattributed = sum(i is None for *_, w in rows for i in w)
+    for use_fid in (False, True):
+        uncovered_rows, covered_rows, uncovered_sentences = [], [], 0
+        for _, d, f, sentences, where in rows:
+            kept = {i for i, t in zip(where, f["triples"]) if i is not None and (not use_fid or faithful_to_output(t[4]))}
+            missing = len(sentences) - len(kept)
+            uncovered_sentences += missing
+            (uncovered_rows if missing else covered_rows).append(d["label"])
+
+        def rate(labels: list[int]) -> str:
+            return f"{sum(labels)}/{len(labels)} hallucinated ({100 * sum(labels) / len(labels):.0f} %)" if labels else "none"
+
+        parts.append(f"{'kept triples (fidelity)' if use_fid else 'every triple'}: {uncovered_sentences} of {n_sent} "
+                     f"output sentences ({100 * uncovered_sentences / max(n_sent, 1):.1f} %) have none; rows with an "
+                     f"uncovered sentence {rate(uncovered_rows)}, fully covered rows {rate(covered_rows)}")
+    return (f"{name}: {len(rows)} rows, {n_sent / len(rows):.2f} sentences a row, {n_triples} triples "
+            f"({unattributed} share no content word with any output sentence); " + "; ".join(parts))
+
+
+def sentence_tables(sets: dict[str, list[SentenceSample]], n_boot: int = 2000, seed: int = 0) -> str:
+    """Lever 4's tables: per set every score's AUC (95 % bootstrap interval); paired AUC differences of each candidate
+    against raw and against the largest P over the same triples; the leave-one-set-out choice (the candidate with
+    the best mean AUC over the two other sets) with its AUC, and TPR / false-alarm rate at a threshold fitted on the
+    other sets (also for raw and the largest P + fidelity); then the coverage figures."""
+    scores = {name: _sentence_methods(rows) for name, rows in sets.items()}
+    labels = {name: [d["label"] for _, d, _, _, _ in rows] for name, rows in sets.items()}
+    auc = {name: {key: 100 * bench.roc_auc(labels[name], v) for key, v in by.items()} for name, by in scores.items()}
+    lines = [f"**ROC AUC (95 % CI)** ({n_boot} resamples of rows, seed {seed}; "
+             + ", ".join(f"{n} {len(r)} rows, {sum(labels[n])} hallucinated" for n, r in sets.items()) + ")", "",
+             "| score | " + " | ".join(sets) + " |", "|---|" + "---|" * len(sets)]
+    for key, label in SENTENCE_LABELS.items():
+        cells = []
+        for name in sets:
+            a, lo, hi = _auc_interval(labels[name], scores[name][key], None, n_boot, seed)
+            cells.append(f"{a:.1f} ({lo:.1f} … {hi:.1f})")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "**Paired AUC differences (95 % CI)**: each candidate − raw; − the largest P over the same triples "
+              "(with fidelity for the + fidelity candidates)", "",
+              "| candidate | " + " | ".join(f"{n} − raw | {n} − max" for n in sets) + " |",
+              "|---|" + "---|---|" * len(sets)]
+    for key in CANDIDATES:
+        base = "max+fidelity" if key.endswith("+fidelity") else "max"
+        cells = []
+        for name in sets:
+            for other in ("raw", base):
+                d, lo, hi = _auc_interval(labels[name], scores[name][key], scores[name][other], n_boot, seed)
+                cells.append(f"{d:+.1f} ({lo:+.1f} … {hi:+.1f})")
+        lines.append(f"| {SENTENCE_LABELS[key]} | " + " | ".join(cells) + " |")
+    controls = []
+    for suffix in ("", "+fidelity"):
+        for name in sets:
+            d, lo, hi = _auc_interval(labels[name], scores[name][f"sent-mean{suffix}"], scores[name][f"mean{suffix}"],
+                                      n_boot, seed)
+            controls.append(f"{name}{' + fidelity' if suffix else ''} {d:+.1f} ({lo:+.1f} … {hi:+.1f})")
+    lines += ["", "Grouping against no grouping, sent-mean − the mean over the same triples (95 % CI): "
+              + "; ".join(controls) + "."]
+    lines += ["", "**Leave one set out**: the candidate with the best mean AUC on the two other sets, reported on the "
+              "third; thresholds fitted (best balanced accuracy) on the two other sets' rows pooled", "",
+              "| held-out set | chosen (mean AUC on the others) | AUC | − raw (95 % CI) | − max + fidelity (95 % CI) "
+              "| TPR / false alarms, chosen | raw | max + fidelity |", "|---|---|---|---|---|---|---|---|"]
+    for name in sets:
+        others = [o for o in sets if o != name]
+        chosen = max(CANDIDATES, key=lambda k: (sum(auc[o][k] for o in others) / len(others), -CANDIDATES.index(k)))
+        mean_other = sum(auc[o][chosen] for o in others) / len(others)
+        y = labels[name]
+        diffs = []
+        for base in ("raw", "max+fidelity"):
+            d, lo, hi = _auc_interval(y, scores[name][chosen], scores[name][base], n_boot, seed)
+            diffs.append(f"{d:+.1f} ({lo:+.1f} … {hi:+.1f})")
+        rates = []
+        for key in (chosen, "raw", "max+fidelity"):
+            t = bench.fit_threshold([v for o in others for v in labels[o]], [v for o in others for v in scores[o][key]])
+            tpr, tnr = bench.rates(y, [v > t for v in scores[name][key]])
+            rates.append(f"{tpr:.2f} / {1 - tnr:.2f} (t {t:.3f})")
+        lines.append(f"| {name} | {SENTENCE_LABELS[chosen]} ({mean_other:.1f}) | {auc[name][chosen]:.1f} | "
+                     + " | ".join(diffs) + " | " + " | ".join(rates) + " |")
+    lines += ["", "**Coverage**", ""] + [f"- {coverage_stats(name, rows)}" for name, rows in sets.items()]
+    return "\n".join(lines) + "\n"
+
+
+@app.command("sentence-report")
+def sentence_report(
+    llm: Annotated[str, typer.Option()] = LAB_LLM,
+    scorer: Annotated[str, typer.Option()] = LAB_SCORER,
+    datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "summeval,qags_c,qags_x",
+    n_boot: Annotated[int, typer.Option()] = 2000,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Lever 4, triples grouped per output sentence: every row that the paper's, the default's and the fidelity
+    per-row files all hold, re-decided from the committed scores (no model)."""
+    from grapheval_plugins.inputs import normalize_output
+
+    names = datasets.split(",")
+    paper = {n: {r["id"]: r for r in rs} for n, rs in _load_sets(llm, scorer, PAPER_TAG, "concat", names).items()}
+    default = {n: {r["id"]: r for r in rs} for n, rs in _load_sets(llm, scorer, DEFAULT_TAG, "concat", names).items()}
+    sets: dict[str, list[SentenceSample]] = {}
+    for name in names:
+        fid = {r["id"]: r for r in bench.load_results(fidelity_path(name, llm, scorer)) if not r.get("error")}
+        outputs = {r["id"]: normalize_output(r["output"]) for r in bench.load_dataset(name)}
+        order = [r["id"] for r in dataset_rows(name, None, SUMMEVAL_SAMPLE_SEED)]
+        rows = []
+        for i in order:
+            if i in fid and i in paper.get(name, {}) and i in default.get(name, {}):
+                d, f = default[name][i], fid[i]
+                if [t[:4] for t in f["triples"]] != [t[:4] for t in d["triples"]]:
+                    raise ValueError(f"{i}: the fidelity row does not hold the default row's triples")
+                sentences = output_sentences(outputs[i])
+                rows.append((paper[name][i], d, f, sentences, attribute_triples(sentences, d["triples"])))
+        if rows:
+            sets[name] = rows
+    if len(sets) < 3:
+        typer.echo("need rows of three sets (a choice is made on two sets and reported on the third)", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"LLM `{llm}`, judge `{scorer}`, every row of the fidelity files\n")
+    typer.echo(sentence_tables(sets, n_boot=n_boot, seed=seed))
 
 
 if __name__ == "__main__":
