@@ -571,18 +571,27 @@ def _value_key(text: str) -> str:
     return " ".join(_content(text))
 
 
-def candidates_for(triple: Triple, evidence: str, limit: int = 5) -> tuple[Value, list[str]] | None:
+def candidates_for(
+    triple: Triple, evidence: str, limit: int = 5, output: str = ""
+) -> tuple[Value, list[str]] | None:
     """A value of ``triple`` (a number or a date) and the values of the same kind (for a number, of the same unit:
     count, percent or money) in ``evidence`` that differ from every value of the triple: what a constrained step 1 offers as replacements. ``None`` when the triple holds no
     number or date, or the evidence no other of its kind. Of several, the triple's first value with candidates.
 
+    ``output``: the output the triple comes from; a value it already states (of another claim: "Jay has 735,000
+    followers and Alexis 1.1 million") is not offered for this one.
+
     >>> t = Triple(subject="Irn bru", relation="is", object="two of the best-known brands")
     >>> candidates_for(t, "Irn Bru, one of Scotland's best-known brands, was sold in 2014.")
     (Value(text='two', kind='number', start=11), ['one'])
+    >>> alexis = Triple(subject="Alexis", relation="has", object="1.2 million followers")
+    >>> candidates_for(alexis, "Jay has 735,000 followers, Alexis 1.1 million.", output="Jay has 735,000 and Alexis "
+    ...                "1.2 million followers.")
+    (Value(text='1.2 million', kind='number', start=11), ['1.1 million'])
     """
     sentence = triple.sentence()
     own = typed_values(sentence)
-    own_keys = {_value_key(v.text) for v in own}
+    own_keys = {_value_key(v.text) for v in own} | {_value_key(v.text) for v in typed_values(output)}
     found = typed_values(evidence)
     for value in own:
         options: list[str] = []

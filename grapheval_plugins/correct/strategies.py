@@ -345,13 +345,14 @@ class ConstrainedStrategy:
     2. Each change it makes at one place is kept when every word it brings in occurs in the context and it is a
        corrected value (:meth:`_problem`); the others are left out. When several are kept, each is tried alone
        (:meth:`_take`). A try is taken when GraphEval's scorer finds it supported by the context, or (a number or
-       a date) at least better supported than the flagged triple (one scorer call; the re-check reuses the
+       a date) at least better supported than the flagged triple, or (the flagged claim's opposite: a negation
+       added or taken out) better supported by :data:`OPPOSITE_MARGIN` (one scorer call; the re-check reuses the
        verdict); of several, the best supported. Otherwise (the same triple, no triple, no change kept, or still
-       unsupported): a triple that negates an auxiliary is tried without the negation (it must be supported);
-       then, when the triple holds a number or a date and the closest sentences hold other values of that kind,
-       the model chooses among those values (one call, answered by a number; ``0``: none), and the choice is held
-       to the bound rule and scored the same way; else, for an unchanged answer, the evidence follow-up is sent
-       once and its answer held to the same rules.
+       unsupported): a triple that negates an auxiliary is tried without the negation (held to the same rule);
+       then, when the triple holds a number or a date and the closest sentences hold other values of that kind
+       and unit, the model chooses among those values (one call, answered by a number; ``0``: none), and the
+       choice is held to the bound rule and scored the same way; else, for an unchanged answer, the evidence
+       follow-up is sent once and its answer held to the same rules.
     3. The words that changed in the triple are replaced in the output where the triple sits (the output's other
        words are never touched); when they are not found there, the change is refused, not handed to a rewrite.
     4. The round records the triples the output now states (:attr:`Round.after_triples`): the re-check scores
@@ -397,7 +398,7 @@ class ConstrainedStrategy:
                 change.reason = "already corrected by an earlier change of this output"
                 _replace(after, old, carried)
                 continue
-            new = await self._step1(editor, job, claim, old, change)
+            new = await self._step1(editor, job, claim, old, change, current)
             if new is None:
                 continue
             change.new = new
@@ -496,9 +497,10 @@ class ConstrainedStrategy:
         return None if score.error is not None else score
 
     async def _step1(
-        self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, change: TripleChange
+        self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, change: TripleChange, current: str
     ) -> Triple | None:
-        """The corrected triple, or ``None`` with ``change.reason`` set."""
+        """The corrected triple, or ``None`` with ``change.reason`` set. ``current``: the output with the changes
+        made so far (a value it states is not offered as a choice)."""
         passage = deciding_passage(claim, job.ctx)
         evidence = closest_sentences(passage, old, k=self.evidence_sentences)
         shown = job.ctx
@@ -518,7 +520,7 @@ class ConstrainedStrategy:
             editor, job, flipped, claim.p_unsupported, strict=True, opposite=True
         ) is None:
             return flipped  # the context states the claim without its negation
-        offered = candidates_for(old, evidence) if evidence else None
+        offered = candidates_for(old, evidence, output=current) if evidence else None
         if offered is not None:
             value, options = offered
             choice = await self._ask(

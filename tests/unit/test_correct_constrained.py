@@ -17,6 +17,7 @@ from grapheval_plugins.correct import GraphCorrect
 from grapheval_plugins.correct.spans import (
     MAX_EDIT_WORDS,
     Edit,
+    Value,
     bound_problem,
     candidates_for,
     drop_negation,
@@ -558,3 +559,24 @@ def test_a_negation_taken_out_may_inflect_its_verb_and_is_taken_when_clearly_pre
         assert change.applied is applied, change.reason
         assert result.corrected == ("Inverness eased to victory over Partick Thistle." if applied else output)
     assert OPPOSITE_MARGIN == 0.15
+
+
+def test_a_value_the_output_already_states_for_another_claim_is_not_offered() -> None:
+    context = "Jay has 735,000 followers on instagram and Alexis an impressive 1.1 million."
+    output = "Jay has 750 followers and alexis an impressive 1.2 million."
+    KG[output] = [["Jay", "has", "750 followers"], ["Alexis", "has", "1.2 million"]]
+    offered: list[str] = []
+
+    def choose(prompt: str) -> str:
+        offered.append(prompt.split("Which value of the context", 1)[1])
+        return "1"
+
+    model = Model(lambda old, n: json.dumps(old), choose)  # the model repeats each triple: the choice decides
+    scorer = FunctionScorer(lambda premise, claim: 1.0 if "735,000" in claim or "1.1 million" in claim else 0.0)
+    result = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False).correct(context, output)
+    assert result.corrected == "Jay has 735,000 followers and alexis an impressive 1.1 million."
+    # Alexis's options leave out the 735,000 that Jay's correction put in the output (option 1 would be it)
+    assert "735,000" in offered[0] and "735,000" not in offered[1] and "1.1 million" in offered[1]
+    right = "Jay has 750 followers and alexis an impressive 1.1 million."
+    assert candidates_for(T(["Jay", "has", "750 followers"]), context, output=right) == (
+        Value(text="750", kind="number", start=8), ["735,000"])
