@@ -2,6 +2,8 @@
 
     nice -n 10 .venv/bin/python benchmarks/bench_scorer_dtype.py --pairs 200 --models minilm,deberta
     nice -n 10 .venv/bin/python benchmarks/bench_scorer_dtype.py --pairs 200 --models hhem
+    nice -n 10 .venv/bin/python benchmarks/bench_scorer_dtype.py --pairs 200 --models minilm --threads 1 \
+        --dtypes float32,bf16-autocast,onnx,onnx-int8 --out benchmarks/results/scorer-dtype-cpu-minilm-onnx.json
 
 Models (``--models``, comma-separated):
 
@@ -18,8 +20,14 @@ Models (``--models``, comma-separated):
   **random weights** (its P(supported) is the same for every pair: speed only); its peer: ``CrossEncoder``.
 
 Sides (each model loaded once per side): ours = ``Scorer.check`` with ``dtype="float32"``, ``"bf16-autocast"``,
-``"int8"``; the peer in float32 as its users run it on a CPU. The pairs are split in halves: the first half runs
-the sides in order, the second in reverse (times summed), so a change of machine load hits every side alike.
+``"int8"`` (``--dtypes`` chooses which); the peer in float32 as its users run it on a CPU. ``--dtypes`` may also
+name two ONNX Runtime sides, which the package does not offer (they were measured and not found faster than
+``bf16-autocast``, docs/benchmarks.md): ``onnx`` is our float32 scorer (same tokenization, chunking, sorted
+batches, softmax) whose forward pass is the model exported with ``torch.onnx.export`` (eager attention, dynamic
+batch and sequence axes, opset 17) and run by onnxruntime's ``CPUExecutionProvider``, all graph optimizations on,
+as many intra-op threads as torch; ``onnx-int8`` the same export after onnxruntime's dynamic int8 quantization
+(per-channel int8 weights). They need ``onnxruntime`` and ``onnx`` (in the ``dev`` extra). The pairs are split in
+halves: the first half runs the sides in order, the second in reverse (times summed), so a change of machine load hits every side alike.
 Reported: seconds, pairs/s, speed over our float32 and over the peer, and max / mean |Δ P(supported)| and max
 |Δ margin| (the two-class logit difference, read back from P) against our float32; also the path ``dtype="auto"``
 picks on this CPU and its load check. Writes ``benchmarks/results/scorer-dtype-cpu[-<models>].json``.
@@ -48,6 +56,8 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 OURS = ("float32", "bf16-autocast", "int8")
+ONNX_SIDES = ("onnx", "onnx-int8")
+ONNX_OPSET = 17
 MARGIN_STD = 4.0
 CALIBRATION_PAIRS = 64
 app = typer.Typer(add_completion=False)
@@ -170,14 +180,93 @@ def _cross_encoder(folder: Path) -> Callable[[list[tuple[str, str]]], list[float
     return run
 
 
+class _OrtModel:
+    """An ONNX Runtime session called like the torch model it was exported from: ``model(**inputs).logits``."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.input_names = [i.name for i in session.get_inputs()]  # inputs the graph dropped are not fed
+
+    def __call__(self, **inputs: Any) -> Any:
+        from types import SimpleNamespace
+
+        import torch
+
+        feeds = {name: inputs[name].detach().cpu().numpy() for name in self.input_names}
+        return SimpleNamespace(logits=torch.from_numpy(self.session.run(["logits"], feeds)[0]))
+
+
+def _onnx_side(scorer: Any, side: str, folder: Path) -> Any:
+    """``scorer`` (loaded in float32) with its forward pass run by ONNX Runtime (see the module docstring)."""
+    import warnings
+
+    import onnxruntime as ort
+    import torch
+
+    from grapheval_plugins.check._precision import PROBE_PAIRS, Precision
+    from grapheval_plugins.check._runtime import pad_batch
+
+    model = scorer.model
+    try:
+        model.set_attn_implementation("eager")  # ORT fuses eager attention into its Attention op; not sdpa's graph
+    except (AttributeError, ValueError):
+        pass
+    example = pad_batch(scorer._encode(PROBE_PAIRS), scorer.tokenizer.pad_token_id)
+    names = list(example)
+    dynamic = {n: {0: "batch", 1: "sequence"} for n in names} | {"logits": {0: "batch"}}
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *args: Any) -> Any:
+            return self.model(**dict(zip(names, args, strict=True))).logits
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "model.onnx"
+    started = time.perf_counter()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's warnings; |ΔP| against float32 is measured instead
+        torch.onnx.export(Logits().eval(), tuple(example[n] for n in names), str(path), input_names=names,
+                          output_names=["logits"], dynamic_axes=dynamic, opset_version=ONNX_OPSET, dynamo=False)
+    how = f"torch.onnx.export (eager attention, opset {ONNX_OPSET}) in {time.perf_counter() - started:.1f} s"
+    if side == "onnx-int8":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantized = folder / "model-int8.onnx"
+        quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8, per_channel=True)
+        path, how = quantized, how + ", dynamic int8 (per-channel weights)"
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    scorer._model = _OrtModel(session)  # the scorer's own batching, padding and softmax around it
+    scorer.precision = Precision(side, f"benchmark side: onnxruntime {ort.__version__} CPUExecutionProvider, "
+                                       f"ORT_ENABLE_ALL, {torch.get_num_threads()} intra-op thread(s); {how}")
+    return scorer
+
+
 def _compare(name: str, make: Callable[[str], Any], peer: tuple[str, Callable[[Any], Any]],
-             pairs: list[tuple[str, str]]) -> dict[str, Any]:
-    scorers = {side: make(side) for side in OURS}
+             pairs: list[tuple[str, str]], dtypes: tuple[str, ...] = OURS, work: Path | None = None
+             ) -> dict[str, Any]:
+    scorers: dict[str, Any] = {}
+    load_seconds: dict[str, float] = {}
+    for side in dtypes:
+        started = time.perf_counter()
+        if side in ONNX_SIDES:
+            scorers[side] = _onnx_side(make("float32"), side, Path(work or tempfile.mkdtemp()) / f"onnx-{side}")
+        else:
+            scorers[side] = make(side)
+        load_seconds[side] = round(time.perf_counter() - started, 2)
     auto = make("auto")
     sides: dict[str, Callable[[list[tuple[str, str]]], list[float]]] = {s: _ours(sc) for s, sc in scorers.items()}
     sides[peer[0]] = peer[1](scorers["float32"])
     result = _run_sides(name, sides, pairs, peer[0])
     result["auto"] = auto.precision.describe()
+    result["load_seconds"] = load_seconds
+    result["precision"] = {side: sc.precision.describe() for side, sc in scorers.items()}
     result["model_inputs_ours"] = len({(chunk, claim) for context, claim in set(pairs)
                                        for chunk in scorers["float32"].chunks(context)})
     return result
@@ -189,7 +278,10 @@ def main(
     models: Annotated[str, typer.Option(help="Comma-separated: minilm, hhem, deberta.")] = "minilm,deberta",
     deberta: Annotated[str, typer.Option(help="DeBERTa-v3 sizes: base or xsmall.")] = "xsmall",
     batch_size: Annotated[int, typer.Option(help="Our scorers' batch size.")] = 16,
-    threads: Annotated[int, typer.Option(help="torch intra-op threads (0: torch's default).")] = 0,
+    threads: Annotated[int, typer.Option(help="torch intra-op threads (0: torch's default); ONNX Runtime uses "
+                                              "as many.")] = 0,
+    dtypes: Annotated[str, typer.Option(help="Comma-separated sides of ours: float32 (always run), bf16-autocast, "
+                                             "int8, onnx, onnx-int8.")] = ",".join(OURS),
     out: Annotated[Path | None, typer.Option(help="Result file.")] = None,
 ) -> None:
     import platform
@@ -204,6 +296,7 @@ def main(
         torch.set_num_threads(threads)
     st = _throughput_module()
     wanted = [m.strip() for m in models.split(",") if m.strip()]
+    paths = tuple(dict.fromkeys(["float32", *(d.strip() for d in dtypes.split(",") if d.strip())]))
     data, note = st.load_pairs(pairs + CALIBRATION_PAIRS)
     data, calibration = data[:pairs], data[pairs:]
     flags = read_cpu_flags()
@@ -213,7 +306,8 @@ def main(
         "cpu_flags": sorted(f for f in flags if f.startswith(("avx512", "amx", "avx2", "avx_vnni"))),
         "machine": platform.machine(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__, "transformers": transformers.__version__,
-        "data": f"first {pairs} of: {note}", "batch_size": batch_size, "load_before": _uptime(), "results": [],
+        "data": f"first {pairs} of: {note}", "batch_size": batch_size, "dtypes": list(paths),
+        "load_before": _uptime(), "results": [],
     }
     typer.echo(json.dumps({k: v for k, v in info.items() if k != "results"}), err=True)
     target = out or RESULTS / f"scorer-dtype-cpu-{'-'.join(wanted)}.json"
@@ -223,6 +317,11 @@ def main(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
+    if any(p in ONNX_SIDES for p in paths):
+        import onnx
+        import onnxruntime
+
+        info.update(onnxruntime=onnxruntime.__version__, onnx=onnx.__version__)
     with tempfile.TemporaryDirectory(prefix="scorer-dtype-") as tmp:
         for model in wanted:
             folder = Path(tmp) / model
@@ -232,7 +331,7 @@ def main(
                     "all-MiniLM-L6-v2 encoder (real weights) + seeded 2-class head",
                     lambda dtype, f=folder: CrossEncoderNLIScorer(f, device="cpu", dtype=dtype,
                                                                   batch_size=batch_size).load(),
-                    ("CrossEncoder", lambda _s, f=folder: _cross_encoder(f)), data)
+                    ("CrossEncoder", lambda _s, f=folder: _cross_encoder(f)), data, paths, Path(tmp) / f"{model}-onnx")
                 result["weights"] = built
             elif model == "hhem":
                 st.build_hhem(folder)
@@ -246,7 +345,7 @@ def main(
                     "HHEM-2.1-Open, flan-t5-base sizes (random weights)",
                     lambda dtype, f=folder, tok=tokenizer: HHEMScorer(f, tokenizer=tok, device="cpu", dtype=dtype,
                                                                       batch_size=batch_size).load(),
-                    ("Ragas HHEM", ragas), data)
+                    ("Ragas HHEM", ragas), data, paths, Path(tmp) / f"{model}-onnx")
                 result["weights"] = "random (seed 0), flan-t5-base sizes"
                 result["note"] = "the Ragas side rounds P to 0/1 as Ragas does; its |ΔP| is not reported"
             elif model == "deberta":
@@ -255,7 +354,7 @@ def main(
                     f"DeBERTa-v3-{deberta} MNLI cross-encoder (random weights)",
                     lambda dtype, f=folder: CrossEncoderNLIScorer(f, tokenizer=st.deberta_tokenizer(), device="cpu",
                                                                   dtype=dtype, batch_size=batch_size).load(),
-                    ("CrossEncoder", lambda _s, f=folder: _cross_encoder(f)), data)
+                    ("CrossEncoder", lambda _s, f=folder: _cross_encoder(f)), data, paths, Path(tmp) / f"{model}-onnx")
                 result["weights"] = f"random (seed 0), deberta-v3-{deberta} sizes: P(supported) is constant"
             else:
                 raise typer.BadParameter(f"unknown model {model!r}")
