@@ -6,6 +6,7 @@ re-exported here. Nothing here imports torch or transformers at module import.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from abc import abstractmethod
@@ -133,6 +134,20 @@ class HFScorer(Scorer):
         # A fast tokenizer may not be called from two threads at once (it re-sets its truncation state per call);
         # token counting for chunking runs outside the model lock, so tokenizer calls take this one.
         self._tokenizer_lock = threading.RLock()
+
+    def fingerprint(self) -> str:
+        """:meth:`Scorer.fingerprint` and the numeric path this scorer plans on this machine (the ``dtype``
+        option, ``$GRAPHEVAL_HF_DTYPE``, the CPU's native bfloat16): scores of a bf16-autocast machine and of a
+        float32 one are not served from one claim-score cache entry. Read before any load, so the same before and
+        after it (a guarded path that falls back to float32 at load keeps its planned name: the two agree within
+        :data:`~grapheval_plugins.check._precision.MAX_DELTA_P`). Nothing is loaded, torch is not imported."""
+        device = self._device_arg
+        device_type = "cpu" if device is None else str(device).split(":")[0]
+        try:
+            path = choose_precision(self._dtype_arg, device_type=device_type).name
+        except ValueError:  # an invalid dtype raises at load, with its message
+            path = repr(self._dtype_arg)
+        return hashlib.sha256(f"{super().fingerprint()}\x00precision={path}".encode()).hexdigest()[:16]
 
     # ----------------------------------------------------------------- loading
     @abstractmethod

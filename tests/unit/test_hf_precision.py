@@ -230,3 +230,20 @@ def test_the_environment_variable_reaches_the_scorer(dirs: dict[str, Path], monk
     scorer = make("nli", dirs["nli"], None)
     assert scorer.precision is not None and scorer.precision.name == "int8"
     assert scorer.precision.reason == "GRAPHEVAL_HF_DTYPE=int8"
+
+
+def test_the_claim_score_cache_key_holds_the_planned_numeric_path(
+        dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    def key(dtype: object = None) -> str:
+        return hf.CrossEncoderNLIScorer(dirs["nli"], device="cpu", dtype=dtype).fingerprint()  # type: ignore[arg-type]
+
+    fake_cpu(monkeypatch, SAPPHIRE_RAPIDS)
+    auto = key()
+    assert auto == key("bf16-autocast") and auto != key("float32") and key("int8") not in (auto, key("float32"))
+    loaded = hf.CrossEncoderNLIScorer(dirs["nli"], device="cpu").load()
+    assert loaded.fingerprint() == auto  # the same before and after the load
+    monkeypatch.setenv(P.PRECISION_ENV, "float32")
+    assert key() == key("float32")
+    monkeypatch.delenv(P.PRECISION_ENV)
+    fake_cpu(monkeypatch, ICELAKE)  # no native bfloat16: auto is float32, and so is its key
+    assert key() == key("float32") != auto
