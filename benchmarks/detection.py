@@ -1053,7 +1053,8 @@ def prompt_tables(sets: dict[str, dict[str, list[tuple[dict, dict]]]], n_boot: i
         se = auc_standard_error(b["auc_fidelity"], sum(y), len(y) - sum(y))
         for what, k in (("triples only", 1), ("triples only + fidelity", 2)):
             d, lo, hi = _auc_interval(y, b["scores"][k], a["scores"][k], n_boot, seed)
-            notes.append(f"{name}, {what}: AUC {second} − {first} = {d:+.1f} points (95 % CI {lo:+.1f} … {hi:+.1f}, "
+            d_, lo_, hi_ = (f"{v:+.1f}".replace("-", "−") for v in (d, lo, hi))
+            notes.append(f"{name}, {what}: AUC {second} − {first} = {d_} points (95 % CI {lo_} … {hi_}, "
                          f"paired bootstrap, {n_boot} resamples, seed {seed}).")
         notes.append(f"{name}: an AUC near {100 * b['auc_fidelity']:.0f} on these rows has a standard error of about "
                      f"{100 * se:.1f} points (Hanley–McNeil).")
