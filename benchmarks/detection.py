@@ -25,6 +25,12 @@ Commands (run from the repository root):
     .venv/bin/python benchmarks/detection.py evidence-report
     # lever 4, triples grouped per output sentence: its tables from the committed per-row files only (no model)
     .venv/bin/python benchmarks/detection.py sentence-report
+    # lever 2, triples that keep the claim: the lab rows extracted with the keep-qualifiers prompt (resumable), their
+    # fidelity pass, then the table against the default's triples on the same rows (no model)
+    nice -n 10 .venv/bin/python benchmarks/detection.py run qags_x --lab --prompt keep-qualifiers \
+        --llm local:qwen2.5-coder-1.5b --scorer judge:local:qwen2.5-coder-1.5b --threads 1
+    nice -n 10 .venv/bin/python benchmarks/detection.py fidelity qags_x --prompt keep-qualifiers --threads 1
+    .venv/bin/python benchmarks/detection.py prompt-report
 
 Per-row files: ``benchmarks/results/detect-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``; the fidelity
 lever's: ``benchmarks/results/fidelity-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``; the evidence lever's:
@@ -48,7 +54,7 @@ import typer
 
 from grapheval_plugins.cache import CachedKG
 from grapheval_plugins.extract.parser import parse_triples
-from grapheval_plugins.extract.prompts import KG_PROMPT, KG_PROMPT_PAPER
+from grapheval_plugins.extract.prompts import KG_PROMPT, KG_PROMPT_KEEP_QUALIFIERS, KG_PROMPT_PAPER
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness beside this script
 import harness as bench  # noqa: E402
@@ -56,7 +62,7 @@ import harness as bench  # noqa: E402
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 CACHE = HERE / ".cache"
-PROMPTS = {"examples-first": KG_PROMPT, "paper-order": KG_PROMPT_PAPER}
+PROMPTS = {"examples-first": KG_PROMPT, "paper-order": KG_PROMPT_PAPER, "keep-qualifiers": KG_PROMPT_KEEP_QUALIFIERS}
 SUMMEVAL_SAMPLE_SEED = 0
 RUN_ORDER_SEED = 0
 SPLIT_SEED = 0
@@ -199,8 +205,11 @@ def run(
     dataset: Annotated[str, typer.Argument(help="summeval, qags_c, qags_x, or a JSONL path.")],
     llm: Annotated[str, typer.Option(help="Chat model spec for extraction.")] = "local:qwen2.5-coder-0.5b",
     scorer: Annotated[str, typer.Option(help="Scorer spec.")] = "judge:local:qwen2.5-coder-0.5b",
-    prompt: Annotated[str, typer.Option(help="examples-first (default) or paper-order.")] = "examples-first",
+    prompt: Annotated[str, typer.Option(help="examples-first (default), paper-order or keep-qualifiers "
+                                              "(lever 2).")] = "examples-first",
     render: Annotated[str, typer.Option(help="concat (paper) or sentence.")] = "concat",
+    lab: Annotated[bool, typer.Option("--lab", help="Only the lab subset's rows (benchmarks/lab_subset.json), in "
+                                                    "its order.")] = False,
     sample: Annotated[Optional[int], typer.Option(help="Stratified sample of N rows (fixed seed).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the stratified sample.")] = SUMMEVAL_SAMPLE_SEED,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N rows (after sampling/ordering).")] = None,
@@ -223,6 +232,9 @@ def run(
         raise typer.BadParameter(f"prompt must be one of {sorted(PROMPTS)}")
     name = Path(dataset).stem if Path(dataset).suffix else dataset
     rows = dataset_rows(dataset, sample, seed)
+    if lab:
+        by_id = {r["id"]: r for r in rows}
+        rows = [by_id[i] for i in lab_ids(name)]
     if limit is not None:
         rows = rows[:limit]
     if reverse:
@@ -650,9 +662,10 @@ LAB_LLM = "local:qwen2.5-coder-1.5b"
 LAB_SCORER = "judge:local:qwen2.5-coder-1.5b"
 
 
-def fidelity_path(dataset: str, llm: str, scorer: str) -> Path:
-    """Per-row file of the fidelity lever: each triple of the default's per-row file scored against its output."""
-    return RESULTS / f"fidelity-{dataset}-{bench.slug(llm)}-{bench.slug(scorer)}-{DEFAULT_TAG}-concat.jsonl"
+def fidelity_path(dataset: str, llm: str, scorer: str, tag: str = DEFAULT_TAG) -> Path:
+    """Per-row file of the fidelity lever: each triple of the per-row file of ``tag`` (the default's unless told)
+    scored against its output."""
+    return RESULTS / f"fidelity-{dataset}-{bench.slug(llm)}-{bench.slug(scorer)}-{tag}-concat.jsonl"
 
 
 def draw_lab_subset(sets: dict[str, list[dict[str, Any]]], n: int, seed: int) -> dict[str, list[str]]:
@@ -733,6 +746,8 @@ def fidelity(
     limit: Annotated[Optional[int], typer.Option(help="Only the first N lab rows.")] = None,
     all_rows: Annotated[bool, typer.Option("--all", help="Every row of the default's per-row file: the lab rows "
                                                           "first, then the others in the set's run order.")] = False,
+    prompt: Annotated[str, typer.Option(help="Tag of the per-row file whose triples are scored (e.g. keep-qualifiers, "
+                                              "lever 2); its lab rows done so far.")] = DEFAULT_TAG,
 ) -> None:
     """Lever 1 on the lab subset: score each triple of the default's committed per-row file against the output it
     was extracted from, with the row's own scorer (what ``GraphEval(fidelity="drop")`` adds to a row's scorer
@@ -746,15 +761,15 @@ def fidelity(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    base = {r["id"]: r for r in bench.load_results(result_path(dataset, llm, scorer, DEFAULT_TAG, "concat"))
+    base = {r["id"]: r for r in bench.load_results(result_path(dataset, llm, scorer, prompt, "concat"))
             if not r.get("error")}
     outputs = {r["id"]: normalize_output(r["output"]) for r in bench.load_dataset(dataset)}
-    ids = lab_ids(dataset)[:limit]
+    ids = [i for i in lab_ids(dataset)[:limit] if i in base]
     if all_rows:
         ids += [r["id"] for r in dataset_rows(dataset, None, SUMMEVAL_SAMPLE_SEED) if r["id"] in base and r["id"] not in ids]
     judge = bench_scorer(scorer, cache, threads)
     t_all = time.perf_counter()
-    with bench.ResultStore(fidelity_path(dataset, llm, scorer)) as store:
+    with bench.ResultStore(fidelity_path(dataset, llm, scorer, prompt)) as store:
         todo = [i for i in ids if i not in store.done()]
         for n_done, rid in enumerate(todo, start=1):
             row = base[rid]
@@ -769,7 +784,7 @@ def fidelity(
             store.append(fidelity_row(row, scores, judge, time.perf_counter() - t0, judge.misses - misses))
             typer.echo(f"{dataset} {n_done}/{len(todo)} {rid}: {len(claims)} triple(s), "
                        f"{time.perf_counter() - t0:.1f} s", err=True)
-    typer.echo(f"{fidelity_path(dataset, llm, scorer)}: {len(todo)} row(s) scored, {len(ids) - len(todo)} already "
+    typer.echo(f"{fidelity_path(dataset, llm, scorer, prompt)}: {len(todo)} row(s) scored, {len(ids) - len(todo)} already "
                f"done, {time.perf_counter() - t_all:.0f} s")
 
 
@@ -971,6 +986,110 @@ def lab_report(
     rows = "every row of the fidelity files" if all_rows else f"lab subset {LAB_FILE.name} (seed {LAB_SEED})"
     typer.echo(f"LLM `{llm}`, judge `{scorer}`, {rows}\n")
     typer.echo(lab_tables(sets, n_boot=n_boot, seed=seed))
+
+
+# ---------------------------------------------------------------------- lever 2: triples that keep the claim
+def auc_standard_error(auc: float, n_pos: int, n_neg: int) -> float:
+    """Hanley and McNeil's (1982) standard error of a ROC AUC from ``n_pos`` positives and ``n_neg`` negatives.
+
+    >>> round(auc_standard_error(0.7, 20, 40), 3)
+    0.075
+    """
+    q1, q2 = auc / (2 - auc), 2 * auc * auc / (1 + auc)
+    var = (auc * (1 - auc) + (n_pos - 1) * (q1 - auc * auc) + (n_neg - 1) * (q2 - auc * auc)) / (n_pos * n_neg)
+    return math.sqrt(max(var, 0.0))
+
+
+def prompt_stats(rows: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
+    """One prompt's numbers on rows given as ``(per-row result, its fidelity row)``: triples per row, rows with no
+    triple, the round-trip rate (share of the triples judged against their own output that it supports,
+    P(unsupported) ≤ 0.5), and the triples-only decision (largest P over the triples; the whole output's score
+    where none is left) with and without the fidelity drop: ROC AUC and false alarms on faithful rows at 0.5."""
+    from grapheval_plugins.aggregate import faithful_to_output
+
+    y = [d["label"] for d, _ in rows]
+    judged = [t[4] for _, f in rows for t in f["triples"] if t[4] is not None]
+    plain = [max(lab_scores(d, None)[1]) for d, _ in rows]
+    kept = [max(lab_scores(d, f)[1]) for d, f in rows]
+    faithful = [i for i, label in enumerate(y) if label == 0]
+
+    def false_alarms(scores: list[float]) -> float:
+        return sum(scores[i] > 0.5 for i in faithful) / max(len(faithful), 1)
+
+    return {
+        "rows": len(rows),
+        "triples_per_row": sum(len(d["triples"]) for d, _ in rows) / max(len(rows), 1),
+        "no_triple": sum(1 for d, _ in rows if not d["triples"]),
+        "round_trip": sum(faithful_to_output(p) for p in judged) / max(len(judged), 1),
+        "unjudged": sum(1 for _, f in rows for t in f["triples"] if t[4] is None),
+        "auc_raw": bench.roc_auc(y, [d["p_raw"] for d, _ in rows]),
+        "auc_triples": bench.roc_auc(y, plain),
+        "auc_fidelity": bench.roc_auc(y, kept),
+        "fa_raw": false_alarms([d["p_raw"] for d, _ in rows]),
+        "fa_triples": false_alarms(plain),
+        "fa_fidelity": false_alarms(kept),
+        "scores": (y, plain, kept),
+    }
+
+
+def prompt_tables(sets: dict[str, dict[str, list[tuple[dict, dict]]]], n_boot: int = 2000, seed: int = 0) -> str:
+    """Per set, one line per prompt on the same rows, then the paired AUC difference of the triples-only decisions
+    (second prompt minus first) with its 95 % bootstrap interval."""
+    lines = ["| set | prompt | rows (hallucinated) | triples/row | rows with no triple | round trip | "
+             "AUC raw | AUC triples | AUC triples + fidelity | false alarms raw / triples / + fidelity |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for name, by_prompt in sets.items():
+        stats = {tag: prompt_stats(rows) for tag, rows in by_prompt.items()}
+        for tag, st in stats.items():
+            y = st["scores"][0]
+            lines.append(
+                f"| {name} | {tag} | {st['rows']} ({sum(y)}) | {st['triples_per_row']:.2f} | {st['no_triple']} | "
+                f"{100 * st['round_trip']:.0f} % ({st['unjudged']} unjudged) | {_fmt(100 * st['auc_raw'])} | "
+                f"{_fmt(100 * st['auc_triples'])} | {_fmt(100 * st['auc_fidelity'])} | "
+                f"{st['fa_raw']:.2f} / {st['fa_triples']:.2f} / {st['fa_fidelity']:.2f} |")
+        (first, a), (second, b) = list(stats.items())[:2]
+        y = a["scores"][0]
+        se = auc_standard_error(b["auc_fidelity"], sum(y), len(y) - sum(y))
+        for what, k in (("triples only", 1), ("triples only + fidelity", 2)):
+            d, lo, hi = _auc_interval(y, b["scores"][k], a["scores"][k], n_boot, seed)
+            d_, lo_, hi_ = (f"{v:+.1f}".replace("-", "−") for v in (d, lo, hi))
+            notes.append(f"{name}, {what}: AUC {second} − {first} = {d_} points (95 % CI {lo_} … {hi_}, "
+                         f"paired bootstrap, {n_boot} resamples, seed {seed}).")
+        notes.append(f"{name}: an AUC near {100 * b['auc_fidelity']:.0f} on these rows has a standard error of about "
+                     f"{100 * se:.1f} points (Hanley–McNeil).")
+    return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n"
+
+
+@app.command("prompt-report")
+def prompt_report(
+    prompt: Annotated[str, typer.Option(help="Tag of the lever's per-row files.")] = "keep-qualifiers",
+    base: Annotated[str, typer.Option(help="Tag of the per-row files it is compared with.")] = DEFAULT_TAG,
+    llm: Annotated[str, typer.Option()] = LAB_LLM,
+    scorer: Annotated[str, typer.Option()] = LAB_SCORER,
+    datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "qags_x,summeval",
+    n_boot: Annotated[int, typer.Option()] = 2000,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Lever 2's table: PROMPT's triples against BASE's on the same lab rows (those both prompts' per-row and
+    fidelity files hold), from the committed files only (no model)."""
+    sets: dict[str, dict[str, list[tuple[dict, dict]]]] = {}
+    for name in datasets.split(","):
+        files = {}
+        for tag in (base, prompt):
+            rows = {r["id"]: r for r in bench.load_results(result_path(name, llm, scorer, tag, "concat"))
+                    if not r.get("error")}
+            fids = {r["id"]: r for r in bench.load_results(fidelity_path(name, llm, scorer, tag)) if not r.get("error")}
+            files[tag] = (rows, fids)
+        ids = [i for i in lab_ids(name) if all(i in rows and i in fids for rows, fids in files.values())]
+        if ids:
+            sets[name] = {tag: [(rows[i], fids[i]) for i in ids] for tag, (rows, fids) in files.items()}
+            typer.echo(f"{name}: {len(ids)} lab rows: {' '.join(ids)}\n", err=True)
+    if not sets:
+        typer.echo("no lab row is in both prompts' per-row and fidelity files", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"LLM `{llm}`, judge `{scorer}`, lab subset {LAB_FILE.name}: {prompt} against {base} on the same rows\n")
+    typer.echo(prompt_tables(sets, n_boot=n_boot, seed=seed))
 
 
 # ------------------------------------------------------------------------------ lever 3: evidence per claim

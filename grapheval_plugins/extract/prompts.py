@@ -6,6 +6,10 @@ The wording is the paper's (``shared/paper/PROMPTS.md``). Two message orders exi
 * :data:`KG_PROMPT` (the default) — system, tips, examples, then the input last, so that everything before the
   output is a fixed prefix that a provider's prompt cache (or llama.cpp's KV cache) reuses across calls.
 
+:data:`KG_PROMPT_KEEP_QUALIFIERS` (not the default; measured in ``docs/benchmarks.md``, "Lever 2") is the default's
+order and format with tips and examples that keep each statement's numbers, dates, qualifiers and negations in
+its triple, e.g. ``["Electronics", "carry", "a 15% restocking fee"]`` rather than ``[..., "have a", "restocking fee"]``.
+
 Swap in your own with ``dataclasses.replace(KG_PROMPT, examples=...)`` or a new :class:`KGPrompt`.
 """
 
@@ -20,7 +24,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from .._template import fill
 from .parser import PARSER_VERSION
 
-__all__ = ["KG_PROMPT", "KG_PROMPT_PAPER", "FewShotExample", "KGPrompt"]
+__all__ = ["KG_PROMPT", "KG_PROMPT_KEEP_QUALIFIERS", "KG_PROMPT_PAPER", "FewShotExample", "KGPrompt"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,42 @@ _EXAMPLES: tuple[FewShotExample, ...] = (
         "Italy had 3.6x times more cases of coronavirus than China.",
         (("Italy", "had 3.6x times more cases of coronavirus than", "China"),),
     ),
+)
+
+_TIPS_KEEP_QUALIFIERS = (
+    "Important Tips:\n"
+    "1. Make sure all information is included in the knowledge graph.\n"
+    "2. Each triple must only contain three strings! None of the strings should be empty.\n"
+    "3. Keep the whole claim in each triple: every number, amount with its unit, date, qualifier (such as "
+    '"more than", "about", "at least", "only") and negation (such as "not", "never", "no") of the statement '
+    "goes into the relation or the object. Never drop them.\n"
+    "4. Only state what the input says: add nothing it does not say, and do not split up related information "
+    "into separate triples because this could change the meaning.\n"
+    "5. Make sure all brackets and quotation marks are matched.\n"
+    "6. Before adding a triple to the knowledge graph, check the concatenated triple makes sense as a sentence "
+    "and says what the input says. If not, discard it."
+)
+
+_EXAMPLES_KEEP_QUALIFIERS: tuple[FewShotExample, ...] = (
+    _EXAMPLES[0],
+    _EXAMPLES[1],
+    FewShotExample(
+        "Electronics carry a 15% restocking fee and cannot be returned after 30 days.",
+        (
+            ("Electronics", "carry", "a 15% restocking fee"),
+            ("Electronics", "cannot be returned after", "30 days"),
+        ),
+    ),
+    FewShotExample(
+        "The bridge, opened in 1932, carries about 160,000 vehicles a day and has never been closed for more than "
+        "two days.",
+        (
+            ("The bridge", "opened in", "1932"),
+            ("The bridge", "carries", "about 160,000 vehicles a day"),
+            ("The bridge", "has never been closed for", "more than two days"),
+        ),
+    ),
+    _EXAMPLES[3],
 )
 
 _RETRY = (
@@ -184,3 +224,11 @@ KG_PROMPT = KGPrompt(version="kg-a/1-examples-first", examples_first=True)
 
 KG_PROMPT_PAPER = KGPrompt(version="kg-a/1-paper-order", examples_first=False)
 """Prompt A in the order of the paper's appendix (input, then tips, then examples)."""
+
+KG_PROMPT_KEEP_QUALIFIERS = KGPrompt(
+    version="kg-b/1-keep-qualifiers", tips=_TIPS_KEEP_QUALIFIERS, examples=_EXAMPLES_KEEP_QUALIFIERS,
+    examples_first=True,
+)
+"""Prompt A's system message, format and order, with tips and examples that keep numbers, dates, qualifiers and
+negations in each triple (lever 2 of the detection study; not the default, so cached graphs stay consistent;
+its own :attr:`~KGPrompt.cache_id`)."""
