@@ -45,8 +45,8 @@ __all__ = [
     "text_changes",
     "tidy_numbers",
     "triple_edits",
-    "unit_lost",
     "typed_values",
+    "unit_lost",
 ]
 
 _SPACED_GROUPS = r"\d{1,3}(?:, \d{3}(?!\d)(?![.,]\d))+"  # "3, 500": a tokenised corpus's "3,500"
@@ -575,8 +575,9 @@ def candidates_for(
     triple: Triple, evidence: str, limit: int = 5, output: str = ""
 ) -> tuple[Value, list[str]] | None:
     """A value of ``triple`` (a number or a date) and the values of the same kind (for a number, of the same unit:
-    count, percent or money) in ``evidence`` that differ from every value of the triple: what a constrained step 1 offers as replacements. ``None`` when the triple holds no
-    number or date, or the evidence no other of its kind. Of several, the triple's first value with candidates.
+    count, percent or money) in ``evidence`` that differ from every value of the triple: what a constrained step 1
+    offers as replacements. ``None`` when the triple holds no number or date, or the evidence no other of its kind.
+    Of several, the triple's first value with candidates.
 
     ``output``: the output the triple comes from; a value it already states (of another claim: "Jay has 735,000
     followers and Alexis 1.1 million") is not offered for this one.

@@ -613,8 +613,8 @@ class ConstrainedStrategy:
         ``opposite`` (a negation added or taken out, nothing else) and the judge prefers it to the flagged claim by
         :data:`OPPOSITE_MARGIN` or more: of a claim and its negation, the one the context supports is the one
         scored the less unsupported, which a small judge decides better than an absolute threshold. The verdict is
-        kept for the re-check
-        (:attr:`Round.verified`); a scorer failure lets the triple through (the re-check scores it again)."""
+        kept for the re-check (:attr:`Round.verified`); a scorer failure lets the triple through (the re-check
+        scores it again)."""
         if not editor.verify:
             return None
         engine = editor.guard.grapheval
