@@ -296,7 +296,7 @@ def kinds_lost(edit: Edit) -> str | None:
     return lost[0] if lost else None
 
 
-_SPACED = re.compile(r"(?<![\w.,])(\d{1,3}(?:, \d{3}(?!\d)(?![.,]\d))+)")
+_SPACED = re.compile(rf"(?<![\w.,])({_SPACED_GROUPS})")
 
 
 def tidy_numbers(text: str) -> str:
