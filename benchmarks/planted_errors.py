@@ -216,13 +216,16 @@ def words(text: str) -> list[Token]:
 def value_words(text: str) -> list[str]:
     """The normalised words of a value, articles and "cent" of "per cent" left out (what "restored" compares).
 
-    >>> value_words("The United Nations"), value_words("20 per cent")
-    (['united', 'nations'], ['20', 'percent'])
+    >>> value_words("The United Nations"), value_words("20 per cent"), value_words("cannot")
+    (['united', 'nations'], ['20', 'percent'], ['can', 'not'])
     """
     out: list[str] = []
     for t in words(text):
         n = t.norm
         if n in _ARTICLES:
+            continue
+        if n == "cannot":  # one word for "can not", as "can't" is two tokens
+            out += ["can", "not"]
             continue
         if n == "cent" and out and out[-1] == "per":
             out[-1] = "percent"

@@ -40,6 +40,7 @@ __all__ = [
     "is_name",
     "kinds_lost",
     "negation_only",
+    "one_for_one",
     "replace_value",
     "substitute",
     "text_changes",
@@ -74,7 +75,8 @@ _DATE = re.compile(
     re.I,
 )
 _NUMBER = re.compile(
-    rf"(?<![\w.])(?:[£$€]\s?)?(?:{_SPACED_GROUPS}|\d+(?:[.,]\d+)*)"
+    r"(?<![\w.-])\d{1,3}-\d{1,3}(?![\w-])"  # a score or a range ("3-0"): one value, its two numbers together
+    rf"|(?<![\w.])(?:[£$€]\s?)?(?:{_SPACED_GROUPS}|\d+(?:[.,]\d+)*)"
     r"(?:\s?%|\s?(?:per cent|percent|million|billion|m|bn|k)\b)?"
     r"|\b(?:" + "|".join(_NUMBER_WORDS) + r")\b",
     re.I,
@@ -174,6 +176,26 @@ def text_changes(before: str, after: str, words_only: bool = False) -> list[Chan
         if "".join(old_part.casefold().split()) == "".join(new_part.casefold().split()):
             continue  # spacing only ("cycling 's" / "cycling's"): nothing to change
         changes.append(Change(start=start, end=end, old=old_part, new=new_part))
+    return _join_dates(before, changes)
+
+
+def _join_dates(before: str, changes: list[Change]) -> list[Change]:
+    """``changes`` with those inside one date of ``before`` made one change: "august 8, 1968" → "july 1, 1969" is a
+    date corrected, not a month and day and, apart, a year (one of them alone is neither the old date nor the
+    new)."""
+    for date in (v for v in typed_values(before) if v.kind == "date"):
+        start, end = date.start, date.start + len(date.text)
+        inside = [c for c in changes if c.start < end and c.end > start]
+        if len(inside) < 2:
+            continue
+        lo, hi = min(start, inside[0].start), max(end, inside[-1].end)
+        new = before[lo:hi]
+        for c in reversed(inside):  # made from the right, so the earlier offsets stay valid
+            new = new[: c.start - lo] + c.new + new[c.end - lo :]
+        joined = Change(start=lo, end=hi, old=before[lo:hi], new=new)
+        changes = [c for c in changes if c not in inside]
+        changes.append(joined)
+        changes.sort(key=lambda c: c.start)
     return changes
 
 
@@ -254,12 +276,14 @@ def foreign_words(new_text: str, context: str, inflecting: str = "") -> list[str
     for w in _content(context):
         known.add(w)
         known.add(w[:-1] if len(w) > 3 and w.endswith("s") else w)
-    stems = set(_stems(_content(inflecting)))
+        if w.endswith("'s") and len(w) > 2:  # "Turner's" in the context: "Turner" is the context's word
+            known.add(w[:-2])
+    inflections = _inflected(_unnegated(_content(inflecting)))
     out = []
-    for w in _content(new_text):
+    for w in _unnegated(_content(new_text)):  # "cannot": "can" and "not"
         if w in _STOP or w in known or (len(w) > 3 and w.endswith("s") and w[:-1] in known):
             continue
-        if stems and _stems([w])[0] in stems:
+        if any(_same_word(w, other) for other in inflections):
             continue
         if w not in out:
             out.append(w)
@@ -318,7 +342,12 @@ _PERCENT = re.compile(r"%|\bper ?cent\b", re.I)
 _MONEY = re.compile(r"[£$€¥]|\b(?:pounds?|dollars?|euros?|pence|cents?|yen)\b", re.I)
 
 
+_PAIR = re.compile(r"\d-\d")
+
+
 def _unit(number: str) -> str:
+    if _PAIR.search(number):
+        return "pair"  # a score or a range is replaced by a score or a range
     return "percent" if _PERCENT.search(number) else "money" if _MONEY.search(number) else "count"
 
 
@@ -400,34 +429,76 @@ def is_name(text: str, context: str) -> bool:
 
 
 def negation_only(edit: Edit) -> bool:
-    """Whether ``edit`` only adds or removes a negation ("is" → "is not", "did not sign" → "signed"), which turns a
-    claim into its opposite.
+    """Whether ``edit`` only adds or removes a negation ("is" → "is not", "did not sign" → "signed", "can" →
+    "cannot"), which turns a claim into its opposite.
 
     >>> negation_only(Edit(old="has been", new="has not been")), negation_only(Edit(old="been not", new="been"))
     (True, True)
     >>> negation_only(Edit(old="did not sign", new="signed")), negation_only(Edit(old="2016", new="2016 finals"))
     (True, False)
-    >>> negation_only(Edit(old="did not ease", new="eased"))
-    True
+    >>> negation_only(Edit(old="did not ease", new="eased")), negation_only(Edit(old="did not respond", new="responded"))
+    (True, True)
+    >>> negation_only(Edit(old="can", new="cannot")), negation_only(Edit(old="won't", new="will"))
+    (True, True)
+    >>> negation_only(Edit(old="did not respond", new="responds to"))
+    False
+    """
+    old, new = _unnegated(_content(edit.old)), _unnegated(_content(edit.new))
+    negated = any(w in _NEGATIONS for w in old) != any(w in _NEGATIONS for w in new)
+    return negated and _same_words(_inflected(old), _inflected(new))
+
+
+def one_for_one(edit: Edit) -> bool:
+    """Whether ``edit`` replaces one to three words by as many others and does nothing else ("father" → "mother",
+    "Eleanor Tomlinson" → "Aidan Turner"): with :func:`negation_only`, a change that leaves the rest of the claim as
+    it was, so the flagged claim and the corrected one differ in one place.
+
+    >>> one_for_one(Edit(old="son's", new="daughter's")), one_for_one(Edit(old="teamed down", new="collaborated"))
+    (True, False)
+    >>> one_for_one(Edit(old="the republic of ireland", new="the irish capital"))
+    False
     """
     old, new = _content(edit.old), _content(edit.new)
-    negated = any(w in _NEGATIONS for w in old) != any(w in _NEGATIONS for w in new)
-    return negated and _stems(old) == _stems(new)
+    return 1 <= len(old) == len(new) <= 3 and old != new
 
 
-def _stems(words: list[str]) -> list[str]:
-    """The words without negations and the auxiliary "do", each cut to a crude stem ("signed", "signs" → "sign";
-    "eased", "ease" → "eas")."""
-    out = []
+_CONTRACTED_BASES = {"ca": "can", "wo": "will", "sha": "shall"}
+
+
+def _unnegated(words: list[str]) -> list[str]:
+    """``words`` with a negation written into a word split off ("cannot" → "can not", "won't" → "will not")."""
+    out: list[str] = []
     for w in words:
-        if w in _NEGATIONS or w in ("do", "does", "did"):
-            continue
-        for suffix in ("ed", "es", "s", "d"):
-            if len(w) > len(suffix) + 2 and w.endswith(suffix):
-                w = w[: -len(suffix)]
-                break
-        out.append(w[:-1] if len(w) > 3 and w.endswith("e") else w)  # "ease", "eased" → "eas"
+        if w == "cannot":
+            out += ["can", "not"]
+        elif w.endswith("n't") and len(w) > 3:
+            out += [_CONTRACTED_BASES.get(w[:-3], w[:-3]), "not"]
+        else:
+            out.append(w)
     return out
+
+
+def _inflected(words: list[str]) -> list[str]:
+    """The words that carry the claim: no negations and no auxiliary "do"."""
+    return [w for w in words if w not in _NEGATIONS and w not in ("do", "does", "did")]
+
+
+def _same_word(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are one word inflected ("sign" / "signed" / "signs", "ease" / "eased", "stop" /
+    "stopped"); crude, and only used to recognise a negation added or taken out with its verb."""
+    short, long = sorted((a, b), key=len)
+    if short == long:
+        return True
+    if len(short) < 2:
+        return False
+    for base in (short, short[:-1] if short.endswith("e") else None, short + short[-1]):
+        if base is not None and any(long == base + suffix for suffix in ("s", "es", "d", "ed", "ing")):
+            return True
+    return False
+
+
+def _same_words(a: list[str], b: list[str]) -> bool:
+    return len(a) == len(b) and all(_same_word(x, y) for x, y in zip(a, b))
 
 
 def edit_problem(edit: Edit, context: str) -> str | None:

@@ -38,6 +38,7 @@ from .spans import (
     has_spaced_numbers,
     kinds_lost,
     negation_only,
+    one_for_one,
     replace_value,
     substitute,
     text_changes,
@@ -59,7 +60,7 @@ __all__ = [
     "Editor",
     "EvidenceStrategy",
     "GraphStrategy",
-    "OPPOSITE_MARGIN",
+    "MINIMAL_PAIR_MARGIN",
     "Round",
     "strategy_for",
 ]
@@ -67,9 +68,12 @@ __all__ = [
 NO_EVIDENCE = "(no sentence of the context shares a word with the triple)"
 """What ``{evidence}`` holds when no sentence of the deciding passage shares a content word with the triple."""
 
-OPPOSITE_MARGIN = 0.15
-"""How much less unsupported than the flagged claim its opposite (a negation added or taken out) must be scored for
-``method="constrained"`` to take it when the judge does not find it supported outright."""
+MINIMAL_PAIR_MARGIN = 0.15
+"""How much less unsupported than the flagged claim a correction that differs from it in one place only (its
+opposite: a negation added or taken out; or one to three words replaced by as many: "father" → "mother") must be
+scored for ``method="constrained"`` to take it when the judge does not find it supported outright. Of two claims
+that differ in one place, the context supports the one the judge doubts less, which a small judge decides better
+than an absolute threshold."""
 
 
 def _same_triple(a: Triple, b: Triple) -> bool:
@@ -345,8 +349,9 @@ class ConstrainedStrategy:
     2. Each change it makes at one place is kept when every word it brings in occurs in the context and it is a
        corrected value (:meth:`_problem`); the others are left out. When several are kept, each is tried alone
        (:meth:`_take`). A try is taken when GraphEval's scorer finds it supported by the context, or (a number or
-       a date) at least better supported than the flagged triple, or (the flagged claim's opposite: a negation
-       added or taken out) better supported by :data:`OPPOSITE_MARGIN` (one scorer call; the re-check reuses the
+       a date) at least better supported than the flagged triple, or (a minimal pair with the flagged claim: a
+       negation added or taken out, or a few words replaced by as many) better supported by
+       :data:`MINIMAL_PAIR_MARGIN` (one scorer call; the re-check reuses the
        verdict); of several, the best supported. Otherwise (the same triple, no triple, no change kept, or still
        unsupported): a triple that negates an auxiliary is tried without the negation (held to the same rule);
        then, when the triple holds a number or a date and the closest sentences hold other values of that kind
@@ -517,7 +522,7 @@ class ConstrainedStrategy:
             return taken
         flipped = drop_negation(old) if editor.verify else None  # only ever taken on the scorer's word
         if flipped is not None and await self._unsupported(
-            editor, job, flipped, claim.p_unsupported, strict=True, opposite=True
+            editor, job, flipped, claim.p_unsupported, strict=True, paired=True
         ) is None:
             return flipped  # the context states the claim without its negation
         offered = candidates_for(old, evidence, output=current) if evidence else None
@@ -589,7 +594,7 @@ class ConstrainedStrategy:
         for attempt in tries:
             unsupported = await self._unsupported(
                 editor, job, attempt, claim.p_unsupported, strict=not _changes_a_value(old, attempt),
-                opposite=_negates(old, attempt),
+                paired=_minimal_pair(old, attempt),
             )
             if unsupported is not None:
                 why = why or unsupported
@@ -602,7 +607,7 @@ class ConstrainedStrategy:
 
     @staticmethod
     async def _unsupported(
-        editor: Editor, job: Round, new: Triple, before: float | None, strict: bool = False, opposite: bool = False
+        editor: Editor, job: Round, new: Triple, before: float | None, strict: bool = False, paired: bool = False
     ) -> str | None:
         """Why a corrected triple is not taken after scoring it against the context: it is unsupported and no
         better supported than the flagged triple was (P(unsupported) ``before``); ``None``: it is taken. (A small
@@ -610,9 +615,10 @@ class ConstrainedStrategy:
         the re-check then says whether the output passes.) ``strict`` (a correction that changes something other
         than a number or a date: a name, a word, a negation, which nothing constrains the way the context's values
         of one kind constrain a number or a date): it must be supported, unless it is the flagged claim's
-        ``opposite`` (a negation added or taken out, nothing else) and the judge prefers it to the flagged claim by
-        :data:`OPPOSITE_MARGIN` or more: of a claim and its negation, the one the context supports is the one
-        scored the less unsupported, which a small judge decides better than an absolute threshold. The verdict is
+        ``paired`` with the flagged claim (they differ in one place: a negation added or taken out, or a few words
+        replaced by as many, see :func:`_minimal_pair`) and the judge prefers it to the flagged claim by
+        :data:`MINIMAL_PAIR_MARGIN` or more: of two such claims, the one the context supports is the one scored the
+        less unsupported, which a small judge decides better than an absolute threshold. The verdict is
         kept for the re-check (:attr:`Round.verified`); a scorer failure lets the triple through (the re-check
         scores it again)."""
         if not editor.verify:
@@ -627,8 +633,8 @@ class ConstrainedStrategy:
                            unsupported=score.p_unsupported > threshold, evidence=score.chunk,
                            evidence_index=score.chunk_index, evidence_passage=score.passage_index)
         job.verified[new] = check
-        if check.unsupported and strict and opposite and before is not None and (
-            score.p_unsupported <= before - OPPOSITE_MARGIN
+        if check.unsupported and strict and paired and before is not None and (
+            score.p_unsupported <= before - MINIMAL_PAIR_MARGIN
         ):
             return None
         if check.unsupported and strict:
@@ -698,11 +704,14 @@ def _p(job: Round, triple: Triple) -> float:
     return 1.0 if check is None else check.p_unsupported
 
 
-def _negates(old: Triple, new: Triple) -> bool:
-    """Whether ``new`` only adds or takes out negations of ``old`` (see
-    :func:`~grapheval_plugins.correct.spans.negation_only`)."""
+def _minimal_pair(old: Triple, new: Triple) -> bool:
+    """Whether ``new`` differs from ``old`` in one place: it only adds or takes out negations (see
+    :func:`~grapheval_plugins.correct.spans.negation_only`), or makes one change of a few words into as many
+    (:func:`~grapheval_plugins.correct.spans.one_for_one`)."""
     edits = triple_edits(old, new)
-    return bool(edits) and all(negation_only(e) for e in edits)
+    if not edits:
+        return False
+    return all(negation_only(e) for e in edits) or (len(edits) == 1 and one_for_one(edits[0]))
 
 
 def _changes_a_value(old: Triple, new: Triple) -> bool:

@@ -27,6 +27,7 @@ from grapheval_plugins.correct.spans import (
     has_spaced_numbers,
     is_name,
     negation_only,
+    one_for_one,
     replace_value,
     substitute,
     tidy_numbers,
@@ -34,7 +35,7 @@ from grapheval_plugins.correct.spans import (
     typed_values,
     unit_lost,
 )
-from grapheval_plugins.correct.strategies import OPPOSITE_MARGIN
+from grapheval_plugins.correct.strategies import MINIMAL_PAIR_MARGIN
 from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel
 
 CONTEXT = "Marie Curie was born in Warsaw. She won two Nobel Prizes. She died in 1934."
@@ -558,7 +559,7 @@ def test_a_negation_taken_out_may_inflect_its_verb_and_is_taken_when_clearly_pre
         change = next(c for c in result.changes if c.old is not None)
         assert change.applied is applied, change.reason
         assert result.corrected == ("Inverness eased to victory over Partick Thistle." if applied else output)
-    assert OPPOSITE_MARGIN == 0.15
+    assert MINIMAL_PAIR_MARGIN == 0.15
 
 
 def test_a_value_the_output_already_states_for_another_claim_is_not_offered() -> None:
@@ -580,3 +581,64 @@ def test_a_value_the_output_already_states_for_another_claim_is_not_offered() ->
     right = "Jay has 750 followers and alexis an impressive 1.1 million."
     assert candidates_for(T(["Jay", "has", "750 followers"]), context, output=right) == (
         Value(text="750", kind="number", start=8), ["735,000"])
+
+
+# --------------------------------------------------------------------------- fifth version
+def test_a_few_words_replaced_by_as_many_are_taken_when_clearly_preferred() -> None:
+    context = "Gemma handed both infants over to her 52-year-old mother Debbie when they were four months old."
+    output = "Gemma handed both infants to her 52-year-old father Debbie."
+    KG[output] = [["Gemma", "handed both infants to", "her 52-year-old father Debbie"]]
+    answer = json.dumps(["Gemma", "handed both infants to", "her 52-year-old mother Debbie"])
+    assert one_for_one(Edit(old="father", new="mother"))
+    # P(supported): the flagged claim 0.1; the swapped one 0.4 (unsupported, preferred by 0.3) or 0.2 (by 0.1)
+    for swapped, applied in ((0.4, True), (0.2, False)):
+        model = Model(lambda old, n: answer)
+
+        def support(premise: str, claim: str, swapped: float = swapped) -> float:
+            return 0.1 if "father" in claim else swapped
+
+        fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(support)), rouge=False,
+                             method="constrained")
+        result = fixer.correct(context, output)
+        change = next(c for c in result.changes if c.old is not None)
+        assert change.applied is applied, change.reason
+        assert result.corrected == (output.replace("father", "mother") if applied else output)
+    assert MINIMAL_PAIR_MARGIN == 0.15
+
+
+def test_a_longer_rewrite_is_no_minimal_pair_and_must_be_supported_outright() -> None:
+    context = "Rihanna teamed up with Sir Paul McCartney and they collaborated on a single."
+    output = "Rihanna teamed down with Sir Paul McCartney."
+    KG[output] = [["Rihanna", "teamed down with", "Sir Paul McCartney"]]
+    model = Model(lambda old, n: json.dumps(["Rihanna", "collaborated with", "Sir Paul McCartney"]))
+    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(lambda p, c: 0.1 if "down" in c else 0.4)),
+                         rouge=False, method="constrained")
+    result = fixer.correct(context, output)
+    assert result.corrected == output
+    assert not one_for_one(Edit(old="teamed down", new="collaborated"))
+
+
+@pytest.mark.parametrize(("old", "new"), [("can", "cannot"), ("did not respond", "responded"), ("won't", "will"),
+                                          ("does not say", "says"), ("is not", "isn't")])
+def test_contracted_negations_and_verbs_ending_in_d_are_negations_only(old: str, new: str) -> None:
+    assert negation_only(Edit(old=old, new=new)) is (new != "isn't")
+
+
+def test_a_date_is_corrected_whole_not_its_day_and_its_year_apart() -> None:
+    old = T(["The eyes of the nation", "were on", "the heir for the event on august 8, 1968"])
+    new = T(["The eyes of the nation", "were on", "the heir for the event on july 1, 1969"])
+    assert [(e.old, e.new) for e in triple_edits(old, new)] == [("august 8, 1968", "july 1, 1969")]
+    year = T(["The eyes of the nation", "were on", "the heir for the event on august 8, 1969"])
+    assert [(e.old, e.new) for e in triple_edits(old, year)] == [("1968", "1969")]
+
+
+def test_a_score_is_one_value_and_only_scores_are_offered_for_it() -> None:
+    triple = T(["Northern Ireland", "were to blame for", "their 3-0 defeat by azerbaijan"])
+    evidence = "They lost 2-0 in azerbaijan, after a 3-2 defeat by luxembourg and 14 goals conceded."
+    assert candidates_for(triple, evidence) == (Value(text="3-0", kind="number", start=41), ["2-0", "3-2"])
+    assert unit_lost(Edit(old="3-0", new="14")) is not None
+
+
+def test_a_name_the_context_writes_with_a_curly_possessive_is_its_own() -> None:
+    assert foreign_words("Aidan Turner", "fans will see Aidan Turner’s dashing Ross Poldark") == []
+    assert foreign_words("it cannot confirm", "the coast guard can not confirm it") == []
