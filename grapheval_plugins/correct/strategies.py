@@ -388,7 +388,7 @@ class ConstrainedStrategy:
         after = [c.triple for c in job.report.claims if c.triple is not None]
         done: set[tuple[str, str]] = set()
         applied: list[Edit] = []
-        for claim in job.report.unsupported:
+        for claim in _to_correct(job.report):
             old = claim.triple
             if old is None:
                 changes.append(TripleChange(round=job.number, kind="constrained", p_unsupported=claim.p_unsupported,
@@ -633,6 +633,9 @@ class ConstrainedStrategy:
                            unsupported=score.p_unsupported > threshold, evidence=score.chunk,
                            evidence_index=score.chunk_index, evidence_passage=score.passage_index)
         job.verified[new] = check
+        if before is not None and before <= threshold and score.p_unsupported >= before:  # a stand-in triple
+            return (f"the corrected triple is no less unsupported than the unflagged triple it corrects "
+                    f"(P(unsupported) = {score.p_unsupported:.2f}, the triple's {before:.2f})")
         if check.unsupported and strict and paired and before is not None and (
             score.p_unsupported <= before - MINIMAL_PAIR_MARGIN
         ):
@@ -678,6 +681,17 @@ class ConstrainedStrategy:
         if problem:
             return f"the change is not a corrected value: {problem}"
         return None
+
+
+def _to_correct(report: Report) -> list[ClaimCheck]:
+    """The claims ``method="constrained"`` corrects: the flagged ones; when the output is flagged and none of its
+    triples is (the hybrid rule's whole-output term carried the verdict), the triple the scorer doubted most stands
+    in, held to one more rule: its correction must be scored less unsupported than it was."""
+    flagged = list(report.unsupported)
+    if not report.hallucinated or any(c.triple is not None for c in flagged):
+        return flagged
+    triples = [c for c in report.claims if c.triple is not None]
+    return [max(triples, key=lambda c: c.p_unsupported)] if triples else flagged
 
 
 def _sentence_at(text: str, at: int) -> str:

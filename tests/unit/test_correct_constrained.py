@@ -642,3 +642,46 @@ def test_a_score_is_one_value_and_only_scores_are_offered_for_it() -> None:
 def test_a_name_the_context_writes_with_a_curly_possessive_is_its_own() -> None:
     assert foreign_words("Aidan Turner", "fans will see Aidan Turner’s dashing Ross Poldark") == []
     assert foreign_words("it cannot confirm", "the coast guard can not confirm it") == []
+
+
+# --------------------------------------------------------------------------- sixth version
+def _flagged_on_the_whole_output(engine: GraphEval, output: str) -> Any:
+    """The engine's report with its verdict set to flagged while no triple is (as the hybrid rule's whole-output
+    term can decide)."""
+    report = engine.evaluate(CONTEXT, output)
+    assert not any(c.unsupported for c in report.claims)
+    return report.model_copy(update={"hallucinated": True})
+
+
+def test_when_only_the_whole_output_is_flagged_the_most_doubted_triple_is_corrected() -> None:
+    output = "Marie Curie was born in Paris. She won two Nobel Prizes."
+    KG[output] = [BORN_PARIS, WON_TWO]
+    model = Model(lambda old, n: json.dumps(BORN_WARSAW))
+    doubt = {"Paris": 0.45, "Warsaw": 0.1}  # P(unsupported): Paris is doubted most, and stays under 0.5
+
+    def support(premise: str, claim: str) -> float:
+        return 1.0 - next((p for word, p in doubt.items() if word in claim), 0.2)
+
+    engine = GraphEval(llm=model.llm, scorer=FunctionScorer(support))
+    result = GraphCorrect(engine, rouge=False, method="constrained").correct(
+        CONTEXT, output, report=_flagged_on_the_whole_output(engine, output))
+    [change] = result.changes
+    assert change.applied and change.old == T(BORN_PARIS) and change.new == T(BORN_WARSAW)
+    assert result.corrected == "Marie Curie was born in Warsaw. She won two Nobel Prizes."
+
+
+def test_a_triple_standing_in_is_corrected_only_into_a_less_doubted_one() -> None:
+    output = "Marie Curie was born in Paris. She won two Nobel Prizes."
+    KG[output] = [BORN_PARIS, WON_TWO]
+    model = Model(lambda old, n: json.dumps(BORN_WARSAW))
+    doubt = {"Paris": 0.3, "Warsaw": 0.4}  # the "correction" is supported, but doubted more than the triple was
+
+    def support(premise: str, claim: str) -> float:
+        return 1.0 - next((p for word, p in doubt.items() if word in claim), 0.2)
+
+    engine = GraphEval(llm=model.llm, scorer=FunctionScorer(support))
+    result = GraphCorrect(engine, rouge=False, method="constrained").correct(
+        CONTEXT, output, report=_flagged_on_the_whole_output(engine, output))
+    [change] = result.changes
+    assert not change.applied and "no less unsupported than the unflagged triple" in (change.reason or "")
+    assert result.corrected == output
