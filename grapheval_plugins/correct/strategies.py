@@ -345,6 +345,9 @@ class ConstrainedStrategy:
     """``method="constrained"`` (not from the paper): for each flagged triple, ``evidence``'s step 1 (the reason
     and the closest sentences), its answer held to the context, the change made in place, no rewrite call.
 
+    0. The triples to correct are the flagged ones; when the output is flagged and none of its triples is (the
+       hybrid rule's whole-output term carried the verdict), the triple the scorer doubted most stands in
+       (:func:`_to_correct`), and a correction of it must also be scored less unsupported than it was.
     1. The evidence prompt proposes a corrected triple.
     2. Each change it makes at one place is kept when every word it brings in occurs in the context and it is a
        corrected value (:meth:`_problem`); the others are left out. When several are kept, each is tried alone
@@ -618,7 +621,9 @@ class ConstrainedStrategy:
         ``paired`` with the flagged claim (they differ in one place: a negation added or taken out, or a few words
         replaced by as many, see :func:`_minimal_pair`) and the judge prefers it to the flagged claim by
         :data:`MINIMAL_PAIR_MARGIN` or more: of two such claims, the one the context supports is the one scored the
-        less unsupported, which a small judge decides better than an absolute threshold. The verdict is
+        less unsupported, which a small judge decides better than an absolute threshold. A triple that was not
+        flagged (``before`` at or under the threshold: a stand-in, see :func:`_to_correct`) is corrected only into
+        one scored less unsupported than it was. The verdict is
         kept for the re-check (:attr:`Round.verified`); a scorer failure lets the triple through (the re-check
         scores it again)."""
         if not editor.verify:
