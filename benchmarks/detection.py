@@ -31,6 +31,12 @@ Commands (run from the repository root):
         --llm local:qwen2.5-coder-1.5b --scorer judge:local:qwen2.5-coder-1.5b --threads 1
     nice -n 10 .venv/bin/python benchmarks/detection.py fidelity qags_x --prompt keep-qualifiers --threads 1
     .venv/bin/python benchmarks/detection.py prompt-report
+    # lever 2 on every row of a set: the same three steps without --lab / with --all (the report then covers every
+    # row that both prompts' per-row and fidelity files hold; resumable, the lab rows' results are kept)
+    nice -n 10 .venv/bin/python benchmarks/detection.py run qags_x --prompt keep-qualifiers \
+        --llm local:qwen2.5-coder-1.5b --scorer judge:local:qwen2.5-coder-1.5b --threads 1
+    nice -n 10 .venv/bin/python benchmarks/detection.py fidelity qags_x --prompt keep-qualifiers --all --threads 1
+    .venv/bin/python benchmarks/detection.py prompt-report --all --datasets qags_x
 
 Per-row files: ``benchmarks/results/detect-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``; the fidelity
 lever's: ``benchmarks/results/fidelity-<dataset>-<llm>-<scorer>-<prompt>-<render>.jsonl``; the evidence lever's:
@@ -685,6 +691,18 @@ def draw_lab_subset(sets: dict[str, list[dict[str, Any]]], n: int, seed: int) ->
     return out
 
 
+def lab_first(lab: list[str], rows: list[dict[str, Any]]) -> list[str]:
+    """The ids of ``rows``: the lab subset's first (in its order), then the others in the order of ``rows`` (the
+    order of the ``--all`` passes, so that the lab rows done first are the same rows whatever else is done).
+
+    >>> lab_first(["c", "a"], [{"id": i} for i in "abcd"])
+    ['c', 'a', 'b', 'd']
+    """
+    ids = [r["id"] for r in rows]
+    present, first = set(ids), set(lab)
+    return [i for i in lab if i in present] + [i for i in ids if i not in first]
+
+
 def lab_ids(dataset: str) -> list[str]:
     """The lab subset's ids of ``dataset``, in their run order (from the committed ``benchmarks/lab_subset.json``)."""
     if not LAB_FILE.exists():
@@ -744,10 +762,12 @@ def fidelity(
     threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads of a local judge.")] = 1,
     cache: Annotated[Path, typer.Option(help="Claim-score cache (SQLite).")] = SCORE_CACHE,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N lab rows.")] = None,
-    all_rows: Annotated[bool, typer.Option("--all", help="Every row of the default's per-row file: the lab rows "
-                                                          "first, then the others in the set's run order.")] = False,
+    all_rows: Annotated[bool, typer.Option("--all", help="Every row of the per-row file of --prompt (the "
+                                                          "default's unless told): the lab rows first, then the "
+                                                          "others in the set's run order.")] = False,
     prompt: Annotated[str, typer.Option(help="Tag of the per-row file whose triples are scored (e.g. keep-qualifiers, "
-                                              "lever 2); its lab rows done so far.")] = DEFAULT_TAG,
+                                              "lever 2); its lab rows done so far (every row with --all).")
+                      ] = DEFAULT_TAG,
 ) -> None:
     """Lever 1 on the lab subset: score each triple of the default's committed per-row file against the output it
     was extracted from, with the row's own scorer (what ``GraphEval(fidelity="drop")`` adds to a row's scorer
@@ -1032,9 +1052,11 @@ def prompt_stats(rows: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str,
     }
 
 
-def prompt_tables(sets: dict[str, dict[str, list[tuple[dict, dict]]]], n_boot: int = 2000, seed: int = 0) -> str:
+def prompt_tables(sets: dict[str, dict[str, list[tuple[dict, dict]]]], n_boot: int = 2000, seed: int = 0,
+                  against_raw: bool = False) -> str:
     """Per set, one line per prompt on the same rows, then the paired AUC difference of the triples-only decisions
-    (second prompt minus first) with its 95 % bootstrap interval."""
+    (second prompt minus first) with its 95 % bootstrap interval; with ``against_raw``, also each prompt's
+    triples-only decisions minus its own file's raw (whole output) score, paired, on the same rows."""
     lines = ["| set | prompt | rows (hallucinated) | triples/row | rows with no triple | round trip | "
              "AUC raw | AUC triples | AUC triples + fidelity | false alarms raw / triples / + fidelity |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -1056,6 +1078,14 @@ def prompt_tables(sets: dict[str, dict[str, list[tuple[dict, dict]]]], n_boot: i
             d_, lo_, hi_ = (f"{v:+.1f}".replace("-", "−") for v in (d, lo, hi))
             notes.append(f"{name}, {what}: AUC {second} − {first} = {d_} points (95 % CI {lo_} … {hi_}, "
                          f"paired bootstrap, {n_boot} resamples, seed {seed}).")
+        if against_raw:
+            for tag, st in stats.items():
+                y, raw = st["scores"][0], [d["p_raw"] for d, _ in by_prompt[tag]]
+                for what, k in (("triples only", 1), ("triples only + fidelity", 2)):
+                    d, lo, hi = _auc_interval(y, st["scores"][k], raw, n_boot, seed)
+                    d_, lo_, hi_ = (f"{v:+.1f}".replace("-", "−") for v in (d, lo, hi))
+                    notes.append(f"{name}, {tag}: AUC {what} − raw = {d_} points (95 % CI {lo_} … {hi_}, paired "
+                                 f"bootstrap, {n_boot} resamples, seed {seed}).")
         notes.append(f"{name}: an AUC near {100 * b['auc_fidelity']:.0f} on these rows has a standard error of about "
                      f"{100 * se:.1f} points (Hanley–McNeil).")
     return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n"
@@ -1068,12 +1098,18 @@ def prompt_report(
     llm: Annotated[str, typer.Option()] = LAB_LLM,
     scorer: Annotated[str, typer.Option()] = LAB_SCORER,
     datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "qags_x,summeval",
+    all_rows: Annotated[bool, typer.Option("--all", help="Every row that both prompts' per-row and fidelity files "
+                                                          "hold (the lab rows first, then the others in "
+                                                          "the set's run order), not only the lab "
+                                                          "subset's; adds each prompt's paired AUC difference "
+                                                          "against raw.")] = False,
     n_boot: Annotated[int, typer.Option()] = 2000,
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
     """Lever 2's table: PROMPT's triples against BASE's on the same lab rows (those both prompts' per-row and
-    fidelity files hold), from the committed files only (no model)."""
+    fidelity files hold; every such row with --all), from the committed files only (no model)."""
     sets: dict[str, dict[str, list[tuple[dict, dict]]]] = {}
+    used: dict[str, str] = {}
     for name in datasets.split(","):
         files = {}
         for tag in (base, prompt):
@@ -1081,15 +1117,29 @@ def prompt_report(
                     if not r.get("error")}
             fids = {r["id"]: r for r in bench.load_results(fidelity_path(name, llm, scorer, tag)) if not r.get("error")}
             files[tag] = (rows, fids)
-        ids = [i for i in lab_ids(name) if all(i in rows and i in fids for rows, fids in files.values())]
+        order = (lab_first(lab_ids(name), dataset_rows(name, None, SUMMEVAL_SAMPLE_SEED)) if all_rows
+                 else lab_ids(name))
+        ids = [i for i in order if all(i in rows and i in fids for rows, fids in files.values())]
         if ids:
             sets[name] = {tag: [(rows[i], fids[i]) for i in ids] for tag, (rows, fids) in files.items()}
-            typer.echo(f"{name}: {len(ids)} lab rows: {' '.join(ids)}\n", err=True)
+            if all_rows:
+                lab = set(lab_ids(name))
+                used[name] = (f"{name}: {len(ids)} of the set's {len(order)} rows "
+                              f"({sum(i in lab for i in ids)} lab rows, {sum(i not in lab for i in ids)} others)")
+                typer.echo(f"{name}: {len(ids)} rows: {' '.join(ids)}\n", err=True)
+            else:
+                typer.echo(f"{name}: {len(ids)} lab rows: {' '.join(ids)}\n", err=True)
     if not sets:
-        typer.echo("no lab row is in both prompts' per-row and fidelity files", err=True)
+        what = "row" if all_rows else "lab row"
+        typer.echo(f"no {what} is in both prompts' per-row and fidelity files", err=True)
         raise typer.Exit(1)
-    typer.echo(f"LLM `{llm}`, judge `{scorer}`, lab subset {LAB_FILE.name}: {prompt} against {base} on the same rows\n")
-    typer.echo(prompt_tables(sets, n_boot=n_boot, seed=seed))
+    if all_rows:
+        typer.echo(f"LLM `{llm}`, judge `{scorer}`, every row that both prompts' per-row and fidelity files hold: "
+                   f"{prompt} against {base} on the same rows\n\nRows used: " + "; ".join(used.values()) + ".\n")
+    else:
+        typer.echo(f"LLM `{llm}`, judge `{scorer}`, lab subset {LAB_FILE.name}: {prompt} against {base} on the same "
+                   f"rows\n")
+    typer.echo(prompt_tables(sets, n_boot=n_boot, seed=seed, against_raw=all_rows))
 
 
 # ------------------------------------------------------------------------------ lever 3: evidence per claim
