@@ -653,35 +653,31 @@ def _flagged_on_the_whole_output(engine: GraphEval, output: str) -> Any:
     return report.model_copy(update={"hallucinated": True})
 
 
-def test_when_only_the_whole_output_is_flagged_the_most_doubted_triple_is_corrected() -> None:
+def _correct_with_a_stand_in(doubt: dict[str, float]) -> Any:
+    """GraphCorrect on an output flagged as a whole, none of its triples flagged, the model answering "Warsaw";
+    ``doubt``: P(unsupported) of a claim naming each word (0.2 otherwise)."""
     output = "Marie Curie was born in Paris. She won two Nobel Prizes."
     KG[output] = [BORN_PARIS, WON_TWO]
     model = Model(lambda old, n: json.dumps(BORN_WARSAW))
-    doubt = {"Paris": 0.45, "Warsaw": 0.1}  # P(unsupported): Paris is doubted most, and stays under 0.5
 
     def support(premise: str, claim: str) -> float:
         return 1.0 - next((p for word, p in doubt.items() if word in claim), 0.2)
 
     engine = GraphEval(llm=model.llm, scorer=FunctionScorer(support))
-    result = GraphCorrect(engine, rouge=False, method="constrained").correct(
+    return GraphCorrect(engine, rouge=False, method="constrained").correct(
         CONTEXT, output, report=_flagged_on_the_whole_output(engine, output))
+
+
+def test_when_only_the_whole_output_is_flagged_the_most_doubted_triple_is_corrected() -> None:
+    result = _correct_with_a_stand_in({"Paris": 0.45, "Warsaw": 0.1})  # Paris doubted most, still under 0.5
     [change] = result.changes
     assert change.applied and change.old == T(BORN_PARIS) and change.new == T(BORN_WARSAW)
     assert result.corrected == "Marie Curie was born in Warsaw. She won two Nobel Prizes."
 
 
 def test_a_triple_standing_in_is_corrected_only_into_a_less_doubted_one() -> None:
-    output = "Marie Curie was born in Paris. She won two Nobel Prizes."
-    KG[output] = [BORN_PARIS, WON_TWO]
-    model = Model(lambda old, n: json.dumps(BORN_WARSAW))
-    doubt = {"Paris": 0.3, "Warsaw": 0.4}  # the "correction" is supported, but doubted more than the triple was
-
-    def support(premise: str, claim: str) -> float:
-        return 1.0 - next((p for word, p in doubt.items() if word in claim), 0.2)
-
-    engine = GraphEval(llm=model.llm, scorer=FunctionScorer(support))
-    result = GraphCorrect(engine, rouge=False, method="constrained").correct(
-        CONTEXT, output, report=_flagged_on_the_whole_output(engine, output))
+    # the "correction" is supported, but doubted more than the triple was
+    result = _correct_with_a_stand_in({"Paris": 0.3, "Warsaw": 0.4})
     [change] = result.changes
     assert not change.applied and "no less unsupported than the unflagged triple" in (change.reason or "")
-    assert result.corrected == output
+    assert result.corrected == "Marie Curie was born in Paris. She won two Nobel Prizes."
