@@ -920,6 +920,91 @@ def _lab_methods(name: str, sets: dict[str, list[tuple[dict, dict, dict]]]) -> l
     ]
 
 
+def alarm_capped_threshold(labels: list[int], scores: list[float], cap: float) -> float:
+    """The threshold of the best balanced accuracy at which at most a ``cap`` share of the faithful rows (label 0)
+    is flagged (``score > threshold``); of equal ones, the lowest.
+
+    >>> alarm_capped_threshold([0, 0, 0, 0, 1], [0.1, 0.2, 0.3, 0.9, 0.8], 0.25)
+    0.3
+    >>> alarm_capped_threshold([0, 1, 0], [0.4, 0.9, 0.95], 0.0)
+    0.95
+    """
+    from grapheval_plugins.calibrate import balanced_accuracy, rates
+
+    best: tuple[float, float] | None = None
+    for t in sorted({-math.inf, *scores}):
+        predicted = [v > t for v in scores]
+        if 1.0 - rates(labels, predicted)[1] > cap + 1e-12:
+            continue
+        ba = balanced_accuracy(labels, predicted)
+        if best is None or ba > best[0] + 1e-12:
+            best = (ba, t)
+    return best[1] if best is not None else max(scores)
+
+
+def operating_point_tables(sets: dict[str, list[tuple[dict, dict, dict]]], margin: float = 0.03) -> str:
+    """Per set: raw at 0.5, and each of the default's scores (hybrid + fidelity, triples only + fidelity) at 0.5,
+    at the threshold fitted on the other sets' rows for at most raw's false-alarm rate there plus ``margin``, and
+    at the best threshold of the set itself under that cap (an upper bound no transferable threshold can pass)."""
+    from grapheval_plugins.calibrate import balanced_accuracy, rates
+
+    keys = {"hybrid+fidelity": "default (hybrid + fidelity)", "triples+fidelity": "triples only + fidelity"}
+    methods = {name: {k: (s, t) for k, _, s, t in _lab_methods(name, sets)} for name in sets}
+    labels = {name: [d["label"] for _, d, _ in rows] for name, rows in sets.items()}
+
+    def alarms(y: list[int], scores: list[float], t: float) -> float:
+        return 1.0 - rates(y, [v > t for v in scores])[1]
+
+    lines = ["| set | score | threshold | BA | lift over raw | false alarms | raw's + "
+             f"{100 * margin:.0f} |", "|---|---|---|---|---|---|---|"]
+    weighted: dict[str, list[tuple[int, float]]] = {}
+    for name in sets:
+        y, raw = labels[name], methods[name]["raw"][0]
+        ba_raw = balanced_accuracy(y, [v > 0.5 for v in raw])
+        cap = alarms(y, raw, 0.5) + margin
+        lines.append(f"| {name} | raw | 0.5 | {_fmt(100 * ba_raw)} | | {_fmt(100 * alarms(y, raw, 0.5))} % "
+                     f"| {_fmt(100 * cap)} % |")
+        others = [o for o in sets if o != name]
+        oy = [v for o in others for v in labels[o]]
+        oraw = [v for o in others for v in methods[o]["raw"][0]]
+        ocap = alarms(oy, oraw, 0.5) + margin
+        for key, what in keys.items():
+            scores = methods[name][key][0]
+            t_fit = alarm_capped_threshold(oy, [v for o in others for v in methods[o][key][0]], ocap)
+            t_best = alarm_capped_threshold(y, scores, cap)
+            for how, t in (("0.5", 0.5), (f"fitted elsewhere, capped ({t_fit:.3f})", t_fit),
+                           (f"best on this set, capped ({t_best:.3f})", t_best)):
+                ba = balanced_accuracy(y, [v > t for v in scores])
+                weighted.setdefault(f"{what}, {how.split(' (')[0]}", []).append((len(y), ba - ba_raw))
+                lines.append(f"| {name} | {what} | {how} | {_fmt(100 * ba)} | {100 * (ba - ba_raw):+.1f} "
+                             f"| {_fmt(100 * alarms(y, scores, t))} % | |")
+    lines.append("")
+    for what, lifts in weighted.items():
+        n = sum(size for size, _ in lifts)
+        lines.append(f"- {what}: size-weighted lift over raw {100 * sum(size * d for size, d in lifts) / n:+.1f}")
+    return "\n".join(lines) + "\n"
+
+
+def _fidelity_rows(llm: str, scorer: str, names: list[str], order: Any
+                   ) -> dict[str, list[tuple[dict, dict, dict]]]:
+    """(paper's row, default's row, fidelity row) of each row id ``order(set)`` lists that all three files hold."""
+    paper = {n: {r["id"]: r for r in rs} for n, rs in _load_sets(llm, scorer, PAPER_TAG, "concat", names).items()}
+    default = {n: {r["id"]: r for r in rs} for n, rs in _load_sets(llm, scorer, DEFAULT_TAG, "concat", names).items()}
+    sets: dict[str, list[tuple[dict, dict, dict]]] = {}
+    for name in names:
+        fid = {r["id"]: r for r in bench.load_results(fidelity_path(name, llm, scorer)) if not r.get("error")}
+        ids = [i for i in order(name) if i in fid and i in paper.get(name, {}) and i in default.get(name, {})]
+        if ids:
+            sets[name] = [(paper[name][i], default[name][i], fid[i]) for i in ids]
+    return sets
+
+
+def _every_fidelity_row(llm: str, scorer: str, names: list[str]) -> dict[str, list[tuple[dict, dict, dict]]]:
+    """:func:`_fidelity_rows` of every row, in each set's run order."""
+    return _fidelity_rows(llm, scorer, names,
+                          lambda name: [r["id"] for r in dataset_rows(name, None, SUMMEVAL_SAMPLE_SEED)])
+
+
 def fidelity_stats(name: str, rows: list[tuple[dict, dict, dict]]) -> str:
     """What the fidelity pass drops on one set: triples and rows, split by label."""
     from grapheval_plugins.aggregate import faithful_to_output
@@ -978,6 +1063,21 @@ def lab_tables(sets: dict[str, list[tuple[dict, dict, dict]]], n_boot: int = 200
     return "\n".join(lines) + "\n"
 
 
+@app.command("operating-points")
+def operating_points(
+    llm: Annotated[str, typer.Option()] = LAB_LLM,
+    scorer: Annotated[str, typer.Option()] = LAB_SCORER,
+    datasets: Annotated[str, typer.Option(help="Comma-separated data sets.")] = "summeval,qags_c,qags_x",
+    margin: Annotated[float, typer.Option(help="False alarms allowed above raw's (a share: 0.03 is 3 points).")] = 0.03,
+) -> None:
+    """The false-alarm goal against the lift goal, on every row of the fidelity files (no model): what balanced
+    accuracy the default's scores reach when their false-alarm rate may exceed raw's by at most ``margin``, with a
+    threshold fitted on the other sets and with the best threshold of the set itself."""
+    sets = _every_fidelity_row(llm, scorer, datasets.split(","))
+    typer.echo(f"LLM `{llm}`, judge `{scorer}`, every row of the fidelity files\n")
+    typer.echo(operating_point_tables(sets, margin))
+
+
 @app.command("lab-report")
 def lab_report(
     llm: Annotated[str, typer.Option()] = LAB_LLM,
@@ -990,16 +1090,8 @@ def lab_report(
 ) -> None:
     """Lever 1's tables on the lab subset, from the committed per-row files only (paper's, default's, fidelity);
     a set is reported on the lab rows its fidelity file holds so far."""
-    names = datasets.split(",")
-    paper = {n: {r["id"]: r for r in rs} for n, rs in _load_sets(llm, scorer, PAPER_TAG, "concat", names).items()}
-    default = {n: {r["id"]: r for r in rs} for n, rs in _load_sets(llm, scorer, DEFAULT_TAG, "concat", names).items()}
-    sets: dict[str, list[tuple[dict, dict, dict]]] = {}
-    for name in names:
-        fid = {r["id"]: r for r in bench.load_results(fidelity_path(name, llm, scorer)) if not r.get("error")}
-        order = [r["id"] for r in dataset_rows(name, None, SUMMEVAL_SAMPLE_SEED)] if all_rows else lab_ids(name)
-        ids = [i for i in order if i in fid and i in paper.get(name, {}) and i in default.get(name, {})]
-        if ids:
-            sets[name] = [(paper[name][i], default[name][i], fid[i]) for i in ids]
+    sets = _every_fidelity_row(llm, scorer, datasets.split(",")) if all_rows else _fidelity_rows(
+        llm, scorer, datasets.split(","), lab_ids)
     if len(sets) < 2:
         typer.echo("need fidelity rows of two sets or more (weights are fitted on the other sets)", err=True)
         raise typer.Exit(1)
