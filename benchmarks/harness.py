@@ -597,9 +597,11 @@ async def _run_rows(
             if result["error"]:
                 summary.errors += 1
                 summary.error_ids.append(result["id"])
-            elif kg_file is not None and g.extraction is not None and not g.extraction.cached:
+            elif kg_file is not None and g.extraction is not None:
                 # A fallback (nothing parsed) is exported too, with no triples: a re-run from the file then
-                # checks the whole output again, exactly as the first run did, without calling the model.
+                # checks the whole output again, exactly as the first run did, without calling the model. So is
+                # a graph that came from the on-disk cache (an earlier run's, not in the file): export_kg skips
+                # the entries the file already holds.
                 kg = CachedKG(triples=[t.as_list() for t in g.extraction.triples], raw_text=g.extraction.raw_text)
                 export_kg(kg_file, [(llm_id, prompt.version, g.output, kg)])
             if on_row is not None:

@@ -359,6 +359,20 @@ def test_a_fallback_is_exported_so_a_rerun_from_the_file_reproduces_it(tmp_path:
     assert before == after
 
 
+def test_a_graph_from_the_on_disk_cache_is_exported_to_the_kg_file_too(tmp_path: Path) -> None:
+    rows = _dataset(3)
+    _run(rows, tmp_path)  # fills the SQLite cache and the file
+    (tmp_path / "kg.jsonl").unlink()  # a file that never held them (another run's cache, a new file name)
+    (tmp_path / "out.jsonl").unlink()
+    llm = _triples_llm()
+    summary = _run(rows, tmp_path, llm=llm)
+    assert summary.done == 3 and llm.calls == []  # every graph from the cache
+    assert sorted(e["text"] for e in _lines(tmp_path / "kg.jsonl")) == sorted(r["output"] for r in rows)
+    (tmp_path / "out.jsonl").unlink()
+    _run(rows, tmp_path)
+    assert len(_lines(tmp_path / "kg.jsonl")) == 3  # exported once
+
+
 def test_done_fallback_rows_of_an_older_file_are_backfilled_into_the_kg_file(tmp_path: Path) -> None:
     rows = _dataset(2)
     (tmp_path / "out.jsonl").write_text("".join(
