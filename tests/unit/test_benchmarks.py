@@ -522,3 +522,28 @@ def test_every_benchmark_script_answers_help(script: str) -> None:
                          text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Usage" in out.stdout
+
+
+def test_operating_points_cap_the_false_alarms_and_take_the_best_balanced_accuracy_under_the_cap() -> None:
+    module = _detection_script()
+    labels = [0, 0, 0, 0, 0, 1, 1, 1]
+    scores = [0.1, 0.2, 0.3, 0.6, 0.9, 0.5, 0.7, 0.95]
+    t = module.alarm_capped_threshold(labels, scores, cap=0.2)
+    flagged = [s > t for s in scores]
+    assert sum(f for f, y in zip(flagged, labels) if y == 0) <= 1  # at most 20 % of the 5 faithful rows
+    assert t == 0.6  # 0.5 would flag two faithful rows; above 0.6 only the 0.7 and 0.95 rows are caught
+    assert module.alarm_capped_threshold(labels, scores, cap=1.0) == 0.3  # uncapped: the best balanced accuracy
+
+
+def test_loop_stop_replay_keeps_the_answer_prefix_that_parses_to_the_same_graph() -> None:
+    from repo_scripts import load_script
+
+    from grapheval_plugins.extract.parser import parse_triples
+
+    module = load_script("benchmarks/bench_loop_stop.py", "bench_loop_stop_script")
+    answer = '<python>[["Bahar Mustafa", "works at", "a university"], ' + '["Bahar Mustafa", "is a", "officer"], ' * 30
+    tokens = list(answer.encode("utf-8"))
+    kept = module.stop_at(tokens, lambda ts: bytes(ts))
+    assert kept < len(tokens) and answer[:kept].count("officer") == 4  # the fourth written, not yet closed
+    assert parse_triples(answer[:kept]).triples == parse_triples(answer).triples
+    assert module.stop_at(list(b"no loop here, just one answer"), lambda ts: bytes(ts)) == 29

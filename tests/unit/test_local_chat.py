@@ -108,6 +108,24 @@ def test_max_tokens_limits_the_answer() -> None:
     assert answer.response_metadata["finish_reason"] == "length"
 
 
+def test_a_degenerate_loop_stops_at_its_fourth_repeat_and_parses_to_the_same_graph() -> None:
+    head = '<python>[["Marie Curie", "born in", "Warsaw"], '
+    looping = head + '["Marie Curie", "is a", "physicist"], ' * 40
+    llm, _, _ = make(answer=lambda prompt: looping, max_tokens=2000)
+    answer = llm.invoke("go")
+    assert answer.response_metadata["finish_reason"] == "repetition"
+    assert looping.startswith(str(answer.content)) and str(answer.content).count("physicist") == 4
+    assert answer.usage_metadata is not None and answer.usage_metadata["output_tokens"] == len(answer.content)
+    from grapheval_plugins.extract.parser import parse_triples
+
+    assert parse_triples(str(answer.content)).triples == parse_triples(looping).triples
+    unstopped, _, _ = make(answer=lambda prompt: looping, max_tokens=2000, loop_repeats=None)
+    full = unstopped.invoke("go")
+    assert full.content == looping and full.response_metadata["finish_reason"] == "stop"
+    plain, _, _ = make(answer=lambda prompt: TRIPLES)
+    assert plain.invoke("go").response_metadata["finish_reason"] == "stop"  # no repeat: unchanged
+
+
 def test_prompt_longer_than_the_context_is_refused_clearly() -> None:
     llm, session, fakes = make(n_ctx=256)
     with pytest.raises(ContextOverflowError, match="context window is 256") as info:
@@ -215,3 +233,5 @@ def test_bad_settings_are_input_errors() -> None:
         ChatLocalLlama(model="qwen2.5-coder-0.5b", max_tokens=0)
     with pytest.raises(ValueError, match="temperature"):
         ChatLocalLlama(model="qwen2.5-coder-0.5b", temperature=-1)
+    with pytest.raises(ValueError, match="loop_repeats"):
+        ChatLocalLlama(model="qwen2.5-coder-0.5b", loop_repeats=1)
