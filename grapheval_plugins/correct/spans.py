@@ -663,19 +663,67 @@ def candidates_for(
     """
     sentence = triple.sentence()
     own = typed_values(sentence)
-    own_keys = {_value_key(v.text) for v in own} | {_value_key(v.text) for v in typed_values(output)}
-    found = typed_values(evidence)
     for value in own:
-        options: list[str] = []
-        for other in found:
-            key = _value_key(other.text)
-            if other.kind != value.kind or (value.kind == "number" and _unit(other.text) != _unit(value.text)):
-                continue  # a count is replaced by a count, a percentage by a percentage, money by money
-            if key not in own_keys and key not in {_value_key(o) for o in options}:
-                options.append(other.text)
+        options = value_options(value, evidence, own_text=sentence + "\n" + output, limit=limit)
         if options:
-            return value, options[:limit]
+            return value, options
     return None
+
+
+_SPACED_DECIMAL = re.compile(r"(?<![\w.,])(\d+)\. (\d+)\b")
+_SPACED_PAIR = re.compile(r"(?<![\w.,-])(\d{1,3}) - (\d{1,3})(?![\w-])")
+
+
+def closed_numbers(text: str) -> str:
+    """``text`` with the numbers a tokenised corpus splits written whole: "1. 1 million" → "1.1 million", "2 - 0" →
+    "2-0" (and the thousands groups of :func:`tidy_numbers`), so that they are compared and offered as one value.
+
+    >>> closed_numbers("alexis boasts 1. 1 million, a 2 - 0 win and 3, 500 fans")
+    'alexis boasts 1.1 million, a 2-0 win and 3,500 fans'
+    """
+    return _SPACED_PAIR.sub(r"\1-\2", _SPACED_DECIMAL.sub(r"\1.\2", tidy_numbers(text)))
+
+
+def value_options(value: Value, evidence: str, own_text: str = "", limit: int = 5) -> list[str]:
+    """The values of ``value``'s kind in ``evidence`` (for a number, of its unit too: count, percent, money or a
+    pair such as a score), in evidence order, at most ``limit``: what may replace it. A value ``own_text`` states
+    already (the claim's own, or another of the output's) is not offered, nor is ``value`` itself.
+
+    >>> value_options(Value(text="18", kind="number", start=0), "Xi came 20 years on, with 3% growth and 20 aides.")
+    ['20']
+    """
+    own_keys = {_value_key(v.text) for v in typed_values(own_text)} | {_value_key(value.text)}
+    options: list[str] = []
+    for other in typed_values(closed_numbers(evidence)):
+        if other.kind != value.kind or (value.kind == "number" and _unit(other.text) != _unit(value.text)):
+            continue  # a count is replaced by a count, a percentage by a percentage, money by money
+        key = _value_key(other.text)
+        if key not in own_keys and key not in {_value_key(o) for o in options}:
+            options.append(other.text)
+    return options[:limit]
+
+
+def unstated_values(output: str, context: str) -> list[Value]:
+    """The numbers and dates of ``output`` that the context never states. A number is stated by a number of the
+    context with its words (digits and number words alike, thousands separators aside: "three" by "3"); a date by
+    the words of the context's dates, in any order or spread over them ("June 2015" by "June 9" and "2015"). A
+    faithful output takes its values from the context, so such a value is the first suspect of a flagged output.
+
+    >>> [v.text for v in unstated_values("He was 18 in June 2015, one of three.", "In 2015, aged 20, he was 1 of 3.")]
+    ['18', 'June 2015']
+    >>> [v.text for v in unstated_values("He won on 9 June 2015.", "He won on June 9. That was in 2015.")]
+    []
+    """
+    found = typed_values(closed_numbers(context))
+    numbers = [set(_content(v.text)) for v in found if v.kind == "number"]
+    dates = {w for v in found if v.kind == "date" for w in _content(v.text)}
+    out = []
+    for value in typed_values(output):
+        words = set(_content(value.text))
+        stated = words <= dates if value.kind == "date" else any(words <= other for other in numbers)
+        if words and not stated:
+            out.append(value)
+    return out
 
 
 _AUX = r"is|are|was|were|has|have|had|will|would|should|could|can|may|might|must"

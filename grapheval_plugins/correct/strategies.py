@@ -46,6 +46,8 @@ from .spans import (
     triple_edits,
     typed_values,
     unit_lost,
+    unstated_values,
+    value_options,
 )
 from .text import check_rewrite, clean_rewrite
 from .types import CorrectionMethod, TripleChange
@@ -61,9 +63,14 @@ __all__ = [
     "EvidenceStrategy",
     "GraphStrategy",
     "MINIMAL_PAIR_MARGIN",
+    "RESTATE_OPTIONS",
     "Round",
     "strategy_for",
 ]
+
+RESTATE_OPTIONS = 5
+"""How many of the context's values ``method="constrained"`` tries in place of an output value the context does not
+state (one scorer call each, on the value's sentence)."""
 
 NO_EVIDENCE = "(no sentence of the context shares a word with the triple)"
 """What ``{evidence}`` holds when no sentence of the deciding passage shares a content word with the triple."""
@@ -342,9 +349,16 @@ _OPTION = re.compile(r"\d+")
 
 
 class ConstrainedStrategy:
-    """``method="constrained"`` (not from the paper): for each flagged triple, ``evidence``'s step 1 (the reason
-    and the closest sentences), its answer held to the context, the change made in place, no rewrite call.
+    """``method="constrained"`` (not from the paper): first the output's numbers and dates that the context never
+    states, each replaced in place by the value of the context the judge finds best supported; then for each
+    flagged triple, ``evidence``'s step 1 (the reason and the closest sentences), its answer held to the context,
+    the change made in place, no rewrite call.
 
+    * Step 0 (:meth:`_restate_values`, no chat-model call): each number or date of the output that no value of the
+      context states is tried with the context's values of its kind and unit, the closest sentences' first; the
+      judge scores the value's sentence with each, and the best is taken when it is scored at least
+      :data:`MINIMAL_PAIR_MARGIN` less unsupported than the sentence was. A flagged triple that held the value is
+      then carried over without a call.
     0. The triples to correct are the flagged ones; when the output is flagged and none of its triples is (the
        hybrid rule's whole-output term carried the verdict), the triple the scorer doubted most stands in
        (:func:`_to_correct`), and a correction of it must also be scored less unsupported than it was.
@@ -391,6 +405,9 @@ class ConstrainedStrategy:
         after = [c.triple for c in job.report.claims if c.triple is not None]
         done: set[tuple[str, str]] = set()
         applied: list[Edit] = []
+        current, restated = await self._restate_values(editor, job, current, after, applied)
+        changes.extend(restated)
+        done.update((" ".join(e.old.casefold().split()), " ".join(e.new.casefold().split())) for e in applied)
         for claim in _to_correct(job.report):
             old = claim.triple
             if old is None:
@@ -430,6 +447,65 @@ class ConstrainedStrategy:
             current, fallback = await self._fallback(editor, job, after)
             changes.append(fallback)
         job.after_triples = after
+        return current, changes
+
+    async def _restate_values(
+        self, editor: Editor, job: Round, current: str, after: list[Triple], applied: list[Edit]
+    ) -> tuple[str, list[TripleChange]]:
+        """Step 0, no chat-model call: each number or date of the output that the context never states
+        (:func:`~grapheval_plugins.correct.spans.unstated_values`) is tried with each value of its kind and unit in
+        the context sentences closest to its sentence (:func:`~grapheval_plugins.correct.spans.value_options`, up to
+        :data:`RESTATE_OPTIONS`, the closest three sentences' first); the judge scores the sentence against the
+        context with each, and the best is made in place when it is scored at least :data:`MINIMAL_PAIR_MARGIN`
+        less unsupported than the sentence as it was (and keeps to the bound rule). The edits made are appended to
+        ``applied`` and made in ``after`` too, so the flagged triples that held the value are carried, not asked
+        again. Every try is recorded with its score in the change's reason."""
+        changes: list[TripleChange] = []
+        if not editor.verify:  # the rule is the scorer's: nothing to decide by without it
+            return current, changes
+        for value in reversed(unstated_values(current, job.ctx)):  # from the end: earlier offsets stay valid
+            start, end = _sentence_span(current, value.start)
+            sentence = current[start:end]
+            near = _SentenceClaim(sentence)
+            options = value_options(value, closest_sentences(job.ctx, near, k=3), own_text=current)
+            wider = closest_sentences(job.ctx, near, k=self.context_sentences or 8)
+            options += [o for o in value_options(value, wider, own_text=current) if o not in options]
+            options = [_like(o, value.text) for o in options[:RESTATE_OPTIONS]  # written whole: "1.1 million"
+                       if bound_problem(Edit(old=value.text, new=o), sentence, job.ctx) is None]
+            if not options:
+                continue
+            holder = next((t for t in after if replace_value(t, value.text, value.text) is not None), None)
+            change = TripleChange(round=job.number, kind="constrained", old=holder)
+            changes.append(change)
+            before = await self._p_unsupported(editor, job, sentence)
+            if before is None:
+                change.reason = f"{value.text!r}, a value the context does not state: scoring its sentence failed"
+                continue
+            change.p_unsupported = before
+            at = value.start - start
+            tried: list[tuple[float, str]] = []
+            for option in options:
+                p = await self._p_unsupported(editor, job, sentence[:at] + option + sentence[at + len(value.text):])
+                if p is not None:
+                    tried.append((p, option))
+            scores = ", ".join(f"{o!r} {p:.2f}" for p, o in tried) or "none could be scored"
+            said = (f"{value.text!r} is a value the context does not state; its sentence scored {before:.2f}, "
+                    f"with the context's values: {scores}")
+            best = min(tried, default=None)
+            if best is None or best[0] > before - MINIMAL_PAIR_MARGIN:
+                change.reason = f"{said}: none by {MINIMAL_PAIR_MARGIN} less unsupported, nothing changed"
+                continue
+            p_best, option = best
+            current = current[: value.start] + option + current[value.start + len(value.text):]
+            edit = Edit(old=value.text, new=option)
+            applied.append(edit)
+            for i, triple in enumerate(after):
+                replaced = replace_value(triple, value.text, option)
+                if replaced is not None:
+                    after[i] = replaced
+            change.new = replace_value(holder, value.text, option) if holder is not None else None
+            change.applied = True
+            change.reason = f"{said}: {option!r} taken"
         return current, changes
 
     async def _fallback(self, editor: Editor, job: Round, after: list[Triple]) -> tuple[str, TripleChange]:
@@ -699,12 +775,36 @@ def _to_correct(report: Report) -> list[ClaimCheck]:
     return [max(triples, key=lambda c: c.p_unsupported)] if triples else flagged
 
 
-def _sentence_at(text: str, at: int) -> str:
-    """The sentence of ``text`` that holds character ``at`` (the whole text when none does)."""
+@dataclass(frozen=True)
+class _SentenceClaim:
+    """An output sentence as the anchor of :func:`~grapheval_plugins.text.closest_sentences` (all its words)."""
+
+    subject: str
+    relation: str = ""
+    object: str = ""
+
+
+def _sentence_span(text: str, at: int) -> tuple[int, int]:
+    """The start and end of the sentence of ``text`` that holds character ``at`` (the whole text when none does)."""
     for start, end in sentence_spans(text):
         if start <= at < end:
-            return text[start:end]
-    return text
+            return start, end
+    return 0, len(text)
+
+
+def _like(value: str, written: str) -> str:
+    """``value`` with its first letter capitalised when ``written`` (the value it replaces) starts with a capital.
+
+    >>> _like("two", "Zero"), _like("20", "18"), _like("two", "zero")
+    ('Two', '20', 'two')
+    """
+    return value[:1].upper() + value[1:] if written[:1].isupper() else value
+
+
+def _sentence_at(text: str, at: int) -> str:
+    """The sentence of ``text`` that holds character ``at`` (the whole text when none does)."""
+    start, end = _sentence_span(text, at)
+    return text[start:end]
 
 
 def _one_at_a_time(old: Triple, edits: Sequence[Edit]) -> list[Triple]:

@@ -13,13 +13,14 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from grapheval_plugins import GraphEval, Triple
-from grapheval_plugins.correct import GraphCorrect
+from grapheval_plugins.correct import GraphCorrect, strategies
 from grapheval_plugins.correct.spans import (
     MAX_EDIT_WORDS,
     Edit,
     Value,
     bound_problem,
     candidates_for,
+    closed_numbers,
     drop_negation,
     edit_problem,
     filler_problem,
@@ -34,6 +35,8 @@ from grapheval_plugins.correct.spans import (
     triple_edits,
     typed_values,
     unit_lost,
+    unstated_values,
+    value_options,
 )
 from grapheval_plugins.correct.strategies import MINIMAL_PAIR_MARGIN
 from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel
@@ -114,7 +117,15 @@ def fix(old: list[str], n: int) -> str:
     return json.dumps({tuple(BORN_PARIS): BORN_WARSAW, tuple(WON_THREE): WON_TWO}[tuple(old)])
 
 
+@pytest.fixture
+def triple_path_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The output's values the context does not state left to the triples (step 0 finds none), so that a test
+    reaches step 1 and the choice prompt with a number the context does not state."""
+    monkeypatch.setattr(strategies, "unstated_values", lambda output, context: [])
+
+
 # --------------------------------------------------------------------------- the method
+@pytest.mark.usefixtures("triple_path_only")
 def test_an_answer_from_the_context_is_replaced_in_place_and_rechecked_without_extraction() -> None:
     model = Model(fix)
     result = make(model).correct(CONTEXT, OUTPUT)
@@ -137,6 +148,7 @@ def test_an_answer_from_the_context_is_replaced_in_place_and_rechecked_without_e
         result.recheck.extraction.issues[0])
 
 
+@pytest.mark.usefixtures("triple_path_only")
 def test_a_correction_the_scorer_does_not_support_is_not_taken_and_a_value_is_chosen_instead() -> None:
     model = Model(lambda old, n: json.dumps([old[0], old[1], "Warsaw"]) if old == WON_THREE else fix(old, n),
                   lambda prompt: "1")
@@ -168,6 +180,7 @@ def test_words_the_context_lacks_are_refused_and_the_output_kept() -> None:
     assert "born in Paris" in result.corrected and "won two Nobel Prizes" in result.corrected
 
 
+@pytest.mark.usefixtures("triple_path_only")
 def test_an_unchanged_number_is_chosen_among_the_context_values_of_its_kind() -> None:
     offered: list[str] = []
 
@@ -185,6 +198,7 @@ def test_an_unchanged_number_is_chosen_among_the_context_values_of_its_kind() ->
     assert won.applied and won.llm_calls == 2 and won.new is not None and won.new.object == "two Nobel Prizes"
 
 
+@pytest.mark.usefixtures("triple_path_only")
 @pytest.mark.parametrize("answer", ["0", "7", "none"])
 def test_no_valid_choice_keeps_the_output(answer: str) -> None:
     model = Model(lambda old, n: json.dumps(old), lambda prompt: answer)
@@ -210,6 +224,7 @@ def test_changed_words_missing_from_the_output_are_refused() -> None:
     assert result.corrected == PARAPHRASED and result.status == "unchanged"
 
 
+@pytest.mark.usefixtures("triple_path_only")
 def test_a_date_replaced_by_something_else_is_refused_and_a_date_chosen() -> None:
     context = "The ship left Tampa on Sunday for a cruise."
     output = "The ship left on Friday for a cruise."
@@ -229,6 +244,7 @@ def _why(factory: Any, context: str, output: str) -> str:
     return change.reason or ""
 
 
+@pytest.mark.usefixtures("triple_path_only")
 def test_a_triple_repeating_a_corrected_value_costs_no_call() -> None:
     context = "Bills could rise by £200 over five years."
     output = "Bills could rise by £ 120 over five years."
@@ -242,6 +258,7 @@ def test_a_triple_repeating_a_corrected_value_costs_no_call() -> None:
     assert len(model.of("B")) == 1
 
 
+@pytest.mark.usefixtures("triple_path_only")
 def test_an_answer_that_adds_a_fact_instead_of_fixing_one_is_refused() -> None:
     model = Model(lambda old, n: json.dumps([old[0], old[1], "three Nobel Prizes in Warsaw"]) if old == WON_THREE
                   else fix(old, n), lambda prompt: "0")
@@ -486,6 +503,7 @@ def test_constrained_is_the_default_method() -> None:
 
 
 # --------------------------------------------------------------------------- fourth version: units, slips, spacing
+@pytest.mark.usefixtures("triple_path_only")
 def test_a_count_is_not_replaced_by_a_percentage_nor_offered_one() -> None:
     context = "Syphilis cases in London rose by 163% in the past five years, a rise of 60% on the year before."
     output = "Syphilis cases in London more than doubled in the past four years."
@@ -523,6 +541,7 @@ def test_a_relation_of_function_words_only_is_not_corrected_into_a_claim() -> No
     assert filler_problem(T(["MPs", "voted for", "it"]), Edit(old="for", new="against")) is None
 
 
+@pytest.mark.usefixtures("triple_path_only")
 def test_a_number_the_context_writes_with_a_spaced_thousands_group_is_written_as_the_output_does() -> None:
     context = "Al-shabaab says its attacks protest the more than 3, 500 kenyan soldiers in somalia."
     output = "Al-shabaab says its attacks protest the more than 67 kenyan soldiers in somalia."
@@ -562,6 +581,7 @@ def test_a_negation_taken_out_may_inflect_its_verb_and_is_taken_when_clearly_pre
     assert MINIMAL_PAIR_MARGIN == 0.15
 
 
+@pytest.mark.usefixtures("triple_path_only")
 def test_a_value_the_output_already_states_for_another_claim_is_not_offered() -> None:
     context = "Jay has 735,000 followers on instagram and Alexis an impressive 1.1 million."
     output = "Jay has 750 followers and alexis an impressive 1.2 million."
@@ -681,3 +701,51 @@ def test_a_triple_standing_in_is_corrected_only_into_a_less_doubted_one() -> Non
     [change] = result.changes
     assert not change.applied and "no less unsupported than the unflagged triple" in (change.reason or "")
     assert result.corrected == "Marie Curie was born in Paris. She won two Nobel Prizes."
+
+
+# --------------------------------------------------------------------------- step 0: values the context never states
+def test_a_value_the_context_does_not_state_is_replaced_by_the_best_scored_value_of_its_kind() -> None:
+    model = Model(fix)
+    result = make(model).correct(CONTEXT, OUTPUT)
+    assert result.corrected == FIXED and result.passed is True
+    restated, born, won = result.changes
+    assert restated.applied and restated.llm_calls == 0  # the judge decides, no chat-model call
+    assert restated.old == T(WON_THREE) and restated.new == T(WON_TWO)
+    assert "'three' is a value the context does not state" in (restated.reason or "")
+    assert "'two' 0.00: 'two' taken" in (restated.reason or "")
+    assert born.applied and born.new == T(BORN_WARSAW)
+    assert not won.applied and won.reason == "already corrected by an earlier change of this output"
+    assert [m for m in model.of("B") if "three Nobel" in str(m[0].content)] == []  # its triple is not asked about
+    assert not model.of("choice")
+
+
+def test_a_value_is_replaced_only_when_scored_clearly_less_unsupported() -> None:
+    context = "The museum opened in 1975 and drew 40,000 visitors in 2002."
+    output = "The museum opened in 1978."
+    KG[output] = [["The museum", "opened in", "1978"]]
+
+    def run(gain: float) -> Any:  # P(supported): the output's sentence 0.1, with 1975 0.1 + gain, with 2002 0.05
+        scorer = FunctionScorer(lambda premise, claim: 0.1 + gain if "1975" in claim else
+                                0.05 if "2002" in claim else 0.1)
+        model = Model(lambda old, n: json.dumps(old), lambda prompt: "0")
+        return GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False, method="constrained").correct(
+            context, output)
+
+    taken = run(gain=0.5)
+    assert taken.corrected == "The museum opened in 1975."
+    assert "its sentence scored 0.90, with the context's values: '1975' 0.40, '2002' 0.95: '1975' taken" in (
+        taken.changes[0].reason or "")
+    kept = run(gain=MINIMAL_PAIR_MARGIN / 2)
+    assert kept.corrected == output
+    assert "none by 0.15 less unsupported, nothing changed" in (kept.changes[0].reason or "")
+    assert not kept.changes[0].applied
+
+
+def test_values_the_context_does_not_state() -> None:
+    context = "Alexis boasts 1. 1 million fans. West Brom won 2 - 0 on June 9. That was in 2015, a year of 3 wins."
+    output = "Alexis has 1.1 million fans; the 2-0 win on 9 June 2015 was one of three, and of 18 games."
+    assert [v.text for v in unstated_values(output, context)] == ["one", "18"]
+    assert closed_numbers(context).startswith("Alexis boasts 1.1 million fans. West Brom won 2-0")
+    eighteen = unstated_values(output, context)[1]
+    assert value_options(eighteen, context, own_text=output) == []  # 3 is the output's already ("three")
+    assert value_options(eighteen, context) == ["1.1 million", "3"]  # counts only: not the score "2-0"

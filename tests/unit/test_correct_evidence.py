@@ -225,8 +225,12 @@ def test_an_output_flagged_without_triples_gets_the_direct_prompt() -> None:
     assert result.changes[0].reason is not None and "whole-output claim" in result.changes[0].reason
     # the paper's procedure has nothing to correct there
     paper = Model()
-    kept = make(paper).correct(CONTEXT, out, report=report)
+    kept = make(paper, method="graph").correct(CONTEXT, out, report=report)
     assert kept.status == "unchanged" and not paper.of("D")
+    # constrained (the default) replaces the number the context does not state, with no chat-model call
+    default = Model()
+    restated = make(default).correct(CONTEXT, out, report=report)
+    assert restated.corrected == "Marie Curie won two Nobel Prizes." and default.calls == []
 
 
 # --------------------------------------------------------------------------- options and helpers
