@@ -16,9 +16,10 @@ without the stop. Writes ``benchmarks/results/loop-stop-replay-<model>.json``.
 (:class:`~grapheval_plugins.extract.TripleExtractor`, no cache) is generated with the stop and without it, in
 alternating order, on one loaded model; before each call the KV cache is cut back to prompt A's fixed prefix (and
 no saved prompt is restored), so both sides evaluate the output's part of the prompt alike: llama.cpp's CPU kernels
-give slightly different logits for a token evaluated in another batch, which would otherwise flip near-ties. Reported: seconds a row, answer
-tokens, finish reasons, and whether each row's parsed graph is the same both ways. Writes
-``benchmarks/results/loop-stop-run-<model>-<set>-<rows>.json``.
+give slightly different logits for a token evaluated in another batch, which would otherwise flip near-ties.
+Reported: seconds a row, answer characters, whether the answer ends in a loop (with the stop: it stopped there;
+without: it ran into one and on to ``max_tokens``), and whether each row's parsed graph is the same both ways.
+Writes ``benchmarks/results/loop-stop-run-<model>-<set>-<rows>.json``.
 """
 
 from __future__ import annotations
@@ -165,16 +166,16 @@ def run(
             seconds = time.perf_counter() - started
             got[side] = {"seconds": round(seconds, 3), "graph": [t.as_list() for t in extraction.triples],
                          "answer_chars": len(extraction.raw_text or ""),
-                         "stopped": ends_in_loop(extraction.raw_text or "", REPEATS)}
+                         "ends_in_loop": ends_in_loop(extraction.raw_text or "", REPEATS)}
         same = got["stop"]["graph"] == got["no stop"]["graph"]
         records.append({"id": row["id"], "same_graph": same, **{k: {kk: vv for kk, vv in v.items() if kk != "graph"}
                                                                    for k, v in got.items()}})
         typer.echo(f"{row['id']}: stop {got['stop']['seconds']:.1f} s ({got['stop']['answer_chars']} chars"
-                   f"{', stopped' if got['stop']['stopped'] else ''}), no stop {got['no stop']['seconds']:.1f} s "
+                   f"{', stopped' if got['stop']['ends_in_loop'] else ''}), no stop {got['no stop']['seconds']:.1f} s "
                    f"({got['no stop']['answer_chars']} chars), same graph {same}", err=True)
     mean = {side: sum(r[side]["seconds"] for r in records) / len(records) for side in sides}
     summary = {"rows": len(records), "seconds_stop": round(mean["stop"], 2), "seconds_no_stop": round(mean["no stop"], 2),
-               "speed": round(mean["no stop"] / mean["stop"], 2), "stopped": sum(r["stop"]["stopped"] for r in records),
+               "speed": round(mean["no stop"] / mean["stop"], 2), "stopped": sum(r["stop"]["ends_in_loop"] for r in records),
                "same_graph": sum(r["same_graph"] for r in records)}
     out = RESULTS / f"loop-stop-run-{model}-{dataset}-{rows}.json"
     out.write_text(json.dumps({
