@@ -354,11 +354,12 @@ class ConstrainedStrategy:
     flagged triple, ``evidence``'s step 1 (the reason and the closest sentences), its answer held to the context,
     the change made in place, no rewrite call.
 
-    * Step 0 (:meth:`_restate_values`, no chat-model call): each number or date of the output that no value of the
-      context states is tried with the context's values of its kind and unit, the closest sentences' first; the
-      judge scores the value's sentence with each, and the best is taken when it is scored at least
-      :data:`MINIMAL_PAIR_MARGIN` less unsupported than the sentence was. A flagged triple that held the value is
-      then carried over without a call.
+    First (:meth:`_restate_values`, no chat-model call), each number or date of the output that no value of the
+    context states is tried with the context's values of its kind and unit, the closest sentences' first; the judge
+    scores the value's sentence with each, and the best is taken when it is scored at least
+    :data:`MINIMAL_PAIR_MARGIN` less unsupported than the sentence was. A flagged triple that held the value is then
+    carried over without a call. Then:
+
     0. The triples to correct are the flagged ones; when the output is flagged and none of its triples is (the
        hybrid rule's whole-output term carried the verdict), the triple the scorer doubted most stands in
        (:func:`_to_correct`), and a correction of it must also be scored less unsupported than it was.
@@ -452,7 +453,7 @@ class ConstrainedStrategy:
     async def _restate_values(
         self, editor: Editor, job: Round, current: str, after: list[Triple], applied: list[Edit]
     ) -> tuple[str, list[TripleChange]]:
-        """Step 0, no chat-model call: each number or date of the output that the context never states
+        """The first step, no chat-model call: each number or date of the output that the context never states
         (:func:`~grapheval_plugins.correct.spans.unstated_values`) is tried with each value of its kind and unit in
         the context sentences closest to its sentence (:func:`~grapheval_plugins.correct.spans.value_options`, up to
         :data:`RESTATE_OPTIONS`, the closest three sentences' first); the judge scores the sentence against the
