@@ -458,7 +458,8 @@ class ConstrainedStrategy:
         the context sentences closest to its sentence (:func:`~grapheval_plugins.correct.spans.value_options`, up to
         :data:`RESTATE_OPTIONS`, the closest three sentences' first); the judge scores the sentence against the
         context with each, and the best is made in place when it is scored at least :data:`MINIMAL_PAIR_MARGIN`
-        less unsupported than the sentence as it was (and keeps to the bound rule). The edits made are appended to
+        less unsupported than the sentence as it was and no other value is scored the same (a scorer that cannot
+        tell two values apart, such as a word-overlap one, decides nothing here; the options keep to the bound rule). The edits made are appended to
         ``applied`` and made in ``after`` too, so the flagged triples that held the value are carried, not asked
         again. Every try is recorded with its score in the change's reason."""
         changes: list[TripleChange] = []
@@ -492,11 +493,14 @@ class ConstrainedStrategy:
             scores = ", ".join(f"{o!r} {p:.2f}" for p, o in tried) or "none could be scored"
             said = (f"{value.text!r} is a value the context does not state; its sentence scored {before:.2f}, "
                     f"with the context's values: {scores}")
-            best = min(tried, default=None)
-            if best is None or best[0] > before - MINIMAL_PAIR_MARGIN:
+            ranked = sorted(tried, key=lambda po: po[0])
+            if not ranked or ranked[0][0] > before - MINIMAL_PAIR_MARGIN:
                 change.reason = f"{said}: none by {MINIMAL_PAIR_MARGIN} less unsupported, nothing changed"
                 continue
-            p_best, option = best
+            if len(ranked) > 1 and ranked[1][0] - ranked[0][0] < 1e-9:  # the scorer cannot tell them apart
+                change.reason = f"{said}: {ranked[0][1]!r} and {ranked[1][1]!r} scored alike, nothing changed"
+                continue
+            _, option = ranked[0]
             current = current[: value.start] + option + current[value.start + len(value.text):]
             edit = Edit(old=value.text, new=option)
             applied.append(edit)

@@ -749,3 +749,15 @@ def test_values_the_context_does_not_state() -> None:
     eighteen = unstated_values(output, context)[1]
     assert value_options(eighteen, context, own_text=output) == []  # 3 is the output's already ("three")
     assert value_options(eighteen, context) == ["1.1 million", "3"]  # counts only: not the score "2-0"
+
+
+def test_values_the_scorer_cannot_tell_apart_are_left_to_the_triples() -> None:
+    context = "The Fjord 3 has a range of 90 km. A five-minute charge adds 25 km."
+    output = "The Fjord 3 has a range of 150 km."
+    KG[output] = [["The Fjord 3", "has a range of", "150 km"]]
+    model = Model(lambda old, n: json.dumps([old[0], old[1], "90 km"]))
+    result = make(model).correct(context, output)  # word overlap: both values of the context are "supported"
+    restated, triple = result.changes
+    assert not restated.applied and "'90' and 'five' scored alike, nothing changed" in (restated.reason or "")
+    assert triple.applied and result.corrected == "The Fjord 3 has a range of 90 km."
+    assert len(model.of("B")) == 1
