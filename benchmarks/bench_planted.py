@@ -32,6 +32,7 @@ Per-case files: ``planted-detect-<llm>-<scorer>[-<tag>].jsonl`` (the detection r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import platform
@@ -48,6 +49,7 @@ import harness as bench  # noqa: E402
 import planted_errors as pe  # noqa: E402
 
 from grapheval_plugins import GraphEval, Report  # noqa: E402
+from grapheval_plugins.exceptions import InputError  # noqa: E402
 from grapheval_plugins.models import DEFAULT_LLM, DEFAULT_SCORER  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -269,6 +271,13 @@ def run(
     from grapheval_plugins.correct import GraphCorrect
 
     fixers = {m: GraphCorrect(engine, show_progress=False, **variants[m]) for m in methods}
+    locks = contextlib.ExitStack()  # one run per method and tag: two would append the same cases twice
+    try:
+        for m in methods:
+            locks.enter_context(bench.write_lock(correct_path(results_dir, llm_name, scorer_name, m, tag), "--method"))
+    except InputError as exc:
+        locks.close()
+        raise typer.BadParameter(str(exc)) from exc
     detections = bench.ResultStore(detect_path(results_dir, llm_name, scorer_name, tag))
     stores = {m: bench.ResultStore(correct_path(results_dir, llm_name, scorer_name, m, tag)) for m in methods}
     t0 = time.perf_counter()
@@ -297,6 +306,7 @@ def run(
         detections.close()
         for store in stores.values():
             store.close()
+        locks.close()
 
 
 @app.command()

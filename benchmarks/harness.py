@@ -64,6 +64,7 @@ __all__ = [
     "cpu_model",
     "default_data_dir",
     "export_kg",
+    "write_lock",
     "fit_threshold",
     "load_dataset",
     "load_results",
@@ -385,7 +386,7 @@ def merge_results(source: str | Path, into: str | Path) -> int:
     >>> merge_results(side, main), sorted(r["id"] for r in load_results(main))
     (1, ['a', 'b'])
     """
-    with _write_lock(into, "into"), ResultStore(into) as store:
+    with write_lock(into, "into"), ResultStore(into) as store:
         known = {tuple(row.get(k) for k in _RUN_KEYS) for row in store.rows.values()}
         rows = load_results(source)
         for row in rows:  # every row is checked before any is written: a refused merge leaves ``into`` as it was
@@ -477,7 +478,7 @@ async def arun_detection(
     """
     if render not in RENDERERS:
         raise InputError("render", f"must be one of {sorted(RENDERERS)}, got {render!r}")
-    with _write_lock(out, "out"):
+    with write_lock(out, "out"):
         return await _run_locked(rows, out, dataset=dataset, llm=llm, scorer=scorer, kg_cache=kg_cache,
                                  kg_file=kg_file, prompt=prompt, render=render, max_retries=max_retries,
                                  show_progress=show_progress, on_row=on_row)
@@ -498,8 +499,8 @@ def _export_fallbacks(kg_file: str | Path, store: ResultStore, rows: Sequence[Ma
 
 
 @contextlib.contextmanager
-def _write_lock(path: str | Path, argument: str) -> Iterator[None]:
-    """Hold the lock on the result file ``path`` (see :func:`_lock_path`); refuse at once when another run holds
+def write_lock(path: str | Path, argument: str) -> Iterator[None]:
+    """Hold the lock on the result file ``path`` (a benchmark script's own per-row file, too) (see :func:`_lock_path`); refuse at once when another run holds
     it (InputError naming ``argument``)."""
     from filelock import FileLock, Timeout
 

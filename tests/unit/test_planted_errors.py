@@ -296,6 +296,21 @@ def test_run_and_table_end_to_end_on_fake_models(tmp_path: Path, runner_module: 
     assert "| 1.000 |" in table.output or "| — |" in table.output  # ROUGE-L outside (— without rouge-score)
 
 
+def test_a_second_run_of_the_same_method_and_tag_is_refused_while_the_first_writes(tmp_path: Path,
+                                                                                    runner_module: Any) -> None:
+    from typer.testing import CliRunner
+
+    path, _ = _cases_file(tmp_path)
+    out = tmp_path / "results"
+    out.mkdir()
+    busy = runner_module.correct_path(out, "fake", "keyword-overlap", "direct", "t")
+    with runner_module.bench.write_lock(busy, "--method"):  # another process writing that file
+        refused = CliRunner().invoke(runner_module.app, ["run", "--method", "direct", "--cases", str(path), "--fake",
+                                                         "--results-dir", str(out), "--tag", "t"])
+    assert refused.exit_code != 0 and "another run is writing" in refused.output
+    assert not busy.exists()
+
+
 def test_run_with_the_stock_fakes_on_committed_cases(tmp_path: Path, runner_module: Any,
                                                      committed: list[Any]) -> None:
     from typer.testing import CliRunner
