@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import random
 import sys
 import time
 from datetime import date
@@ -140,9 +139,7 @@ def run(
     from grapheval_plugins.extract import TripleExtractor
     from grapheval_plugins.local.chat import ChatLocalLlama
 
-    data = bench.load_dataset(dataset)
-    picked = set(random.Random(seed).sample([r["id"] for r in data], rows))
-    sample = [r for r in data if r["id"] in picked]
+    sample = bench.sample_rows(dataset, rows, seed)
     from grapheval_plugins.extract.prompts import KG_PROMPT
     from grapheval_plugins.local.runtime import _common_prefix
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import random
 import sys
 import time
 from datetime import date
@@ -52,9 +51,7 @@ def main(
     from grapheval_plugins.local.runtime import clear_sessions, get_session
     from grapheval_plugins.local.weights import resolve_model
 
-    data = bench.load_dataset(dataset)
-    picked = set(random.Random(seed).sample([r["id"] for r in data], rows))
-    chosen = [r for r in data if r["id"] in picked]
+    chosen = bench.sample_rows(dataset, rows, seed)
     clear_sessions()
     judges = {}
     for slots in (2, 0):

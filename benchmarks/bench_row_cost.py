@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import random
 import subprocess
 import sys
 import time
@@ -49,13 +48,6 @@ LLM = "local:qwen2.5-coder-1.5b"
 JUDGE = "judge:local:qwen2.5-coder-1.5b"
 WARM_SET = "qags_x"  # the warm-up row comes from another set than the timed rows (unless that is the set)
 app = typer.Typer(add_completion=False)
-
-
-def draw(dataset: str, rows: int, seed: int) -> list[dict[str, Any]]:
-    """``rows`` rows of ``dataset``, drawn with ``random.Random(seed)`` from its ids in file order."""
-    data = bench.load_dataset(dataset)
-    picked = set(random.Random(seed).sample([r["id"] for r in data], rows))
-    return [r for r in data if r["id"] in picked]
 
 
 def engine(name: str, threads: Optional[int]) -> Any:
@@ -104,7 +96,7 @@ def run(
     out = RESULTS / f"row-cost-{dataset}-{rows}.json"
     results: list[dict[str, Any]] = []
     load: list[float] = []
-    for n, row in enumerate(draw(dataset, rows, seed)):
+    for n, row in enumerate(bench.sample_rows(dataset, rows, seed)):
         order = names[n % len(names):] + names[: n % len(names)]
         for name in order:
             cmd = [sys.executable, __file__, "child", name, dataset, row["id"]]

@@ -64,6 +64,7 @@ __all__ = [
     "cpu_model",
     "default_data_dir",
     "export_kg",
+    "sample_rows",
     "write_lock",
     "fit_threshold",
     "load_dataset",
@@ -147,6 +148,16 @@ def load_dataset(name_or_path: str | Path, data_dir: str | Path | None = None) -
             rows.append(row)
     return rows
 
+
+
+def sample_rows(dataset: str, rows: int, seed: int) -> list[dict[str, Any]]:
+    """``rows`` rows of ``dataset`` drawn with ``random.Random(seed).sample`` from its ids, kept in file order (the
+    draw of the timing benchmarks: ``bench_row_cost.py``, ``bench_prefix_slots.py``, ``bench_loop_stop.py``)."""
+    import random
+
+    data = load_dataset(dataset)
+    picked = set(random.Random(seed).sample([r["id"] for r in data], rows))
+    return [r for r in data if r["id"] in picked]
 
 def stratified_sample(rows: Sequence[Mapping[str, Any]], n: int, seed: int = 0) -> list[dict[str, Any]]:
     """``n`` rows drawn without replacement, stratified by label (each label keeps its share, rounded), with a
