@@ -47,7 +47,7 @@ import random
 import re
 import sys
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -711,17 +711,20 @@ def generate(
     nlp: Any = None,
     rows_by_set: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     max_rows: int = 400,
+    exclude_contexts: Collection[str] = (),
 ) -> list[PlantedCase]:
     """Planted cases from the faithful rows of ``sets``: up to ``per_set`` a set, the kinds taken in turn (a kind
     with no candidate left is skipped), at most ``max_per_row`` cases from one row, at most one of each kind.
 
-    Rows are visited in a seeded order; only the first ``max_rows`` faithful rows of a set are parsed."""
+    Rows are visited in a seeded order; only the first ``max_rows`` faithful rows of a set are parsed. The rows
+    whose context is in ``exclude_contexts`` are left out (a held-out set: no context of an earlier case file, nor
+    another system's output for it)."""
     nlp = nlp if nlp is not None else load_spacy()
     cases: list[PlantedCase] = []
     for name in sets:
         rng = random.Random(f"{seed}:{name}")
         rows = list(rows_by_set[name]) if rows_by_set is not None else _load_set(name)
-        faithful = [r for r in rows if int(r["label"]) == 0]
+        faithful = [r for r in rows if int(r["label"]) == 0 and str(r["context"]) not in exclude_contexts]
         rng.shuffle(faithful)
         faithful = faithful[:max_rows]
         ctx_docs: dict[str, Any] = {}
@@ -805,9 +808,13 @@ def generate_command(
     max_per_row: Annotated[int, typer.Option(help="Cases at most from one row.")] = 2,
     max_rows: Annotated[int, typer.Option(help="Faithful rows parsed at most a set (seeded order).")] = 400,
     out: Annotated[Path, typer.Option(help="The JSONL file written.")] = DEFAULT_OUT,
+    exclude_contexts_of: Annotated[Optional[list[Path]], typer.Option(
+        "--exclude-contexts-of", help="A case file whose contexts are left out (repeat): a held-out set.")] = None,
 ) -> None:
     """Plant errors in faithful outputs and write the cases."""
-    cases = generate(tuple(sets or SETS), per_set=per_set, seed=seed, max_per_row=max_per_row, max_rows=max_rows)
+    excluded = {c.context for path in exclude_contexts_of or () for c in read_cases(path)}
+    cases = generate(tuple(sets or SETS), per_set=per_set, seed=seed, max_per_row=max_per_row, max_rows=max_rows,
+                     exclude_contexts=excluded)
     n = write_cases(out, cases)
     counts: dict[tuple[str, str], int] = {}
     for c in cases:

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from ..locate import locate_triple
+from ..text import sentence_spans
 from ..types import Triple
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "MAX_EDIT_WORDS",
     "bound_problem",
     "candidates_for",
+    "copied_changes",
     "drop_negation",
     "edit_problem",
     "filler_problem",
@@ -771,3 +774,106 @@ def replace_value(triple: Triple, value: str, replacement: str) -> Triple | None
             parts[i] = pattern.sub(lambda _m: replacement, part, count=1)
             return Triple.from_list(parts)
     return None
+
+
+COPY_ANCHOR = 2
+"""How many words (punctuation aside) a context sentence must share with an output sentence on each side of a difference (or the
+output sentence must start or end there) for :func:`copied_changes` to read the output as a near copy of it."""
+
+
+COPY_SHARED_WORDS = 5
+COPY_SHARE = 0.6
+"""A near copy shares at least :data:`COPY_SHARED_WORDS` words, and this share of its own words, with the context
+sentence it copies (:func:`copied_changes`)."""
+
+
+def copied_changes(sentence: str, context: str, anchor: int = COPY_ANCHOR, limit: int = 4) -> list[Change]:
+    """The one-place changes that bring ``sentence`` (of an output) back to a sentence of ``context`` it nearly
+    copies (at least :data:`COPY_SHARED_WORDS` words and :data:`COPY_SHARE` of its own shared), where the two
+    share at least ``anchor`` words in a row on each side of a difference (or the output sentence starts or ends
+    there) of at most :data:`MAX_EDIT_WORDS` words ("ibe was present among the reds squad" against "Ibe was
+    present among the Reds squad": nothing; "sterling was present among the reds squad": "sterling" → "ibe"). A
+    change replaces a value in kind (:func:`_in_kind`: as many words as it brings in, a name of the context by
+    another, or a negation added or taken out, with its left neighbour: "has" → "has not"); a clause rewritten
+    ("great yarmouth" → "ontario canada, which") is no value replaced. The caller holds each change to the rules of a corrected value too. The
+    changes of the most similar context sentences first, at most ``limit``, each
+    alone; the new words as the context writes them (lower-cased when ``sentence`` has no capital letter: a
+    lower-cased corpus). Nothing of a summary that paraphrases its source is found; most of an extractive one is.
+
+    >>> ctx = "Rodgers said he has not disciplined Sterling. Ibe was present among the Reds squad on Friday."
+    >>> [(c.old, c.new) for c in copied_changes("sterling was present among the reds squad on friday.", ctx)]
+    [('sterling', 'ibe')]
+    >>> [(c.old, c.new) for c in copied_changes("Rodgers said he has disciplined Sterling.", ctx)]
+    [('has', 'has not')]
+    >>> copied_changes("The Reds trained on Friday.", ctx)
+    []
+    """
+    own = _tokens(sentence)
+    own_words = [_norm(t.group()) for t in own]
+    lower = not any(ch.isupper() for ch in sentence)
+    found: list[tuple[float, int, Change]] = []
+    vocabulary = Counter(w for w in own_words if re.match(r"\w", w))
+    for lo, hi in sentence_spans(context):
+        other = _tokens(context[lo:hi])
+        common = vocabulary & Counter(w for w in (_norm(t.group()) for t in other) if re.match(r"\w", w))
+        if sum(common.values()) < COPY_SHARED_WORDS:
+            continue  # too few words in common for an alignment to share enough (a quick bound before it)
+        matcher = difflib.SequenceMatcher(None, own_words, [_norm(t.group()) for t in other], autojunk=False)
+        ops = matcher.get_opcodes()
+        ratio = matcher.ratio()
+        shared = sum(_words_in(own[i1:i2]) for op, i1, i2, _, _ in ops if op == "equal")
+        if shared < max(COPY_SHARED_WORDS, COPY_SHARE * _words_in(own)):
+            continue  # not a near copy of this sentence
+        for n, (op, i1, i2, j1, j2) in enumerate(ops):
+            if op == "equal" or max(i2 - i1, j2 - j1) > MAX_EDIT_WORDS:
+                continue
+            left = _words_in(own[ops[n - 1][1] : ops[n - 1][2]]) if n > 0 and ops[n - 1][0] == "equal" else 0
+            right = _words_in(own[ops[n + 1][1] : ops[n + 1][2]]) if n + 1 < len(ops) and ops[n + 1][0] == "equal" else 0
+            starts, ends = not _words_in(own[:i1]), not _words_in(own[i2:])  # the sentence's edges
+            if (not starts and left < anchor) or (not ends and right < anchor) or left + right < anchor:
+                continue
+            if not _words_in([*own[i1:i2], *other[j1:j2]]):
+                continue  # punctuation only
+            if i1 == i2 or j1 == j2:  # a pure insertion or deletion: taken with its left neighbour
+                if i1 == 0 or j1 == 0:
+                    continue
+                i1, j1 = i1 - 1, j1 - 1
+            start, end = own[i1].start(), own[i2 - 1].end()
+            new = context[lo + other[j1].start() : lo + other[j2 - 1].end()] if j2 > j1 else ""
+            if lower:
+                new = new.lower()
+            change = Change(start=start, end=end, old=sentence[start:end], new=new)
+            if not _in_kind(change.edit, context):
+                continue  # a clause rewritten, not a value replaced: "great yarmouth" → "ontario canada, which"
+            found.append((-ratio, len(found), change))
+    out: list[Change] = []
+    for _, _, change in sorted(found, key=lambda f: (f[0], f[1])):
+        if all((c.start, c.end, c.new.casefold()) != (change.start, change.end, change.new.casefold()) for c in out):
+            out.append(change)
+    return out[:limit]
+
+
+def _words_in(tokens: list[re.Match[str]]) -> int:
+    return sum(1 for t in tokens if re.match(r"\w", t.group()))
+
+
+_POSSESSIVE = re.compile(r"\s+(['’]s)\b")
+
+
+def _in_kind(edit: Edit, context: str) -> bool:
+    """Whether ``edit`` replaces a value by another of its kind: as many words for as many (a tokenised "'s" is no
+    word), a name of the context by another written without a break (no comma: not a clause), or a negation
+    added or taken out.
+
+    >>> ctx = "The Netherlands lost to Northern Ireland. Tussaud's is in Ontario, Canada, which is far."
+    >>> _in_kind(Edit("joe marler 's", "nathan hughes's"), ctx), _in_kind(Edit("netherlands", "northern ireland"), ctx)
+    (True, True)
+    >>> _in_kind(Edit("great yarmouth", "ontario canada, which"), ctx), _in_kind(Edit("not rejected", "failed to pass"), ctx)
+    (False, False)
+    """
+    if negation_only(edit):
+        return True
+    old, new = (_content(_POSSESSIVE.sub(r"\1", text)) for text in (edit.old, edit.new))
+    if len(old) == len(new):
+        return True
+    return not re.search(r"[,;:()\"]", edit.new) and is_name(edit.old, context) and is_name(edit.new, context)

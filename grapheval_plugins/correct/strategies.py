@@ -12,13 +12,14 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from ..exceptions import ScoringError
 from ..extract.parser import parse_single_triple, parse_triples
+from ..locate import locate_triple
 from ..messages import message_text
 from ..retry import RetryPolicy
 from ..text import sentence_spans
@@ -31,6 +32,7 @@ from .spans import (
     Edit,
     bound_problem,
     candidates_for,
+    copied_changes,
     drop_negation,
     edit_problem,
     filler_problem,
@@ -350,15 +352,19 @@ _OPTION = re.compile(r"\d+")
 
 class ConstrainedStrategy:
     """``method="constrained"`` (not from the paper): first the output's numbers and dates that the context never
-    states, each replaced in place by the value of the context the judge finds best supported; then for each
+    states, each replaced in place by the value of the context the judge finds best supported, and the places where
+    an output sentence departs from a context sentence it nearly copies, restored the same way; then for each
     flagged triple, ``evidence``'s step 1 (the reason and the closest sentences), its answer held to the context,
     the change made in place, no rewrite call.
 
     First (:meth:`_restate_values`, no chat-model call), each number or date of the output that no value of the
     context states is tried with the context's values of its kind and unit, the closest sentences' first; the judge
     scores the value's sentence with each, and the best is taken when it is scored at least
-    :data:`MINIMAL_PAIR_MARGIN` less unsupported than the sentence was. A flagged triple that held the value is then
-    carried over without a call. Then:
+    :data:`MINIMAL_PAIR_MARGIN` less unsupported than the sentence was. Second (:meth:`_restore_copies`, no
+    chat-model call either), an output sentence that the judge scores unsupported and that nearly copies a sentence
+    of the context, differing from it in one place (a name swapped, a relation word changed, a negation added), is
+    tried with the context's words at that place, under the same rule. A flagged triple that held the words changed
+    is then carried over without a call. Then:
 
     0. The triples to correct are the flagged ones; when the output is flagged and none of its triples is (the
        hybrid rule's whole-output term carried the verdict), the triple the scorer doubted most stands in
@@ -408,6 +414,8 @@ class ConstrainedStrategy:
         applied: list[Edit] = []
         current, restated = await self._restate_values(editor, job, current, after, applied)
         changes.extend(restated)
+        current, copied = await self._restore_copies(editor, job, current, after, applied)
+        changes.extend(copied)
         done.update((" ".join(e.old.casefold().split()), " ".join(e.new.casefold().split())) for e in applied)
         for claim in _to_correct(job.report):
             old = claim.triple
@@ -485,33 +493,77 @@ class ConstrainedStrategy:
                 continue
             change.p_unsupported = before
             at = value.start - start
-            tried: list[tuple[float, str]] = []
-            for option in options:
-                p = await self._p_unsupported(editor, job, sentence[:at] + option + sentence[at + len(value.text):])
-                if p is not None:
-                    tried.append((p, option))
-            scores = ", ".join(f"{o!r} {p:.2f}" for p, o in tried) or "none could be scored"
+            tried = await self._try_variants(editor, job, [
+                (option, sentence[:at] + option + sentence[at + len(value.text):]) for option in options
+            ])
             said = (f"{value.text!r} is a value the context does not state; its sentence scored {before:.2f}, "
-                    f"with the context's values: {scores}")
-            ranked = sorted(tried, key=lambda po: po[0])
-            if not ranked or ranked[0][0] > before - MINIMAL_PAIR_MARGIN:
-                change.reason = f"{said}: none by {MINIMAL_PAIR_MARGIN} less unsupported, nothing changed"
+                    f"with the context's values: {_scores(tried)}")
+            option, why = _best_variant(tried, before)
+            if option is None:
+                change.reason = f"{said}: {why}"
                 continue
-            if len(ranked) > 1 and ranked[1][0] - ranked[0][0] < 1e-9:  # the scorer cannot tell them apart
-                change.reason = f"{said}: {ranked[0][1]!r} and {ranked[1][1]!r} scored alike, nothing changed"
-                continue
-            _, option = ranked[0]
             current = current[: value.start] + option + current[value.start + len(value.text):]
             edit = Edit(old=value.text, new=option)
             applied.append(edit)
-            for i, triple in enumerate(after):
-                replaced = replace_value(triple, value.text, option)
-                if replaced is not None:
-                    after[i] = replaced
+            _made_in(after, edit)
             change.new = replace_value(holder, value.text, option) if holder is not None else None
             change.applied = True
             change.reason = f"{said}: {option!r} taken"
         return current, changes
+
+    async def _restore_copies(
+        self, editor: Editor, job: Round, current: str, after: list[Triple], applied: list[Edit]
+    ) -> tuple[str, list[TripleChange]]:
+        """The second step, no chat-model call: an output sentence that nearly copies a sentence of the context
+        and differs from it in one place ("sterling was present among the reds squad" against "Ibe was present
+        among the Reds squad", :func:`~grapheval_plugins.correct.spans.copied_changes`) is tried with the
+        context's words at that place, each change alone and held to the rules of a corrected value
+        (:meth:`_problem`), when the judge scores the sentence unsupported. The best is made in place under
+        :meth:`_restate_values`' rule (at least :data:`MINIMAL_PAIR_MARGIN` less unsupported than the sentence, no
+        other scored the same), and carried into ``after`` and ``applied``. A swapped name, a relation changed, a
+        negation added or taken out: what the chat model's step 1 rarely restores, read off the sentence the output
+        copied."""
+        changes: list[TripleChange] = []
+        if not editor.verify:
+            return current, changes
+        threshold = editor.guard.grapheval.hallucination_threshold
+        for start, end in reversed(sentence_spans(current)):  # from the end: earlier offsets stay valid
+            sentence = current[start:end]
+            found = [c for c in copied_changes(sentence, job.ctx)
+                     if self._problem(c.edit, sentence, job.ctx) is None]
+            if not found:
+                continue
+            before = await self._p_unsupported(editor, job, sentence)
+            if before is None or before <= threshold:
+                continue  # supported (or unscored): a near copy that differs is a paraphrase, not an error
+            here = [i for i, t in enumerate(after) if (at := locate_triple(current, t)) and start <= at[0] < end]
+            holder = next((after[i] for c in found for i in here if replace_value(after[i], c.old, c.old)), None)
+            change = TripleChange(round=job.number, kind="constrained", old=holder, p_unsupported=before)
+            changes.append(change)
+            tried = await self._try_variants(editor, job, [(c, c.apply(sentence)) for c in found])
+            said = (f"{sentence!r} nearly copies the context; it scored {before:.2f}, with the context's words: "
+                    + ", ".join(f"{c.old!r} → {c.new!r} {p:.2f}" for p, c in tried))
+            made, why = _best_variant(tried, before)
+            if made is None:
+                change.reason = f"{said}: {why}"
+                continue
+            current = current[:start] + made.apply(sentence) + current[end:]
+            applied.append(made.edit)
+            change.new = replace_value(holder, made.old, made.new) if holder is not None else None
+            for i in here:  # the triples of this sentence only: "has" → "has not" is no edit of every "has"
+                after[i] = replace_value(after[i], made.old, made.new) or after[i]
+            change.applied = True
+            change.reason = f"{said}: {made.old!r} → {made.new!r} taken"
+        return current, changes
+
+    async def _try_variants(self, editor: Editor, job: Round, variants: list[tuple[_V, str]]) -> list[tuple[float, _V]]:
+        """Each variant's sentence scored against the context: ``(P(unsupported), variant)`` for those scored."""
+        tried: list[tuple[float, _V]] = []
+        for variant, text in variants:
+            p = await self._p_unsupported(editor, job, text)
+            if p is not None:
+                tried.append((p, variant))
+        return tried
 
     async def _fallback(self, editor: Editor, job: Round, after: list[Triple]) -> tuple[str, TripleChange]:
         """The Direct Prompt's rewrite held to the rules of the triples: each place where it changes words of the
@@ -560,10 +612,7 @@ class ConstrainedStrategy:
             return current, change
         _, edited, made = best
         change.applied = True
-        for i, triple in enumerate(after):
-            replaced = replace_value(triple, made.old, made.new)
-            if replaced is not None:
-                after[i] = replaced
+        _made_in(after, made.edit)
         return edited, change
 
     @staticmethod
@@ -778,6 +827,39 @@ def _to_correct(report: Report) -> list[ClaimCheck]:
         return flagged
     triples = [c for c in report.claims if c.triple is not None]
     return [max(triples, key=lambda c: c.p_unsupported)] if triples else flagged
+
+
+_V = TypeVar("_V")
+
+
+def _scores(tried: Sequence[tuple[float, object]]) -> str:
+    return ", ".join(f"{o!r} {p:.2f}" for p, o in tried) or "none could be scored"
+
+
+def _best_variant(tried: Sequence[tuple[float, _V]], before: float) -> tuple[_V | None, str]:
+    """The variant of a sentence to take: scored at least :data:`MINIMAL_PAIR_MARGIN` less unsupported than the
+    sentence was (``before``) and strictly better than every other (a scorer that cannot tell two apart, such as a
+    word-overlap one, decides nothing). ``None`` and why not otherwise.
+
+    >>> _best_variant([(0.2, "a"), (0.6, "b")], 0.9), _best_variant([(0.8, "a")], 0.9)[0]
+    (('a', ''), None)
+    >>> _best_variant([(0.2, "a"), (0.2, "b")], 0.9)
+    (None, "'a' and 'b' scored alike, nothing changed")
+    """
+    ranked = sorted(tried, key=lambda pv: pv[0])
+    if not ranked or ranked[0][0] > before - MINIMAL_PAIR_MARGIN:
+        return None, f"none by {MINIMAL_PAIR_MARGIN} less unsupported, nothing changed"
+    if len(ranked) > 1 and ranked[1][0] - ranked[0][0] < 1e-9:
+        return None, f"{ranked[0][1]!r} and {ranked[1][1]!r} scored alike, nothing changed"
+    return ranked[0][1], ""
+
+
+def _made_in(triples: list[Triple], edit: Edit) -> None:
+    """``edit`` made in each triple of ``triples`` that holds its old words."""
+    for i, triple in enumerate(triples):
+        replaced = replace_value(triple, edit.old, edit.new)
+        if replaced is not None:
+            triples[i] = replaced
 
 
 @dataclass(frozen=True)

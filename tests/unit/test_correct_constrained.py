@@ -21,6 +21,7 @@ from grapheval_plugins.correct.spans import (
     bound_problem,
     candidates_for,
     closed_numbers,
+    copied_changes,
     drop_negation,
     edit_problem,
     filler_problem,
@@ -119,9 +120,19 @@ def fix(old: list[str], n: int) -> str:
 
 @pytest.fixture
 def triple_path_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The output's values the context does not state left to the triples (step 0 finds none), so that a test
-    reaches step 1 and the choice prompt with a number the context does not state."""
+    """The output's values the context does not state, and its near copies of context sentences, left to the
+    triples (the first two steps find nothing), so that a test reaches step 1 and the choice prompt with a number
+    the context does not state."""
     monkeypatch.setattr(strategies, "unstated_values", lambda output, context: [])
+    monkeypatch.setattr(strategies, "copied_changes", lambda sentence, context: [])
+
+
+@pytest.fixture
+def no_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The output's near copies of context sentences left to the triples (the second step finds none): the tests
+    of the triple path whose outputs copy their contexts ("Marie Curie was born in Paris." against "… in
+    Warsaw.")."""
+    monkeypatch.setattr(strategies, "copied_changes", lambda sentence, context: [])
 
 
 # --------------------------------------------------------------------------- the method
@@ -162,6 +173,7 @@ def test_a_correction_the_scorer_does_not_support_is_not_taken_and_a_value_is_ch
     assert len(model.of("choice")) == 1
 
 
+@pytest.mark.usefixtures("no_copies")
 def test_a_correction_left_unsupported_keeps_the_output() -> None:
     model = Model(lambda old, n: json.dumps([old[0], old[1], "Warsaw"]))
     scorer = FunctionScorer(lambda premise, claim: 0.0 if "Paris" in claim or "Warsaw" in claim else 1.0)
@@ -172,6 +184,7 @@ def test_a_correction_left_unsupported_keeps_the_output() -> None:
     assert result.corrected == "Marie Curie was born in Paris." and result.status == "unchanged"
 
 
+@pytest.mark.usefixtures("no_copies")
 def test_words_the_context_lacks_are_refused_and_the_output_kept() -> None:
     model = Model(lambda old, n: json.dumps([old[0], old[1], "Berlin"]) if old == BORN_PARIS else fix(old, n))
     result = make(model).correct(CONTEXT, OUTPUT)
@@ -208,6 +221,7 @@ def test_no_valid_choice_keeps_the_output(answer: str) -> None:
     assert "three Nobel Prizes" in result.corrected
 
 
+@pytest.mark.usefixtures("no_copies")
 def test_an_unchanged_triple_without_candidates_gets_the_follow_up() -> None:
     model = Model(lambda old, n: json.dumps(old) if n == 0 else fix(old, n))
     result = make(model).correct(CONTEXT, "Marie Curie was born in Paris.")
@@ -216,6 +230,7 @@ def test_an_unchanged_triple_without_candidates_gets_the_follow_up() -> None:
     assert change.follow_up and change.llm_calls == 2
 
 
+@pytest.mark.usefixtures("no_copies")
 def test_changed_words_missing_from_the_output_are_refused() -> None:
     model = Model(lambda old, n: json.dumps(BORN_WARSAW))
     result = make(model).correct(CONTEXT, PARAPHRASED)  # the triple says "Paris", the output does not
@@ -268,6 +283,7 @@ def test_an_answer_that_adds_a_fact_instead_of_fixing_one_is_refused() -> None:
     assert "three Nobel Prizes" in result.corrected and "born in Warsaw" in result.corrected
 
 
+@pytest.mark.usefixtures("no_copies")
 def test_a_negation_flip_is_taken_only_when_the_scorer_supports_it() -> None:
     context = "The mayor did not sign the agreement on Monday."
     output = "The mayor signed the agreement on Monday."
@@ -299,6 +315,7 @@ def test_a_change_that_breaks_the_rules_is_dropped_and_the_corrected_value_kept(
     assert result.corrected == FIXED and len(model.of("choice")) == 0
 
 
+@pytest.mark.usefixtures("no_copies")
 def test_a_triple_is_corrected_one_value_at_a_time_the_best_supported_kept() -> None:
     context = "Tim Sherwood said Jack Grealish will not repeat his mistake."
     output = "Tim Sherwood said Jack Grealish will repeat his mistake."
@@ -333,6 +350,7 @@ def test_a_number_under_a_bound_is_not_changed_to_a_value_the_bound_admits() -> 
     assert "the output's 'more than 200,000' already holds for 270,000" in (change.reason or "")
 
 
+@pytest.mark.usefixtures("no_copies")
 def test_a_negation_the_context_does_not_state_is_taken_out_when_the_answer_fails() -> None:
     context = "Rangers will probe claims that Mike Ashley has grabbed control of the club's badges."
     output = "Mike Ashley has not grabbed control of the club's badges."
@@ -366,6 +384,7 @@ def test_drop_negation_takes_out_an_auxiliarys_negation_only() -> None:
     assert flip("signed") is None and flip("knot tied") is None
 
 
+@pytest.mark.usefixtures("no_copies")
 def test_the_direct_fallback_makes_one_change_of_the_rewrite_held_to_the_rules() -> None:
     output = "Marie Curie was born in Paris."
     # step 1 repeats the triple; the rewrite fixes the place, adds a fact the context lacks and re-cases a name
@@ -381,6 +400,7 @@ def test_the_direct_fallback_makes_one_change_of_the_rewrite_held_to_the_rules()
     assert len(model.of("A")) == 1
 
 
+@pytest.mark.usefixtures("no_copies")
 def test_the_direct_fallback_is_off_by_default_and_refuses_an_unsupported_change() -> None:
     output = "Marie Curie was born in Paris."
     model = Model(lambda old, n: json.dumps(old))  # asserts that no Direct Prompt is sent
@@ -487,6 +507,7 @@ def test_candidates_are_the_evidence_values_of_the_same_kind() -> None:
     assert replace_value(T(["A", "won", "cups"]), "two", "three") is None
 
 
+@pytest.mark.usefixtures("no_copies")
 def test_a_chat_model_that_raises_is_reported_not_asked_again() -> None:
     def down(old: list[str], n: int) -> str:
         raise RuntimeError("correction model down")
@@ -626,6 +647,7 @@ def test_a_few_words_replaced_by_as_many_are_taken_when_clearly_preferred() -> N
     assert MINIMAL_PAIR_MARGIN == 0.15
 
 
+@pytest.mark.usefixtures("no_copies")
 def test_a_longer_rewrite_is_no_minimal_pair_and_must_be_supported_outright() -> None:
     context = "Rihanna teamed up with Sir Paul McCartney and they collaborated on a single."
     output = "Rihanna teamed down with Sir Paul McCartney."
@@ -704,6 +726,7 @@ def test_a_triple_standing_in_is_corrected_only_into_a_less_doubted_one() -> Non
 
 
 # --------------------------------------------------------------------------- step 0: values the context never states
+@pytest.mark.usefixtures("no_copies")
 def test_a_value_the_context_does_not_state_is_replaced_by_the_best_scored_value_of_its_kind() -> None:
     model = Model(fix)
     result = make(model).correct(CONTEXT, OUTPUT)
@@ -761,3 +784,64 @@ def test_values_the_scorer_cannot_tell_apart_are_left_to_the_triples() -> None:
     assert not restated.applied and "'90' and 'five' scored alike, nothing changed" in (restated.reason or "")
     assert triple.applied and result.corrected == "The Fjord 3 has a range of 90 km."
     assert len(model.of("B")) == 1
+
+
+# --------------------------------------------------------------------------- step 2: near copies of the context
+SQUAD = "Rodgers has not disciplined Sterling or Ibe. Ibe was present among the Reds squad during training on Friday."
+
+
+def _copies(output: str, kg: list[list[str]], p_supported: Callable[[str], float]) -> tuple[Any, Model]:
+    KG[output] = kg
+    model = Model(lambda old, n: json.dumps(old))  # step 1 repeats the triple: only the judge can restore it
+    engine = GraphEval(llm=model.llm, scorer=FunctionScorer(lambda premise, claim: p_supported(claim)))
+    return GraphCorrect(engine, rouge=False, method="constrained").correct(SQUAD, output), model
+
+
+def test_a_swapped_name_in_a_near_copy_of_the_context_is_restored_by_the_judge_without_a_chat_call() -> None:
+    output = "Sterling was present among the Reds squad during training on Friday."
+    result, model = _copies(output, [["Sterling", "was present among", "the Reds squad"]],
+                            lambda claim: 0.9 if "Ibe" in claim else 0.2)
+    assert result.corrected == "Ibe was present among the Reds squad during training on Friday."
+    assert result.passed is True
+    copied, triple = result.changes
+    assert copied.applied and copied.llm_calls == 0
+    assert copied.old == T(["Sterling", "was present among", "the Reds squad"])
+    assert copied.new == T(["Ibe", "was present among", "the Reds squad"])
+    assert "nearly copies the context; it scored 0.80" in (copied.reason or "")
+    assert (copied.reason or "").endswith("'Sterling' → 'Ibe' 0.10: 'Sterling' → 'Ibe' taken")
+    assert triple.reason == "already corrected by an earlier change of this output" and not model.of("B")
+
+
+def test_a_negation_a_near_copy_adds_is_taken_out_in_its_own_sentence_only() -> None:
+    output = "Rodgers has disciplined Sterling or Ibe. Ibe has trained."
+    result, _ = _copies(output, [["Rodgers", "has disciplined", "Sterling"], ["Ibe", "has", "trained"]],
+                        lambda claim: 0.9 if ("not" in claim) != ("trained" in claim) else 0.1)
+    assert result.corrected == "Rodgers has not disciplined Sterling or Ibe. Ibe has trained."
+    [copied] = [c for c in result.changes if c.applied]
+    assert copied.new == T(["Rodgers", "has not disciplined", "Sterling"])
+    assert result.recheck is not None and not result.recheck.hallucinated  # "Ibe has trained" kept its "has"
+
+
+def test_a_near_copy_the_judge_supports_is_a_paraphrase_and_is_kept() -> None:
+    output = "Ibe was present among the Liverpool squad during training on Friday. Rodgers fined Sterling."
+    result, _ = _copies(output, [["Ibe", "was present among", "the Liverpool squad"], ["Rodgers", "fined", "Sterling"]],
+                        lambda claim: 0.1 if "fined" in claim else 0.9)
+    assert result.detection is not None and result.detection.hallucinated  # flagged: "fined" is unsupported
+    assert result.corrected.startswith("Ibe was present among the Liverpool squad")
+    assert not any("nearly copies" in (c.reason or "") for c in result.changes)  # its sentence is not even tried
+
+
+def test_copied_changes_read_one_place_of_a_near_copy() -> None:
+    lower = "sterling was present among the reds squad during training on friday ."
+    assert [(c.old, c.new) for c in copied_changes(lower, SQUAD)] == [("sterling", "ibe")]  # a lower-cased corpus
+    [negation] = copied_changes("Rodgers has disciplined Sterling or Ibe.", SQUAD)
+    assert (negation.old, negation.new) == ("has", "has not")  # an insertion, with its left neighbour
+    assert copied_changes("Ibe was present.", SQUAD) == []  # fewer than five words shared: no near copy
+    assert copied_changes("Ibe , was present among the Reds squad during training on Friday !", SQUAD) == []
+    museum = "Louis Tussaud's museum in Ontario, Canada, which was bought to the world's attention in January."
+    copied = "louis tussaud's museum in great yarmouth was bought to the world in january."
+    assert copied_changes(copied, museum) == []  # a clause rewritten, a word added: no value replaced
+    senate = "The US Senate has failed to pass a Republican plan to repeal the healthcare law."
+    assert copied_changes("The US Senate has not rejected a Republican plan to repeal the healthcare law.", senate) == []
+    two_places = "Sterling was present among the Reds squad during training on Monday."
+    assert [(c.old, c.new) for c in copied_changes(two_places, SQUAD)] == [("Sterling", "Ibe"), ("Monday", "Friday")]

@@ -17,6 +17,7 @@ load_harness()  # puts benchmarks/ on sys.path: the scripts import each other by
 pe = importlib.import_module("planted_errors")
 
 CASES_FILE = ROOT / "benchmarks" / "results" / "planted-errors.jsonl"
+HELD_OUT_FILE = ROOT / "benchmarks" / "results" / "planted-errors-heldout.jsonl"
 
 
 def score(corrupted: str, planted: str, original_value: str, corrected: str, original: str | None = None) -> Any:
@@ -196,8 +197,20 @@ def test_the_committed_cases_are_consistent(committed: list[Any]) -> None:
             assert c.planted_value.casefold() in c.context.casefold(), c.id  # a value of the same context
 
 
-def test_the_committed_cases_score_as_they_should(committed: list[Any]) -> None:
-    for c in committed:
+@pytest.fixture(scope="module")
+def held_out() -> list[Any]:
+    if not HELD_OUT_FILE.exists():
+        pytest.skip("benchmarks/results/planted-errors-heldout.jsonl is not there")
+    return list(pe.read_cases(HELD_OUT_FILE))
+
+
+def test_the_held_out_cases_share_no_context_with_the_tuning_cases(committed: list[Any], held_out: list[Any]) -> None:
+    assert len(held_out) == 120 and len({c.id for c in held_out}) == 120
+    assert not {c.context for c in held_out} & {c.context for c in committed}
+
+
+def test_the_committed_cases_score_as_they_should(committed: list[Any], held_out: list[Any]) -> None:
+    for c in [*committed, *held_out]:
         back = pe.score_case(c, c.original)
         assert back.restored and back.exact and not back.collateral and not back.deleted, c.id
         kept = pe.score_case(c, c.corrupted)
@@ -220,6 +233,7 @@ def test_generate_plants_every_kind_on_a_small_set() -> None:
     cases = pe.generate(["toy"], per_set=20, seed=3, rows_by_set={"toy": rows}, max_per_row=9)
     again = pe.generate(["toy"], per_set=20, seed=3, rows_by_set={"toy": rows}, max_per_row=9)
     assert [c.to_json() for c in cases] == [c.to_json() for c in again]
+    assert pe.generate(["toy"], per_set=20, seed=3, rows_by_set={"toy": rows}, exclude_contexts={context}) == []
     assert cases and all(c.source_id != "r5" for c in cases)  # only faithful rows
     kinds = {c.kind for c in cases}
     assert {"entity", "number-change", "negation-added", "negation-removed", "relation"} <= kinds, kinds
