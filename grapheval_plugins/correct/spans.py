@@ -777,8 +777,8 @@ def replace_value(triple: Triple, value: str, replacement: str) -> Triple | None
 
 
 COPY_ANCHOR = 2
-"""How many words (punctuation aside) a context sentence must share with an output sentence on each side of a difference (or the
-output sentence must start or end there) for :func:`copied_changes` to read the output as a near copy of it."""
+"""How many words (punctuation aside) a context sentence must share with an output sentence on each side of a
+difference (or the output sentence must start or end there) for :func:`copied_changes` to offer that change."""
 
 
 COPY_SHARED_WORDS = 5
@@ -795,8 +795,8 @@ def copied_changes(sentence: str, context: str, anchor: int = COPY_ANCHOR, limit
     present among the Reds squad": nothing; "sterling was present among the reds squad": "sterling" → "ibe"). A
     change replaces a value in kind (:func:`_in_kind`: as many words as it brings in, a name of the context by
     another, or a negation added or taken out, with its left neighbour: "has" → "has not"); a clause rewritten
-    ("great yarmouth" → "ontario canada, which") is no value replaced. The caller holds each change to the rules of a corrected value too. The
-    changes of the most similar context sentences first, at most ``limit``, each
+    ("great yarmouth" → "ontario canada, which") is no value replaced. The caller holds each change to the rules
+    of a corrected value too. The changes of the most similar context sentences first, at most ``limit``, each
     alone; the new words as the context writes them (lower-cased when ``sentence`` has no capital letter: a
     lower-cased corpus). Nothing of a summary that paraphrases its source is found; most of an extractive one is.
 
@@ -815,10 +815,11 @@ def copied_changes(sentence: str, context: str, anchor: int = COPY_ANCHOR, limit
     vocabulary = Counter(w for w in own_words if re.match(r"\w", w))
     for lo, hi in sentence_spans(context):
         other = _tokens(context[lo:hi])
-        common = vocabulary & Counter(w for w in (_norm(t.group()) for t in other) if re.match(r"\w", w))
+        other_words = [_norm(t.group()) for t in other]
+        common = vocabulary & Counter(w for w in other_words if re.match(r"\w", w))
         if sum(common.values()) < COPY_SHARED_WORDS:
             continue  # too few words in common for an alignment to share enough (a quick bound before it)
-        matcher = difflib.SequenceMatcher(None, own_words, [_norm(t.group()) for t in other], autojunk=False)
+        matcher = difflib.SequenceMatcher(None, own_words, other_words, autojunk=False)
         ops = matcher.get_opcodes()
         ratio = matcher.ratio()
         shared = sum(_words_in(own[i1:i2]) for op, i1, i2, _, _ in ops if op == "equal")

@@ -537,7 +537,8 @@ class ConstrainedStrategy:
             if before is None or before <= threshold:
                 continue  # supported (or unscored): a near copy that differs is a paraphrase, not an error
             here = [i for i, t in enumerate(after) if (at := locate_triple(current, t)) and start <= at[0] < end]
-            holder = next((after[i] for c in found for i in here if replace_value(after[i], c.old, c.old)), None)
+            holder = next((after[i] for c in found for i in here
+                           if replace_value(after[i], c.old, c.old) is not None), None)
             change = TripleChange(round=job.number, kind="constrained", old=holder, p_unsupported=before)
             changes.append(change)
             tried = await self._try_variants(editor, job, [(c, c.apply(sentence)) for c in found])
