@@ -1578,9 +1578,9 @@ def output_sentences(output: str) -> list[str]:
     >>> output_sentences("Ann won gold in 2012 . Bob lost!\\nRain fell")
     ['Ann won gold in 2012 .', 'Bob lost!', 'Rain fell']
     """
-    from grapheval_plugins.text import _SENTENCE_END
+    from grapheval_plugins.text import sentence_spans
 
-    return [s.strip() for s in _SENTENCE_END.split(output) if s and s.strip()]
+    return [output[start:end] for start, end in sentence_spans(output)]
 
 
 def attribute_triples(sentences: list[str], triples: list[list[Any]]) -> list[Optional[int]]:

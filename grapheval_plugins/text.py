@@ -12,13 +12,17 @@ import difflib
 import re
 from typing import Literal, Protocol
 
-__all__ = ["DiffOp", "TripleLike", "best_sentence", "closest_sentences", "diff_words", "sentence_spans", "words"]
+__all__ = [
+    "DiffOp", "TripleLike", "best_sentence", "closest_sentences", "diff_words", "sentence_at", "sentence_spans", "words"
+]
 
 DiffOp = Literal["same", "del", "ins"]
 _TOKEN = re.compile(r"^\s+|\S+\s*")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+_SENTENCE_BREAK = re.compile(r"[.!?][\"')\]]*(\s+)|(\n+)")
+"""Where one sentence ends and the next begins: the space after ``.``, ``!`` or ``?`` (and a closing quote or
+bracket), or a line break. A full stop inside a word or a number ("1.2 million", "gov.uk") ends nothing."""
 
 
 def words(text: str) -> set[str]:
@@ -31,19 +35,37 @@ def words(text: str) -> set[str]:
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """``[start, end)`` of each sentence of ``text`` (split at ``.``, ``!``, ``?`` and line breaks), stripped.
+    """``[start, end)`` of each sentence of ``text`` (split after ``.``, ``!`` and ``?`` followed by a space, and at
+    line breaks), stripped.
 
-    >>> text = "Ann is tall. Ann won!\\nBob"
+    >>> text = "Ann is tall. Ann won!\\nBob has 1.2 million (\\"a lot.\\") Cy"
     >>> [text[s:e] for s, e in sentence_spans(text)]
-    ['Ann is tall.', 'Ann won!', 'Bob']
+    ['Ann is tall.', 'Ann won!', 'Bob has 1.2 million ("a lot.")', 'Cy']
     """
     spans = []
-    for match in _SENTENCE.finditer(text):
-        sentence = match.group()
-        if sentence.strip():
-            start = match.start() + len(sentence) - len(sentence.lstrip())
-            spans.append((start, match.start() + len(sentence.rstrip())))
+    start = 0
+    breaks = [m.span(1) if m.group(1) else m.span(2) for m in _SENTENCE_BREAK.finditer(text)]
+    for end, after in [*breaks, (len(text), len(text))]:
+        piece = text[start:end]
+        if piece.strip():
+            lead = len(piece) - len(piece.lstrip())
+            spans.append((start + lead, start + len(piece.rstrip())))
+        start = after
     return spans
+
+
+def sentence_at(text: str, at: int) -> tuple[int, int]:
+    """``[start, end)`` of the sentence of ``text`` (as :func:`sentence_spans` splits it) that holds character
+    ``at``, or ends right before it; the whole text when none does.
+
+    >>> text = "Ann is tall. Bob won."
+    >>> [text[slice(*sentence_at(text, at))] for at in (0, 12, 13, 21)]
+    ['Ann is tall.', 'Ann is tall.', 'Bob won.', 'Bob won.']
+    """
+    for start, end in sentence_spans(text):
+        if start <= at <= end:
+            return start, end
+    return 0, len(text)
 
 
 def best_sentence(passage: str, claim: str) -> tuple[int, int] | None:
@@ -77,7 +99,6 @@ class TripleLike(Protocol):
     def object(self) -> str: ...
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
 _CONTENT_WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
     "a an the of in on at to for from by with and or but is are was were be been being has have had it its this "
@@ -110,7 +131,7 @@ def closest_sentences(passage: str, triple: TripleLike, k: int = 3) -> str:
     """
     if k < 1:
         raise ValueError("k must be >= 1")
-    sentences = [s.strip() for s in _SENTENCE_END.split(passage) if s and s.strip()]
+    sentences = [passage[start:end] for start, end in sentence_spans(passage)]
     anchor = _content_words(triple.subject) | _content_words(triple.object)
     relation = _content_words(triple.relation)
     scored = []

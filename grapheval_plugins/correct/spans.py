@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..locate import locate_triple
-from ..text import sentence_spans
+from ..text import sentence_at, sentence_spans
 from ..types import Triple
 
 __all__ = [
@@ -40,11 +40,13 @@ __all__ = [
     "filler_problem",
     "foreign_words",
     "has_spaced_numbers",
+    "in_kind",
     "is_name",
     "kinds_lost",
     "negation_only",
     "one_for_one",
     "replace_value",
+    "stated_around",
     "substitute",
     "text_changes",
     "tidy_numbers",
@@ -355,23 +357,35 @@ def _unit(number: str) -> str:
 
 
 def unit_lost(edit: Edit) -> str | None:
-    """Why ``edit`` is no correction of a number's value: it changes what the number measures (a count becomes a
-    percentage, an amount of money a count), which a wrong value of the same quantity never does. ``None`` when
-    the edit's old and new numbers are of one unit (or either side has none).
+    """Why ``edit`` is no correction of a number's or a date's value: it changes what the number measures (a count
+    becomes a percentage, an amount of money a count) or what the date names (a year becomes a weekday), which a
+    wrong value of the same quantity never does. ``None`` when the edit's old and new numbers are of one unit and
+    its dates of one form (or either side has none).
 
     >>> unit_lost(Edit(old="four", new="60%"))
     "a count ('four') becomes a percent ('60%')"
     >>> unit_lost(Edit(old="£ 440,000", new="£400,000")) is None, unit_lost(Edit(old="4", new="five")) is None
     (True, True)
+    >>> unit_lost(Edit(old="the 1939 film", new="the Saturday film")), unit_lost(Edit(old="1939", new="1936"))
+    ("a year ('the 1939 film') becomes a weekday ('the Saturday film')", None)
     """
-    old = [v.text for v in typed_values(edit.old) if v.kind == "number"]
-    new = [v.text for v in typed_values(edit.new) if v.kind == "number"]
-    if not old or not new:
-        return None
-    had, has = {_unit(n) for n in old}, {_unit(n) for n in new}
-    if had & has:
-        return None
-    return f"a {sorted(had)[0]} ({edit.old!r}) becomes a {sorted(has)[0]} ({edit.new!r})"
+    for kind, unit in (("number", _unit), ("date", _date_form)):
+        old = [v.text for v in typed_values(edit.old) if v.kind == kind]
+        new = [v.text for v in typed_values(edit.new) if v.kind == kind]
+        if not old or not new:
+            continue
+        had, has = {unit(n) for n in old}, {unit(n) for n in new}
+        if not had & has:
+            return f"a {sorted(had)[0]} ({edit.old!r}) becomes a {sorted(has)[0]} ({edit.new!r})"
+    return None
+
+
+def _date_form(date: str) -> str:
+    """What a date names: a ``"weekday"``, a ``"year"`` (or a decade), or a ``"day"`` (a month, with its day or
+    year)."""
+    if re.fullmatch(rf"(?:{_WEEKDAYS})", date, re.I):
+        return "weekday"
+    return "year" if re.fullmatch(r"\d{4}s?", date) else "day"
 
 
 def filler_problem(triple: Triple, edit: Edit) -> str | None:
@@ -793,7 +807,7 @@ def copied_changes(sentence: str, context: str, anchor: int = COPY_ANCHOR, limit
     share at least ``anchor`` words in a row on each side of a difference (or the output sentence starts or ends
     there) of at most :data:`MAX_EDIT_WORDS` words ("ibe was present among the reds squad" against "Ibe was
     present among the Reds squad": nothing; "sterling was present among the reds squad": "sterling" → "ibe"). A
-    change replaces a value in kind (:func:`_in_kind`: as many words as it brings in, a name of the context by
+    change replaces a value in kind (:func:`in_kind`: as many words as it brings in, a name of the context by
     another, or a negation added or taken out, with its left neighbour: "has" → "has not"); a clause rewritten
     ("great yarmouth" → "ontario canada, which") is no value replaced. The caller holds each change to the rules
     of a corrected value too. The changes of the most similar context sentences first, at most ``limit``, each
@@ -844,7 +858,7 @@ def copied_changes(sentence: str, context: str, anchor: int = COPY_ANCHOR, limit
             if lower:
                 new = new.lower()
             change = Change(start=start, end=end, old=sentence[start:end], new=new)
-            if not _in_kind(change.edit, context):
+            if not in_kind(change.edit, context):
                 continue  # a clause rewritten, not a value replaced: "great yarmouth" → "ontario canada, which"
             found.append((-ratio, len(found), change))
     out: list[Change] = []
@@ -861,15 +875,54 @@ def _words_in(tokens: list[re.Match[str]]) -> int:
 _POSSESSIVE = re.compile(r"\s+(['’]s)\b")
 
 
-def _in_kind(edit: Edit, context: str) -> bool:
+STATED_ANCHOR = 2
+"""How many words on each side of a change's old words :func:`stated_around` reads with them."""
+
+
+def stated_around(text: str, start: int, end: int, context: str, anchor: int = STATED_ANCHOR) -> str | None:
+    """The words of ``text`` around its characters ``[start, end)`` (those words, or the word before an insertion
+    at ``start``, with up to ``anchor`` words of the sentence on each side) when the context says them word for
+    word (case, punctuation and number words aside): a change there would depart from what the context states.
+    ``None`` otherwise, or when the stretch is shorter than three words.
+
+    >>> ctx = "Space lasers are best known for blowing people up. A 1939 film was shown."
+    >>> out = "space lasers are best known for blowing planets up. a 1939 film was shown."
+    >>> stated_around(out, 13, 16, ctx), stated_around(out, 37, 44, ctx)  # "are" (→ "are not"), "planets"
+    ('space lasers are best known', None)
+    """
+    lo, hi = sentence_at(text, start)
+    words = [t for t in _tokens(text[lo:hi]) if re.match(r"\w", t.group())]
+    at = [i for i, t in enumerate(words) if t.end() > start - lo and t.start() < end - lo]
+    if not at:
+        before = [i for i, t in enumerate(words) if t.end() <= start - lo]
+        if not before:
+            return None
+        at = [before[-1]]
+    i1, i2 = max(0, at[0] - anchor), min(len(words), at[-1] + 1 + anchor)
+    if i2 - i1 < 3:
+        return None
+    wanted = [_norm(t.group()) for t in words[i1:i2]]
+    said = [_norm(t.group()) for t in _tokens(context) if re.match(r"\w", t.group())]
+    n = len(wanted)
+    if any(said[k : k + n] == wanted for k in range(len(said) - n + 1)):
+        return text[lo + words[i1].start() : lo + words[i2 - 1].end()]
+    return None
+
+
+def in_kind(edit: Edit, context: str) -> bool:
     """Whether ``edit`` replaces a value by another of its kind: as many words for as many (a tokenised "'s" is no
-    word), a name of the context by another written without a break (no comma: not a clause), or a negation
-    added or taken out.
+    word), a name by a name of the context written without a break (no comma: not a clause), or a negation added
+    or taken out. The old words are a name when the context writes them as one, or, one or two words, when the
+    context has none of them (a name the output made up: "tony" for "Alan Joyce").
 
     >>> ctx = "The Netherlands lost to Northern Ireland. Tussaud's is in Ontario, Canada, which is far."
-    >>> _in_kind(Edit("joe marler 's", "nathan hughes's"), ctx), _in_kind(Edit("netherlands", "northern ireland"), ctx)
+    >>> in_kind(Edit("joe marler 's", "nathan hughes's"), ctx), in_kind(Edit("netherlands", "northern ireland"), ctx)
     (True, True)
-    >>> _in_kind(Edit("great yarmouth", "ontario canada, which"), ctx), _in_kind(Edit("not rejected", "failed to pass"), ctx)
+    >>> in_kind(Edit("great yarmouth", "ontario canada, which"), ctx), in_kind(Edit("not rejected", "failed to pass"), ctx)
+    (False, False)
+    >>> in_kind(Edit("tony", "Northern Ireland"), ctx), in_kind(Edit("the", "the Netherlands"), ctx)
+    (True, False)
+    >>> in_kind(Edit("see their last live", "watch gp"), ctx), in_kind(Edit("not been", "was"), ctx)
     (False, False)
     """
     if negation_only(edit):
@@ -877,4 +930,13 @@ def _in_kind(edit: Edit, context: str) -> bool:
     old, new = (_content(_POSSESSIVE.sub(r"\1", text)) for text in (edit.old, edit.new))
     if len(old) == len(new):
         return True
-    return not re.search(r"[,;:()\"]", edit.new) and is_name(edit.old, context) and is_name(edit.new, context)
+    if re.search(r"[,;:()\"]", edit.new) or not is_name(edit.new, context):
+        return False
+    return is_name(edit.old, context) or _made_up(old, context)
+
+
+def _made_up(words: list[str], context: str) -> bool:
+    """Whether ``words`` are one or two content words (function words aside) of which the context has none."""
+    content = [w for w in words if w not in _STOP]
+    return 0 < len(content) <= 2 and not any(
+        re.search(rf"(?<!\w){re.escape(w)}(?!\w)", context, re.I) for w in content)

@@ -9,6 +9,7 @@ A strategy never raises for a bad answer: each refused step records its reason o
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from ..extract.parser import parse_single_triple, parse_triples
 from ..locate import locate_triple
 from ..messages import message_text
 from ..retry import RetryPolicy
-from ..text import sentence_spans
+from ..text import sentence_at, sentence_spans
 from ..types import ClaimCheck, Report, Triple
 from .evidence import closest_sentences, deciding_passage, failure_reason
 from .guard import Guard, Tally
@@ -38,10 +39,12 @@ from .spans import (
     filler_problem,
     foreign_words,
     has_spaced_numbers,
+    in_kind,
     kinds_lost,
     negation_only,
     one_for_one,
     replace_value,
+    stated_around,
     substitute,
     text_changes,
     tidy_numbers,
@@ -371,10 +374,10 @@ class ConstrainedStrategy:
        (:func:`_to_correct`), and a correction of it must also be scored less unsupported than it was.
     1. The evidence prompt proposes a corrected triple.
     2. Each change it makes at one place is kept when every word it brings in occurs in the context and it is a
-       corrected value (:meth:`_problem`); the others are left out. When several are kept, each is tried alone
-       (:meth:`_take`). A try is taken when GraphEval's scorer finds it supported by the context, or (a number or
-       a date) at least better supported than the flagged triple, or (a minimal pair with the flagged claim: a
-       negation added or taken out, or a few words replaced by as many) better supported by
+       corrected value replaced in kind (:meth:`_problem`); the others are left out. When several are kept, each
+       is tried alone (:meth:`_take`). A try is taken when GraphEval's scorer finds it supported by the context,
+       or (a number or a date) at least better supported than the flagged triple, or (a minimal pair with the
+       flagged claim: a negation added or taken out, or a few words replaced by as many) better supported by
        :data:`MINIMAL_PAIR_MARGIN` (one scorer call; the re-check reuses the
        verdict); of several, the best supported. Otherwise (the same triple, no triple, no change kept, or still
        unsupported): a triple that negates an auxiliary is tried without the negation (held to the same rule);
@@ -384,6 +387,9 @@ class ConstrainedStrategy:
        follow-up is sent once and its answer held to the same rules.
     3. The words that changed in the triple are replaced in the output where the triple sits (the output's other
        words are never touched); when they are not found there, the change is refused, not handed to a rewrite.
+       It is not made where the context says the words around it word for word
+       (:func:`~grapheval_plugins.correct.spans.stated_around`), and made only when the judge scores the sentence
+       less unsupported with it (:meth:`_sentence_problem`).
     4. The round records the triples the output now states (:attr:`Round.after_triples`): the re-check scores
        them and the whole output, without extracting again.
     """
@@ -447,6 +453,14 @@ class ConstrainedStrategy:
             if edited is None:
                 change.reason = "the changed words of the triple are not in the output"
                 continue
+            stated = _stated(current, edited, job.ctx)
+            if stated is not None:
+                change.reason = f"the context says {stated!r} word for word; the change would depart from it"
+                continue
+            worse = await self._sentence_problem(editor, job, current, edited)
+            if worse is not None:
+                change.reason = worse
+                continue
             current = edited
             change.applied = True
             done.update(key)
@@ -474,7 +488,7 @@ class ConstrainedStrategy:
         if not editor.verify:  # the rule is the scorer's: nothing to decide by without it
             return current, changes
         for value in reversed(unstated_values(current, job.ctx)):  # from the end: earlier offsets stay valid
-            start, end = _sentence_span(current, value.start)
+            start, end = sentence_at(current, value.start)
             sentence = current[start:end]
             near = _SentenceClaim(sentence)
             options = value_options(value, closest_sentences(job.ctx, near, k=3), own_text=current)
@@ -556,6 +570,22 @@ class ConstrainedStrategy:
             change.applied = True
             change.reason = f"{said}: {made.old!r} → {made.new!r} taken"
         return current, changes
+
+    async def _sentence_problem(self, editor: Editor, job: Round, current: str, edited: str) -> str | None:
+        """Why a corrected triple's change is not made in the output (``None``: it is made): the judge scores the
+        output's sentences it changes no less unsupported with it than without. The triple was scored alone, and
+        its sentence may hold another error the change leaves in place ("the late pink floyd [star → legend] syd
+        barrett is to be not built": the triple now agrees with the context, the sentence no better), or an earlier
+        change may have corrected that sentence already. Nothing is decided without a scorer, or when a sentence
+        cannot be scored."""
+        if not editor.verify:
+            return None
+        before_text, after_text = _changed_sentences(current, edited)
+        before = await self._p_unsupported(editor, job, before_text)
+        after = await self._p_unsupported(editor, job, after_text) if before is not None else None
+        if before is None or after is None or after < before:
+            return None
+        return f"its sentence scored {before:.2f}, and {after:.2f} with the change: no less unsupported, not made"
 
     async def _try_variants(self, editor: Editor, job: Round, variants: list[tuple[_V, str]]) -> list[tuple[float, _V]]:
         """Each variant's sentence scored against the context: ``(P(unsupported), variant)`` for those scored."""
@@ -801,9 +831,10 @@ class ConstrainedStrategy:
         brings in words the context lacks (another inflection of a verb whose negation it takes out aside: "did not
         ease" → "eased"), turns a number or a date into something else or a count into a percentage or money
         (:func:`~grapheval_plugins.correct.spans.unit_lost`), is no corrected value
-        (:func:`~grapheval_plugins.correct.spans.edit_problem`), or changes a number under a bound that the new
-        value does not need changed (:func:`~grapheval_plugins.correct.spans.bound_problem`; ``where``: the text
-        the edit's old words sit in)."""
+        (:func:`~grapheval_plugins.correct.spans.edit_problem`), changes a number under a bound that the new value
+        does not need changed (:func:`~grapheval_plugins.correct.spans.bound_problem`; ``where``: the text the
+        edit's old words sit in), or rewrites words rather than replacing a value in kind
+        (:func:`~grapheval_plugins.correct.spans.in_kind`: "see their last live" → "watch gp")."""
         foreign = foreign_words(edit.new, context, inflecting=edit.old if negation_only(edit) else "")
         if foreign:
             return "the change brings in words the context does not contain: " + ", ".join(foreign[:5])
@@ -816,6 +847,9 @@ class ConstrainedStrategy:
         problem = edit_problem(edit, context) or bound_problem(edit, where, context)
         if problem:
             return f"the change is not a corrected value: {problem}"
+        if not in_kind(edit, context):
+            return (f"the change is not a value replaced in kind: {edit.old!r} → {edit.new!r} is neither as many "
+                    "words for as many, nor a name of the context for another, nor a negation")
         return None
 
 
@@ -872,14 +906,6 @@ class _SentenceClaim:
     object: str = ""
 
 
-def _sentence_span(text: str, at: int) -> tuple[int, int]:
-    """The start and end of the sentence of ``text`` that holds character ``at`` (the whole text when none does)."""
-    for start, end in sentence_spans(text):
-        if start <= at < end:
-            return start, end
-    return 0, len(text)
-
-
 def _like(value: str, written: str) -> str:
     """``value`` with its first letter capitalised when ``written`` (the value it replaces) starts with a capital.
 
@@ -889,10 +915,46 @@ def _like(value: str, written: str) -> str:
     return value[:1].upper() + value[1:] if written[:1].isupper() else value
 
 
+def _changed_span(before: str, after: str) -> tuple[int, int, int]:
+    """Where ``after`` departs from ``before``: the start, and the end in ``before`` and in ``after``.
+
+    >>> _changed_span("Bob won.", "Bob lost.")
+    (4, 7, 8)
+    """
+    head = len(os.path.commonprefix([before, after]))
+    tail = len(os.path.commonprefix([before[head:][::-1], after[head:][::-1]]))
+    return head, len(before) - tail, len(after) - tail
+
+
+def _changed_sentences(before: str, after: str) -> tuple[str, str]:
+    """The sentences of ``before`` that differ in ``after``, and what they became (each run of them whole).
+
+    >>> _changed_sentences("Ann is tall. Bob won. Cy ran.", "Ann is tall. Bob lost. Cy ran.")
+    ('Bob won.', 'Bob lost.')
+    """
+    head, *ends = _changed_span(before, after)
+    spans = []
+    for text, end in zip((before, after), ends):
+        start, _ = sentence_at(text, head)
+        _, stop = sentence_at(text, max(end - 1, start))
+        spans.append(text[start:stop])
+    return spans[0], spans[1]
+
+
+def _stated(before: str, after: str, context: str) -> str | None:
+    """The words around the place where ``after`` departs from ``before`` when the context says them word for word
+    (:func:`~grapheval_plugins.correct.spans.stated_around`), else ``None``.
+
+    >>> _stated("Ann won gold in 2012.", "Ann won silver in 2012.", "Ann won gold in 2012 in London.")
+    'Ann won gold in 2012'
+    """
+    head, end, _ = _changed_span(before, after)
+    return stated_around(before, head, end, context)
+
+
 def _sentence_at(text: str, at: int) -> str:
     """The sentence of ``text`` that holds character ``at`` (the whole text when none does)."""
-    start, end = _sentence_span(text, at)
-    return text[start:end]
+    return text[slice(*sentence_at(text, at))]
 
 
 def _one_at_a_time(old: Triple, edits: Sequence[Edit]) -> list[Triple]:

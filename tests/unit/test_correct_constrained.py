@@ -370,6 +370,78 @@ def test_a_negation_the_context_does_not_state_is_taken_out_when_the_answer_fail
     assert fixer.correct(context, output).corrected == output
 
 
+@pytest.mark.usefixtures("triple_path_only")
+def test_an_answer_that_rewrites_words_rather_than_a_value_is_refused() -> None:
+    context = "A new system lets trainee doctors watch GP consultations live for the first time."
+    output = "A new system lets trainee doctors see their last live consultations."
+    KG[output] = [["new system", "lets trainee doctors", "see their last live consultations"]]
+    model = Model(lambda old, n: json.dumps(["new system", "lets trainee doctors", "watch GP consultations"]))
+    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(lambda p, c: 0.0 if "last" in c else 0.9)),
+                         rouge=False, method="constrained")
+    result = fixer.correct(context, output)
+    [change] = result.changes
+    assert result.corrected == output and not change.applied  # four words for two, no name, number or negation
+    assert "not a value replaced in kind" in (change.reason or "")
+
+
+@pytest.mark.usefixtures("triple_path_only")
+def test_a_negation_rewritten_with_another_verb_is_refused_and_the_negation_taken_out() -> None:
+    context = "A hospital trust has been rated as inadequate by health inspectors."
+    output = "A hospital trust has not been rated as inadequate by health inspectors."
+    KG[output] = [["hospital trust", "has not been rated as", "inadequate"]]
+    model = Model(lambda old, n: json.dumps(["hospital trust", "was rated as", "inadequate"]))
+    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(lambda p, c: 0.0 if "not" in c else 0.9)),
+                         rouge=False, method="constrained")
+    result = fixer.correct(context, output)
+    # "has not been" → "was" would leave "has was rated": the negation alone is taken out
+    assert result.corrected == "A hospital trust has been rated as inadequate by health inspectors."
+
+
+@pytest.mark.usefixtures("triple_path_only")
+def test_a_triple_corrected_in_a_sentence_the_change_leaves_unsupported_is_not_made() -> None:
+    context = "A garden dedicated to the late Pink Floyd legend Syd Barrett is to be built at a hospital."
+    output = "A garden dedicated to the late pink floyd star syd barrett is to be not built at a hospital."
+    KG[output] = [["garden", "dedicated to", "pink floyd star syd barrett"]]
+    model = Model(lambda old, n: json.dumps(["garden", "dedicated to", "pink floyd legend syd barrett"]))
+
+    def support(premise: str, claim: str) -> float:  # the triple agrees with "legend"; the sentence is negated
+        return 0.0 if "not built" in claim or "star" in claim else 0.9
+
+    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(support)), rouge=False, method="constrained")
+    result = fixer.correct(context, output)
+    [change] = result.changes
+    assert result.corrected == output and not change.applied
+    assert change.new == T(["garden", "dedicated to", "pink floyd legend syd barrett"])
+    assert "no less unsupported" in (change.reason or "")
+    # without the second error the same change is made
+    fixed = output.replace("be not built", "be built")
+    KG[fixed] = [["garden", "dedicated to", "pink floyd star syd barrett"]]
+    model = Model(lambda old, n: json.dumps(["garden", "dedicated to", "pink floyd legend syd barrett"]))
+    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(support)), rouge=False, method="constrained")
+    assert fixer.correct(context, fixed).corrected == fixed.replace("star", "legend")
+
+
+@pytest.mark.usefixtures("triple_path_only")
+def test_a_change_where_the_context_says_the_words_word_for_word_is_not_made() -> None:
+    context = "Space lasers are best known for blowing people up in science fiction. They could heat homes."
+    output = "space lasers are best known for blowing people up in science fiction."
+    KG[output] = [["space lasers", "are", "best known for blowing people up"]]
+    model = Model(lambda old, n: json.dumps(["space lasers", "are not", "best known for blowing people up"]))
+    # a judge that prefers the negation (a small judge can): the context's own words still stand
+    scorer = FunctionScorer(lambda premise, claim: 0.6 if "not" in claim else 0.1)
+    result = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False, method="constrained").correct(
+        context, output)
+    [change] = result.changes
+    assert result.corrected == output and not change.applied
+    assert "says 'space lasers are best known' word for word" in (change.reason or "")
+
+
+def test_a_year_is_not_corrected_into_a_weekday() -> None:
+    assert unit_lost(Edit(old="1939", new="Saturday")) == "a year ('1939') becomes a weekday ('Saturday')"
+    assert unit_lost(Edit(old="on sunday", new="on Thursday")) is None
+    assert unit_lost(Edit(old="june 9", new="2015")) == "a day ('june 9') becomes a year ('2015')"
+
+
 def test_drop_negation_takes_out_an_auxiliarys_negation_only() -> None:
     def flip(relation: str) -> str | None:
         flipped = drop_negation(Triple(subject="He", relation=relation, object="it"))
@@ -614,7 +686,12 @@ def test_a_value_the_output_already_states_for_another_claim_is_not_offered() ->
         return "1"
 
     model = Model(lambda old, n: json.dumps(old), choose)  # the model repeats each triple: the choice decides
-    scorer = FunctionScorer(lambda premise, claim: 1.0 if "735,000" in claim or "1.1 million" in claim else 0.0)
+
+    def support(premise: str, claim: str) -> float:  # the share of the claim's values that are the context's
+        right = sum(value in claim for value in ("735,000", "1.1 million"))
+        return right / max(1, right + sum(value in claim for value in ("750 ", "1.2 million")))
+
+    scorer = FunctionScorer(support)
     result = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False).correct(context, output)
     assert result.corrected == "Jay has 735,000 followers and alexis an impressive 1.1 million."
     # Alexis's options leave out the 735,000 that Jay's correction put in the output (option 1 would be it)
