@@ -18,6 +18,7 @@ pe = importlib.import_module("planted_errors")
 
 CASES_FILE = ROOT / "benchmarks" / "results" / "planted-errors.jsonl"
 HELD_OUT_FILE = ROOT / "benchmarks" / "results" / "planted-errors-heldout.jsonl"
+SECOND_HELD_OUT_FILE = ROOT / "benchmarks" / "results" / "planted-errors-heldout2.jsonl"
 
 
 def score(corrupted: str, planted: str, original_value: str, corrected: str, original: str | None = None) -> Any:
@@ -204,13 +205,30 @@ def held_out() -> list[Any]:
     return list(pe.read_cases(HELD_OUT_FILE))
 
 
+@pytest.fixture(scope="module")
+def second_held_out() -> list[Any]:
+    if not SECOND_HELD_OUT_FILE.exists():
+        pytest.skip("benchmarks/results/planted-errors-heldout2.jsonl is not there")
+    return list(pe.read_cases(SECOND_HELD_OUT_FILE))
+
+
 def test_the_held_out_cases_share_no_context_with_the_tuning_cases(committed: list[Any], held_out: list[Any]) -> None:
     assert len(held_out) == 120 and len({c.id for c in held_out}) == 120
     assert not {c.context for c in held_out} & {c.context for c in committed}
 
 
-def test_the_committed_cases_score_as_they_should(committed: list[Any], held_out: list[Any]) -> None:
-    for c in [*committed, *held_out]:
+def test_the_second_held_out_set_shares_no_context_with_the_earlier_ones(
+    committed: list[Any], held_out: list[Any], second_held_out: list[Any]
+) -> None:
+    assert len(second_held_out) == 83 and len({c.id for c in second_held_out}) == 83
+    earlier = {c.context for c in [*committed, *held_out]}
+    assert not {c.context for c in second_held_out} & earlier
+
+
+def test_the_committed_cases_score_as_they_should(
+    committed: list[Any], held_out: list[Any], second_held_out: list[Any]
+) -> None:
+    for c in [*committed, *held_out, *second_held_out]:
         back = pe.score_case(c, c.original)
         assert back.restored and back.exact and not back.collateral and not back.deleted, c.id
         kept = pe.score_case(c, c.corrupted)
