@@ -114,6 +114,11 @@ def make(model: Model, **options: Any) -> GraphCorrect:
                         **options)
 
 
+def judged(model: Model, support: Callable[[str, str], float]) -> GraphCorrect:
+    """``constrained`` over ``model`` with a scorer of P(supported) = ``support(premise, claim)``."""
+    return GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(support)), rouge=False, method="constrained")
+
+
 def fix(old: list[str], n: int) -> str:
     return json.dumps({tuple(BORN_PARIS): BORN_WARSAW, tuple(WON_THREE): WON_TWO}[tuple(old)])
 
@@ -376,9 +381,7 @@ def test_an_answer_that_rewrites_words_rather_than_a_value_is_refused() -> None:
     output = "A new system lets trainee doctors see their last live consultations."
     KG[output] = [["new system", "lets trainee doctors", "see their last live consultations"]]
     model = Model(lambda old, n: json.dumps(["new system", "lets trainee doctors", "watch GP consultations"]))
-    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(lambda p, c: 0.0 if "last" in c else 0.9)),
-                         rouge=False, method="constrained")
-    result = fixer.correct(context, output)
+    result = judged(model, lambda p, c: 0.0 if "last" in c else 0.9).correct(context, output)
     [change] = result.changes
     assert result.corrected == output and not change.applied  # four words for two, no name, number or negation
     assert "not a value replaced in kind" in (change.reason or "")
@@ -390,9 +393,7 @@ def test_a_negation_rewritten_with_another_verb_is_refused_and_the_negation_take
     output = "A hospital trust has not been rated as inadequate by health inspectors."
     KG[output] = [["hospital trust", "has not been rated as", "inadequate"]]
     model = Model(lambda old, n: json.dumps(["hospital trust", "was rated as", "inadequate"]))
-    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(lambda p, c: 0.0 if "not" in c else 0.9)),
-                         rouge=False, method="constrained")
-    result = fixer.correct(context, output)
+    result = judged(model, lambda p, c: 0.0 if "not" in c else 0.9).correct(context, output)
     # "has not been" → "was" would leave "has was rated": the negation alone is taken out
     assert result.corrected == "A hospital trust has been rated as inadequate by health inspectors."
 
@@ -407,8 +408,7 @@ def test_a_triple_corrected_in_a_sentence_the_change_leaves_unsupported_is_not_m
     def support(premise: str, claim: str) -> float:  # the triple agrees with "legend"; the sentence is negated
         return 0.0 if "not built" in claim or "star" in claim else 0.9
 
-    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(support)), rouge=False, method="constrained")
-    result = fixer.correct(context, output)
+    result = judged(model, support).correct(context, output)
     [change] = result.changes
     assert result.corrected == output and not change.applied
     assert change.new == T(["garden", "dedicated to", "pink floyd legend syd barrett"])
@@ -417,8 +417,7 @@ def test_a_triple_corrected_in_a_sentence_the_change_leaves_unsupported_is_not_m
     fixed = output.replace("be not built", "be built")
     KG[fixed] = [["garden", "dedicated to", "pink floyd star syd barrett"]]
     model = Model(lambda old, n: json.dumps(["garden", "dedicated to", "pink floyd legend syd barrett"]))
-    fixer = GraphCorrect(GraphEval(llm=model.llm, scorer=FunctionScorer(support)), rouge=False, method="constrained")
-    assert fixer.correct(context, fixed).corrected == fixed.replace("star", "legend")
+    assert judged(model, support).correct(context, fixed).corrected == fixed.replace("star", "legend")
 
 
 @pytest.mark.usefixtures("triple_path_only")
@@ -428,9 +427,7 @@ def test_a_change_where_the_context_says_the_words_word_for_word_is_not_made() -
     KG[output] = [["space lasers", "are", "best known for blowing people up"]]
     model = Model(lambda old, n: json.dumps(["space lasers", "are not", "best known for blowing people up"]))
     # a judge that prefers the negation (a small judge can): the context's own words still stand
-    scorer = FunctionScorer(lambda premise, claim: 0.6 if "not" in claim else 0.1)
-    result = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False, method="constrained").correct(
-        context, output)
+    result = judged(model, lambda premise, claim: 0.6 if "not" in claim else 0.1).correct(context, output)
     [change] = result.changes
     assert result.corrected == output and not change.applied
     assert "says 'space lasers are best known' word for word" in (change.reason or "")
