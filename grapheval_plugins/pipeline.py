@@ -19,7 +19,7 @@ from . import aggregate, shared
 from ._async import run_sync
 from ._progress import progress_bar
 from .cache import KGCache, MemoryKGCache, SQLiteKGCache
-from .check.base import ClaimScore, Scorer
+from .check.base import ClaimScore, Prepared, Scorer
 from .exceptions import ExtractionError, GraphEvalError, InputError, ScoringError
 from .extract.extractor import TripleExtractor
 from .extract.prompts import KG_PROMPT, KGPrompt
@@ -188,6 +188,37 @@ class _CheckBatcher:
                     future.set_result(result)
 
 
+class _InFlight:
+    """How many :meth:`GraphEval.aevaluate` calls of one engine (and its views) are running, from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def __enter__(self) -> int:
+        with self._lock:
+            self.count += 1
+            return self.count
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self.count -= 1
+
+
+async def _finish_beside(started: tuple[Prepared, asyncio.Future[None]] | None) -> None:
+    """Wait for the scorer's work started beside the extraction (:meth:`GraphEval._start_beside`) and close it; a
+    failure there costs nothing but time (the check does the same work itself)."""
+    if started is None:
+        return
+    job, future = started
+    try:
+        await future
+    except Exception as exc:  # noqa: BLE001 - an optimisation that failed; the check stage reports real errors
+        logger.debug("the scorer's work ahead of the check failed: %s: %s", type(exc).__name__, exc)
+    finally:
+        job.close()
+
+
 class GraphEval:
     """Knowledge-graph based hallucination detection (GraphEval, Sansford et al. 2024).
 
@@ -346,6 +377,7 @@ class GraphEval:
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _CheckBatcher] = (
             weakref.WeakKeyDictionary()
         )
+        self._in_flight = _InFlight()  # shared with the views
 
     @classmethod
     def shared(
@@ -607,7 +639,10 @@ class GraphEval:
     ) -> Report:
         """Check one output against its context.
 
-        Concurrent calls on one event loop share scorer passes (their claims are batched together).
+        Concurrent calls on one event loop share scorer passes (their claims are batched together). A call that
+        runs alone lets the scorer work on the context while the claims are extracted (:meth:`Scorer.prepare
+        <grapheval_plugins.check.Scorer.prepare>`: the local judge evaluates the context's part of its prompt on
+        cores the extraction leaves free), which changes no number.
 
         Raises:
             InputError: the context or output is missing, empty or of the wrong type (the message names it).
@@ -616,8 +651,16 @@ class GraphEval:
         carries them in ``errors`` with ``hallucinated=None``.
         """
         sample = Sample.of(context, output, id)
+        with self._in_flight as running:
+            return await self._aevaluate(sample, config, alone=running == 1)
+
+    async def _aevaluate(self, sample: Sample, config: RunnableConfig | None, alone: bool) -> Report:
         t0 = time.perf_counter()
-        extraction, claims, error = await self._extract_claims(sample, config)
+        beside = await self._start_beside(sample) if alone else None
+        try:
+            extraction, claims, error = await self._extract_claims(sample, config)
+        finally:
+            await _finish_beside(beside)
         if error is not None:
             return self._error_report(sample, extraction, error, {"total": time.perf_counter() - t0})
         batcher = await self._batcher()
@@ -829,6 +872,22 @@ class GraphEval:
         return reports
 
     # ----------------------------------------------------------------- stages
+    async def _start_beside(self, sample: Sample) -> tuple[Prepared, asyncio.Future[None]] | None:
+        """Start the scorer's work on the context (:meth:`Scorer.prepare`) in a worker thread, to run beside the
+        extraction: in graph mode, without a claim-score cache (the claims' scores may all be cached), when the
+        scorer has such work and cores for it."""
+        scorer = self._scorer if self._scorer is not None or self._origin is None else self._origin._scorer
+        if self.mode != "graph" or self.score_cache is not None or scorer is None:  # None: not resolved yet
+            return None
+        try:
+            job = scorer.prepare(sample.passages)
+        except Exception as exc:  # noqa: BLE001 - an optimisation; the check stage reports real errors
+            logger.debug("scorer %r could not prepare the context: %s: %s", scorer.name, type(exc).__name__, exc)
+            return None
+        if job is None:
+            return None
+        return job, asyncio.ensure_future(asyncio.to_thread(job))
+
     async def _extract_claims(
         self, sample: Sample, config: RunnableConfig | None
     ) -> tuple[Extraction | None, list[tuple[str, Triple | None]], StageError | None]:

@@ -6,7 +6,9 @@ three label words (supported / contradicted / unknown). ``P(supported)`` is the 
 logits (optionally recalibrated, see :class:`JudgeCalibration`) and ``P(unsupported) = 1 − P(supported)``.
 
 The context comes before the claim, so the evaluated context (its KV cache) is reused for every claim of a
-sample: scoring N triples costs about one context prefill plus N short claim prefills.
+sample: scoring N triples costs about one context prefill plus N short claim prefills. The context's part of the
+prompt is always evaluated on its own, before the first claim, so it can be evaluated ahead, while the claims are
+still being extracted (:meth:`LocalJudgeScorer.prepare`), with the same numbers.
 
 Example (downloads nothing: the weights come from the pinned ``weights-*`` packages)::
 
@@ -259,6 +261,8 @@ class LocalJudgeScorer(Scorer):
             with self.session.lock:
                 for premise, indices in groups.items():
                     prefix = tokenize_segments(self.prompt.prefix_segments(premise), self._tokenize)
+                    if len(prefix) < self.session.n_ctx:  # the context alone first, as prepare() does
+                        self.session.prefill(prefix, what="context", logits=False)
                     for index in indices:
                         claim = pairs[index][1]
                         suffix = tokenize_segments(self.prompt.claim_segments(claim), self._tokenize)
@@ -283,6 +287,18 @@ class LocalJudgeScorer(Scorer):
             bar.close()
         return [p for p in out if p is not None]
 
+    def prepare(self, context: str | Sequence[str]) -> _ContextAhead | None:
+        """Evaluate ``context``'s part of the prompt ahead, beside the extraction of its claims (see
+        :meth:`~grapheval_plugins.check.Scorer.prepare`): the first chunk's prefix, which :meth:`check` would
+        evaluate first, with threads reserved now (:meth:`~grapheval_plugins.local.runtime.LlamaSession.reserve_beside`).
+        ``None`` when the model is not loaded yet or no cores are free for it."""
+        if not self.session.loaded:
+            return None
+        threads = self.session.reserve_beside()
+        if threads is None:
+            return None
+        return _ContextAhead(self, context, threads)
+
     def predict_proba(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, float, float]]:
         """Softmax over the (supported, contradicted, unknown) label logits for each ``(context, claim)`` pair.
 
@@ -305,6 +321,36 @@ class LocalJudgeScorer(Scorer):
             p_supported(LabelReading(logprobs=dict(zip(labels, row))), labels, self.calibration)
             for row in self._label_logprobs(pairs)
         ]
+
+
+class _ContextAhead:
+    """The work :meth:`LocalJudgeScorer.prepare` hands out: call it once (in a worker thread), then :meth:`close`."""
+
+    def __init__(self, judge: LocalJudgeScorer, context: str | Sequence[str], threads: int) -> None:
+        self.judge = judge
+        self.context = context
+        self.threads = threads
+        self._closed = False
+
+    def __call__(self) -> None:
+        judge, session = self.judge, self.judge.session
+        try:
+            passages = (self.context,) if isinstance(self.context, str) else tuple(self.context)
+            chunk = judge._chunk_passages(passages)[0][1]
+            with session.lock:
+                if self._closed:
+                    return
+                prefix = tokenize_segments(judge.prompt.prefix_segments(chunk), judge._tokenize)
+                if len(prefix) < session.n_ctx:
+                    session.prefill(prefix, what="context", threads=self.threads, logits=False)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Give the reserved threads back (whether or not the work ran)."""
+        if not self._closed:
+            self._closed = True
+            self.judge.session.release_beside()
 
 
 def _bar(total: int, enabled: bool) -> Any:

@@ -11,11 +11,14 @@ evict each other's prefix). The weights are loaded once per file: a second sessi
 llama.cpp context on the already-loaded model (:class:`~grapheval_plugins.local.llamacpp.SharedContext`), so the
 model's memory is not paid twice.
 
-One loaded model is entered by one call at a time. Sessions over the same weights (``key``) share one lock
-(:func:`model_lock`), so the chat model and the judge take turns on the model they share, from any number of
-threads and tasks; each llama.cpp call already uses every core, so running two at once would only contend for them.
-A session shares another's loaded model only when both hold the same lock; otherwise (the same file reached under
-two names) it loads its own copy, which it may run alongside the other.
+Each session has its own lock: one context is entered by one call at a time, from any number of threads and tasks,
+while two sessions (the chat model extracting, the judge reading a context) may evaluate at once over the weights
+they share (llama.cpp reads a model's weights only; each context has its own KV cache and buffers, and its logits do
+not depend on the other running: integration-tested on the real 0.5B GGUF). They share the cores through
+:data:`~grapheval_plugins.local.threads.LEDGER`: an evaluation starts when its threads fit beside those of the
+sessions already evaluating (without an explicit ``n_threads``, it takes only what they leave), else it waits for
+them, as one shared lock would; an evaluation meant to run beside another reserves its threads first
+(:meth:`LlamaSession.reserve_beside`).
 
 Saved prefixes: after a prefill that evaluated at least :data:`SNAPSHOT_MIN_TOKENS` new tokens, a session copies
 the KV cells out (:func:`~grapheval_plugins.local.llamacpp.save_sequence`, a few milliseconds and about 28 KB a
@@ -66,7 +69,7 @@ from .llamacpp import (
     set_threads,
 )
 from .probe import confirm_extra_buffers
-from .threads import ThreadGovernor, allowed_cpus, free_threads, read_cpu_load
+from .threads import LEDGER, ThreadGovernor, allowed_cpus, free_threads, read_cpu_load
 
 __all__ = [
     "ContextOverflowError",
@@ -78,7 +81,6 @@ __all__ = [
     "clear_sessions",
     "draft_tokens",
     "get_session",
-    "model_lock",
 ]
 
 logger = logging.getLogger(__name__)
@@ -200,24 +202,9 @@ def accepted_prefix(draft: Sequence[int], choices: Sequence[int]) -> int:
     return count
 
 
-_MODELS: dict[tuple[str, bool], tuple[Any, threading.RLock]] = {}
-"""Loaded ``llama_cpp.Llama`` objects and the lock that guards them, by (resolved file path, extra buffers); cleared
-by :func:`clear_sessions`."""
+_MODELS: dict[tuple[str, bool], Any] = {}
+"""Loaded ``llama_cpp.Llama`` objects by (resolved file path, extra buffers); cleared by :func:`clear_sessions`."""
 _MODELS_LOCK = threading.Lock()
-_MODEL_LOCKS: dict[tuple[str, bool], threading.RLock] = {}
-
-
-def model_lock(key: str, extra_buffers: bool) -> threading.RLock:
-    """The process-wide re-entrant lock of the model named ``key`` (loaded with or without extra buffers).
-
-    Every session :func:`get_session` makes over ``key`` holds it, whatever its role: the contexts of the chat model
-    and of the judge over one loaded model are never evaluated at once.
-    """
-    with _MODELS_LOCK:
-        lock = _MODEL_LOCKS.get((key, extra_buffers))
-        if lock is None:
-            lock = _MODEL_LOCKS[(key, extra_buffers)] = threading.RLock()
-        return lock
 
 
 class LlamaSession:
@@ -238,8 +225,7 @@ class LlamaSession:
             :func:`~grapheval_plugins.local.cpu.decide_extra_buffers`.
         factory: builds the ``Llama`` object (default: :func:`~grapheval_plugins.local.llamacpp.load_llama`, which
             validates the file first; tests pass a fake taking ``Llama``'s keyword arguments).
-        lock: the re-entrant lock every use of the model holds (default: a lock of this session's own;
-            :func:`get_session` passes the model's :func:`model_lock`).
+        lock: the re-entrant lock every use of this session's context holds (default: a lock of its own).
         prompt_lookup: draft tokens by prompt lookup in greedy decoding and verify them in one batch (fewer decode
             steps; the answer may differ slightly from one-at-a-time greedy decoding, see the module's docstring).
             ``None`` (default) reads ``GRAPHEVAL_PROMPT_LOOKUP`` (``1`` turns it on), else off.
@@ -288,7 +274,7 @@ class LlamaSession:
         self.extra_buffers = extra_buffers
         self._factory = factory
         self.lock: threading.RLock = lock if lock is not None else threading.RLock()
-        """The re-entrant lock held by every use of the model (shared by the sessions over one loaded model)."""
+        """The re-entrant lock held by every use of this session's context."""
         self._llama: Any = None
         self._stop_ids: frozenset[int] = frozenset()
         self.path: Path | None = None
@@ -299,6 +285,7 @@ class LlamaSession:
         self.stats = SessionStats()
         self.prefix_slots = max(0, int(prefix_slots))
         self._snapshots: list[_Snapshot] = []  # most recently used last
+        self._depth = 0  # nested evaluations under way (see _begin)
 
     # ------------------------------------------------------------------ loading
     @property
@@ -351,7 +338,7 @@ class LlamaSession:
                         seed=self.seed, extra_buffers=self.decision.enabled,
                     )
                     with _MODELS_LOCK:
-                        _MODELS.setdefault(self._model_key(), (llama, self.lock))
+                        _MODELS.setdefault(self._model_key(), llama)
             self.stats.load_seconds += time.perf_counter() - started
             stop = {int(llama.token_eos())}
             for text in END_OF_TURN:
@@ -375,12 +362,8 @@ class LlamaSession:
         if self.path is None:
             return None
         with _MODELS_LOCK:
-            entry = _MODELS.get(self._model_key())
-        if entry is None:
-            return None
-        base, owner_lock = entry
-        if owner_lock is not self.lock:  # sharing it would let two calls into one model at once
-            logger.info("%s is loaded under another name; loading it again for this session", self.path)
+            base = _MODELS.get(self._model_key())
+        if base is None:
             return None
         try:
             return SharedContext(base, n_ctx=self.n_ctx, n_batch=self.n_batch, n_threads=self.n_threads)
@@ -450,31 +433,68 @@ class LlamaSession:
     def _governed(self) -> bool:
         return not self.threads_fixed and self._threads_settable
 
-    def _threads_for_load(self) -> None:
-        """Before an evaluation: read the load and use the threads it leaves free (the decode governor's choice
-        when that is fewer)."""
-        if not self._governed:
+    def _free_now(self) -> int:
+        """Threads this session may take now: those other processes leave free, less those the other sessions of
+        this process hold (:data:`~grapheval_plugins.local.threads.LEDGER`), at least one."""
+        return max(1, free_threads(self._load_reader(), self.n_threads) - LEDGER.held_by_others(self))
+
+    def _begin(self) -> None:
+        """Start an evaluation (the outermost of nested ones: a prompt inside a generation is one): wait until its
+        threads fit beside the other sessions' (:meth:`~grapheval_plugins.local.threads.ThreadLedger.acquire`),
+        then use the threads the load leaves free (the decode governor's choice when that is fewer)."""
+        self._depth += 1
+        if self._depth > 1:
             return
-        self.governor.set_cap(free_threads(self._load_reader(), self.n_threads))
-        self._use_threads(min(self.governor.cap, self.governor.preferred))
+        limit = self.n_threads if self._governed else allowed_cpus()
+        threads = LEDGER.acquire(self, lambda: free_threads(self._load_reader(), limit),
+                                 None if self._governed else self._threads_now)
+        if self._governed:
+            self.governor.set_cap(threads)
+            self._use_threads(min(self.governor.cap, self.governor.preferred))
+            LEDGER.hold(self, self._threads_now)
+
+    def _end(self) -> None:
+        """End an evaluation :meth:`_begin` started; the outermost gives its threads back."""
+        self._depth -= 1
+        if self._depth == 0:
+            LEDGER.release(self)
 
     def _step_threads(self, step: int) -> None:
-        """Before decode step ``step``: the governor's thread count (the load re-read every few steps)."""
-        if not self._governed:
-            return
-        if step and step % LOAD_RECHECK_STEPS == 0:
-            self.governor.set_cap(free_threads(self._load_reader(), self.n_threads))
-        self._use_threads(self.governor.threads())
+        """Before decode step ``step``: the governor's thread count (the load re-read every few steps), held in
+        the ledger."""
+        if self._governed:
+            if step and step % LOAD_RECHECK_STEPS == 0:
+                self.governor.set_cap(self._free_now())
+            self._use_threads(self.governor.threads())
+        LEDGER.hold(self, self._threads_now)
+
+    def reserve_beside(self) -> int | None:
+        """Reserve threads for an evaluation that is to run beside another session's (the judge reading a context
+        while the chat model extracts), before that other one starts: half of the threads that other processes
+        and sessions leave free, or this session's fixed ``n_threads``; ``None`` when that would not leave as many
+        for the other evaluation (then running both at once would only contend for the cores). Pass the count to
+        :meth:`prefill` (``threads=``) and call :meth:`release_beside` afterwards."""
+        limit = allowed_cpus() if self.threads_fixed else self.n_threads
+        free = free_threads(self._load_reader(), limit)
+        return LEDGER.reserve(self, free, self.n_threads if self.threads_fixed else None)
+
+    def release_beside(self) -> None:
+        """Give back the threads :meth:`reserve_beside` reserved."""
+        LEDGER.release(self)
 
     def _observe(self, seconds: float, tokens: int) -> None:
         if self._governed and self._threads_now == self.governor.current:
             self.governor.observe(seconds, tokens)
 
     # ------------------------------------------------------------------ evaluation
-    def prefill(self, tokens: Sequence[int], what: str = "prompt") -> int:
+    def prefill(
+        self, tokens: Sequence[int], what: str = "prompt", *, threads: int | None = None, logits: bool = True
+    ) -> int:
         """Evaluate ``tokens``, reusing the longest prefix already in the KV cache; return the tokens reused.
 
-        Afterwards :meth:`logits` are those of the position after the last token.
+        Afterwards :meth:`logits` are those of the position after the last token; with ``logits=False`` (a prefix
+        evaluated for later prompts) tokens already in the cache are not evaluated again for them. ``threads``: the
+        count :meth:`reserve_beside` reserved (default: the threads free now, see the class).
 
         Raises:
             ContextOverflowError: ``tokens`` do not fit the context window.
@@ -491,9 +511,14 @@ class LlamaSession:
             common = _common_prefix(llama.input_ids[: llama.n_tokens], tokens)
             if self._restore_longer(tokens, common):  # the KV cache now holds a saved prefix (or, failing, nothing)
                 common = _common_prefix(llama.input_ids[: llama.n_tokens], tokens)
-            if common == len(tokens):  # all cached: re-evaluate the last token to refresh its logits
-                common -= 1
-            self._threads_for_load()
+            if common == len(tokens):
+                if not logits:
+                    return common
+                common -= 1  # all cached: re-evaluate the last token to refresh its logits
+            if threads is None:
+                self._begin()
+            elif self._governed:
+                self._use_threads(threads)
             started = time.perf_counter()
             llama.n_tokens = common
             try:
@@ -501,6 +526,9 @@ class LlamaSession:
             except Exception:
                 llama.reset()
                 raise
+            finally:
+                if threads is None:
+                    self._end()
             self.stats.prefill_seconds += time.perf_counter() - started
             self.stats.calls += 1
             self.stats.prompt_tokens += len(tokens)
@@ -565,14 +593,18 @@ class LlamaSession:
         Greedy decoding uses prompt lookup when :attr:`prompt_lookup` (or ``prompt_lookup`` for this call) is on
         and llama-cpp-python can evaluate a batch with every token's logits.
         """
-        self.prefill(prompt)
-        llama = self.llama
-        room = min(max_tokens, self.n_ctx - len(prompt))
-        lookup = self.prompt_lookup if prompt_lookup is None else prompt_lookup
-        if temperature <= 0 and lookup and self.lookup_tokens > 0 and batch_logits_supported(llama):
-            yield from self._decode_lookup(llama, [int(t) for t in prompt], room)
-        else:
-            yield from self._decode_plain(llama, room, temperature, self.seed if seed is None else seed)
+        self._begin()
+        try:
+            self.prefill(prompt)
+            llama = self.llama
+            room = min(max_tokens, self.n_ctx - len(prompt))
+            lookup = self.prompt_lookup if prompt_lookup is None else prompt_lookup
+            if temperature <= 0 and lookup and self.lookup_tokens > 0 and batch_logits_supported(llama):
+                yield from self._decode_lookup(llama, [int(t) for t in prompt], room)
+            else:
+                yield from self._decode_plain(llama, room, temperature, self.seed if seed is None else seed)
+        finally:
+            self._end()
 
     def _decode_plain(self, llama: Any, room: int, temperature: float, seed: int) -> Iterator[int]:
         """One evaluation per generated token."""
@@ -683,8 +715,8 @@ def get_session(
 
     ``key`` identifies the weights (a model name or a path); ``role`` separates contexts that should not share a KV
     cache (``"chat"``, ``"judge"``). ``extra_buffers`` is decided here (option, else environment variable), so a
-    bad ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` value fails before anything loads. Every session over ``key`` holds the
-    same :func:`model_lock`. ``n_threads=None`` (default) lets the session follow the load
+    bad ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` value fails before anything loads. Sessions over one file share its
+    loaded weights, each with its own context and lock. ``n_threads=None`` (default) lets the session follow the load
     (see :class:`LlamaSession`); ``prompt_lookup`` is :class:`LlamaSession`'s.
 
     Raises:
@@ -700,7 +732,7 @@ def get_session(
         if session is None:
             session = LlamaSession(
                 model_path, n_ctx=n_ctx, n_threads=threads, n_batch=n_batch, seed=seed,
-                extra_buffers=extra_buffers, factory=factory, lock=model_lock(key, enabled), prompt_lookup=lookup,
+                extra_buffers=extra_buffers, factory=factory, prompt_lookup=lookup,
             )
             _SESSIONS[ident] = session
         return session
@@ -712,4 +744,3 @@ def clear_sessions() -> None:
         _SESSIONS.clear()
     with _MODELS_LOCK:
         _MODELS.clear()
-        _MODEL_LOCKS.clear()

@@ -11,6 +11,11 @@ as one thread:
 * :class:`ThreadGovernor` backs off during decoding from measured step times: it compares the time per decode step
   at the chosen count with one thread (probed for a step or two, now and then) and keeps whichever is faster, so a
   load that the count does not show (a CPU quota, another container on the same cores) is caught as well.
+* :data:`LEDGER` holds the threads this process's own sessions are evaluating with. Two llama.cpp contexts of one
+  process (the chat model extracting, the judge reading a context) may run at once; each other's threads are this
+  process's own, so the load reading does not show them: an evaluation starts when its threads fit beside theirs,
+  else waits for them (:meth:`ThreadLedger.acquire`), and one meant to run beside another reserves its threads
+  first (:meth:`ThreadLedger.reserve`).
 
 Greedy output does not depend on the thread count (llama.cpp's CPU kernels split rows, not sums, over threads).
 An explicit ``n_threads=`` bypasses both. Everything here is pure (no llama.cpp); the tests feed it fake
@@ -21,14 +26,18 @@ from __future__ import annotations
 
 import os
 import statistics
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
+    "LEDGER",
     "CpuLoad",
     "ThreadGovernor",
+    "ThreadLedger",
     "allowed_cpus",
     "free_threads",
     "own_running_threads",
@@ -170,6 +179,89 @@ def free_threads(load: CpuLoad | None, max_threads: int) -> int:
     else:
         busy = round(load.others * allowed / load.online)
     return max(1, min(max_threads, allowed - busy))
+
+
+class ThreadLedger:
+    """The threads each evaluating session of this process holds now (a session is a holder, by identity), and
+    the admission of a new evaluation.
+
+    An evaluation starts (:meth:`acquire`) when no other session of the process is evaluating, or when its threads
+    fit beside theirs in what other processes leave free; otherwise it waits for them (so two sessions never crowd
+    the same cores: a llama.cpp pass waits for its slowest thread). A session does not wait once it is evaluating
+    (only its count changes, :meth:`hold`), so no two sessions wait for each other.
+
+    >>> ledger = ThreadLedger()
+    >>> a, b = object(), object()
+    >>> ledger.acquire(a, free=lambda: 4), ledger.held_by_others(b)
+    (4, 4)
+    >>> ledger.hold(a, 2); ledger.reserve(b, free=4)  # half of what the others leave, held at once
+    1
+    >>> ledger.reserve(object(), free=4) is None  # 4 - 3 held: no two threads left to share
+    True
+    >>> ledger.release(a); ledger.release(b); ledger.held_by_others(object())
+    0
+    """
+
+    def __init__(self, wait_limit_s: float = 120.0) -> None:
+        self._cond = threading.Condition()
+        self._held: dict[int, int] = {}
+        self.wait_limit_s = wait_limit_s
+        """The longest :meth:`acquire` waits (a holder that never releases costs this much, not a hang)."""
+
+    def _others(self, holder: object) -> int:
+        key = id(holder)
+        return sum(n for k, n in self._held.items() if k != key)
+
+    def held_by_others(self, holder: object) -> int:
+        """Threads held by every holder but ``holder``."""
+        with self._cond:
+            return self._others(holder)
+
+    def acquire(self, holder: object, free: Callable[[], int], fixed: int | None = None) -> int:
+        """Wait until ``holder`` may start an evaluation, then hold its threads and return their count: ``fixed``,
+        or what ``free()`` (the threads other processes leave, :func:`free_threads`) leaves beside the other
+        holders, at least one. Admitted at once when nobody else holds threads."""
+        deadline: float | None = None
+        with self._cond:
+            while True:
+                others = self._others(holder)
+                available = free()
+                threads = fixed if fixed else max(1, available - others)
+                now = time.monotonic()
+                deadline = now + self.wait_limit_s if deadline is None else deadline
+                if others == 0 or threads + others <= available or now >= deadline:
+                    self._held[id(holder)] = threads
+                    return threads
+                self._cond.wait(min(0.05, deadline - now))
+
+    def hold(self, holder: object, threads: int) -> None:
+        """``holder`` evaluates with ``threads`` threads from now on (until :meth:`release`)."""
+        with self._cond:
+            self._held[id(holder)] = max(1, int(threads))
+            self._cond.notify_all()
+
+    def release(self, holder: object) -> None:
+        """``holder`` evaluates no more."""
+        with self._cond:
+            self._held.pop(id(holder), None)
+            self._cond.notify_all()
+
+    def reserve(self, holder: object, free: int, fixed: int | None = None) -> int | None:
+        """Threads for an evaluation that is to run beside another one of this process, held at once (so that the
+        other, starting next, leaves them alone): half of the ``free`` threads (what other processes leave, from
+        :func:`free_threads`) that no other holder holds, or ``fixed`` when the session's count is fixed; ``None``
+        when that would not leave as many for the other evaluation (running both would only contend)."""
+        with self._cond:
+            available = free - self._others(holder)
+            threads = fixed if fixed else available // 2
+            if threads < 1 or 2 * threads > available:
+                return None
+            self._held[id(holder)] = threads
+            return threads
+
+
+LEDGER = ThreadLedger()
+"""The process-wide :class:`ThreadLedger` every :class:`~grapheval_plugins.local.runtime.LlamaSession` reports to."""
 
 
 def step_cost(tokens: int) -> float:

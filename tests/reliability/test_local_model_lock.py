@@ -1,8 +1,10 @@
-"""A loaded llama.cpp model is never entered by two calls at once: the chat model and the judge over one GGUF file
-share its weights (a second context over the loaded model) and its lock, from any number of threads and tasks.
+"""A llama.cpp context is never entered by two calls at once, from any number of threads and tasks: the chat model
+and the judge over one GGUF file share its weights (a second context over the loaded model), each context has its
+own lock, and the two contexts may run at once (the judge reading a row's context while the chat model extracts
+its claims) with the results of sequential calls.
 
 The model is a stand-in for ``llama_cpp.Llama`` (byte tokens, logits computed from the evaluated tokens) that
-records every entry into the shared weights: tokenizing, evaluating, detokenizing. Nothing is downloaded or loaded.
+records every entry into each context: tokenizing, evaluating, detokenizing. Nothing is downloaded or loaded.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from grapheval_plugins import GraphEval, Report
 from grapheval_plugins.local import runtime
 from grapheval_plugins.local.chat import ChatLocalLlama
 from grapheval_plugins.local.judge import LocalJudgeScorer
+from grapheval_plugins.local.threads import LEDGER, CpuLoad
 from grapheval_plugins.testing import _naive_triples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
@@ -35,29 +38,37 @@ WAIT_S = 60.0  # generous: a deadlock fails the test instead of hanging it
 
 
 class Weights:
-    """The loaded model's weights: counts the calls inside them at once."""
+    """The loaded model's weights: counts the calls inside each context at once, and the contexts running at once."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.active = 0
-        self.most = 0
+        self.active: dict[int, int] = {}
+        self.most = 0  # the most calls inside one context at once
+        self.most_contexts = 0  # the most contexts evaluating at once
+        self.evaluating: set[int] = set()
         self.entries = 0
         self.overlaps: list[str] = []
 
     @contextmanager
-    def enter(self, what: str) -> Iterator[None]:
+    def enter(self, what: str, context: object) -> Iterator[None]:
+        key = id(context)
         with self._lock:
-            self.active += 1
+            self.active[key] = self.active.get(key, 0) + 1
             self.entries += 1
-            self.most = max(self.most, self.active)
-            if self.active > 1:
+            self.most = max(self.most, self.active[key])
+            if what == "eval":
+                self.evaluating.add(key)
+                self.most_contexts = max(self.most_contexts, len(self.evaluating))
+            if self.active[key] > 1:
                 self.overlaps.append(what)
         try:
             time.sleep(0.0002)  # widen the window a second caller would need
             yield
         finally:
             with self._lock:
-                self.active -= 1
+                self.active[key] -= 1
+                if what == "eval":
+                    self.evaluating.discard(key)
 
 
 def answer(prompt: str) -> str:
@@ -89,15 +100,17 @@ class RecordingContext(FakeLlama):
         self.base = base
 
     def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
-        with self.weights.enter("tokenize"):
+        with self.weights.enter("tokenize", self):
             return super().tokenize(text, add_bos=add_bos, special=special)
 
     def detokenize(self, tokens: Sequence[int], prev_tokens: object = None, special: bool = False) -> bytes:
-        with self.weights.enter("detokenize"):
+        with self.weights.enter("detokenize", self):
             return super().detokenize(tokens, prev_tokens, special)
 
     def eval(self, tokens: Sequence[int]) -> None:
-        with self.weights.enter("eval"):
+        with self.weights.enter("eval", self):
+            if len(tokens) > 16:
+                time.sleep(0.005)  # a prefill takes a while, as a real one does
             super().eval(tokens)
 
 
@@ -121,6 +134,9 @@ def weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[W
 
     monkeypatch.setattr(runtime, "load_llama", load)
     monkeypatch.setattr(runtime, "SharedContext", second_context)
+    # four idle cores, whatever the test machine's load: two one-thread contexts fit beside each other
+    monkeypatch.setattr(runtime, "read_cpu_load", lambda: CpuLoad(procs_running=1, own_running=1, online=4, allowed=4))
+    monkeypatch.setattr(runtime, "allowed_cpus", lambda: 4)
     runtime.clear_sessions()
     yield shared, path, made
     runtime.clear_sessions()
@@ -137,19 +153,19 @@ def models(path: Path, max_tokens: int = 24) -> tuple[ChatLocalLlama, LocalJudge
     return chat, judge
 
 
-def test_chat_and_judge_share_one_loaded_model_and_its_lock(
+def test_chat_and_judge_share_one_loaded_model_each_with_its_lock(
     weights: tuple[Weights, Path, list[RecordingContext]],
 ) -> None:
     _, path, made = weights
     chat, judge = models(path)
     assert chat.session is not judge.session  # separate contexts (KV caches) …
-    assert chat.session.lock is judge.session.lock  # … one lock
+    assert chat.session.lock is not judge.session.lock  # … each entered by one call at a time
     chat.invoke("warm up")
     judge.load()
     assert len(made) == 2 and made[1].base is made[0]  # the judge's context is over the chat model's weights
 
 
-def test_threads_and_tasks_never_enter_the_model_at_once(
+def test_threads_and_tasks_never_enter_a_context_at_once(
     weights: tuple[Weights, Path, list[RecordingContext]],
 ) -> None:
     shared, path, _ = weights
@@ -180,6 +196,7 @@ def test_threads_and_tasks_never_enter_the_model_at_once(
 
     assert shared.entries - before > 500, "the calls did not run"
     assert shared.overlaps == [] and shared.most == 1, f"entered at once by {shared.most} calls: {shared.overlaps[:5]}"
+    assert shared.most_contexts == 2  # the chat model's context and the judge's did run at once
     # Serialised, each context kept its own KV cache intact: the answers are those of sequential calls.
     assert dict(thread_answers) == expected_answers
     assert [m.content for m in async_answers] == [expected_answers[q] for q in QUESTIONS]
@@ -254,3 +271,63 @@ def test_the_engine_over_the_local_chat_model_and_judge(
         reports += [f.result(timeout=WAIT_S) for f in threaded] + batch.result(timeout=WAIT_S)
     assert shared.most == 1 and shared.overlaps == [], shared.overlaps[:5]
     assert {r.id: verdict(r) for r in reports} == expected
+
+
+def test_the_judge_reads_the_context_beside_the_extraction(
+    weights: tuple[Weights, Path, list[RecordingContext]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With cores free, a lone ``evaluate`` lets the judge evaluate the row's context while the chat model extracts
+    its triples, on threads it reserved first; the reports are those of an engine that does not, and the threads
+    are given back."""
+    shared, path, made = weights
+    rows = [(f"The bridge number {i} stands in Paris. It was built in 18{i}0 by the city.",
+             f"The bridge number {i} stands in {'Paris' if i % 2 else 'Rome'}. It was built in 18{i}0.")
+            for i in range(4)]
+
+    def run(ahead: bool) -> tuple[list[tuple[Any, ...]], list[int]]:
+        runtime.clear_sessions()
+        chat, judge = models(path, max_tokens=400)
+        if not ahead:
+            monkeypatch.setattr(judge, "prepare", lambda context: None)
+        engine = GraphEval(llm=chat, scorer=judge, cache=False, show_progress=False)
+        prepared: list[int] = []
+        original = judge.session.prefill
+
+        def prefill(tokens: Any, what: str = "prompt", **options: Any) -> int:
+            if options.get("threads") is not None:
+                prepared.append(options["threads"])
+            return original(tokens, what, **options)
+
+        monkeypatch.setattr(judge.session, "prefill", prefill)
+        reports = [engine.evaluate(context, output) for context, output in rows]
+        return [(r.hallucinated, r.score, [(c.claim, c.p_unsupported) for c in r.claims]) for r in reports], prepared
+
+    expected, none = run(ahead=False)
+    shared.most_contexts = 0
+    got, prepared = run(ahead=True)
+    assert none == [] and prepared == [1] * (len(rows) - 1)  # every row after the first (the judge loads on it)
+    assert got == expected
+    assert shared.most == 1 and shared.most_contexts == 2
+    assert LEDGER.held_by_others(object()) == 0
+
+
+def test_contexts_take_turns_when_the_cores_are_taken(
+    weights: tuple[Weights, Path, list[RecordingContext]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On one free core, two one-thread contexts never evaluate at once (the second waits for the first, as one
+    shared lock did), and give the answers of sequential calls."""
+    shared, path, _ = weights
+    monkeypatch.setattr(runtime, "read_cpu_load", lambda: CpuLoad(procs_running=2, own_running=1, online=2, allowed=2))
+    chat, judge = models(path)
+    expected_answers = {q: chat.invoke(q).content for q in QUESTIONS[:6]}
+    expected_scores = judge.predict_support([(CONTEXT, c) for c in CLAIMS])
+    runtime.clear_sessions()
+    chat, judge = models(path)
+    shared.most_contexts = 0
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        answers = [pool.submit(lambda q: (q, chat.invoke(q).content), q) for q in QUESTIONS[:6]]
+        judged = [pool.submit(judge.predict_support, [(CONTEXT, c) for c in CLAIMS]) for _ in range(3)]
+        assert dict(f.result(timeout=WAIT_S) for f in answers) == expected_answers
+        assert all(f.result(timeout=WAIT_S) == pytest.approx(expected_scores) for f in judged)
+    assert shared.most_contexts == 1 and shared.most == 1
+    assert LEDGER.held_by_others(object()) == 0

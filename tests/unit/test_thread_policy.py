@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,10 @@ from test_prompt_lookup import SOURCE, BatchFakeLlama, copy_with_changes, prompt
 
 from grapheval_plugins.local.runtime import LlamaSession, clear_sessions, get_session
 from grapheval_plugins.local.threads import (
+    LEDGER,
     CpuLoad,
     ThreadGovernor,
+    ThreadLedger,
     free_threads,
     own_running_threads,
     parse_proc_stat,
@@ -216,3 +219,91 @@ def test_get_session_keeps_an_explicit_count_apart_from_the_default() -> None:
         assert auto is get_session("m", "fake.gguf", role="chat", n_threads=None)
     finally:
         clear_sessions()
+
+
+# ---------------------------------------------------------------------- sessions of one process: the ledger
+def test_the_first_evaluation_is_admitted_at_once_and_takes_what_is_free() -> None:
+    ledger = ThreadLedger()
+    a = object()
+    assert ledger.acquire(a, free=lambda: 1) == 1  # nobody else: admitted even on one free core
+    ledger.release(a)
+    assert ledger.acquire(a, free=lambda: 3) == 3
+
+
+def test_an_evaluation_beside_another_takes_what_it_leaves() -> None:
+    ledger = ThreadLedger()
+    a, b, c = object(), object(), object()
+    ledger.acquire(a, free=lambda: 4, fixed=1)
+    assert ledger.acquire(b, free=lambda: 4) == 3
+    assert ledger.held_by_others(c) == 4
+    ledger.release(b)
+    assert ledger.acquire(c, free=lambda: 4, fixed=2) == 2  # fits: 1 + 2 <= 4
+
+
+def test_an_evaluation_that_does_not_fit_waits_for_the_others() -> None:
+    ledger = ThreadLedger()
+    a, b = object(), object()
+    ledger.acquire(a, free=lambda: 2)  # holds both cores
+    got: list[int] = []
+    waiting = threading.Thread(target=lambda: got.append(ledger.acquire(b, free=lambda: 2, fixed=1)))
+    waiting.start()
+    waiting.join(0.3)
+    assert waiting.is_alive() and got == []  # 1 + 2 > 2: it waits …
+    ledger.hold(a, 1)  # … until the other holds fewer (its governor fell back to one thread)
+    waiting.join(5)
+    assert got == [1] and ledger.held_by_others(object()) == 2
+    ledger.release(a)
+    ledger.release(b)
+
+
+def test_a_waiting_evaluation_is_admitted_when_the_other_releases() -> None:
+    ledger = ThreadLedger()
+    a, b = object(), object()
+    ledger.acquire(a, free=lambda: 1)  # a busy machine: one core free, taken
+    got: list[int] = []
+    waiting = threading.Thread(target=lambda: got.append(ledger.acquire(b, free=lambda: 1)))
+    waiting.start()
+    waiting.join(0.3)
+    assert waiting.is_alive()
+    ledger.release(a)
+    waiting.join(5)
+    assert got == [1]
+
+
+def test_a_holder_that_never_releases_costs_the_wait_limit_not_a_hang() -> None:
+    ledger = ThreadLedger(wait_limit_s=0.1)
+    a, b = object(), object()
+    ledger.acquire(a, free=lambda: 2)
+    assert ledger.acquire(b, free=lambda: 2) == 1
+
+
+@pytest.mark.parametrize(("free", "held", "fixed", "expected"), [
+    (2, 0, None, 1), (4, 0, None, 2), (1, 0, None, None), (3, 1, None, 1), (2, 1, None, None),
+    (2, 0, 1, 1), (3, 0, 2, None), (4, 0, 2, 2),
+])
+def test_reserve_beside_leaves_as_many_for_the_other(free: int, held: int, fixed: int | None,
+                                                     expected: int | None) -> None:
+    ledger = ThreadLedger()
+    other, holder = object(), object()  # both alive: the ledger knows holders by identity
+    if held:
+        ledger.hold(other, held)
+    assert ledger.reserve(holder, free, fixed) == expected
+
+
+def test_a_session_starts_beside_a_reserved_one_with_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge reserves half of 4 idle cores for the context; the chat model, starting next, generates on the
+    other half, with the answer it gives alone; everything is given back."""
+    monkeypatch.setattr("grapheval_plugins.local.runtime._default_threads", lambda: 4)
+    idle = CpuLoad(procs_running=1, own_running=1, online=4, allowed=4)
+    judge, _ = governed_session(idle)
+    chat, fakes = governed_session(idle)
+    alone = run(chat, prompt_for(SOURCE), max_tokens=60)
+    assert fakes[0].threads and max(n for n, _ in fakes[0].threads) == 4  # alone: every core (and probes of one)
+    judge.load()
+    assert judge.reserve_beside() == 2
+    fakes[0].threads.clear()
+    assert run(chat, prompt_for(SOURCE), max_tokens=60) == alone
+    assert fakes[0].threads and max(n for n, _ in fakes[0].threads) == 2  # never more than what the judge left
+    judge.prefill(byte_tokens("the context"), threads=2, logits=False)
+    judge.release_beside()
+    assert LEDGER.held_by_others(object()) == 0

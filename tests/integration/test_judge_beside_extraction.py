@@ -1,0 +1,91 @@
+"""The judge reading a row's context while the chat model extracts its triples, on the real Qwen2.5-Coder-0.5B GGUF:
+two llama.cpp contexts over one loaded model, evaluated at once from two threads, give the reports of an engine
+that runs them one after the other, to the bit.
+
+This module runs in a child process (``isolated``), like every integration module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llama_cpp")
+
+from grapheval_plugins import GraphEval, Report  # noqa: E402
+from grapheval_plugins.local import runtime  # noqa: E402
+from grapheval_plugins.local.chat import ChatLocalLlama  # noqa: E402
+from grapheval_plugins.local.judge import LocalJudgeScorer  # noqa: E402
+from grapheval_plugins.local.threads import LEDGER, CpuLoad  # noqa: E402
+from grapheval_plugins.local.weights import resolve_model_path  # noqa: E402
+
+MODEL = "qwen2.5-coder-0.5b"
+DEV_SET = Path("/work/shared/data/benchmarks/qags_c.jsonl")
+FALLBACK = [
+    {"context": "Marie Curie was born in Warsaw in 1867 and moved to Paris in 1891. " * 6,
+     "output": "Marie Curie was born in Warsaw in 1867. She moved to Paris in 1901."},
+    {"context": "The council of Riverton voted 7 to 2 on Tuesday to build a new library. " * 6,
+     "output": "The council of Riverton voted 9 to 0 on Tuesday to build a library."},
+    {"context": "The bridge over the Vltava was opened in 1402 by the city of Prague. " * 6,
+     "output": "The bridge over the Vltava was opened in 1402."},
+]
+
+
+def _rows() -> list[dict[str, str]]:
+    if DEV_SET.exists():
+        rows = [json.loads(line) for line in DEV_SET.read_text(encoding="utf-8").splitlines()[:3]]
+        return [{"context": row["context"], "output": row["output"]} for row in rows]
+    return FALLBACK
+
+
+@pytest.fixture(scope="module")
+def model_path() -> Path:
+    return resolve_model_path(MODEL, hub=False, show_progress=False)
+
+
+@pytest.fixture()
+def free_cores(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A load reading with cores free, so that the judge's reservation does not depend on the test machine's load
+    (the evaluations themselves run for real, one thread each)."""
+    monkeypatch.setattr(runtime, "read_cpu_load", lambda: CpuLoad(procs_running=1, own_running=1, online=4, allowed=4))
+    monkeypatch.setattr(runtime, "allowed_cpus", lambda: 4)
+    runtime.clear_sessions()
+    yield
+    runtime.clear_sessions()
+
+
+def _verdicts(model_path: Path, monkeypatch: pytest.MonkeyPatch, ahead: bool) -> tuple[list[Any], int]:
+    runtime.clear_sessions()
+    chat = ChatLocalLlama(model=str(model_path), max_tokens=96, n_threads=1, hub=False)
+    judge = LocalJudgeScorer(str(model_path), n_threads=1, hub=False)
+    if not ahead:
+        monkeypatch.setattr(judge, "prepare", lambda context: None)
+    original = judge.session.prefill
+    prepared = []
+
+    def prefill(tokens: Any, what: str = "prompt", **options: Any) -> int:
+        if options.get("threads") is not None:
+            prepared.append(len(tokens))
+        return original(tokens, what, **options)
+
+    monkeypatch.setattr(judge.session, "prefill", prefill)
+    engine = GraphEval(llm=chat, scorer=judge, cache=False, show_progress=False)
+    reports: list[Report] = [engine.evaluate(row["context"], row["output"]) for row in _rows()]
+    out = [(r.score, [(c.claim, c.p_unsupported, c.evidence_index) for c in r.claims],
+            None if r.extraction is None else r.extraction.raw_text, [e.message for e in r.errors]) for r in reports]
+    return out, len(prepared)
+
+
+def test_judging_beside_the_extraction_gives_the_same_reports(
+    model_path: Path, free_cores: None, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    one_after_the_other, none = _verdicts(model_path, monkeypatch, ahead=False)
+    beside, prepared = _verdicts(model_path, monkeypatch, ahead=True)
+    assert none == 0 and prepared == len(_rows()) - 1  # every row once the judge is loaded (by the first row)
+    assert all(v[0] is not None and v[1] for v in one_after_the_other)
+    assert beside == one_after_the_other
+    assert LEDGER.held_by_others(object()) == 0
