@@ -1,6 +1,6 @@
 """Seconds per row of the offline default against the whole-output check, each row in a fresh process.
 
-    nice -n 10 .venv/bin/python benchmarks/bench_row_cost.py --dataset qags_c --rows 8 --seed 0 --threads 1
+    nice -n 10 .venv/bin/python benchmarks/bench_row_cost.py run --dataset qags_c --rows 8 --seed 0 --threads 1
 
 For each of ``--rows`` rows drawn from the set (``random.Random(seed).sample`` of its ids) and each engine below, a
 child process loads the local models, warms them on one fixed row of another set (so the fixed prompt prefixes
@@ -9,12 +9,15 @@ of the row is cached, no knowledge graph, no claim score. Engines, in a rotating
 evenly:
 
 * ``raw``: ``GraphEval(mode="raw")``, the whole output judged (the baseline a default row is compared with);
-* ``default``: ``GraphEval()`` as shipped (hybrid rule; extraction fidelity as far as the decision needs it);
+* ``default``: ``GraphEval()`` as shipped (hybrid rule; extraction fidelity as far as the decision needs it; the
+  judge reads the row's context beside the extraction when a core is free);
+* ``default-serial``: the same, with the judge's work ahead turned off (``LocalJudgeScorer.prepare`` returns
+  ``None``): extraction, then checking, as before that existed;
 * ``no-fidelity``: ``GraphEval(fidelity="off")`` (the default before extraction fidelity);
 * ``paper``: ``GraphEval(method="paper")``.
 
 Reported per engine: mean seconds a row (extraction and checking apart), claims scored, and the ratio to ``raw``
-on the same rows. Writes ``benchmarks/results/row-cost-<set>-<rows>.json``.
+on the same rows. Writes ``benchmarks/results/row-cost-<set>-<rows>[-<tag>].json``.
 """
 
 from __future__ import annotations
@@ -41,11 +44,14 @@ RESULTS = HERE / "results"
 ENGINES: dict[str, dict[str, Any]] = {
     "raw": {"mode": "raw"},
     "default": {},
+    "default-serial": {},
     "no-fidelity": {"fidelity": "off"},
     "paper": {"method": "paper"},
 }
 LLM = "local:qwen2.5-coder-1.5b"
 JUDGE = "judge:local:qwen2.5-coder-1.5b"
+AHEAD: list[bool] = []  # per evaluate call: whether the judge worked on the context beside the extraction
+SERIAL = {"default-serial"}  # engines whose judge does no work ahead of the check
 WARM_SET = "qags_x"  # the warm-up row comes from another set than the timed rows (unless that is the set)
 app = typer.Typer(add_completion=False)
 
@@ -54,9 +60,17 @@ def engine(name: str, threads: Optional[int]) -> Any:
     from grapheval_plugins import GraphEval
     from grapheval_plugins.models import resolve_llm, resolve_scorer
 
-    options = {} if threads is None else {"n_threads": threads}
-    return GraphEval(llm=resolve_llm(LLM, **options), scorer=resolve_scorer(JUDGE, **options), cache=False,
-                     **ENGINES[name])
+    options = {"n_threads": threads} if threads else {}
+    scorer = resolve_scorer(JUDGE, **options)
+    prepare = scorer.prepare
+
+    def counted(context: Any) -> Any:
+        job = None if name in SERIAL else prepare(context)
+        AHEAD.append(job is not None)
+        return job
+
+    scorer.prepare = counted  # type: ignore[method-assign]
+    return GraphEval(llm=resolve_llm(LLM, **options), scorer=scorer, cache=False, **ENGINES[name])
 
 
 @app.command(hidden=True)
@@ -68,6 +82,7 @@ def child(name: str, dataset: str, row_id: str, threads: Optional[int] = None) -
     ge = engine(name, threads)
     ge.evaluate(warm["context"], warm["output"])
     row = rows[row_id]
+    AHEAD.clear()
     t0 = time.perf_counter()
     report = ge.evaluate(row["context"], row["output"])
     seconds = time.perf_counter() - t0
@@ -77,7 +92,7 @@ def child(name: str, dataset: str, row_id: str, threads: Optional[int] = None) -
     print(json.dumps({
         "engine": name, "id": row_id, "seconds": round(seconds, 3),
         "extract": round(report.timings.get("extract", 0.0), 3), "check": round(report.timings.get("check", 0.0), 3),
-        "claims": n_claims, "dropped": dropped,
+        "claims": n_claims, "dropped": dropped, "ahead": any(AHEAD),
         "p_hallucination": None if report.score is None else round(1 - report.score, 6),
         "fidelity": ge.fidelity_in_force(), "errors": [e.message for e in report.errors],
     }))
@@ -88,12 +103,13 @@ def run(
     dataset: Annotated[str, typer.Option()] = "qags_c",
     rows: Annotated[int, typer.Option()] = 8,
     seed: Annotated[int, typer.Option()] = 0,
-    threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads (default: the thread policy).")] = 1,
+    threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads (0: the thread policy).")] = 1,
     engines: Annotated[str, typer.Option(help="Comma-separated engines.")] = ",".join(ENGINES),
+    tag: Annotated[str, typer.Option(help="Appended to the result file's name.")] = "",
 ) -> None:
     """Every engine on every drawn row, each in its own process; the table and a JSON file."""
     names = engines.split(",")
-    out = RESULTS / f"row-cost-{dataset}-{rows}.json"
+    out = RESULTS / f"row-cost-{dataset}-{rows}{'-' + tag if tag else ''}.json"
     results: list[dict[str, Any]] = []
     load: list[float] = []
     for n, row in enumerate(bench.sample_rows(dataset, rows, seed)):
@@ -113,7 +129,8 @@ def run(
             typer.echo(f"{row['id']} {name}: {result['seconds']:.1f} s, {result['claims']} claims", err=True)
     record = {
         "date": date.today().isoformat(), "cpu": bench.cpu_model(), "python": platform.python_version(),
-        "command": f"benchmarks/bench_row_cost.py --dataset {dataset} --rows {rows} --seed {seed} --threads {threads}",
+        "command": f"benchmarks/bench_row_cost.py run --dataset {dataset} --rows {rows} --seed {seed} --threads {threads} "
+                   f"--engines {engines}" + (f" --tag {tag}" if tag else ""),
         "load_average": [round(min(load or [0]), 2), round(max(load or [0]), 2)],
         "summary": summary(results, names), "rows": results,
     }
