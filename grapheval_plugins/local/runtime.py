@@ -442,16 +442,19 @@ class LlamaSession:
         """Start an evaluation (the outermost of nested ones: a prompt inside a generation is one): wait until its
         threads fit beside the other sessions' (:meth:`~grapheval_plugins.local.threads.ThreadLedger.acquire`),
         then use the threads the load leaves free (the decode governor's choice when that is fewer)."""
+        if self._depth == 0:
+            limit = self.n_threads if self._governed else allowed_cpus()
+            threads = LEDGER.acquire(self, lambda: free_threads(self._load_reader(), limit),
+                                     None if self._governed else self._threads_now)
+            try:
+                if self._governed:
+                    self.governor.set_cap(threads)
+                    self._use_threads(min(self.governor.cap, self.governor.preferred))
+                    LEDGER.hold(self, self._threads_now)
+            except BaseException:
+                LEDGER.release(self)
+                raise
         self._depth += 1
-        if self._depth > 1:
-            return
-        limit = self.n_threads if self._governed else allowed_cpus()
-        threads = LEDGER.acquire(self, lambda: free_threads(self._load_reader(), limit),
-                                 None if self._governed else self._threads_now)
-        if self._governed:
-            self.governor.set_cap(threads)
-            self._use_threads(min(self.governor.cap, self.governor.preferred))
-            LEDGER.hold(self, self._threads_now)
 
     def _end(self) -> None:
         """End an evaluation :meth:`_begin` started; the outermost gives its threads back."""
