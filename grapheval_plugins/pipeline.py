@@ -656,7 +656,7 @@ class GraphEval:
 
     async def _aevaluate(self, sample: Sample, config: RunnableConfig | None, alone: bool) -> Report:
         t0 = time.perf_counter()
-        beside = await self._start_beside(sample) if alone else None
+        beside = self._start_beside(sample) if alone else None
         try:
             extraction, claims, error = await self._extract_claims(sample, config)
         finally:
@@ -872,7 +872,7 @@ class GraphEval:
         return reports
 
     # ----------------------------------------------------------------- stages
-    async def _start_beside(self, sample: Sample) -> tuple[Prepared, asyncio.Future[None]] | None:
+    def _start_beside(self, sample: Sample) -> tuple[Prepared, asyncio.Future[None]] | None:
         """Start the scorer's work on the context (:meth:`Scorer.prepare`) in a worker thread, to run beside the
         extraction: in graph mode, without a claim-score cache (the claims' scores may all be cached), when the
         scorer has such work and cores for it."""
