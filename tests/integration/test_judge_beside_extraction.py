@@ -7,7 +7,6 @@ This module runs in a child process (``isolated``), like every integration modul
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +20,7 @@ from grapheval_plugins.local import runtime  # noqa: E402
 from grapheval_plugins.local.chat import ChatLocalLlama  # noqa: E402
 from grapheval_plugins.local.judge import LocalJudgeScorer  # noqa: E402
 from grapheval_plugins.local.threads import LEDGER, CpuLoad  # noqa: E402
-from grapheval_plugins.local.weights import resolve_model_path  # noqa: E402
 
-MODEL = "qwen2.5-coder-0.5b"
-DEV_SET = Path("/work/shared/data/benchmarks/qags_c.jsonl")
 FALLBACK = [
     {"context": "Marie Curie was born in Warsaw in 1867 and moved to Paris in 1891. " * 6,
      "output": "Marie Curie was born in Warsaw in 1867. She moved to Paris in 1901."},
@@ -35,16 +31,9 @@ FALLBACK = [
 ]
 
 
-def _rows() -> list[dict[str, str]]:
-    if DEV_SET.exists():
-        rows = [json.loads(line) for line in DEV_SET.read_text(encoding="utf-8").splitlines()[:3]]
-        return [{"context": row["context"], "output": row["output"]} for row in rows]
-    return FALLBACK
-
-
-@pytest.fixture(scope="module")
-def model_path() -> Path:
-    return resolve_model_path(MODEL, hub=False, show_progress=False)
+@pytest.fixture()
+def rows(qags_c_rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    return qags_c_rows[:3] or FALLBACK
 
 
 @pytest.fixture()
@@ -58,7 +47,9 @@ def free_cores(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     runtime.clear_sessions()
 
 
-def _verdicts(model_path: Path, monkeypatch: pytest.MonkeyPatch, ahead: bool) -> tuple[list[Any], int]:
+def _verdicts(
+    model_path: Path, rows: list[dict[str, str]], monkeypatch: pytest.MonkeyPatch, ahead: bool
+) -> tuple[list[Any], int]:
     runtime.clear_sessions()
     chat = ChatLocalLlama(model=str(model_path), max_tokens=96, n_threads=1, hub=False)
     judge = LocalJudgeScorer(str(model_path), n_threads=1, hub=False)
@@ -74,18 +65,18 @@ def _verdicts(model_path: Path, monkeypatch: pytest.MonkeyPatch, ahead: bool) ->
 
     monkeypatch.setattr(judge.session, "prefill", prefill)
     engine = GraphEval(llm=chat, scorer=judge, cache=False, show_progress=False)
-    reports: list[Report] = [engine.evaluate(row["context"], row["output"]) for row in _rows()]
+    reports: list[Report] = [engine.evaluate(row["context"], row["output"]) for row in rows]
     out = [(r.score, [(c.claim, c.p_unsupported, c.evidence_index) for c in r.claims],
             None if r.extraction is None else r.extraction.raw_text, [e.message for e in r.errors]) for r in reports]
     return out, len(prepared)
 
 
 def test_judging_beside_the_extraction_gives_the_same_reports(
-    model_path: Path, free_cores: None, monkeypatch: pytest.MonkeyPatch,
+    model_path: Path, rows: list[dict[str, str]], free_cores: None, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    one_after_the_other, none = _verdicts(model_path, monkeypatch, ahead=False)
-    beside, prepared = _verdicts(model_path, monkeypatch, ahead=True)
-    assert none == 0 and prepared == len(_rows()) - 1  # every row once the judge is loaded (by the first row)
+    one_after_the_other, none = _verdicts(model_path, rows, monkeypatch, ahead=False)
+    beside, prepared = _verdicts(model_path, rows, monkeypatch, ahead=True)
+    assert none == 0 and prepared == len(rows) - 1  # every row once the judge is loaded (by the first row)
     assert all(v[0] is not None and v[1] for v in one_after_the_other)
     assert beside == one_after_the_other
     assert LEDGER.held_by_others(object()) == 0

@@ -17,7 +17,7 @@ from grapheval_plugins.extract import TripleExtractor  # noqa: E402
 from grapheval_plugins.local.chat import ChatLocalLlama  # noqa: E402
 from grapheval_plugins.local.judge import LocalJudgeScorer  # noqa: E402
 from grapheval_plugins.local.runtime import SharedContext  # noqa: E402
-from grapheval_plugins.local.weights import KNOWN_MODELS, assemble_parts, part_paths, resolve_model_path  # noqa: E402
+from grapheval_plugins.local.weights import KNOWN_MODELS, assemble_parts, part_paths  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -30,11 +30,6 @@ COUNCIL = (
     "The city council of Riverton voted 7 to 2 on Tuesday to build a new library on Elm Street. Construction "
     "will cost 12 million dollars and start next spring."
 )
-
-
-@pytest.fixture(scope="module")
-def model_path() -> Path:
-    return resolve_model_path(MODEL, hub=False, show_progress=False)
 
 
 @pytest.fixture(scope="module")

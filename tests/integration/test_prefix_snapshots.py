@@ -7,7 +7,6 @@ This module runs in a child process (``isolated``), like every integration modul
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,10 +19,9 @@ from grapheval_plugins.extract.prompts import KG_PROMPT  # noqa: E402
 from grapheval_plugins.local.chat import ChatLocalLlama  # noqa: E402
 from grapheval_plugins.local.judge import LocalJudgeScorer  # noqa: E402
 from grapheval_plugins.local.runtime import SNAPSHOT_MIN_TOKENS, LlamaSession, clear_sessions, get_session  # noqa: E402
-from grapheval_plugins.local.weights import resolve_model_path  # noqa: E402
 
-MODEL = "qwen2.5-coder-0.5b"
-DEV_SET = Path("/work/shared/data/benchmarks/qags_c.jsonl")
+MODEL = "qwen2.5-coder-0.5b"  # the conftest's model_path
+
 FALLBACK = [
     {
         "context": " ".join(["Marie Curie was born in Warsaw in 1867 and moved to Paris in 1891."] * 12),
@@ -36,16 +34,9 @@ FALLBACK = [
 ]
 
 
-def _rows() -> list[dict[str, str]]:
-    if DEV_SET.exists():
-        rows = [json.loads(line) for line in DEV_SET.read_text(encoding="utf-8").splitlines()[:2]]
-        return [{"context": row["context"], "output": row["output"]} for row in rows]
-    return FALLBACK
-
-
-@pytest.fixture(scope="module")
-def model_path() -> Path:
-    return resolve_model_path(MODEL, hub=False, show_progress=False)
+@pytest.fixture()
+def rows(qags_c_rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    return qags_c_rows[:2] or FALLBACK
 
 
 @pytest.fixture()
@@ -61,10 +52,10 @@ def sessions(model_path: Path) -> Iterator[dict[str, LlamaSession]]:
 
 
 def test_a_context_left_and_returned_to_is_restored_with_the_same_logits(
-    sessions: dict[str, LlamaSession],
+    sessions: dict[str, LlamaSession], rows: list[dict[str, str]],
 ) -> None:
     saving, plain = sessions["saving"], sessions["plain"]
-    first, second = (saving.tokenize(row["context"]) for row in _rows())
+    first, second = (saving.tokenize(row["context"]) for row in rows)
     assert len(first) >= SNAPSHOT_MIN_TOKENS and len(second) >= SNAPSHOT_MIN_TOKENS
     claim_a, claim_b = saving.tokenize(" Claim one."), saving.tokenize(" Claim two.")
     readings: dict[str, list[np.ndarray]] = {}
@@ -80,11 +71,10 @@ def test_a_context_left_and_returned_to_is_restored_with_the_same_logits(
     assert saving.stats.evaluated_tokens < plain.stats.evaluated_tokens
 
 
-def test_judge_scores_and_greedy_answers_do_not_change(model_path: Path) -> None:
+def test_judge_scores_and_greedy_answers_do_not_change(model_path: Path, rows: list[dict[str, str]]) -> None:
     """The order of a correction run: the judge scores claims against the context, then against the output (the
     fidelity pass), then a corrected claim against the context again; the chat model extracts, answers a prompt
     holding the context, then extracts the next output."""
-    rows = _rows()
     results = {}
     stats = {}
     for slots in (2, 0):

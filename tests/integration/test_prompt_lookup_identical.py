@@ -8,7 +8,6 @@ This module runs in a child process (``isolated``), like every integration modul
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,28 +21,14 @@ from grapheval_plugins.local.chat import ChatLocalLlama  # noqa: E402
 from grapheval_plugins.local.llamacpp import eval_logits, next_logits  # noqa: E402
 from grapheval_plugins.local.runtime import LlamaSession, clear_sessions, get_session  # noqa: E402
 from grapheval_plugins.local.threads import CpuLoad  # noqa: E402
-from grapheval_plugins.local.weights import resolve_model_path  # noqa: E402
 
-MODEL = "qwen2.5-coder-0.5b"
-DEV_SET = Path("/work/shared/data/benchmarks/qags_c.jsonl")
+MODEL = "qwen2.5-coder-0.5b"  # the conftest's model_path
 FALLBACK_TEXTS = [
     "Marie Curie was born in Warsaw in 1867. She won the Nobel Prize in Physics in 1903.",
     "The city council of Riverton voted 7 to 2 on Tuesday to build a new library on Elm Street.",
     "Everton captain michael keane says the toffees need to toughen up following criticism from ronald koeman.",
 ]
 MAX_TOKENS = 64
-
-
-def _texts() -> list[str]:
-    if DEV_SET.exists():
-        rows = [json.loads(line) for line in DEV_SET.read_text(encoding="utf-8").splitlines()[:3]]
-        return [row["output"] for row in rows]
-    return FALLBACK_TEXTS
-
-
-@pytest.fixture(scope="module")
-def model_path() -> Path:
-    return resolve_model_path(MODEL, hub=False, show_progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +44,10 @@ def sessions(model_path: Path) -> Iterator[dict[str, LlamaSession]]:
 
 
 @pytest.fixture(scope="module")
-def prompts(sessions: dict[str, LlamaSession]) -> list[list[int]]:
+def prompts(sessions: dict[str, LlamaSession], qags_c_rows: list[dict[str, str]]) -> list[list[int]]:
     llm = ChatLocalLlama.from_session(sessions["1"], model=MODEL)
-    return [llm.prompt_tokens(KG_PROMPT.messages(text)) for text in _texts()]
+    texts = [row["output"] for row in qags_c_rows[:3]] or FALLBACK_TEXTS
+    return [llm.prompt_tokens(KG_PROMPT.messages(text)) for text in texts]
 
 
 def _generate(session: LlamaSession, prompt: list[int], **kwargs: object) -> list[int]:
