@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import logging
 import threading
@@ -709,8 +710,12 @@ class GraphEval:
         """Check many rows: mappings with ``context``/``output`` (and optional ``id``) keys, or pairs.
 
         Extraction calls run with at most ``max_concurrency`` in flight; the claims of ``check_batch_rows`` rows
-        at a time go to the scorer in one batched pass. A bad row never stops the batch: its report carries the
-        error (``errors``, ``hallucinated=None``). Reports come back in the order of ``rows``.
+        at a time go to the scorer in one batched pass, after every row is extracted. With a scorer that
+        :attr:`~grapheval_plugins.check.Scorer.checks_beside_extraction` (the local judge), each row is checked
+        instead as soon as it is extracted, in the order of ``rows``, while the chat model extracts the next ones
+        (the two share the cores): the reports are those of :meth:`aevaluate` called row by row. A bad row never
+        stops the batch: its report carries the error (``errors``, ``hallucinated=None``). Reports come back in
+        the order of ``rows``.
         """
         rows = list(rows)
         if show_progress is None:
@@ -719,12 +724,15 @@ class GraphEval:
             import sys
 
             show_progress = len(rows) > 1 and sys.stderr.isatty()
+        if self.mode == "graph" and len(rows) > 1 and await self._checks_beside_extraction():
+            return await self._aevaluate_beside(rows, context_key=context_key, output_key=output_key, id_key=id_key,
+                                                config=config, show_progress=bool(show_progress))
         # The two stages of extract_rows / check_rows, with progress: one batch pipeline.
         bar = _progress(len(rows), "extract", bool(show_progress) and self.mode == "graph")
         try:
             staged = await self._aextract_rows(
                 rows, context_key=context_key, output_key=output_key, id_key=id_key, config=config, positions=None,
-                on_row=lambda: bar.update(1),
+                on_row=lambda i, result: bar.update(1),
             )
         finally:
             bar.close()
@@ -735,6 +743,76 @@ class GraphEval:
         finally:
             bar.close()
         return [next(checked) if isinstance(r, ExtractedRow) else r for r in staged]
+
+    async def _checks_beside_extraction(self) -> bool:
+        """Whether :meth:`aevaluate_many` checks each row beside the extraction of the next (the scorer says so;
+        ``False`` when it cannot be resolved: the check stage then reports that as it always does)."""
+        try:
+            scorer = await self._acheck_scorer()
+        except Exception:  # noqa: BLE001 - decided again, and reported, by the check stage
+            return False
+        return bool(scorer.checks_beside_extraction)
+
+    async def _aevaluate_beside(
+        self, rows: list[Any], *, context_key: str, output_key: str, id_key: str, config: RunnableConfig | None,
+        show_progress: bool,
+    ) -> list[Report]:
+        """:meth:`aevaluate_many` with the check beside the extraction: each row is checked on its own, in the order
+        of ``rows``, as soon as it is extracted, while the extraction goes on with the next rows. While the first
+        row is extracted, the scorer works on its context (:meth:`_start_beside`)."""
+        beside = None
+        for position, row in enumerate(rows):
+            try:
+                beside = self._start_beside(to_sample(row, position, context_key, output_key, id_key))
+            except InputError:
+                continue
+            break
+        loop = asyncio.get_running_loop()
+        ready: list[asyncio.Future[Report | ExtractedRow]] = [loop.create_future() for _ in rows]
+        extract_bar = _progress(len(rows), "extract", show_progress)
+        check_bar = _progress(len(rows), "check", show_progress)
+
+        def extracted(i: int, result: Report | ExtractedRow) -> None:
+            extract_bar.update(1)
+            if not ready[i].done():
+                ready[i].set_result(result)
+
+        extraction = asyncio.ensure_future(self._aextract_rows(
+            rows, context_key=context_key, output_key=output_key, id_key=id_key, config=config, positions=None,
+            on_row=extracted,
+        ))
+
+        def cancel_waiting(_: object) -> None:  # the extraction ended early (it raised): nothing more will come
+            for future in ready:
+                if not future.done():
+                    future.cancel()
+
+        extraction.add_done_callback(cancel_waiting)
+        reports: list[Report] = []
+        try:
+            for future in ready:
+                try:
+                    staged = await future
+                except asyncio.CancelledError:
+                    if extraction.done() and not extraction.cancelled():
+                        extraction.result()  # raises the error that ended the extraction
+                    raise
+                if isinstance(staged, ExtractedRow):
+                    await _finish_beside(beside)
+                    beside = None
+                    staged = (await self._acheck_rows([staged], on_group=None))[0]
+                reports.append(staged)
+                check_bar.update(1)
+            await extraction
+        finally:
+            if not extraction.done():
+                extraction.cancel()
+                with contextlib.suppress(BaseException):
+                    await extraction
+            await _finish_beside(beside)
+            extract_bar.close()
+            check_bar.close()
+        return reports
 
     # ----------------------------------------------------------------- the two stages, one at a time
     def extract_rows(
@@ -797,9 +875,9 @@ class GraphEval:
         id_key: str,
         config: RunnableConfig | None,
         positions: Sequence[int] | None,
-        on_row: Callable[[], Any] | None,
+        on_row: Callable[[int, Report | ExtractedRow], Any] | None,
     ) -> list[Report | ExtractedRow]:
-        """:meth:`aextract_rows`, calling ``on_row()`` as each row is done (progress)."""
+        """:meth:`aextract_rows`, calling ``on_row(i, result)`` as each row ``rows[i]`` is done."""
         rows = list(rows)
         where = list(range(len(rows))) if positions is None else list(positions)
         if len(where) != len(rows):
@@ -810,9 +888,9 @@ class GraphEval:
             try:
                 samples.append((i, to_sample(row, where[i], context_key, output_key, id_key)))
             except InputError as exc:
-                results[i] = self._input_error_report(row, exc, output_key, id_key)
+                report = results[i] = self._input_error_report(row, exc, output_key, id_key)
                 if on_row is not None:
-                    on_row()
+                    on_row(i, report)
         semaphore = asyncio.Semaphore(self.max_concurrency)
 
         async def extract(i: int, sample: Sample) -> None:
@@ -820,17 +898,19 @@ class GraphEval:
                 t0 = time.perf_counter()
                 extraction, claims, error = await self._extract_claims(sample, config)
                 seconds = time.perf_counter() - t0
+            result: Report | ExtractedRow
             if error is not None:
-                results[i] = self._error_report(sample, extraction, error, {"extract": seconds, "total": seconds})
+                result = self._error_report(sample, extraction, error, {"extract": seconds, "total": seconds})
             else:
-                results[i] = ExtractedRow(
+                result = ExtractedRow(
                     id=sample.id, context=sample.context, passages=list(sample.passages), output=sample.output,
                     extraction=extraction,
                     claims=claims, llm=None if self.mode == "raw" else self.extractor.llm_id,
                     extract_seconds=seconds,
                 )
+            results[i] = result
             if on_row is not None:
-                on_row()
+                on_row(i, result)
 
         await asyncio.gather(*(extract(i, s) for i, s in samples))
         return [r for r in results if r is not None]
@@ -1079,6 +1159,8 @@ class GraphEval:
         self, sample: Sample, extraction: Extraction | None, error: StageError, timings: dict[str, float]
     ) -> Report:
         llm, scorer = self._names()
+        if error.stage == "extract":
+            scorer = None  # the row never reached the scorer (named or not, whether it was loaded yet or not)
         return Report(
             output=sample.output,
             mode=self.mode,

@@ -121,6 +121,11 @@ class Scorer(ABC):
     max_premise_tokens: int | None = None
     """Largest premise, in :meth:`count_tokens` units, the model reads without truncation; ``None``: unbounded."""
     chunk_overlap_tokens: int = 48
+    checks_beside_extraction: bool = False
+    """``True`` when the scorer reads its pairs one at a time (nothing gained from many rows' claims in one pass)
+    and shares the cores with a local chat model fairly (the local judge: both go through the thread ledger):
+    :meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>` then checks each row as soon as it
+    is extracted, beside the extraction of the next rows, instead of checking after every row is extracted."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()

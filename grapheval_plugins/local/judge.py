@@ -132,6 +132,8 @@ class LocalJudgeScorer(Scorer):
                                                              "Eiffel Tower located in Rome"])
     """
 
+    checks_beside_extraction = True  # pairs one at a time; its threads go through the ledger with the chat model's
+
     def __init__(
         self,
         model: str = "qwen2.5-coder-1.5b",

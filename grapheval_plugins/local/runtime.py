@@ -17,7 +17,8 @@ they share (llama.cpp reads a model's weights only; each context has its own KV 
 not depend on the other running: integration-tested on the real 0.5B GGUF). They share the cores through
 :data:`~grapheval_plugins.local.threads.LEDGER`: an evaluation starts when its threads fit beside those of the
 sessions already evaluating (without an explicit ``n_threads``, it takes only what they leave), else it waits for
-them, as one shared lock would; an evaluation meant to run beside another reserves its threads first
+them, as one shared lock would, while a session decoding shrinks to an even part of the free threads at its next
+step so that the waiting one can start; an evaluation meant to run beside another reserves its threads first
 (:meth:`LlamaSession.reserve_beside`).
 
 Saved prefixes: after a prefill that evaluated at least :data:`SNAPSHOT_MIN_TOKENS` new tokens, a session copies
@@ -125,6 +126,9 @@ class SessionStats:
     """Prompt tokens taken from a saved prefix instead of being evaluated (counted in ``reused_tokens`` too)."""
     snapshots: int = 0
     """Prefixes saved (see ``prefix_slots``)."""
+    wait_seconds: float = 0.0
+    """Time spent waiting for other sessions of the process to leave threads free before an evaluation
+    (:meth:`~grapheval_plugins.local.threads.ThreadLedger.acquire`)."""
 
 
 SNAPSHOT_MIN_TOKENS = 128
@@ -435,8 +439,9 @@ class LlamaSession:
 
     def _free_now(self) -> int:
         """Threads this session may take now: those other processes leave free, less those the other sessions of
-        this process hold (:data:`~grapheval_plugins.local.threads.LEDGER`), at least one."""
-        return max(1, free_threads(self._load_reader(), self.n_threads) - LEDGER.held_by_others(self))
+        this process hold, and no more than an even part while another session waits to start
+        (:meth:`~grapheval_plugins.local.threads.ThreadLedger.share`), at least one."""
+        return LEDGER.share(self, free_threads(self._load_reader(), self.n_threads))
 
     def _begin(self) -> None:
         """Start an evaluation (the outermost of nested ones: a prompt inside a generation is one): wait until its
@@ -444,8 +449,10 @@ class LlamaSession:
         then use the threads the load leaves free (the decode governor's choice when that is fewer)."""
         if self._depth == 0:
             limit = self.n_threads if self._governed else allowed_cpus()
+            started = time.perf_counter()
             threads = LEDGER.acquire(self, lambda: free_threads(self._load_reader(), limit),
                                      None if self._governed else self._threads_now)
+            self.stats.wait_seconds += time.perf_counter() - started
             try:
                 if self._governed:
                     self.governor.set_cap(threads)
@@ -463,10 +470,10 @@ class LlamaSession:
             LEDGER.release(self)
 
     def _step_threads(self, step: int) -> None:
-        """Before decode step ``step``: the governor's thread count (the load re-read every few steps), held in
-        the ledger."""
+        """Before decode step ``step``: the governor's thread count (the load re-read every few steps, and at
+        once when another session of the process waits for threads this one holds), held in the ledger."""
         if self._governed:
-            if step and step % LOAD_RECHECK_STEPS == 0:
+            if (step and step % LOAD_RECHECK_STEPS == 0) or (self._threads_now > 1 and LEDGER.waiting(self)):
                 self.governor.set_cap(self._free_now())
             self._use_threads(self.governor.threads())
         LEDGER.hold(self, self._threads_now)

@@ -188,7 +188,10 @@ class ThreadLedger:
     An evaluation starts (:meth:`acquire`) when no other session of the process is evaluating, or when its threads
     fit beside theirs in what other processes leave free; otherwise it waits for them (so two sessions never crowd
     the same cores: a llama.cpp pass waits for its slowest thread). A session does not wait once it is evaluating
-    (only its count changes, :meth:`hold`), so no two sessions wait for each other.
+    (only its count changes, :meth:`hold`), so no two sessions wait for each other. While one waits, the sessions
+    evaluating shrink to an even part of the free threads at their next decode step (:meth:`share`), so two
+    stages that run at once (the judge checking one row while the chat model extracts the next) each get their
+    part instead of taking turns.
 
     >>> ledger = ThreadLedger()
     >>> a, b = object(), object()
@@ -200,11 +203,14 @@ class ThreadLedger:
     True
     >>> ledger.release(a); ledger.release(b); ledger.held_by_others(object())
     0
+    >>> ledger.acquire(a, free=lambda: 2), ledger.share(a, free=2)  # alone: all of them
+    (2, 2)
     """
 
     def __init__(self, wait_limit_s: float = 120.0) -> None:
         self._cond = threading.Condition()
         self._held: dict[int, int] = {}
+        self._waiting: set[int] = set()  # holders waiting in acquire()
         self.wait_limit_s = wait_limit_s
         """The longest :meth:`acquire` waits (a holder that never releases costs this much, not a hang)."""
 
@@ -222,17 +228,39 @@ class ThreadLedger:
         or what ``free()`` (the threads other processes leave, :func:`free_threads`) leaves beside the other
         holders, at least one. Admitted at once when nobody else holds threads."""
         deadline: float | None = None
+        key = id(holder)
         with self._cond:
-            while True:
-                others = self._others(holder)
-                available = free()
-                threads = fixed if fixed else max(1, available - others)
-                now = time.monotonic()
-                deadline = now + self.wait_limit_s if deadline is None else deadline
-                if others == 0 or threads + others <= available or now >= deadline:
-                    self._held[id(holder)] = threads
-                    return threads
-                self._cond.wait(min(0.05, deadline - now))
+            try:
+                while True:
+                    others = self._others(holder)
+                    available = free()
+                    threads = fixed if fixed else max(1, available - others)
+                    now = time.monotonic()
+                    deadline = now + self.wait_limit_s if deadline is None else deadline
+                    if others == 0 or threads + others <= available or now >= deadline:
+                        self._held[key] = threads
+                        return threads
+                    self._waiting.add(key)  # the holders make room at their next step (share)
+                    self._cond.wait(min(0.05, deadline - now))
+            finally:
+                self._waiting.discard(key)
+
+    def share(self, holder: object, free: int) -> int:
+        """The threads ``holder``, evaluating, may use now: what ``free`` (the threads other processes leave)
+        leaves beside the other holders, and, while other sessions wait to start, no more than an even part of
+        ``free`` among all of them (at least one)."""
+        key = id(holder)
+        with self._cond:
+            threads = free - self._others(holder)
+            waiting = self._waiting - {key}
+            if waiting:
+                threads = min(threads, free // len(set(self._held) | waiting | {key}))
+            return max(1, threads)
+
+    def waiting(self, holder: object) -> bool:
+        """Whether another session waits to start an evaluation."""
+        with self._cond:
+            return bool(self._waiting - {id(holder)})
 
     def hold(self, holder: object, threads: int) -> None:
         """``holder`` evaluates with ``threads`` threads from now on (until :meth:`release`)."""
@@ -335,6 +363,8 @@ class ThreadGovernor:
             self._probing = 0
         if self._current > cap or self._current not in (1, cap):
             self._current = cap if self._current > 1 else 1
+        elif cap > old and self._current == 1 and not self._probing and not self._samples.get(1):
+            self._current = cap  # one thread was never timed (a session that only evaluates prompts): no probe
         elif cap > old and self._current == 1 and not self._probing:
             # cores came free: try them soon (less soon after lost probes, so a flickering reading costs little)
             self._wait = min(self._wait, max(self.warmup_steps, self._backoff // 4))

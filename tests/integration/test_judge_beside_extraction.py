@@ -1,6 +1,7 @@
 """The judge reading a row's context while the chat model extracts its triples, on the real Qwen2.5-Coder-0.5B GGUF:
 two llama.cpp contexts over one loaded model, evaluated at once from two threads, give the reports of an engine
-that runs them one after the other, to the bit.
+that runs them one after the other, to the bit; and a batch whose rows are checked while the next ones are
+extracted, the two sharing the cores under the thread policy, gives the reports of ``evaluate`` row by row.
 
 This module runs in a child process (``isolated``), like every integration module.
 """
@@ -79,4 +80,37 @@ def test_judging_beside_the_extraction_gives_the_same_reports(
     assert none == 0 and prepared == len(rows) - 1  # every row once the judge is loaded (by the first row)
     assert all(v[0] is not None and v[1] for v in one_after_the_other)
     assert beside == one_after_the_other
+    assert LEDGER.held_by_others(object()) == 0
+
+
+def test_a_batch_checked_beside_its_extraction_gives_the_reports_of_evaluate(
+    model_path: Path, rows: list[dict[str, str]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under the thread policy (no ``n_threads``) on two free cores: the chat model and the judge each take both
+    when alone and one each when both evaluate (the thread count changes inside generations), with the numbers of
+    one row at a time."""
+    monkeypatch.setattr(runtime, "read_cpu_load", lambda: CpuLoad(procs_running=1, own_running=1, online=2, allowed=2))
+    monkeypatch.setattr(runtime, "allowed_cpus", lambda: 2)
+    monkeypatch.setattr(runtime, "_default_threads", lambda: 2)
+
+    def engine() -> tuple[GraphEval, ChatLocalLlama]:
+        runtime.clear_sessions()
+        chat = ChatLocalLlama(model=str(model_path), max_tokens=96, hub=False)
+        judge = LocalJudgeScorer(str(model_path), hub=False)
+        return GraphEval(llm=chat, scorer=judge, cache=False, show_progress=False), chat
+
+    def verdicts(reports: list[Report]) -> list[Any]:
+        return [(r.score, [(c.claim, c.p_unsupported, c.evidence_index) for c in r.claims],
+                 None if r.extraction is None else r.extraction.raw_text, [e.message for e in r.errors])
+                for r in reports]
+
+    one_by_one, _ = engine()
+    expected = verdicts([one_by_one.evaluate(row["context"], row["output"]) for row in rows])
+    batch, chat = engine()
+    got = verdicts(batch.evaluate_many(rows))
+    switches = chat.session.stats.thread_switches
+    runtime.clear_sessions()
+    assert all(v[0] is not None and v[1] for v in expected)
+    assert got == expected
+    assert switches > 0  # the chat model did change its thread count inside the batch
     assert LEDGER.held_by_others(object()) == 0

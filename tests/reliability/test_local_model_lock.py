@@ -331,3 +331,31 @@ def test_contexts_take_turns_when_the_cores_are_taken(
         assert all(f.result(timeout=WAIT_S) == pytest.approx(expected_scores) for f in judged)
     assert shared.most_contexts == 1 and shared.most == 1
     assert LEDGER.held_by_others(object()) == 0
+
+
+def test_a_batch_is_checked_beside_its_extraction(
+    weights: tuple[Weights, Path, list[RecordingContext]],
+) -> None:
+    """``evaluate_many`` over the local chat model and judge checks each row while the next ones are extracted (the
+    two contexts evaluate at once) and gives the reports of ``evaluate`` called row by row."""
+    shared, path, _ = weights
+    rows = [{"id": f"r{i}", "context": f"The bridge number {i} stands in Paris. It was built in 18{i}0.",
+             "output": f"The bridge number {i} stands in {'Paris' if i % 2 else 'Rome'}. It was built in 18{i}0."}
+            for i in range(6)]
+
+    def engine() -> GraphEval:
+        chat, judge = models(path, max_tokens=400)
+        return GraphEval(llm=chat, scorer=judge, cache=False, show_progress=False)
+
+    def verdict(report: Report) -> tuple[Any, ...]:
+        return (report.id, report.hallucinated, report.score, [(c.claim, c.p_unsupported) for c in report.claims])
+
+    one_by_one = engine()
+    expected = [verdict(one_by_one.evaluate(r["context"], r["output"], id=r["id"])) for r in rows]
+    runtime.clear_sessions()
+    shared.most_contexts = 0
+    batch = engine()
+    assert batch.scorer.checks_beside_extraction
+    assert [verdict(r) for r in batch.evaluate_many(rows)] == expected
+    assert shared.most_contexts == 2 and shared.most == 1
+    assert LEDGER.held_by_others(object()) == 0

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
+
 from grapheval_plugins import ExtractedRow, GraphEval, Report
+from grapheval_plugins.exceptions import GraphEvalError
 from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel, naive_triples_chat_model
 
 
@@ -69,3 +73,71 @@ def test_ray_is_imported_only_when_the_ray_engine_runs() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+class _BesideScorer(KeywordScorer):
+    """A scorer that checks each row beside the extraction of the next (as the local judge does); logs its passes."""
+
+    checks_beside_extraction = True
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__()
+        self.log = log
+
+    def predict_support(self, pairs: Any) -> list[float]:
+        self.log.append("check")
+        return super().predict_support(pairs)
+
+
+def _logged_engine(log: list[str], scorer: Any = None) -> GraphEval:
+    def respond(messages: list[Any]) -> str:
+        log.append("extract")
+        return _respond(messages)
+
+    return GraphEval(llm=ScriptedChatModel(respond=respond, model_label="fake"),
+                     scorer=_BesideScorer(log) if scorer is None else scorer, max_retries=1, max_concurrency=1,
+                     show_progress=False)
+
+
+def test_a_scorer_that_checks_beside_the_extraction_gets_each_row_as_it_is_extracted() -> None:
+    """Rows are checked one by one as they come out of the extraction, not after all of them; the reports are those
+    of the two stages one after the other, and of ``evaluate`` row by row."""
+    expected = _engine().evaluate_many(ROWS)
+    log: list[str] = []
+    engine = _logged_engine(log)
+    reports = engine.evaluate_many(ROWS)
+    assert [_strip(r) for r in reports] == [_strip(r) for r in expected]
+    assert log.index("check") < len(log) - 1 - log[::-1].index("extract")  # a check before the last extraction
+    one_by_one = _logged_engine([])
+    for row, report in zip(ROWS, reports):
+        if row["output"]:  # evaluate() raises on the empty one
+            assert _strip(one_by_one.evaluate(row["context"], row["output"], id=row["id"])) == _strip(report)
+    two_stage: list[str] = []  # the same engine over a scorer that does not check beside the extraction
+    _logged_engine(two_stage, scorer=_LoggedKeywordScorer(two_stage)).evaluate_many(ROWS)
+    assert two_stage.index("check") > len(two_stage) - 1 - two_stage[::-1].index("extract")  # all extracted first
+
+
+class _LoggedKeywordScorer(KeywordScorer):
+    def __init__(self, log: list[str]) -> None:
+        super().__init__()
+        self.log = log
+
+    def predict_support(self, pairs: Any) -> list[float]:
+        self.log.append("check")
+        return super().predict_support(pairs)
+
+
+def test_an_error_that_ends_the_extraction_ends_a_batch_checked_beside_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error the batch cannot report per row (here a configuration error from the extraction stage) is raised
+    by ``evaluate_many`` instead of leaving it waiting for rows that never come."""
+    engine = _logged_engine([])
+    extract = engine._extract_claims
+
+    async def failing(sample: Any, config: Any) -> Any:
+        if sample.id == "c":
+            raise GraphEvalError("the chat model is misconfigured")
+        return await extract(sample, config)
+
+    monkeypatch.setattr(engine, "_extract_claims", failing)
+    with pytest.raises(GraphEvalError, match="misconfigured"):
+        asyncio.run(asyncio.wait_for(engine.aevaluate_many(ROWS), 10))

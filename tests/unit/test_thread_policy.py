@@ -307,3 +307,73 @@ def test_a_session_starts_beside_a_reserved_one_with_the_rest(monkeypatch: pytes
     judge.prefill(byte_tokens("the context"), threads=2, logits=False)
     judge.release_beside()
     assert LEDGER.held_by_others(object()) == 0
+
+
+def test_a_holder_makes_room_for_an_evaluation_that_waits() -> None:
+    """While one session waits to start, the one evaluating may use only an even part of the free threads; once it
+    holds that part the other is admitted with the rest."""
+    ledger = ThreadLedger()
+    a, b = object(), object()
+    assert ledger.acquire(a, free=lambda: 2) == 2 and ledger.share(a, free=2) == 2 and not ledger.waiting(a)
+    got: list[int] = []
+    waiting = threading.Thread(target=lambda: got.append(ledger.acquire(b, free=lambda: 2)))
+    waiting.start()
+    for _ in range(200):
+        if ledger.waiting(a):
+            break
+        waiting.join(0.01)
+    assert ledger.waiting(a) and not ledger.waiting(b) and got == []
+    assert ledger.share(a, free=2) == 1  # its part of two cores, with b waiting
+    ledger.hold(a, 1)
+    waiting.join(5)
+    assert got == [1] and not ledger.waiting(a)
+    assert ledger.share(a, free=2) == 1  # b holds the other core now
+    ledger.release(b)
+    assert ledger.share(a, free=2) == 2
+    ledger.release(a)
+
+
+def test_governor_moves_up_at_once_when_one_thread_was_never_timed() -> None:
+    """A session that only evaluates prompts (the judge) never times a decode step: when cores come free again it
+    uses them at once instead of waiting for a probe that would never come."""
+    prompts_only = ThreadGovernor(2)
+    prompts_only.set_cap(1)
+    prompts_only.set_cap(2)
+    assert prompts_only.preferred == 2 and prompts_only.threads() == 2
+    decoding = ThreadGovernor(2)
+    decoding.set_cap(1)
+    drive(decoding, {1: 0.1, 2: 0.05}, 5)
+    decoding.set_cap(2)
+    assert decoding.preferred == 1  # one thread was timed: two are tried by a probe first
+
+
+def test_a_decoding_session_makes_room_for_one_that_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chat model decodes on both idle cores; the judge starts a prompt: the chat model drops to one thread at
+    its next step, the judge evaluates on the other, and the answer is the one the chat model gives alone."""
+    monkeypatch.setattr("grapheval_plugins.local.runtime._default_threads", lambda: 2)
+    idle = CpuLoad(procs_running=1, own_running=1, online=2, allowed=2)
+    judge, judge_fakes = governed_session(idle)
+    chat, fakes = governed_session(idle)
+    alone = run(chat, prompt_for(SOURCE), max_tokens=60)
+    judge.load()
+    chat.reset()
+    chat.governor = ThreadGovernor(2, warmup_steps=10**6)  # no probes of one thread: only the judge moves it
+    fakes[0].threads.clear()
+    admitted: list[int] = []
+    with chat.lock:
+        steps = chat.generate(prompt_for(SOURCE), max_tokens=60)
+        answer = [next(steps) for _ in range(3)]
+        assert chat.threads_now == 2
+        prompt = threading.Thread(target=lambda: admitted.append(judge.prefill(byte_tokens("the context"))))
+        prompt.start()
+        for _ in range(200):
+            if LEDGER.waiting(chat):
+                break
+            prompt.join(0.01)
+        assert LEDGER.waiting(chat) and admitted == []  # both cores are the chat model's: the judge waits …
+        answer.append(next(steps))  # … until the chat model's next step
+        prompt.join(5)
+        assert admitted == [0] and judge_fakes[0].threads[-1] == (1, 1) and fakes[0].threads[-1] == (1, 1)
+        answer += list(steps)
+    assert answer == alone
+    assert LEDGER.held_by_others(object()) == 0
