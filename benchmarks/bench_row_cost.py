@@ -18,6 +18,14 @@ evenly:
 
 Reported per engine: mean seconds a row (extraction and checking apart), claims scored, and the ratio to ``raw``
 on the same rows. Writes ``benchmarks/results/row-cost-<set>-<rows>[-<tag>].json``.
+
+``batch`` times a batch instead, the CLI's main job: each engine in its own process, warmed up as above, runs
+``GraphEval.evaluate_many`` on all the drawn rows at once (``raw``; ``default``, which checks each row beside the
+extraction of the next; ``default-two-stage``, every row extracted and then every row checked, through
+``extract_rows`` / ``check_rows``), and reports wall seconds a row and P(hallucination) per row, with how many rows
+``default`` and ``default-two-stage`` decide alike. Writes ``benchmarks/results/batch-cost-<set>-<rows>[-<tag>].json``:
+
+    nice -n 10 .venv/bin/python benchmarks/bench_row_cost.py batch --dataset qags_c --rows 8 --seed 0 --threads 0
 """
 
 from __future__ import annotations
@@ -136,6 +144,87 @@ def run(
     }
     out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     typer.echo(table(record["summary"]))
+    typer.echo(f"written to {out}")
+
+
+BATCH_ENGINES = ("raw", "default", "default-two-stage")
+
+
+@app.command(hidden=True)
+def child_batch(name: str, dataset: str, seed: int, rows: int, threads: Optional[int] = None) -> None:
+    """One engine on the drawn rows as one batch in this process, after a warm-up row; prints one JSON line."""
+    from grapheval_plugins import GraphEval
+    from grapheval_plugins.models import resolve_llm, resolve_scorer
+    from grapheval_plugins.types import ExtractedRow
+
+    options = {"n_threads": threads} if threads else {}
+    ge = GraphEval(llm=resolve_llm(LLM, **options), scorer=resolve_scorer(JUDGE, **options), cache=False,
+                   show_progress=False, **({"mode": "raw"} if name == "raw" else {}))
+    warm = bench.load_dataset(WARM_SET if dataset != WARM_SET else "qags_c")[0]
+    ge.evaluate(warm["context"], warm["output"])
+    batch = [{"id": r["id"], "context": r["context"], "output": r["output"]}
+             for r in bench.sample_rows(dataset, rows, seed)]
+    t0 = time.perf_counter()
+    if name == "default-two-stage":
+        staged = ge.extract_rows(batch)
+        checked = iter(ge.check_rows([r for r in staged if isinstance(r, ExtractedRow)]))
+        reports = [next(checked) if isinstance(r, ExtractedRow) else r for r in staged]
+    else:
+        reports = ge.evaluate_many(batch)
+    seconds = time.perf_counter() - t0
+    print(json.dumps({
+        "engine": name, "seconds": round(seconds, 3), "rows": len(reports),
+        "p_hallucination": {r.id: None if r.score is None else round(1 - r.score, 6) for r in reports},
+        "hallucinated": {r.id: r.hallucinated for r in reports},
+        "errors": [e.message for r in reports for e in r.errors],
+    }))
+
+
+@app.command()
+def batch(
+    dataset: Annotated[str, typer.Option()] = "qags_c",
+    rows: Annotated[int, typer.Option()] = 8,
+    seed: Annotated[int, typer.Option()] = 0,
+    threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads (0: the thread policy).")] = 0,
+    tag: Annotated[str, typer.Option(help="Appended to the result file's name.")] = "",
+) -> None:
+    """Every batch engine on all drawn rows as one ``evaluate_many`` batch, each in its own process."""
+    out = RESULTS / f"batch-cost-{dataset}-{rows}{'-' + tag if tag else ''}.json"
+    results: dict[str, dict[str, Any]] = {}
+    load: list[float] = []
+    for name in BATCH_ENGINES:
+        cmd = [sys.executable, __file__, "child-batch", name, dataset, str(seed), str(rows)]
+        if threads is not None:
+            cmd += ["--threads", str(threads)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        load.append(os.getloadavg()[0])
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        if done.returncode != 0 or not lines:
+            typer.echo(f"{name}: failed\n{done.stderr[-2000:]}", err=True)
+            continue
+        results[name] = json.loads(lines[-1])
+        typer.echo(f"{name}: {results[name]['seconds'] / rows:.1f} s a row", err=True)
+    base = results.get("raw", {}).get("seconds")
+    summary_ = {name: {"seconds_a_row": round(r["seconds"] / max(1, r["rows"]), 3),
+                       "vs_raw": round(r["seconds"] / base, 2) if base else float("nan")}
+                for name, r in results.items()}
+    if "default" in results and "default-two-stage" in results:
+        a, b = results["default"], results["default-two-stage"]
+        summary_["default"]["same_p_as_two_stage"] = sum(a["p_hallucination"][k] == v for k, v in b["p_hallucination"].items())
+        summary_["default"]["same_verdict_as_two_stage"] = sum(a["hallucinated"][k] == v for k, v in b["hallucinated"].items())
+        summary_["default"]["max_abs_dp_vs_two_stage"] = max(
+            (abs(a["p_hallucination"][k] - v) for k, v in b["p_hallucination"].items()
+             if v is not None and a["p_hallucination"][k] is not None), default=0.0)
+    record = {
+        "date": date.today().isoformat(), "cpu": bench.cpu_model(), "python": platform.python_version(),
+        "command": f"benchmarks/bench_row_cost.py batch --dataset {dataset} --rows {rows} --seed {seed} "
+                   f"--threads {threads}" + (f" --tag {tag}" if tag else ""),
+        "load_average": [round(min(load or [0]), 2), round(max(load or [0]), 2)],
+        "summary": summary_, "engines": results,
+    }
+    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    for name, values in summary_.items():
+        typer.echo(f"{name}: {values}")
     typer.echo(f"written to {out}")
 
 
