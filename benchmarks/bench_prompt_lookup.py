@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from datetime import date
 from pathlib import Path
@@ -28,6 +29,9 @@ from typing import Annotated, Any
 import typer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import harness as bench  # noqa: E402
 
 from grapheval_plugins.extract.prompts import KG_PROMPT  # noqa: E402
 from grapheval_plugins.local.chat import ChatLocalLlama  # noqa: E402
@@ -37,7 +41,7 @@ from grapheval_plugins.local.runtime import LlamaSession  # noqa: E402
 from grapheval_plugins.local.weights import resolve_model_path  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-DEV_SET = Path("/work/shared/data/benchmarks/qags_c.jsonl")
+DEV_SET = "qags_c"  # the first rows of this set (found as harness.load_dataset finds it)
 app = typer.Typer(add_completion=False)
 
 
@@ -106,7 +110,7 @@ def main(
     path = resolve_model_path(model, hub=False, show_progress=False)
     session = LlamaSession(path, n_threads=threads or None)
     llm = ChatLocalLlama.from_session(session, model=model)
-    lines = [json.loads(line) for line in DEV_SET.read_text(encoding="utf-8").splitlines() if line.strip()][:rows]
+    lines = bench.load_dataset(DEV_SET)[:rows]
     prompts = [llm.prompt_tokens(KG_PROMPT.messages(row["output"])) for row in lines]
 
     names = list(settings)
