@@ -104,11 +104,13 @@ def main(
     threads: Annotated[int, typer.Option(help="CPU threads, fixed for stable timings (0: all available).")] = 1,
     variants: Annotated[str, typer.Option(help="Comma-separated max_ngram:draft_tokens[:min_ngram].")] = "3:10",
     repeats: Annotated[int, typer.Option(help="Repeats of each batch-cost timing.")] = 3,
+    extra_buffers: Annotated[bool, typer.Option(help="Let llama.cpp repack the weights (extra buffer types).")] = False,
+    tag: Annotated[str, typer.Option(help="Appended to the result file's name.")] = "",
 ) -> None:
     settings: dict[str, tuple[int, int, int] | None] = {"off": None}
     settings.update({f"on-{spec}": _variant(spec) for spec in variants.split(",") if spec})
     path = resolve_model_path(model, hub=False, show_progress=False)
-    session = LlamaSession(path, n_threads=threads or None)
+    session = LlamaSession(path, n_threads=threads or None, extra_buffers=extra_buffers)
     llm = ChatLocalLlama.from_session(session, model=model)
     lines = bench.load_dataset(DEV_SET)[:rows]
     prompts = [llm.prompt_tokens(KG_PROMPT.messages(row["output"])) for row in lines]
@@ -147,16 +149,18 @@ def main(
     result = {
         "date": date.today().isoformat(), "model": model, "weights": path.name,
         "llama_cpp_python": llama_cpp_version(), "cpu": cpu.model, "cpu_features": cpu.summary(),
-        "machine": platform.machine(), "threads": session.n_threads, "rows": len(per_row), "max_tokens": max_tokens,
+        "machine": platform.machine(), "threads": session.n_threads, "extra_buffers": extra_buffers,
+        "rows": len(per_row), "max_tokens": max_tokens,
         "summary": summary,
         "batch_eval_ms": _batch_costs(session, prompts[0], repeats),
         "bare_llama_cpp_loop_tokens_per_s": round(_bare_rate(session, prompts[0], 40), 2),
         "per_row": per_row,
         "command": f"nice -n 10 .venv/bin/python benchmarks/bench_prompt_lookup.py --model {model} --rows {rows} "
-                   f"--threads {threads} --variants {variants}",
+                   f"--threads {threads} --variants {variants}" + (" --extra-buffers" if extra_buffers else "")
+                   + (f" --tag {tag}" if tag else ""),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"prompt-lookup-{model}.json"
+    out = RESULTS / f"prompt-lookup-{model}{'-' + tag if tag else ''}.json"
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     typer.echo(json.dumps({k: v for k, v in result.items() if k != "per_row"}, indent=2))
 
