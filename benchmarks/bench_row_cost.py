@@ -186,13 +186,16 @@ def batch(
     rows: Annotated[int, typer.Option()] = 8,
     seed: Annotated[int, typer.Option()] = 0,
     threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads (0: the thread policy).")] = 0,
+    engines: Annotated[str, typer.Option(help="Comma-separated batch engines, run in this order.")] = ",".join(BATCH_ENGINES),
     tag: Annotated[str, typer.Option(help="Appended to the result file's name.")] = "",
 ) -> None:
     """Every batch engine on all drawn rows as one ``evaluate_many`` batch, each in its own process."""
     out = RESULTS / f"batch-cost-{dataset}-{rows}{'-' + tag if tag else ''}.json"
     results: dict[str, dict[str, Any]] = {}
     load: list[float] = []
-    for name in BATCH_ENGINES:
+    for name in engines.split(","):
+        if name not in BATCH_ENGINES:
+            raise typer.BadParameter(f"unknown batch engine {name!r}; known: {', '.join(BATCH_ENGINES)}")
         cmd = [sys.executable, __file__, "child-batch", name, dataset, str(seed), str(rows)]
         if threads is not None:
             cmd += ["--threads", str(threads)]
@@ -218,7 +221,7 @@ def batch(
     record = {
         "date": date.today().isoformat(), "cpu": bench.cpu_model(), "python": platform.python_version(),
         "command": f"benchmarks/bench_row_cost.py batch --dataset {dataset} --rows {rows} --seed {seed} "
-                   f"--threads {threads}" + (f" --tag {tag}" if tag else ""),
+                   f"--threads {threads} --engines {engines}" + (f" --tag {tag}" if tag else ""),
         "load_average": [round(min(load or [0]), 2), round(max(load or [0]), 2)],
         "summary": summary_, "engines": results,
     }

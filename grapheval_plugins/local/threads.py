@@ -189,7 +189,7 @@ class ThreadLedger:
     fit beside theirs in what other processes leave free; otherwise it waits for them (so two sessions never crowd
     the same cores: a llama.cpp pass waits for its slowest thread). A session does not wait once it is evaluating
     (only its count changes, :meth:`hold`), so no two sessions wait for each other. While one waits, the sessions
-    evaluating shrink to an even part of the free threads at their next decode step (:meth:`share`), so two
+    evaluating shrink to make room for it at their next decode step (:meth:`share`: an even part each), so two
     stages that run at once (the judge checking one row while the chat model extracts the next) each get their
     part instead of taking turns.
 
@@ -210,7 +210,7 @@ class ThreadLedger:
     def __init__(self, wait_limit_s: float = 120.0) -> None:
         self._cond = threading.Condition()
         self._held: dict[int, int] = {}
-        self._waiting: set[int] = set()  # holders waiting in acquire()
+        self._waiting: dict[int, int] = {}  # holders waiting in acquire(): their fixed count, or 0
         self.wait_limit_s = wait_limit_s
         """The longest :meth:`acquire` waits (a holder that never releases costs this much, not a hang)."""
 
@@ -240,27 +240,31 @@ class ThreadLedger:
                     if others == 0 or threads + others <= available or now >= deadline:
                         self._held[key] = threads
                         return threads
-                    self._waiting.add(key)  # the holders make room at their next step (share)
+                    self._waiting[key] = fixed or 0  # the holders make room at their next step (share)
                     self._cond.wait(min(0.05, deadline - now))
             finally:
-                self._waiting.discard(key)
+                self._waiting.pop(key, None)
 
     def share(self, holder: object, free: int) -> int:
         """The threads ``holder``, evaluating, may use now: what ``free`` (the threads other processes leave)
-        leaves beside the other holders, and, while other sessions wait to start, no more than an even part of
-        ``free`` among all of them (at least one)."""
+        leaves beside the other holders, and, while other sessions wait to start, what leaves room for them (a
+        waiting session's fixed count, else an even part of ``free`` among all of them), when that is at least
+        one; a holder that could not make room that way keeps its threads."""
         key = id(holder)
         with self._cond:
             threads = free - self._others(holder)
-            waiting = self._waiting - {key}
+            waiting = {k: n for k, n in self._waiting.items() if k != key}
             if waiting:
-                threads = min(threads, free // len(set(self._held) | waiting | {key}))
+                even = max(1, free // len(set(self._held) | set(waiting) | {key}))
+                room = threads - sum(n or even for n in waiting.values())
+                if room >= 1:
+                    threads = min(threads, room)
             return max(1, threads)
 
     def waiting(self, holder: object) -> bool:
         """Whether another session waits to start an evaluation."""
         with self._cond:
-            return bool(self._waiting - {id(holder)})
+            return any(k != id(holder) for k in self._waiting)
 
     def hold(self, holder: object, threads: int) -> None:
         """``holder`` evaluates with ``threads`` threads from now on (until :meth:`release`)."""

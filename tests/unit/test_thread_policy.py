@@ -333,6 +333,26 @@ def test_a_holder_makes_room_for_an_evaluation_that_waits() -> None:
     ledger.release(a)
 
 
+def test_a_holder_keeps_its_threads_when_shrinking_would_not_let_the_waiting_one_start() -> None:
+    """A session with a fixed count of two waits beside one holding both of two free threads: shrinking to one
+    would not let it start, so the holder keeps both (and the other waits for its end, as before)."""
+    ledger = ThreadLedger()
+    a, b = object(), object()
+    ledger.acquire(a, free=lambda: 2)
+    waiting = threading.Thread(target=lambda: ledger.acquire(b, free=lambda: 2, fixed=2))
+    waiting.start()
+    for _ in range(200):
+        if ledger.waiting(a):
+            break
+        waiting.join(0.01)
+    assert ledger.waiting(a) and ledger.share(a, free=2) == 2
+    assert ledger.share(a, free=4) == 2  # with four free, two left for it are enough
+    ledger.release(a)
+    waiting.join(5)
+    assert not waiting.is_alive() and ledger.held_by_others(a) == 2
+    ledger.release(b)
+
+
 def test_governor_moves_up_at_once_when_one_thread_was_never_timed() -> None:
     """A session that only evaluates prompts (the judge) never times a decode step: when cores come free again it
     uses them at once instead of waiting for a probe that would never come."""
