@@ -75,10 +75,8 @@ def test_ray_is_imported_only_when_the_ray_engine_runs() -> None:
     assert out.split() == ["False", "False"]
 
 
-class _BesideScorer(KeywordScorer):
-    """A scorer that checks each row beside the extraction of the next (as the local judge does); logs its passes."""
-
-    checks_beside_extraction = True
+class _LoggedKeywordScorer(KeywordScorer):
+    """The keyword scorer, logging each of its passes."""
 
     def __init__(self, log: list[str]) -> None:
         super().__init__()
@@ -87,6 +85,12 @@ class _BesideScorer(KeywordScorer):
     def predict_support(self, pairs: Any) -> list[float]:
         self.log.append("check")
         return super().predict_support(pairs)
+
+
+class _BesideScorer(_LoggedKeywordScorer):
+    """One that checks each row beside the extraction of the next, as the local judge does."""
+
+    checks_beside_extraction = True
 
 
 def _logged_engine(log: list[str], scorer: Any = None) -> GraphEval:
@@ -115,16 +119,6 @@ def test_a_scorer_that_checks_beside_the_extraction_gets_each_row_as_it_is_extra
     two_stage: list[str] = []  # the same engine over a scorer that does not check beside the extraction
     _logged_engine(two_stage, scorer=_LoggedKeywordScorer(two_stage)).evaluate_many(ROWS)
     assert two_stage.index("check") > len(two_stage) - 1 - two_stage[::-1].index("extract")  # all extracted first
-
-
-class _LoggedKeywordScorer(KeywordScorer):
-    def __init__(self, log: list[str]) -> None:
-        super().__init__()
-        self.log = log
-
-    def predict_support(self, pairs: Any) -> list[float]:
-        self.log.append("check")
-        return super().predict_support(pairs)
 
 
 def test_an_error_that_ends_the_extraction_ends_a_batch_checked_beside_it(monkeypatch: pytest.MonkeyPatch) -> None:
