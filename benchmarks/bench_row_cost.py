@@ -23,7 +23,8 @@ on the same rows. Writes ``benchmarks/results/row-cost-<set>-<rows>[-<tag>].json
 ``GraphEval.evaluate_many`` on all the drawn rows at once (``raw``; ``default``, which checks each row beside the
 extraction of the next; ``default-two-stage``, every row extracted and then every row checked, through
 ``extract_rows`` / ``check_rows``), and reports wall seconds a row and P(hallucination) per row, with how many rows
-``default`` and ``default-two-stage`` decide alike. Writes ``benchmarks/results/batch-cost-<set>-<rows>[-<tag>].json``:
+``default`` and ``default-two-stage`` decide alike, and each session's counters (``SessionStats``: tokens evaluated
+and generated, seconds of prompt evaluation and of decoding, seconds waited for threads). Writes ``benchmarks/results/batch-cost-<set>-<rows>[-<tag>].json``:
 
     nice -n 10 .venv/bin/python benchmarks/bench_row_cost.py batch --dataset qags_c --rows 8 --seed 0 --threads 0
 """
@@ -158,12 +159,16 @@ def child_batch(name: str, dataset: str, seed: int, rows: int, threads: Optional
     from grapheval_plugins.types import ExtractedRow
 
     options = {"n_threads": threads} if threads else {}
-    ge = GraphEval(llm=resolve_llm(LLM, **options), scorer=resolve_scorer(JUDGE, **options), cache=False,
-                   show_progress=False, **({"mode": "raw"} if name == "raw" else {}))
+    llm, scorer = resolve_llm(LLM, **options), resolve_scorer(JUDGE, **options)
+    ge = GraphEval(llm=llm, scorer=scorer, cache=False, show_progress=False,
+                   **({"mode": "raw"} if name == "raw" else {}))
     warm = bench.load_dataset(WARM_SET if dataset != WARM_SET else "qags_c")[0]
     ge.evaluate(warm["context"], warm["output"])
     batch = [{"id": r["id"], "context": r["context"], "output": r["output"]}
              for r in bench.sample_rows(dataset, rows, seed)]
+    sessions = {"chat": llm.session, "judge": scorer.session}
+    for session in sessions.values():
+        session.reset_stats()
     t0 = time.perf_counter()
     if name == "default-two-stage":
         staged = ge.extract_rows(batch)
@@ -177,6 +182,8 @@ def child_batch(name: str, dataset: str, seed: int, rows: int, threads: Optional
         "p_hallucination": {r.id: None if r.score is None else round(1 - r.score, 6) for r in reports},
         "hallucinated": {r.id: r.hallucinated for r in reports},
         "errors": [e.message for r in reports for e in r.errors],
+        "sessions": {role: {k: round(v, 3) if isinstance(v, float) else v for k, v in vars(session.stats).items()}
+                     for role, session in sessions.items()},
     }))
 
 
