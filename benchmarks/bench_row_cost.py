@@ -82,6 +82,19 @@ def engine(name: str, threads: Optional[int]) -> Any:
     return GraphEval(llm=resolve_llm(LLM, **options), scorer=scorer, cache=False, **ENGINES[name])
 
 
+def _child_result(cmd: list[str], label: str, load: list[float]) -> dict[str, Any] | None:
+    """Run one child process and read the JSON line it prints last (``None``, with its stderr shown, when it
+    failed); the load average after it goes to ``load``."""
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    load.append(os.getloadavg()[0])
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0 or not lines:
+        typer.echo(f"{label}: failed\n{done.stderr[-2000:]}", err=True)
+        return None
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
 @app.command(hidden=True)
 def child(name: str, dataset: str, row_id: str, threads: Optional[int] = None) -> None:
     """One engine on one row in this process, after a warm-up row; prints one JSON line."""
@@ -127,13 +140,9 @@ def run(
             cmd = [sys.executable, __file__, "child", name, dataset, row["id"]]
             if threads is not None:
                 cmd += ["--threads", str(threads)]
-            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            load.append(os.getloadavg()[0])
-            lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-            if done.returncode != 0 or not lines:
-                typer.echo(f"{name} {row['id']}: failed\n{done.stderr[-2000:]}", err=True)
+            result = _child_result(cmd, f"{name} {row['id']}", load)
+            if result is None:
                 continue
-            result = json.loads(lines[-1])
             results.append(result)
             typer.echo(f"{row['id']} {name}: {result['seconds']:.1f} s, {result['claims']} claims", err=True)
     record = {
@@ -206,13 +215,10 @@ def batch(
         cmd = [sys.executable, __file__, "child-batch", name, dataset, str(seed), str(rows)]
         if threads is not None:
             cmd += ["--threads", str(threads)]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        load.append(os.getloadavg()[0])
-        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-        if done.returncode != 0 or not lines:
-            typer.echo(f"{name}: failed\n{done.stderr[-2000:]}", err=True)
+        result = _child_result(cmd, name, load)
+        if result is None:
             continue
-        results[name] = json.loads(lines[-1])
+        results[name] = result
         typer.echo(f"{name}: {results[name]['seconds'] / rows:.1f} s a row", err=True)
     base = results.get("raw", {}).get("seconds")
     summary_ = {name: {"seconds_a_row": round(r["seconds"] / max(1, r["rows"]), 3),
