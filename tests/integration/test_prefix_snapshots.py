@@ -1,6 +1,7 @@
 """Saved prefixes on the real Qwen2.5-Coder-0.5B GGUF: a session that returns to a context it evaluated earlier (after
 another prompt took its KV cache) puts the saved cells back instead of evaluating the context again, and reads the
-same logits, judge scores and greedy answers as a session that saves nothing.
+same logits as a session whose context never left the cache, and the same judge scores and greedy answers as a
+session that saves nothing.
 
 This module runs in a child process (``isolated``), like every integration module.
 """
@@ -54,21 +55,31 @@ def sessions(model_path: Path) -> Iterator[dict[str, LlamaSession]]:
 def test_a_context_left_and_returned_to_is_restored_with_the_same_logits(
     sessions: dict[str, LlamaSession], rows: list[dict[str, str]],
 ) -> None:
+    """The saving session alternates between the two contexts, so it returns to each through its saved cells; the
+    plain one reads each context's two claims one after the other, so its context never leaves the KV cache. Both
+    then evaluate the same tokens after the same cached prefix. (Against a context evaluated again in one batch
+    with the claim the logits may differ: llama.cpp's CPU kernels can give a token inside a larger batch other
+    logits, on AVX2 CPUs by up to about 0.2 here.)"""
     saving, plain = sessions["saving"], sessions["plain"]
     first, second = (saving.tokenize(row["context"]) for row in rows)
     assert len(first) >= SNAPSHOT_MIN_TOKENS and len(second) >= SNAPSHOT_MIN_TOKENS
     claim_a, claim_b = saving.tokenize(" Claim one."), saving.tokenize(" Claim two.")
-    readings: dict[str, list[np.ndarray]] = {}
+    prompts = {("first", "a"): first + claim_a, ("second", "a"): second + claim_a,
+               ("first", "b"): first + claim_b, ("second", "b"): second + claim_b}
+    orders = {"saving": [("first", "a"), ("second", "a"), ("first", "b"), ("second", "b")],
+              "plain": [("first", "a"), ("first", "b"), ("second", "a"), ("second", "b")]}
+    readings: dict[str, dict[tuple[str, str], np.ndarray]] = {}
     for name, session in sessions.items():
-        readings[name] = []
-        for tokens in (first + claim_a, second + claim_a, first + claim_b, second + claim_b):
-            session.prefill(tokens)
-            readings[name].append(session.logits())
-    for got, want in zip(readings["saving"], readings["plain"]):
-        np.testing.assert_array_equal(got, want)
+        readings[name] = {}
+        for key in orders[name]:
+            session.prefill(prompts[key])
+            readings[name][key] = session.logits()
+    for key in prompts:
+        np.testing.assert_array_equal(readings["saving"][key], readings["plain"][key])
     assert saving.stats.restored_tokens >= len(first) + len(second)
     assert plain.stats.restored_tokens == 0 and plain.stats.snapshots == 0
-    assert saving.stats.evaluated_tokens < plain.stats.evaluated_tokens
+    # alternating, it evaluated no more than the session whose contexts never left the cache
+    assert saving.stats.evaluated_tokens == plain.stats.evaluated_tokens
 
 
 def test_judge_scores_and_greedy_answers_do_not_change(model_path: Path, rows: list[dict[str, str]]) -> None:
