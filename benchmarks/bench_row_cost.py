@@ -161,14 +161,17 @@ BATCH_ENGINES = ("raw", "default", "default-two-stage")
 
 
 @app.command(hidden=True)
-def child_batch(name: str, dataset: str, seed: int, rows: int, threads: Optional[int] = None) -> None:
+def child_batch(name: str, dataset: str, seed: int, rows: int, threads: Optional[int] = None,
+                judge_prompt: str = "default") -> None:
     """One engine on the drawn rows as one batch in this process, after a warm-up row; prints one JSON line."""
+    from bench_judge_prompt import VARIANTS
+
     from grapheval_plugins import GraphEval
     from grapheval_plugins.models import resolve_llm, resolve_scorer
     from grapheval_plugins.types import ExtractedRow
 
-    options = {"n_threads": threads} if threads else {}
-    llm, scorer = resolve_llm(LLM, **options), resolve_scorer(JUDGE, **options)
+    options: dict[str, Any] = {"n_threads": threads} if threads else {}
+    llm, scorer = resolve_llm(LLM, **options), resolve_scorer(JUDGE, prompt=VARIANTS[judge_prompt], **options)
     ge = GraphEval(llm=llm, scorer=scorer, cache=False, show_progress=False,
                    **({"mode": "raw"} if name == "raw" else {}))
     warm = bench.load_dataset(WARM_SET if dataset != WARM_SET else "qags_c")[0]
@@ -204,8 +207,14 @@ def batch(
     threads: Annotated[Optional[int], typer.Option(help="llama.cpp threads (0: the thread policy).")] = 0,
     engines: Annotated[str, typer.Option(help="Comma-separated batch engines, run in this order.")] = ",".join(BATCH_ENGINES),
     tag: Annotated[str, typer.Option(help="Appended to the result file's name.")] = "",
+    judge_prompt: Annotated[str, typer.Option(help="The judge's wording: a variant of bench_judge_prompt.py "
+                                                   "(its scores differ from the default's).")] = "default",
 ) -> None:
     """Every batch engine on all drawn rows as one ``evaluate_many`` batch, each in its own process."""
+    from bench_judge_prompt import VARIANTS
+
+    if judge_prompt not in VARIANTS:
+        raise typer.BadParameter(f"unknown judge prompt {judge_prompt!r}; known: {', '.join(VARIANTS)}")
     out = RESULTS / f"batch-cost-{dataset}-{rows}{'-' + tag if tag else ''}.json"
     results: dict[str, dict[str, Any]] = {}
     load: list[float] = []
@@ -215,6 +224,7 @@ def batch(
         cmd = [sys.executable, __file__, "child-batch", name, dataset, str(seed), str(rows)]
         if threads is not None:
             cmd += ["--threads", str(threads)]
+        cmd += ["--judge-prompt", judge_prompt]
         result = _child_result(cmd, name, load)
         if result is None:
             continue
@@ -234,7 +244,8 @@ def batch(
     record = {
         "date": date.today().isoformat(), "cpu": bench.cpu_model(), "python": platform.python_version(),
         "command": f"benchmarks/bench_row_cost.py batch --dataset {dataset} --rows {rows} --seed {seed} "
-                   f"--threads {threads} --engines {engines}" + (f" --tag {tag}" if tag else ""),
+                   f"--threads {threads} --engines {engines}" + (f" --tag {tag}" if tag else "")
+                   + (f" --judge-prompt {judge_prompt}" if judge_prompt != "default" else ""),
         "load_average": [round(min(load or [0]), 2), round(max(load or [0]), 2)],
         "summary": summary_, "engines": results,
     }

@@ -511,7 +511,8 @@ def test_the_harness_is_not_part_of_the_installed_package_and_reexports_the_publ
     assert Path(bench.__file__).resolve().parent.name == "benchmarks"
 
 
-@pytest.mark.parametrize("script", ["detection.py", "bench_correct.py", "cost.py", "bench_local.py", "bench_engine.py"])
+@pytest.mark.parametrize("script", ["detection.py", "bench_correct.py", "cost.py", "bench_local.py", "bench_engine.py",
+                                    "bench_judge_prompt.py", "bench_row_cost.py"])
 def test_every_benchmark_script_answers_help(script: str) -> None:
     import subprocess
     import sys
@@ -547,3 +548,24 @@ def test_loop_stop_replay_keeps_the_answer_prefix_that_parses_to_the_same_graph(
     assert kept < len(tokens) and answer[:kept].count("officer") == 4  # the fourth written, not yet closed
     assert parse_triples(answer[:kept]).triples == parse_triples(answer).triples
     assert module.stop_at(list(b"no loop here, just one answer"), lambda ts: bytes(ts)) == 29
+
+
+def test_judge_prompt_variants_read_the_claim_after_the_shared_context_with_fewer_tokens_a_claim() -> None:
+    from repo_scripts import load_script
+
+    from grapheval_plugins.local.judge import JUDGE_PROMPT
+
+    module = load_script("benchmarks/bench_judge_prompt.py", "bench_judge_prompt_script")
+    assert module.VARIANTS["default"] is JUDGE_PROMPT
+
+    def text(segments: list[tuple[str, bool]]) -> str:
+        return "".join(t for t, _ in segments)
+
+    default_claim = text(JUDGE_PROMPT.claim_segments("Anna won"))
+    for name in ("claim-only", "question-first"):
+        prompt = module.VARIANTS[name]
+        prefix, claim = text(prompt.prefix_segments("CONTEXT")), text(prompt.claim_segments("Anna won"))
+        assert prefix.endswith("Context:\nCONTEXT\n\n") and claim.startswith("Claim: Anna won<|im_end|>")
+        assert "Is the claim supported" not in claim and len(claim) < len(default_claim) - 60
+        assert prompt.labels == JUDGE_PROMPT.labels and prompt.system == JUDGE_PROMPT.system
+    assert "Is the claim below supported" in text(module.VARIANTS["question-first"].prefix_segments("CONTEXT"))
