@@ -1,11 +1,11 @@
 """The local judge's prompt: what a shorter per-claim suffix costs in detection and saves in time.
 
 The judge evaluates a row's context once and then, for each claim, only what follows it in the prompt: the claim,
-the question and the start of the answer (``JudgePrompt.claim_segments``). With the default wording about 20 of
-those tokens are the question, read again for every claim. This script scores the lab subset's rows
-(``benchmarks/lab_subset.json``) again with another wording, on the committed knowledge graphs of the default's
-per-row files (no extraction), and compares detection with the default wording's committed scores on the same
-rows:
+the question and the start of the answer (``JudgePrompt.claim_segments``). With the default wording 21 of those
+tokens (the 1.5B's tokenizer) are the question, read again for every claim. This script scores the lab subset's
+rows (``benchmarks/lab_subset.json``) again with another wording, on the committed knowledge graphs of the
+default's per-row files (no extraction), and compares detection with the default wording's committed scores on
+the same rows:
 
     # score (resumable: ids already in the variant's file are skipped)
     nice -n 10 .venv/bin/python benchmarks/bench_judge_prompt.py score --variant question-first
@@ -171,7 +171,8 @@ def report(
     n_boot: Annotated[int, typer.Option()] = 2000,
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
-    """The variant against the default wording's committed scores, on the lab rows both hold (no model)."""
+    """The variant against the default wording's committed scores, on the lab rows both hold (every row with
+    ``--all``; no model)."""
     names = datasets.split(",")
     new = {n: _rows(variant, n) for n in names}
     old = {n: _committed(n) for n in names}
@@ -219,7 +220,6 @@ def report(
                        for a, b in ((t[3], c[3]), (t[4], o[4])) if a is not None and b is not None]
     typer.echo(f"- P(unsupported) against the default wording's committed scores: max |Δ| {max(deltas):.4f}, "
                f"mean {sum(deltas) / len(deltas):.4f} over {len(deltas)} scores")
-
 
 
 if __name__ == "__main__":
