@@ -162,7 +162,7 @@ BATCH_ENGINES = ("raw", "default", "default-two-stage")
 
 @app.command(hidden=True)
 def child_batch(name: str, dataset: str, seed: int, rows: int, threads: Optional[int] = None,
-                judge_prompt: str = "default") -> None:
+                judge_prompt: str = "question-first") -> None:
     """One engine on the drawn rows as one batch in this process, after a warm-up row; prints one JSON line."""
     from bench_judge_prompt import VARIANTS
 
@@ -208,7 +208,7 @@ def batch(
     engines: Annotated[str, typer.Option(help="Comma-separated batch engines, run in this order.")] = ",".join(BATCH_ENGINES),
     tag: Annotated[str, typer.Option(help="Appended to the result file's name.")] = "",
     judge_prompt: Annotated[str, typer.Option(help="The judge's wording: a variant of bench_judge_prompt.py "
-                                                   "(its scores differ from the default's).")] = "default",
+                                                   "(question-first is the shipped one).")] = "question-first",
 ) -> None:
     """Every batch engine on all drawn rows as one ``evaluate_many`` batch, each in its own process."""
     from bench_judge_prompt import VARIANTS
@@ -245,7 +245,7 @@ def batch(
         "date": date.today().isoformat(), "cpu": bench.cpu_model(), "python": platform.python_version(),
         "command": f"benchmarks/bench_row_cost.py batch --dataset {dataset} --rows {rows} --seed {seed} "
                    f"--threads {threads} --engines {engines}" + (f" --tag {tag}" if tag else "")
-                   + (f" --judge-prompt {judge_prompt}" if judge_prompt != "default" else ""),
+                   + (f" --judge-prompt {judge_prompt}" if judge_prompt != "question-first" else ""),
         "load_average": [round(min(load or [0]), 2), round(max(load or [0]), 2)],
         "summary": summary_, "engines": results,
     }

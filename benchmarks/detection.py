@@ -53,6 +53,7 @@ import os
 import random
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -279,7 +280,15 @@ def bench_scorer(spec: str, cache: Optional[Path], threads: Optional[int]) -> An
     from grapheval_plugins.models import resolve_scorer
     from grapheval_plugins.score_cache import CachedScorer, SQLiteScoreCache
 
-    options = {"n_threads": threads} if threads is not None and spec.startswith("judge:local:") else {}
+    options: dict[str, Any] = {}
+    if spec.startswith("judge:local:"):
+        from grapheval_plugins.local.judge import JUDGE_PROMPT
+
+        # The committed per-row files were scored in this wording; a resumed run extends them alike (the 1.5B's
+        # shipped wording since 2026-12-03, QUESTION_FIRST_PROMPT, is scored by bench_judge_prompt.py).
+        options["prompt"] = JUDGE_PROMPT
+        if threads is not None:
+            options["n_threads"] = threads
     scorer = resolve_scorer(spec, **options)
     return CachedScorer(scorer, SQLiteScoreCache(cache)) if cache is not None else scorer
 
@@ -480,10 +489,9 @@ def fit_weights(rows: list[dict[str, Any]], fitted_on: str) -> Any:
 
 
 def hybrid_tables(paper: dict[str, list[dict]], default: dict[str, list[dict]], n_boot: int, seed: int) -> str:
-    """Per data set: raw, the paper's procedure and the shipped default (weights fitted on the other sets)."""
-    from grapheval_plugins.aggregate import fitted_weights
-
-    shipped = fitted_weights(next(iter(default.values()))[0]["scorer"], KG_PROMPT.version)
+    """Per data set: raw, the paper's procedure and the shipped default's rule (weights fitted on the other sets)."""
+    first = next(iter(default.values()))[0]
+    in_sample = files_weights(first["llm"], first["scorer"], False, list(default))
     lines: list[str] = []
     lifts: dict[str, list[Any]] = {"raw @0.5": [], "raw, threshold fitted elsewhere": []}
     for name, rows in default.items():
@@ -505,9 +513,8 @@ def hybrid_tables(paper: dict[str, list[dict]], default: dict[str, list[dict]], 
             (f"**hybrid (default), weights fitted on {loso.fitted_on}, 0.5**",
              [hybrid_score(r, loso) for r in rows], 0.5, rows),
         ]
-        if shipped is not None:
-            methods.append(("hybrid, shipped weights (fitted on all three sets: in-sample), 0.5",
-                            [hybrid_score(r, shipped) for r in rows], 0.5, rows))
+        methods.append(("hybrid, shipped weights (fitted on all three sets: in-sample), 0.5",
+                        [hybrid_score(r, in_sample) for r in rows], 0.5, rows))
         lines += [f"**{name}** ({len(rows)} rows; {sum(y)} hallucinated)", "",
                   "| method | BA | TPR/TNR | AUC | fallback rows | LLM calls/row | s/row |", "|---|---|---|---|---|---|---|"]
         for label, scores, t, src in methods:
@@ -557,6 +564,25 @@ def hybrid_report(
     typer.echo(hybrid_tables(paper, default, n_boot=n_boot, seed=seed))
 
 
+def files_weights(llm: str, scorer: str, with_fidelity: bool, datasets: Sequence[str] = ("summeval", "qags_c", "qags_x"),
+                  command: Optional[str] = None) -> Any:
+    """The hybrid weights fitted on every row of the committed per-row files (and their fidelity files when
+    ``with_fidelity``): the weights those files are read with. For the local judges the files hold the
+    ``JUDGE_PROMPT`` wording (:func:`bench_scorer`); the 1.5B's shipped weights are fitted on its
+    ``QUESTION_FIRST_PROMPT`` scores instead (``bench_judge_prompt.py fit``)."""
+    default = _load_sets(llm, scorer, DEFAULT_TAG, "concat", list(datasets))
+    rows = [r for rs in default.values() for r in rs]
+    command = command or f"benchmarks/detection.py fit-hybrid --llm {llm} --scorer {scorer}"
+    if with_fidelity:
+        fid = {(r["dataset"], r["id"]): r for name in default for r in bench.load_results(fidelity_path(name, llm, scorer))
+               if not r.get("error")}
+        rows = [r for r in rows if (r["dataset"], r["id"]) in fid]
+        rows = [{**r, "p_graph": max(lab_scores(r, fid[(r["dataset"], r["id"])])[1])} for r in rows]
+        command += " --fidelity"
+    return fit_weights(rows, f"{'+'.join(default)} ({len(rows)} rows, {DEFAULT_TAG} per-row files"
+                             f"{' + fidelity files' if with_fidelity else ''}): {command}")
+
+
 @app.command("fit-hybrid")
 def fit_hybrid_command(
     llm: Annotated[str, typer.Option()] = "local:qwen2.5-coder-1.5b",
@@ -566,18 +592,9 @@ def fit_hybrid_command(
                                                                     "claims term over the triples the fidelity files "
                                                                     "keep (rows without a fidelity row left out).")] = False,
 ) -> None:
-    """Fit the hybrid rule's weights on all rows of these sets; prints the entry for ``aggregate.FITTED_WEIGHTS``."""
-    default = _load_sets(llm, scorer, DEFAULT_TAG, "concat", datasets.split(","))
-    rows = [r for rs in default.values() for r in rs]
-    command = f"benchmarks/detection.py fit-hybrid --llm {llm} --scorer {scorer}"
-    if with_fidelity:
-        fid = {(r["dataset"], r["id"]): r for name in default for r in bench.load_results(fidelity_path(name, llm, scorer))
-               if not r.get("error")}
-        rows = [r for r in rows if (r["dataset"], r["id"]) in fid]
-        rows = [{**r, "p_graph": max(lab_scores(r, fid[(r["dataset"], r["id"])])[1])} for r in rows]
-        command += " --fidelity"
-    w = fit_weights(rows, f"{'+'.join(default)} ({len(rows)} rows, {DEFAULT_TAG} per-row files"
-                          f"{' + fidelity files' if with_fidelity else ''}): {command}")
+    """Fit the hybrid rule's weights on all rows of these sets' per-row files (:func:`files_weights`); prints an
+    entry in the form of ``aggregate.FITTED_WEIGHTS``."""
+    w = files_weights(llm, scorer, with_fidelity, datasets.split(","))
     typer.echo(f'HybridWeights(\n    whole={w.whole:.4f}, claims={w.claims:.4f}, bias={w.bias:.4f},\n'
                f'    fitted_on="{w.fitted_on}",\n    scorer="{scorer}", prompt="{KG_PROMPT.version}", '
                f'fidelity="{"drop" if with_fidelity else "off"}",\n),')
@@ -598,7 +615,6 @@ def live_default(
     """Run the shipped ``GraphEval()`` itself on a few rows, from the committed knowledge graphs (no LLM call), and
     compare its P(hallucination) with the one the tables derive from the per-row files."""
     from grapheval_plugins import GraphEval
-    from grapheval_plugins.aggregate import fitted_weights
     from grapheval_plugins.cache import MemoryKGCache
 
     rows = {r["id"]: r for r in bench.load_results(result_path(dataset, llm, scorer, DEFAULT_TAG, "concat"))
@@ -616,9 +632,11 @@ def live_default(
         if e["llm"] == llm_id and e["prompt"] == KG_PROMPT.version + "+pairs":
             kg_cache.set(llm_id, KG_PROMPT.cache_id, e["text"], CachedKG(triples=e["triples"],
                                                                          raw_text=e.get("raw_text")))
+    # the files' judge wording and the weights fitted on them (for the 1.5B, its wording and weights until 2026-12-03)
+    weights = files_weights(llm, scorer, with_fidelity)
     engine = GraphEval(llm=bench.cache_only_chat_model(llm_id), scorer=bench_scorer(scorer, None, threads),
-                       cache=kg_cache, fidelity="drop" if with_fidelity else "off", score_cache=cache)
-    weights = fitted_weights(scorer, KG_PROMPT.version)
+                       cache=kg_cache, fidelity="drop" if with_fidelity else "off", score_cache=cache,
+                       hybrid_weights=weights)
     typer.echo("| id | label | derived P | live P | difference | same verdict at 0.5 | claims | fidelity notes |\n"
                "|---|---|---|---|---|---|---|---|")
     for rid in ids[:n]:
@@ -835,9 +853,7 @@ def fidelity_cost(
 ) -> None:
     """How many triples the engine scores against their output (the round trip as far as the decision needs it)
     against scoring every triple, and a check that both decide every committed row alike (no model)."""
-    from grapheval_plugins.aggregate import fitted_weights
-
-    weights = fitted_weights(scorer, KG_PROMPT.version, "drop")
+    weights = files_weights(llm, scorer, True)
     typer.echo("| set | rows | triples | scored against the output | fewer by | same P(hallucination) |")
     typer.echo("|---|---|---|---|---|---|")
     for name in datasets.split(","):

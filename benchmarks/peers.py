@@ -307,15 +307,13 @@ def graph_methods(names: list[str], llm: str, scorer: str) -> dict[str, dict[str
     ``calibrate.fit_hybrid``), and their seconds as ``detection.py hybrid`` counts them."""
     import detection
 
-    from grapheval_plugins.aggregate import fitted_weights
     from grapheval_plugins.calibrate import fit_hybrid
-    from grapheval_plugins.extract.prompts import KG_PROMPT
 
     paper = detection._load_sets(llm, scorer, detection.PAPER_TAG, "concat", list(SETS))
     default = detection._load_sets(llm, scorer, detection.DEFAULT_TAG, "concat", list(SETS))
     fidelity = {n: {r["id"]: r for r in detection.bench.load_results(detection.fidelity_path(n, llm, scorer))
                     if not r.get("error")} for n in SETS}
-    shipped = fitted_weights(scorer, KG_PROMPT.version, "drop")
+    shipped = detection.files_weights(llm, scorer, True)  # the weights the files' judge wording was shipped with
 
     def scores(row: dict[str, Any], fid: bool) -> tuple[float, list[float]]:
         return detection.lab_scores(row, fidelity[row["dataset"]].get(row["id"]) if fid else None)
@@ -342,8 +340,8 @@ def graph_methods(names: list[str], llm: str, scorer: str) -> dict[str, dict[str
                 "raw": (r["p_raw"], t["check_raw"], False),
                 "GraphEval default (weights fitted on the other two sets)": (loso.probability(*scores(r, True)),
                                                                             graph + fid_s, False),
-                "GraphEval default, shipped weights (in-sample)": (shipped.probability(*scores(r, True)) if shipped
-                                                                   else None, graph + fid_s, False),
+                "GraphEval default, shipped weights (in-sample)": (shipped.probability(*scores(r, True)),
+                                                                   graph + fid_s, False),
                 "GraphEval, fidelity off (weights fitted on the other two sets)": (
                     loso_off.probability(*scores(r, False)), graph, False),
             }

@@ -178,24 +178,27 @@ class HybridWeights:
         return sigmoid(self.bias + self.whole * logit(p_whole) + self.claims * logit(p_max))
 
 
-_FITTED_WITH = ("summeval+qags_c+qags_x (874 rows, examples-first+pairs per-row files{}): benchmarks/detection.py "
-                "fit-hybrid --llm local:qwen2.5-coder-1.5b --scorer judge:local:qwen2.5-coder-1.5b{}")
+_FITTED_WITH = ("summeval+qags_c+qags_x (728 rows: summeval 254, qags_c 235, qags_x 239; "
+                "judge wording question-first, {}): "
+                "benchmarks/bench_judge_prompt.py fit --variant question-first")
 
 FITTED_WEIGHTS: list[HybridWeights] = [
     HybridWeights(
-        whole=0.5862, claims=0.1684, bias=0.7111, fitted_on=_FITTED_WITH.format("", ""),
+        whole=0.5734, claims=0.1321, bias=0.9423, fitted_on=_FITTED_WITH.format("every triple"),
         scorer="judge:local:qwen2.5-coder-1.5b", prompt="kg-a/1-examples-first", fidelity="off",
     ),
     HybridWeights(
-        whole=0.4917, claims=0.3224, bias=0.6320,
-        fitted_on=_FITTED_WITH.format(", triples the output does not support dropped", " --fidelity"),
+        whole=0.4928, claims=0.2501, bias=0.8905,
+        fitted_on=_FITTED_WITH.format("triples the output does not support dropped"),
         scorer="judge:local:qwen2.5-coder-1.5b", prompt="kg-a/1-examples-first", fidelity="drop",
     ),
 ]
 """The ``hybrid`` rule's fitted weights, each for one (scorer, extraction prompt version, fidelity) setting. The
 prompt is the engine's ``prompt.version`` (``KG_PROMPT``'s, ``"kg-a/1-examples-first"``: the benchmark files' tag
 ``examples-first+pairs`` is that prompt's graphs read with pairs, as the parser reads them). Under
-``fidelity="drop"`` the kept triples carry more signal, so their term weighs more. Append an entry for your own
+``fidelity="drop"`` the kept triples carry more signal, so their term weighs more. The scorer's entries were
+fitted with its own judge wording (the 1.5B's: ``local.judge.QUESTION_FIRST_PROMPT``, from ``JUDGE_PROMPTS``); a
+judge given another wording is read with them too, though they were not fitted for it. Append an entry for your own
 setting (``prompt=None``: fitted without one recorded, for any prompt)."""
 
 
@@ -204,7 +207,7 @@ def fitted_weights(scorer: str | None, prompt: str | None, fidelity: Fidelity = 
     the hybrid rule leaves the decision to the paper's rule).
 
     >>> fitted_weights("judge:local:qwen2.5-coder-1.5b", "kg-a/1-examples-first", "drop").claims
-    0.3224
+    0.2501
     >>> fitted_weights("judge:local:qwen2.5-coder-1.5b", "my-prompt/1") is None
     True
     """

@@ -25,6 +25,8 @@ from .cpu import EXTRA_BUFFERS_ENV, CPUFeatures, ExtraBuffersDecision, cpu_featu
 from .judge import (
     JUDGE_CALIBRATIONS,
     JUDGE_PROMPT,
+    JUDGE_PROMPTS,
+    QUESTION_FIRST_PROMPT,
     JudgeCalibration,
     JudgePrompt,
     LocalJudgeScorer,
@@ -45,7 +47,9 @@ __all__ = [
     "EXTRA_BUFFERS_ENV",
     "JUDGE_CALIBRATIONS",
     "JUDGE_PROMPT",
+    "JUDGE_PROMPTS",
     "KNOWN_MODELS",
+    "QUESTION_FIRST_PROMPT",
     "CPUFeatures",
     "ChatLocalLlama",
     "ContextOverflowError",

@@ -48,6 +48,8 @@ from .weights import (
 __all__ = [
     "JUDGE_CALIBRATIONS",
     "JUDGE_PROMPT",
+    "JUDGE_PROMPTS",
+    "QUESTION_FIRST_PROMPT",
     "JudgeCalibration",
     "JudgePrompt",
     "LocalJudgeScorer",
@@ -83,7 +85,8 @@ class JudgePrompt:
         ]
 
     def claim_segments(self, claim: str) -> list[tuple[str, bool]]:
-        """The segments after the context: the claim, the question, and the start of the answer."""
+        """The segments after the context: the claim (and the question, if ``claim_template`` asks it there) and
+        the start of the answer."""
         return [
             (fill(self.claim_template, claim=claim), False), ("<|im_end|>\n", True),
             ("<|im_start|>assistant\n", True), (self.answer_prefix, False),
@@ -91,7 +94,29 @@ class JudgePrompt:
 
 
 JUDGE_PROMPT = JudgePrompt()
-"""The default judge prompt (labels read as the first token of the answer)."""
+"""The judge's general wording (labels read as the first token of the answer): the question after each claim. A
+model without an entry in :data:`JUDGE_PROMPTS` is asked this way."""
+
+QUESTION_FIRST_PROMPT = JudgePrompt(
+    context_template=("Is the claim below supported by the context? Answer with one word: supported, contradicted or "
+                      "unknown.\n\nContext:\n{context}\n\n"),
+    claim_template="Claim: {claim}",
+)
+"""The same question asked before the context, so it is evaluated once a context with it, and each claim adds only
+``Claim: …`` and the start of the answer (21 tokens fewer a claim with the 1.5B's tokenizer).
+
+>>> "".join(text for text, _ in QUESTION_FIRST_PROMPT.claim_segments("Anna won"))
+'Claim: Anna won<|im_end|>\\n<|im_start|>assistant\\n'
+"""
+
+JUDGE_PROMPTS: dict[str, JudgePrompt] = {
+    "qwen2.5-coder-1.5b": QUESTION_FIRST_PROMPT,
+}
+"""Per-model wording of the judge; other models get :data:`JUDGE_PROMPT`. The 1.5B (the offline default) asks the
+question first: on the dev sets' rows outside the lab subset the default's hybrid rule detects as well with it (the
+whole output alone, ``mode="raw"``, flags fewer outputs at 0.5), with 17 % fewer prompt tokens a row
+(``docs/benchmarks.md``, "The judge's wording"); the hybrid weights of that judge
+(:data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS`) were fitted in it. The 0.5B keeps :data:`JUDGE_PROMPT`."""
 
 
 JUDGE_CALIBRATIONS: dict[str, JudgeCalibration] = {
@@ -117,7 +142,7 @@ class LocalJudgeScorer(Scorer):
         n_ctx: the context window (instructions + context chunk + claim).
         n_threads: CPU threads (default: all cores available to the process).
         claim_budget_tokens: room kept for the claim and question; longer contexts are chunked to fit the rest.
-        prompt: the wording (:data:`JUDGE_PROMPT`).
+        prompt: the wording; default :data:`JUDGE_PROMPTS` for known models, else :data:`JUDGE_PROMPT`.
         calibration: recalibration of P(supported); default :data:`JUDGE_CALIBRATIONS` for known models.
         hub: passed to ``resolve_model_path`` (``False`` never contacts the hub).
         cache_dir: the model cache folder (default: the user cache).
@@ -141,7 +166,7 @@ class LocalJudgeScorer(Scorer):
         n_ctx: int = 4096,
         n_threads: int | None = None,
         claim_budget_tokens: int = 320,
-        prompt: JudgePrompt = JUDGE_PROMPT,
+        prompt: JudgePrompt | None = None,
         calibration: JudgeCalibration | None = None,
         hub: HubFetcher | bool | None = True,
         cache_dir: str | Path | None = None,
@@ -157,7 +182,7 @@ class LocalJudgeScorer(Scorer):
         self.model = model
         self.model_key = canonical_name(model) or model
         self.name = f"judge:local:{self.model_key}"
-        self.prompt = prompt
+        self.prompt = prompt or JUDGE_PROMPTS.get(self.model_key, JUDGE_PROMPT)
         self.calibration = calibration or JUDGE_CALIBRATIONS.get(self.model_key, JudgeCalibration())
         self.claim_budget_tokens = claim_budget_tokens
         self.show_progress = show_progress

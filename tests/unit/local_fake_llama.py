@@ -145,7 +145,8 @@ def label_logits(score: Callable[[str, str], tuple[float, float, float]]) -> Cal
         if "Claim: " not in text or not seq or seq[-len(ASSISTANT):] != ASSISTANT:
             return logits
         context = text.split("Context:\n", 1)[1].split("\n\nClaim: ", 1)[0]
-        claim = text.split("Claim: ", 1)[1].split("\n\nIs the claim", 1)[0]
+        # the claim ends where the question after it starts, if the wording asks one there, else at the turn's end
+        claim = text.split("Claim: ", 1)[1].rsplit("\nassistant\n", 1)[0].split("\n\nIs the claim", 1)[0]
         s, c, u = score(context, claim)
         logits[ord("s") + 10], logits[ord("c") + 10], logits[ord("u") + 10] = s, c, u
         return logits

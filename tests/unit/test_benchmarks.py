@@ -553,19 +553,64 @@ def test_loop_stop_replay_keeps_the_answer_prefix_that_parses_to_the_same_graph(
 def test_judge_prompt_variants_read_the_claim_after_the_shared_context_with_fewer_tokens_a_claim() -> None:
     from repo_scripts import load_script
 
-    from grapheval_plugins.local.judge import JUDGE_PROMPT
+    from grapheval_plugins.local.judge import JUDGE_PROMPT, JUDGE_PROMPTS
 
     module = load_script("benchmarks/bench_judge_prompt.py", "bench_judge_prompt_script")
-    assert module.VARIANTS["default"] is JUDGE_PROMPT
+    assert module.VARIANTS["question-first"] is JUDGE_PROMPTS["qwen2.5-coder-1.5b"]  # the 1.5B's wording
+    assert module.VARIANTS[module.COMMITTED] is JUDGE_PROMPT
 
     def text(segments: list[tuple[str, bool]]) -> str:
         return "".join(t for t, _ in segments)
 
-    default_claim = text(JUDGE_PROMPT.claim_segments("Anna won"))
+    after = module.VARIANTS[module.COMMITTED]  # the committed detection files' wording: the question after the claim
+    after_claim = text(after.claim_segments("Anna won"))
+    assert after_claim.startswith("Claim: Anna won\n\nIs the claim supported by the context?")
+    assert text(after.prefix_segments("CONTEXT")).endswith("<|im_start|>user\nContext:\nCONTEXT\n\n")
     for name in ("claim-only", "question-first"):
         prompt = module.VARIANTS[name]
         prefix, claim = text(prompt.prefix_segments("CONTEXT")), text(prompt.claim_segments("Anna won"))
         assert prefix.endswith("Context:\nCONTEXT\n\n") and claim.startswith("Claim: Anna won<|im_end|>")
-        assert "Is the claim supported" not in claim and len(claim) < len(default_claim) - 60
-        assert prompt.labels == JUDGE_PROMPT.labels and prompt.system == JUDGE_PROMPT.system
+        assert "Is the claim supported" not in claim and len(claim) < len(after_claim) - 60
+        assert prompt.labels == after.labels and prompt.system == after.system
     assert "Is the claim below supported" in text(module.VARIANTS["question-first"].prefix_segments("CONTEXT"))
+
+
+def test_the_shipped_1_5b_judge_is_the_one_that_scored_the_question_first_files() -> None:
+    """The hybrid weights of the 1.5B judge are fitted on these files: every row records the fingerprint of the
+    judge that ``GraphEval()`` builds today (its wording, calibration, labels and chunking)."""
+    from repo_scripts import load_script
+
+    from grapheval_plugins.models import resolve_scorer
+
+    module = load_script("benchmarks/bench_judge_prompt.py", "bench_judge_prompt_script")
+    shipped = resolve_scorer(module.JUDGE).fingerprint()  # nothing loads
+    for name in module.SETS:
+        rows = module.bench.load_results(module.variant_path("question-first", name))
+        assert len(rows) >= 40 and {r["fingerprint"] for r in rows} == {shipped}
+
+
+def test_judge_prompt_report_reads_held_out_rows_outside_the_lab_subset_and_fit_prints_both_entries() -> None:
+    from repo_scripts import load_script
+    from typer.testing import CliRunner
+
+    module = load_script("benchmarks/bench_judge_prompt.py", "bench_judge_prompt_script")
+    lab = module.detection.lab_ids("qags_x")
+    every = module.report_order("qags_x", True, False, None)
+    held_out = module.report_order("qags_x", False, True, None)
+    assert len(every) == len(set(every)) == 239 and every[: len(lab)] == lab  # the lab rows first, then the rest
+    assert held_out == every[len(lab):] and not set(held_out) & set(lab)
+    assert module.report_order("qags_x", False, False, 5) == lab[:5]
+    result = CliRunner().invoke(module.app, ["report", "--all", "--held-out"])
+    assert result.exit_code != 0 and "exclude each other" in result.output
+    result = CliRunner().invoke(module.app, ["fit", "--variant", "question-first"])  # the committed per-row files
+    assert result.exit_code == 0, result.output
+    assert result.output.count("HybridWeights(") == 2 and 'fidelity="off"' in result.output
+    assert 'fidelity="drop"' in result.output and "judge wording question-first" in result.output
+    # the shipped weights are what `fit` prints from the committed files
+    from grapheval_plugins.aggregate import fitted_weights
+    from grapheval_plugins.extract.prompts import KG_PROMPT
+
+    for fidelity in ("off", "drop"):
+        shipped = fitted_weights(module.JUDGE, KG_PROMPT.version, fidelity)
+        assert shipped is not None and shipped.fitted_on in result.output
+        assert f"whole={shipped.whole:.4f}, claims={shipped.claims:.4f}, bias={shipped.bias:.4f}" in result.output

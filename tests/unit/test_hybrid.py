@@ -67,7 +67,7 @@ def test_a_scorer_without_fitted_weights_is_decided_by_the_papers_rule() -> None
 
 def test_the_offline_default_scorer_has_fitted_weights_that_name_their_command() -> None:
     assert SHIPPED is not None and GraphEval(fidelity="off").decision_weights() is SHIPPED
-    assert "benchmarks/detection.py fit-hybrid" in SHIPPED.fitted_on
+    assert "benchmarks/bench_judge_prompt.py fit --variant question-first" in SHIPPED.fitted_on
     assert GraphEval(mode="raw").decision_weights() is None
     assert GraphEval(method="paper").decision_weights() is None
     # The fitted scorer's own name selects the weights once it is loaded, too.
@@ -168,4 +168,4 @@ def test_fidelity_has_weights_fitted_for_it() -> None:
     assert GraphEval(fidelity="off").decision_weights() is SHIPPED
     assert SHIPPED_FIDELITY is not None and GraphEval(fidelity="drop").decision_weights() is SHIPPED_FIDELITY
     assert GraphEval().decision_weights() is SHIPPED_FIDELITY  # "auto": on where weights were fitted with it
-    assert "--fidelity" in SHIPPED_FIDELITY.fitted_on
+    assert "triples the output does not support dropped" in SHIPPED_FIDELITY.fitted_on

@@ -13,6 +13,8 @@ from grapheval_plugins import GraphEval, MissingDependencyError, ModelLoadError,
 from grapheval_plugins.local.judge import (
     JUDGE_CALIBRATIONS,
     JUDGE_PROMPT,
+    JUDGE_PROMPTS,
+    QUESTION_FIRST_PROMPT,
     JudgeCalibration,
     LocalJudgeScorer,
     load_judge_scorer,
@@ -28,7 +30,7 @@ def word_judge(context: str, claim: str) -> tuple[float, float, float]:
     return (3.0, 0.0, 0.0) if all(w in context.lower() for w in claim.lower().split()) else (0.0, 0.0, 2.0)
 
 
-def make(score=word_judge, n_ctx: int = 4096, **kwargs):  # type: ignore[no-untyped-def]
+def make(score=word_judge, n_ctx: int = 4096, model: str = "qwen2.5-coder-0.5b", **kwargs):  # type: ignore[no-untyped-def]
     fakes: list[FakeLlama] = []
 
     def factory(**params: object) -> FakeLlama:
@@ -37,7 +39,7 @@ def make(score=word_judge, n_ctx: int = 4096, **kwargs):  # type: ignore[no-unty
         return fake
 
     session = LlamaSession("fake.gguf", n_ctx=n_ctx, factory=factory)
-    return LocalJudgeScorer("qwen2.5-coder-0.5b", session=session, **kwargs), fakes
+    return LocalJudgeScorer(model, session=session, **kwargs), fakes
 
 
 def softmax(*xs: float) -> list[float]:
@@ -74,6 +76,25 @@ def test_context_is_evaluated_once_for_all_its_claims() -> None:
     assert all(len(call) <= max(suffix_lens) for call in fake.eval_calls[1:])
     assert prefix_len + len(claims) <= fake.evaluated <= prefix_len + sum(suffix_lens)
     assert judge.session.stats.reused_tokens >= prefix_len * (len(claims) - 1)
+
+
+def test_each_known_model_has_its_wording_and_the_1_5b_asks_the_question_before_the_context() -> None:
+    assert JUDGE_PROMPTS["qwen2.5-coder-1.5b"] is QUESTION_FIRST_PROMPT
+    assert make(model="qwen2.5-coder-1.5b")[0].prompt is QUESTION_FIRST_PROMPT
+    assert make(model="local:qwen2.5-coder-1.5b")[0].prompt is QUESTION_FIRST_PROMPT  # a spec names the model too
+    assert make()[0].prompt is JUDGE_PROMPT and make(model="/models/mine.gguf")[0].prompt is JUDGE_PROMPT
+    assert make(model="qwen2.5-coder-1.5b", prompt=JUDGE_PROMPT)[0].prompt is JUDGE_PROMPT  # an explicit one wins
+    # The same verdicts with either wording, and with the question first each claim adds fewer tokens.
+    ctx = "the council voted seven to two to build a library on elm street"
+    claims = ["council voted", "voted nine to zero", "was not a library"]
+    first, fakes_first = make(model="qwen2.5-coder-1.5b")
+    after, fakes_after = make()
+    assert [round(p, 6) for p in first.predict_support([(ctx, c) for c in claims])] == [
+        round(p, 6) for p in after.predict_support([(ctx, c) for c in claims])]
+    assert fakes_first[0].evaluated < fakes_after[0].evaluated
+    question = "Is the claim supported by the context?"
+    assert all(question not in bytes(t - 10 for t in call if t >= 10).decode() for call in fakes_first[0].eval_calls[1:])
+    assert first.fingerprint() != after.fingerprint() != make(model="qwen2.5-coder-1.5b", prompt=JUDGE_PROMPT)[0].fingerprint()
 
 
 def test_pairs_are_grouped_by_context_and_returned_in_order() -> None:
