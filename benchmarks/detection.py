@@ -564,15 +564,15 @@ def hybrid_report(
     typer.echo(hybrid_tables(paper, default, n_boot=n_boot, seed=seed))
 
 
-def files_weights(llm: str, scorer: str, with_fidelity: bool, datasets: Sequence[str] = ("summeval", "qags_c", "qags_x"),
-                  command: Optional[str] = None) -> Any:
+def files_weights(llm: str, scorer: str, with_fidelity: bool,
+                  datasets: Sequence[str] = ("summeval", "qags_c", "qags_x")) -> Any:
     """The hybrid weights fitted on every row of the committed per-row files (and their fidelity files when
     ``with_fidelity``): the weights those files are read with. For the local judges the files hold the
     ``JUDGE_PROMPT`` wording (:func:`bench_scorer`); the 1.5B's shipped weights are fitted on its
     ``QUESTION_FIRST_PROMPT`` scores instead (``bench_judge_prompt.py fit``)."""
     default = _load_sets(llm, scorer, DEFAULT_TAG, "concat", list(datasets))
     rows = [r for rs in default.values() for r in rs]
-    command = command or f"benchmarks/detection.py fit-hybrid --llm {llm} --scorer {scorer}"
+    command = f"benchmarks/detection.py fit-hybrid --llm {llm} --scorer {scorer}"
     if with_fidelity:
         fid = {(r["dataset"], r["id"]): r for name in default for r in bench.load_results(fidelity_path(name, llm, scorer))
                if not r.get("error")}
