@@ -4,9 +4,9 @@ The judge evaluates a row's context once and then, for each claim, only what fol
 and the start of the answer, and the question if the wording asks it after the claim (``JudgePrompt.claim_segments``).
 The committed detection files were scored with the question after the claim (``question-after``, ``JUDGE_PROMPT``,
 the 1.5B's wording until 2026-12-03): 21 tokens (the 1.5B's tokenizer) read again for every claim. The 1.5B's
-wording since then (``question-first``, ``QUESTION_FIRST_PROMPT``) asks it before the context. This script scores rows again with a wording, on the committed knowledge graphs of the
-detection files (no extraction), and compares detection with the committed ``question-after`` scores on the same
-rows:
+wording since then (``question-first``, ``QUESTION_FIRST_PROMPT``) asks it before the context. This script scores
+rows again with a wording, on the committed knowledge graphs of the detection files (no extraction), and compares
+detection with the committed ``question-after`` scores on the same rows:
 
     # score (resumable: ids already in the variant's file are skipped); the lab rows, or every row with --all
     nice -n 10 .venv/bin/python benchmarks/bench_judge_prompt.py score --variant question-first --all
@@ -155,14 +155,19 @@ def _committed(name: str) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     return {i: (default[i], fid[i]) for i in fid if i in default}
 
 
-def _methods(sets: dict[str, list[tuple[dict, dict]]], name: str) -> dict[str, list[float]]:
-    """raw, triples only + fidelity, and hybrid + fidelity (weights fitted on the other sets' rows) on set ``name``."""
+def _fit(rows: list[tuple[dict, dict]], with_fidelity: bool, fitted_on: str) -> Any:
+    """The hybrid weights fitted on ``(detection row, fidelity row)`` pairs, over the kept triples with fidelity."""
     from grapheval_plugins.calibrate import fit_hybrid
 
+    scores = [detection.lab_scores(d, f if with_fidelity else None) for d, f in rows]
+    return fit_hybrid([d["label"] for d, _ in rows], [s for s, _ in scores], [max(c) for _, c in scores],
+                      fitted_on=fitted_on)
+
+
+def _methods(sets: dict[str, list[tuple[dict, dict]]], name: str) -> dict[str, list[float]]:
+    """raw, triples only + fidelity, and hybrid + fidelity (weights fitted on the other sets' rows) on set ``name``."""
     others = [t for other, ts in sets.items() if other != name for t in ts]
-    scores = [detection.lab_scores(d, f) for d, f in others]
-    w = fit_hybrid([d["label"] for d, _ in others], [s for s, _ in scores], [max(c) for _, c in scores],
-                   fitted_on="+".join(o for o in sets if o != name))
+    w = _fit(others, True, "+".join(o for o in sets if o != name))
     rows = sets[name]
     return {
         "raw": [d["p_raw"] for d, _ in rows],
@@ -243,7 +248,6 @@ def fit(
 ) -> None:
     """Fit the hybrid rule's weights on every row the variant's files hold, without and with extraction fidelity;
     prints the two entries for ``aggregate.FITTED_WEIGHTS`` (no model)."""
-    from grapheval_plugins.calibrate import fit_hybrid
     from grapheval_plugins.extract.prompts import KG_PROMPT
 
     names = datasets.split(",")
@@ -253,11 +257,9 @@ def fit(
         raise typer.Exit(1)
     counts = ", ".join(f"{n} {len(_rows(variant, n))}" for n in names)
     for fidelity in ("off", "drop"):
-        scores = [detection.lab_scores(d, f if fidelity == "drop" else None) for d, f in rows]
         kept = "triples the output does not support dropped" if fidelity == "drop" else "every triple"
-        w = fit_hybrid([d["label"] for d, _ in rows], [s for s, _ in scores], [max(c) for _, c in scores],
-                       fitted_on=f"{'+'.join(names)} ({len(rows)} rows: {counts}; judge wording {variant}, {kept}): "
-                                 f"benchmarks/bench_judge_prompt.py fit --variant {variant}")
+        w = _fit(rows, fidelity == "drop", f"{'+'.join(names)} ({len(rows)} rows: {counts}; judge wording {variant}, "
+                                           f"{kept}): benchmarks/bench_judge_prompt.py fit --variant {variant}")
         typer.echo(f'HybridWeights(\n    whole={w.whole:.4f}, claims={w.claims:.4f}, bias={w.bias:.4f},\n'
                    f'    fitted_on="{w.fitted_on}",\n    scorer="{JUDGE}", prompt="{KG_PROMPT.version}", '
                    f'fidelity="{fidelity}",\n),')

@@ -313,7 +313,8 @@ def graph_methods(names: list[str], llm: str, scorer: str) -> dict[str, dict[str
     default = detection._load_sets(llm, scorer, detection.DEFAULT_TAG, "concat", list(SETS))
     fidelity = {n: {r["id"]: r for r in detection.bench.load_results(detection.fidelity_path(n, llm, scorer))
                     if not r.get("error")} for n in SETS}
-    shipped = detection.files_weights(llm, scorer, True)  # the weights the files' judge wording was shipped with
+    # the weights the files' judge wording was shipped with (none without fidelity files)
+    shipped = detection.files_weights(llm, scorer, True) if any(fidelity.values()) else None
 
     def scores(row: dict[str, Any], fid: bool) -> tuple[float, list[float]]:
         return detection.lab_scores(row, fidelity[row["dataset"]].get(row["id"]) if fid else None)
@@ -340,8 +341,8 @@ def graph_methods(names: list[str], llm: str, scorer: str) -> dict[str, dict[str
                 "raw": (r["p_raw"], t["check_raw"], False),
                 "GraphEval default (weights fitted on the other two sets)": (loso.probability(*scores(r, True)),
                                                                             graph + fid_s, False),
-                "GraphEval default, shipped weights (in-sample)": (shipped.probability(*scores(r, True)),
-                                                                   graph + fid_s, False),
+                "GraphEval default, shipped weights (in-sample)": (shipped.probability(*scores(r, True)) if shipped
+                                                                   else None, graph + fid_s, False),
                 "GraphEval, fidelity off (weights fitted on the other two sets)": (
                     loso_off.probability(*scores(r, False)), graph, False),
             }
