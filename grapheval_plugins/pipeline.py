@@ -973,7 +973,7 @@ class GraphEval:
     ) -> tuple[Extraction | None, list[tuple[str, Triple | None]], StageError | None]:
         """The claims to score: rendered triples, or the whole output (raw mode, or when nothing parsed)."""
         if self.mode == "raw":
-            return None, [(sample.output, None)], None
+            return None, self.claims_of(sample.output, None), None
         try:
             extractor = await self._aextractor()
             extraction = await extractor.aextract(sample.output, config=config)
@@ -981,8 +981,19 @@ class GraphEval:
             return None, [], StageError(stage="extract", type=type(exc).__name__, message=str(exc))
         except GraphEvalError:
             raise
-        if extraction.fallback or not extraction.triples:
-            return extraction, [(sample.output, None)], None
+        return extraction, self.claims_of(sample.output, extraction), None
+
+    def claims_of(self, output: str, extraction: Extraction | None) -> list[tuple[str, Triple | None]]:
+        """What the check stage scores for ``output`` given its extraction (an :class:`ExtractedRow`'s ``claims``):
+        each distinct triple rendered, then the whole output when the decision rule or fidelity reads it; the whole
+        output alone when there is no triple (raw mode, no extraction, a fallback, nothing extracted).
+
+        >>> from grapheval_plugins.testing import KeywordScorer
+        >>> GraphEval(scorer=KeywordScorer(), mode="raw").claims_of("The sky is green.", None)
+        [('The sky is green.', None)]
+        """
+        if extraction is None or extraction.fallback or not extraction.triples:
+            return [(output, None)]
         claims: list[tuple[str, Triple | None]] = []
         seen: set[str] = set()
         for triple in extraction.triples:
@@ -991,8 +1002,8 @@ class GraphEval:
                 seen.add(claim)
                 claims.append((claim, triple))
         if self.decision_rule()[0].needs.whole_output:
-            claims.append((sample.output, None))  # last: the scorer reads it after the triples, context reused
-        return extraction, self._with_whole_output(sample.output, claims), None
+            claims.append((output, None))  # last: the scorer reads it after the triples, context reused
+        return self._with_whole_output(output, claims)
 
     def _with_whole_output(self, output: str, claims: Sequence[tuple[str, Triple | None]]) -> list[tuple[str, Triple | None]]:
         """``claims``, with the whole output added last when fidelity may need it (its fallback) and it is missing."""

@@ -18,13 +18,12 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 
 from .._async import run_sync
-from ..exceptions import InputError, MissingDependencyError, ScoringError
+from ..exceptions import InputError, MissingDependencyError
 from ..inputs import PASSAGE_SEPARATOR, normalize_output, normalize_passages
-from ..locate import locate_triple
 from ..messages import describe_llm
 from ..pipeline import GraphEval
 from ..retry import RetryPolicy
-from ..types import ClaimCheck, Extraction, Report, StageError, Triple
+from ..types import ExtractedRow, Extraction, Report, Triple
 from .batch import correct_rows, extraction_calls
 from .guard import Guard, GuardMode, Tally
 from .prompts import CORRECTION_PROMPTS, CorrectionPrompts
@@ -59,8 +58,8 @@ class GraphCorrect:
             :func:`~grapheval_plugins.models.resolve_llm`); default: ``grapheval.llm``.
         method: ``"constrained"`` (the default: ``evidence``'s step 1 held to the context, answers that are not a
             corrected value refused, a wrong number or date chosen among the closest sentences' values; the changed
-            words are replaced in the output in place, with no rewrite call; the re-check scores the changed claims
-            without extracting again), ``"graph"`` (GraphCorrect as published: prompts B and C), ``"evidence"``
+            words are replaced in the output in place, with no rewrite call, and only on the scorer's word; the
+            re-check is the engine's check of the triples the output then states, without extracting again), ``"graph"`` (GraphCorrect as published: prompts B and C), ``"evidence"``
             (GraphCorrect with the reason and the evidence in step 1 and a follow-up when it repeats the triple) or
             ``"direct"`` (the Direct Prompt baseline). On planted errors drawn apart from those it was designed on,
             ``"constrained"`` restored 15 of 49 with edits beyond the error on 3, ``"direct"`` 5 with 14
@@ -297,8 +296,8 @@ class GraphCorrect:
             if current == before:
                 recheck = current_report  # same text: the verdict is the one we already have
             elif job.after_triples is not None:  # edited in place: score the triples it states, no extraction
-                recheck = await self._recheck_claims(
-                    passages, current, job.after_triples, current_report, rid, job.verified
+                recheck = await self._recheck_in_place(
+                    passages, current, job.after_triples, current_report, rid
                 )
             else:
                 recheck = await self.grapheval.aevaluate(passages, current, id=rid, config=config)
@@ -396,91 +395,22 @@ class GraphCorrect:
             show_progress=show_progress, config=config,
         )
 
-    async def _recheck_claims(
-        self, passages: Sequence[str], output: str, triples: list[Triple], before: Report, rid: str | None,
-        verified: dict[Triple, ClaimCheck] | None = None,
+    async def _recheck_in_place(
+        self, passages: Sequence[str], output: str, triples: list[Triple], before: Report, rid: str | None
     ) -> Report:
-        """The re-check of an output edited in place, without the chat model: the triples it states are the
-        previous report's with the changed ones replaced; a claim whose triple did not change keeps its verdict,
-        the changed triples and (when the decision rule reads it) the whole output are scored again against the
-        context, and the row is decided by GraphEval's own decision rule and threshold. No fidelity round trip:
-        a changed triple is what the edited output now says, by construction."""
+        """The re-check of an output edited in place: the engine's own check (:meth:`GraphEval.acheck_rows`) of
+        the triples it now states (the previous report's, the changed ones replaced), without extracting again. As
+        for any row, the engine scores them (and the whole output where its rule reads it; the whole output alone
+        when there is no triple), locates their spans in ``output`` and decides by its rule and threshold."""
         engine = self.grapheval
-        t0 = time.perf_counter()
-        previous = {(c.claim, c.triple): c for c in before.claims if c.triple is not None}
-        for triple, check in (verified or {}).items():  # scored by the strategy: only the span is new
-            span = locate_triple(output, triple) if engine.locate else None
-            previous[(check.claim, triple)] = check.model_copy(update={"span": span})
-        slots: list[ClaimCheck | tuple[str, Triple]] = []
-        seen: set[str] = set()
-        for triple in triples:
-            claim = engine.render_triple(triple)
-            if claim in seen:
-                continue
-            seen.add(claim)
-            slots.append(previous.get((claim, triple)) or (claim, triple))
-        todo = [s for s in slots if isinstance(s, tuple)]
-        rule, weights = engine.decision_rule()
-        hypotheses = [c for c, _ in todo] + ([output] if rule.needs.whole_output else [])
-        extraction = Extraction(
-            triples=list(triples),
-            issues=[f"re-check of an in-place edit: the previous triples with the changed ones replaced; "
-                    f"{len(hypotheses)} claim(s) scored, {len(slots) - len(todo)} verdict(s) kept "
-                    f"({sum(1 for s in slots if isinstance(s, ClaimCheck) and s.triple in (verified or {}))} of "
-                    f"them from the correction's own check)"],
+        extraction = None if before.extraction is None else Extraction(
+            triples=list(triples), fallback=not triples,
+            issues=["re-check of an in-place edit: the previous triples with the changed ones replaced"],
         )
-        common: dict[str, Any] = {
-            "output": output, "mode": before.mode, "threshold": engine.hallucination_threshold,
-            "extraction": extraction, "llm": before.llm, "scorer": before.scorer, "id": rid,
-        }
-        try:
-            scorer = await asyncio.to_thread(lambda: engine.scorer)
-            scores = await scorer.acheck([tuple(passages)] * len(hypotheses), hypotheses)
-        except ScoringError as exc:
-            seconds = time.perf_counter() - t0
-            return Report(**common, timings={"check": seconds, "total": seconds},
-                          errors=[StageError(stage="check", type=type(exc).__name__, message=str(exc))])
-        fresh = iter(scores)
-        checks: list[ClaimCheck] = []
-        unjudged: list[StageError] = []
-        for slot in slots:
-            if isinstance(slot, ClaimCheck):
-                checks.append(slot)
-                continue
-            claim, triple = slot
-            score = next(fresh)
-            if score.error is not None:
-                unjudged.append(StageError(stage="check", type="ScoringError", message=f"{claim!r}: {score.error}"))
-                continue
-            checks.append(self._claim_check(claim, triple, score, output))
-        whole = None
-        if rule.needs.whole_output:
-            score = next(fresh)
-            if score.error is None:
-                whole = self._claim_check(output, None, score, output)
-            else:
-                unjudged.append(StageError(stage="check", type="ScoringError", message=f"whole output: {score.error}"))
-        decision = rule.decide(checks, threshold=engine.hallucination_threshold, whole_output=whole, weights=weights)
-        hallucinated: bool | None = decision.hallucinated
-        if unjudged and not hallucinated:
-            hallucinated = None
-        seconds = time.perf_counter() - t0
-        return Report(
-            **common, method=rule.name, hallucinated=hallucinated,
-            score=None if hallucinated is None else 1.0 - decision.p_hallucination,
-            decision=None if hallucinated is None else decision,
-            claims=checks, whole_output=whole, timings={"check": seconds, "total": seconds}, errors=unjudged,
-        )
-
-    def _claim_check(self, claim: str, triple: Triple | None, score: Any, output: str) -> ClaimCheck:
-        span = None
-        if self.grapheval.locate:
-            span = locate_triple(output, triple) if triple is not None else (0, len(output))
-        return ClaimCheck(
-            claim=claim, triple=triple, p_unsupported=score.p_unsupported,
-            unsupported=score.p_unsupported > self.grapheval.hallucination_threshold, evidence=score.chunk,
-            evidence_index=score.chunk_index, evidence_passage=score.passage_index, span=span,
-        )
+        row = ExtractedRow(id=rid, context=PASSAGE_SEPARATOR.join(passages), passages=list(passages), output=output,
+                           extraction=extraction, claims=engine.claims_of(output, extraction), llm=before.llm)
+        [report] = await engine.acheck_rows([row])
+        return report
 
     def _editor(self) -> Editor:
         return Editor(

@@ -28,9 +28,19 @@ def deciding_passage(claim: ClaimCheck, context: str) -> str:
 
 
 def failure_reason(p_unsupported: float | None, threshold: float) -> str:
-    """Why the triple is being corrected, in words the chat model can act on."""
+    """Why the triple is being corrected, in words the chat model can act on: above the threshold, or (a stand-in
+    triple of an output flagged as a whole) the one of its output's triples the fact checker doubted most.
+
+    >>> failure_reason(0.4, 0.5)
+    'its output was judged not supported by the context, and of its triples a fact checker doubted this one most (P(unsupported) = 0.40, within the threshold 0.50)'
+    """
     if p_unsupported is None:
         return "a fact checker judged it not supported by the context"
+    if p_unsupported <= threshold:
+        return (
+            "its output was judged not supported by the context, and of its triples a fact checker doubted this "
+            f"one most (P(unsupported) = {p_unsupported:.2f}, within the threshold {threshold:.2f})"
+        )
     return (
         f"a fact checker judged it not supported by the context (P(unsupported) = {p_unsupported:.2f}, "
         f"above the threshold {threshold:.2f})"

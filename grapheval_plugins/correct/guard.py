@@ -2,7 +2,8 @@
 detection found supported.
 
 The changed output is the premise, each previously supported triple (rendered as GraphEval renders it) a claim,
-scored by GraphEval's own scorer and decided by its own threshold.
+scored by GraphEval's own scorer and decided by its own threshold. A triple the scorer cannot judge counts as lost:
+the guard never passes a change it could not verify.
 """
 
 from __future__ import annotations
@@ -64,10 +65,9 @@ class Guard:
         return self.mode == "reject"
 
     async def lost(self, candidate: str, supported: Sequence[Triple], tally: Tally) -> list[Triple]:
-        """The ``supported`` triples that ``candidate`` no longer states (empty when the guard is off).
-
-        A scorer failure is recorded in ``tally.issues`` and the change goes unguarded.
-        """
+        """The ``supported`` triples that ``candidate`` is not shown to state any more (empty when the guard is
+        off): those scored unsupported, and those the scorer could not judge (a change the guard cannot verify is
+        treated as one that loses them; each failure is recorded in ``tally.issues``)."""
         if self.mode is None or not supported:
             return []
         claims = [self.grapheval.render_triple(t) for t in supported]
@@ -75,7 +75,11 @@ class Guard:
         try:
             scores = await self.grapheval.scorer.acheck([candidate] * len(claims), claims)
         except ScoringError as exc:
-            tally.issues.append(f"guard: scoring failed, change not guarded: {exc}")
-            return []
+            tally.issues.append(f"guard: scoring failed, the change is not verified: {exc}")
+            return list(supported)
         threshold = self.grapheval.hallucination_threshold
-        return [t for t, s in zip(supported, scores) if s.p_unsupported > threshold]
+        unjudged = [t for t, s in zip(supported, scores) if s.error is not None]
+        if unjudged:
+            tally.issues.append(f"guard: {len(unjudged)} supported triple(s) could not be scored against the change; "
+                                "it is not verified")
+        return [t for t, s in zip(supported, scores) if s.error is not None or s.p_unsupported > threshold]

@@ -121,8 +121,8 @@ class Round:
     report's, with each applied change's old triple replaced by its new one), so that the re-check scores these
     instead of extracting again. ``None``: the re-check extracts."""
     verified: dict[Triple, ClaimCheck] = field(default_factory=dict)
-    """Corrected triples a strategy already scored against the context (their verdicts, without a span): the
-    re-check takes these instead of scoring them again."""
+    """Corrected triples a strategy scored against the context (their verdicts, without a span), to rank its
+    tries; the re-check scores the output again, by the engine's own check."""
 
     @property
     def supported(self) -> list[Triple]:
@@ -350,7 +350,9 @@ class EvidenceStrategy(GraphStrategy):
         return result
 
 
-_OPTION = re.compile(r"\d+")
+_OPTION = re.compile(r"\s*(?:option\s*)?(\d+)\s*(?:[.:)\]]|$)", re.IGNORECASE)
+"""A choice as the choice prompt asks for it: the answer starts with the option's number ("2", "Option 2", "2. 116",
+"2)"); a number elsewhere in the answer is no choice."""
 
 
 class ConstrainedStrategy:
@@ -378,8 +380,7 @@ class ConstrainedStrategy:
        is tried alone (:meth:`_take`). A try is taken when GraphEval's scorer finds it supported by the context,
        or (a number or a date) at least better supported than the flagged triple, or (a minimal pair with the
        flagged claim: a negation added or taken out, or a few words replaced by as many) better supported by
-       :data:`MINIMAL_PAIR_MARGIN` (one scorer call; the re-check reuses the
-       verdict); of several, the best supported. Otherwise (the same triple, no triple, no change kept, or still
+       :data:`MINIMAL_PAIR_MARGIN` (one scorer call); of several, the best supported. Otherwise (the same triple, no triple, no change kept, or still
        unsupported): a triple that negates an auxiliary is tried without the negation (held to the same rule);
        then, when the triple holds a number or a date and the closest sentences hold other values of that kind
        and unit, the model chooses among those values (one call, answered by a number; ``0``: none), and the
@@ -390,8 +391,10 @@ class ConstrainedStrategy:
        It is not made where the context says the words around it word for word
        (:func:`~grapheval_plugins.correct.spans.stated_around`), and made only when the judge scores the sentence
        less unsupported with it (:meth:`_sentence_problem`).
-    4. The round records the triples the output now states (:attr:`Round.after_triples`): the re-check scores
-       them and the whole output, without extracting again.
+    4. The round records the triples the output now states (:attr:`Round.after_triples`): the re-check is the
+       engine's check of them (the whole output alone when there is none), without extracting again.
+
+    A change is made only on the scorer's word: when scoring it fails, it is refused as not verified.
     """
 
     method: CorrectionMethod = "constrained"
@@ -576,14 +579,16 @@ class ConstrainedStrategy:
         output's sentences it changes no less unsupported with it than without. The triple was scored alone, and
         its sentence may hold another error the change leaves in place ("the late pink floyd [star → legend] syd
         barrett is to be not built": the triple now agrees with the context, the sentence no better), or an earlier
-        change may have corrected that sentence already. Nothing is decided without a scorer, or when a sentence
-        cannot be scored."""
+        change may have corrected that sentence already. Nothing is decided without a scorer; a sentence that
+        cannot be scored leaves the change unverified, and not made."""
         if not editor.verify:
             return None
         before_text, after_text = _changed_sentences(current, edited)
         before = await self._p_unsupported(editor, job, before_text)
         after = await self._p_unsupported(editor, job, after_text) if before is not None else None
-        if before is None or after is None or after < before:
+        if before is None or after is None:
+            return "scoring its sentence failed: the change is not verified, not made"
+        if after < before:
             return None
         return f"its sentence scored {before:.2f}, and {after:.2f} with the change: no less unsupported, not made"
 
@@ -785,15 +790,15 @@ class ConstrainedStrategy:
         less unsupported, which a small judge decides better than an absolute threshold. A triple that was not
         flagged (``before`` at or under the threshold: a stand-in, see :func:`_to_correct`) is corrected only into
         one scored less unsupported than it was. The verdict is
-        kept for the re-check (:attr:`Round.verified`); a scorer failure lets the triple through (the re-check
-        scores it again)."""
+        kept to rank the tries (:attr:`Round.verified`); a triple that cannot be scored is not verified, and not
+        taken."""
         if not editor.verify:
             return None
         engine = editor.guard.grapheval
         claim = engine.render_triple(new)
-        score = await ConstrainedStrategy._score(editor, job, claim, f"{new.as_list()}", ", taken unverified")
+        score = await ConstrainedStrategy._score(editor, job, claim, f"{new.as_list()}", ", not taken")
         if score is None:
-            return None
+            return "scoring the corrected triple failed: it is not verified, not taken"
         threshold = engine.hallucination_threshold
         check = ClaimCheck(claim=claim, triple=new, p_unsupported=score.p_unsupported,
                            unsupported=score.p_unsupported > threshold, evidence=score.chunk,
@@ -991,11 +996,19 @@ def _changes_a_value(old: Triple, new: Triple) -> bool:
 
 
 def _option(answer: str, options: Sequence[str]) -> str | None:
-    """The option an answer to the choice prompt names: its number (the first in the answer), else the one option
-    it quotes; ``None`` for ``0``, an unknown number or no option."""
-    found = _OPTION.search(answer)
-    if found is not None and 0 <= int(found.group()) <= len(options):
-        number = int(found.group())
+    """The option an answer to the choice prompt names: the number it starts with (:data:`_OPTION`), else the one
+    option it quotes; ``None`` for ``0``, an unknown number or no option.
+
+    >>> _option("Option 2", ["115", "116"]), _option("2.", ["115", "116"])
+    ('116', '116')
+    >>> _option("The context gives 1 value: 116", ["115", "116"]), _option("0", ["115", "116"])
+    ('116', None)
+    >>> _option("The context gives 1 value", ["115", "116"]) is None
+    True
+    """
+    found = _OPTION.match(answer)
+    if found is not None and int(found.group(1)) <= len(options):
+        number = int(found.group(1))
         return options[number - 1] if number else None
     quoted = [o for o in options if o.casefold() in answer.casefold()]
     return quoted[0] if len(quoted) == 1 else None

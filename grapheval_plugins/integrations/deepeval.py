@@ -403,7 +403,8 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         if not result.changed:
             why = [c.reason for c in result.rejected if c.reason] + [e.message for e in result.errors]
             return f"suggested correction: none ({'; '.join(why) or result.status})"
-        verdict = {True: " (passes the re-check)", False: " (still flagged by the re-check)"}.get(result.passed, "")
+        verdict = {"corrected": " (passes the re-check)", "still_flagged": " (still flagged by the re-check)",
+                   "recheck_failed": " (not verified: the re-check failed)"}.get(result.status, "")
         return f"suggested correction{verdict}: {result.corrected}\nchanges: {result.diff}"
 
     def _apply(self, report: Report, source: str, correction: str | None = None) -> float:

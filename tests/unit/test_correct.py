@@ -792,3 +792,53 @@ def test_benchmark_script_runs_on_three_rows_with_fakes(tmp_path: Path) -> None:
         "| paper | 3 | 2 (2) | 50.0 | 50.0 |" in report.output and "| direct | 3 | 2 (2) |" in report.output
     )
     assert "`fake`" in report.output and "`keyword-overlap`" in report.output
+
+
+# --------------------------------------------------------------------------- nothing passed unverified
+class _GuardBlindScorer(KeywordScorer):
+    """The keyword scorer, except against a changed output (the guard's premise, a bare string): there it gives no
+    verdict (``fail="error"``) or raises (``fail="raise"``)."""
+
+    def __init__(self, fail: str) -> None:
+        super().__init__()
+        self.fail = fail
+
+    async def acheck(self, contexts: Any, claims: Any) -> Any:
+        from grapheval_plugins.check.base import ClaimScore
+        from grapheval_plugins.exceptions import ScoringError
+
+        guarded = [isinstance(c, str) for c in contexts]
+        if any(guarded) and self.fail == "raise":
+            raise ScoringError("the scorer is down")
+        scores = await super().acheck(contexts, claims)
+        return [ClaimScore(float("nan"), -1, "", error="no verdict") if g else s for g, s in zip(guarded, scores)]
+
+
+@pytest.mark.parametrize("fail", ["error", "raise"])
+def test_guard_refuses_a_change_it_could_not_verify(fail: str) -> None:
+    """A guard check the scorer cannot judge (no verdict: NaN; or a raised error) does not let the change through."""
+    world = World()
+    result = PaperCorrect(GraphEval(llm=world.llm, scorer=_GuardBlindScorer(fail)), guard="reject").correct(
+        CONTEXT, OUTPUT)
+    assert [c.applied for c in result.changes] == [False, False]
+    assert all((c.reason or "").startswith("guard:") for c in result.changes)
+    assert result.corrected == OUTPUT and result.status == "unchanged" and result.passed is False
+    assert any("not verified" in issue for issue in result.issues)
+
+
+def test_deepeval_says_passes_the_recheck_only_for_a_scored_pass() -> None:
+    """Raw mode (no triple): the value step corrects "3" into "2"; the whole output, scored again, is still
+    unsupported ("Rome"), and the reason says so."""
+    pytest.importorskip("deepeval")
+    from deepeval.test_case import LLMTestCase
+
+    from grapheval_plugins.integrations.deepeval import GraphEvalMetric
+
+    support = lambda premise, claim: 0.0 if "3 medals" in claim or "Rome" in claim else 1.0  # noqa: E731
+    metric = GraphEvalMetric(scorer=FunctionScorer(support), mode="raw", suggest_correction=True)
+    metric.measure(LLMTestCase(input="q", actual_output="Ann won 3 medals in 2012. Bob lives in Rome.",
+                               context=["Ann won 2 medals in 2012. Bob lives in Oslo."]), _show_indicator=False)
+    assert metric.reason is not None and "passes the re-check" not in metric.reason
+    assert "suggested correction (still flagged by the re-check): Ann won 2 medals in 2012. Bob lives in Rome." in (
+        metric.reason)
+

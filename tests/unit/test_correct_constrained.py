@@ -157,11 +157,25 @@ def test_an_answer_from_the_context_is_replaced_in_place_and_rechecked_without_e
     assert result.recheck.decision is not None and result.recheck.hallucinated is False
     assert [c.triple.as_list() for c in result.recheck.claims if c.triple is not None] == [
         BORN_WARSAW, WON_TWO, DIED]
-    died = [c for c in result.detection.claims if c.triple == T(DIED)]
-    assert [c for c in result.recheck.claims if c.triple == T(DIED)] == died  # unchanged: its verdict is kept
-    assert result.recheck.extraction is not None
-    assert "0 claim(s) scored, 3 verdict(s) kept (2 of them from the correction's own check)" in (
-        result.recheck.extraction.issues[0])
+    [died] = [c for c in result.detection.claims if c.triple == T(DIED)]
+    [again] = [c for c in result.recheck.claims if c.triple == T(DIED)]
+    assert again.p_unsupported == died.p_unsupported  # unchanged: scored alike by the engine's check
+    assert result.recheck.extraction is not None and not result.recheck.extraction.fallback
+    assert "re-check of an in-place edit" in result.recheck.extraction.issues[0]
+
+
+@pytest.mark.usefixtures("triple_path_only")
+def test_the_rechecks_spans_point_into_the_corrected_text() -> None:
+    """An earlier edit that changes the length ("Paris" → "Warsaw", "three" → "two") shifts the later triples:
+    each span of the re-check is located in the corrected output, not kept from the original."""
+    result = make(Model(fix)).correct(CONTEXT, OUTPUT)
+    assert result.corrected == FIXED and result.recheck is not None
+    located = [(c.claim, result.corrected[slice(*c.span)]) for c in result.recheck.claims if c.span is not None]
+    assert located == [
+        ("Marie Curie born in Warsaw", "Marie Curie was born in Warsaw"),
+        ("Marie Curie won two Nobel Prizes", "Marie Curie was born in Warsaw. She won two Nobel Prizes"),
+        ("Marie Curie died in 1934", "Marie Curie was born in Warsaw. She won two Nobel Prizes. She died in 1934"),
+    ]
 
 
 @pytest.mark.usefixtures("triple_path_only")
@@ -919,3 +933,112 @@ def test_copied_changes_read_one_place_of_a_near_copy() -> None:
     assert copied_changes("The US Senate has not rejected a Republican plan to repeal the healthcare law.", senate) == []
     two_places = "Sterling was present among the Reds squad during training on Monday."
     assert [(c.old, c.new) for c in copied_changes(two_places, SQUAD)] == [("Sterling", "Ibe"), ("Monday", "Friday")]
+
+
+# --------------------------------------------------------------------------- every verdict scored, every change verified
+VALUE_CONTEXT = "Ann won 2 medals in 2012. Bob lives in Oslo."
+VALUE_OUTPUT = "Ann won 3 medals in 2012. Bob lives in Rome."
+
+
+def _medals(premise: str, claim: str) -> float:
+    """P(supported): nothing that says "3 medals" or "Rome" is supported."""
+    return 0.0 if "3 medals" in claim or "Rome" in claim else 1.0
+
+
+class _NoTriples:
+    """A chat model whose knowledge-graph answers never parse: the extraction falls back to the whole output."""
+
+    llm = ScriptedChatModel(respond=lambda messages: "I see no triples here.", model_label="no-triples")
+
+
+@pytest.mark.usefixtures("no_copies")
+@pytest.mark.parametrize("mode", ["raw", "fallback"])
+def test_an_output_without_triples_is_rechecked_whole_not_passed_on_no_claim(mode: str) -> None:
+    """No triple (raw mode, an extraction fallback): the value step still corrects "3" into "2", and the re-check
+    scores the whole corrected output, as the engine does for a row without triples; "Rome" keeps it flagged."""
+    engine = (GraphEval(scorer=FunctionScorer(_medals), mode="raw") if mode == "raw"
+              else GraphEval(llm=_NoTriples.llm, scorer=FunctionScorer(_medals), max_retries=0))
+    result = GraphCorrect(engine, rouge=False).correct(VALUE_CONTEXT, VALUE_OUTPUT)
+    assert result.detection is not None and result.detection.hallucinated
+    assert result.corrected == "Ann won 2 medals in 2012. Bob lives in Rome."
+    assert result.recheck is not None
+    assert [(c.claim, c.triple) for c in result.recheck.claims] == [(result.corrected, None)]
+    assert result.recheck.hallucinated is True
+    assert result.status == "still_flagged" and result.passed is False
+
+
+@pytest.mark.usefixtures("no_copies")
+def test_an_output_without_triples_passes_only_on_its_scored_whole() -> None:
+    support = lambda premise, claim: 0.0 if "3 medals" in claim else 1.0  # noqa: E731
+    result = GraphCorrect(GraphEval(scorer=FunctionScorer(support), mode="raw"), rouge=False).correct(
+        VALUE_CONTEXT, "Ann won 3 medals in 2012. Bob lives in Oslo.")
+    assert result.status == "corrected" and result.passed is True
+    assert result.recheck is not None and result.recheck.claims[0].claim == result.corrected
+    assert result.recheck.claims[0].p_unsupported == 0.0
+
+
+@pytest.mark.usefixtures("triple_path_only")
+def test_a_correction_the_scorer_fails_on_is_not_verified_and_not_taken() -> None:
+    """The scorer fails on the corrected triple (and its sentence) during the correction, and works again after:
+    the change is refused as not verified, never made and then passed by the re-check."""
+    failures = {"left": 2}
+
+    def support(premise: str, claim: str) -> float:
+        if "Warsaw" in claim and failures["left"] > 0:
+            failures["left"] -= 1
+            raise RuntimeError("the scorer is down")
+        return 0.0 if "Paris" in claim else 1.0
+
+    fixer = GraphCorrect(GraphEval(llm=Model(fix).llm, scorer=FunctionScorer(support)), rouge=False)
+    result = fixer.correct(CONTEXT, "Marie Curie was born in Paris.")
+    [change] = result.changes
+    assert not change.applied and "not verified" in (change.reason or "")
+    assert result.corrected == "Marie Curie was born in Paris."
+    assert result.status == "unchanged" and result.passed is False
+    assert any("failed" in issue for issue in result.issues)
+
+
+@pytest.mark.usefixtures("triple_path_only")
+def test_a_change_whose_sentence_cannot_be_scored_is_not_made() -> None:
+    scored: list[str] = []
+
+    def support(premise: str, claim: str) -> float:
+        scored.append(claim)
+        if claim == "Marie Curie was born in Warsaw.":  # the sentence with the change, not the triple
+            raise RuntimeError("the scorer is down")
+        return 0.0 if "Paris" in claim else 1.0
+
+    fixer = GraphCorrect(GraphEval(llm=Model(fix).llm, scorer=FunctionScorer(support)), rouge=False)
+    result = fixer.correct(CONTEXT, "Marie Curie was born in Paris.")
+    [change] = result.changes
+    assert "Marie Curie born in Warsaw" in scored  # the triple itself was verified
+    assert not change.applied and change.reason == "scoring its sentence failed: the change is not verified, not made"
+    assert result.status == "unchanged" and result.passed is False
+
+
+@pytest.mark.usefixtures("triple_path_only")
+def test_a_stand_in_triple_is_not_said_to_be_above_the_threshold() -> None:
+    """The hybrid rule flags the output while every triple is under the threshold: the triple the scorer doubted
+    most stands in, and step 1 is told so, not that it scored above the threshold."""
+    from grapheval_plugins.aggregate import HybridWeights
+
+    model = Model(lambda old, n: json.dumps(old))
+    weights = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
+    scorer = FunctionScorer(lambda premise, claim: 0.0 if claim == "Marie Curie was born in Paris." else
+                            (0.6 if "Paris" in claim else 1.0))
+    engine = GraphEval(llm=model.llm, scorer=scorer, hybrid_weights=weights)
+    result = GraphCorrect(engine, rouge=False).correct(CONTEXT, "Marie Curie was born in Paris.")
+    detection = result.detection
+    assert detection is not None and detection.hallucinated and not detection.unsupported
+    prompt = str(model.of("B")[0][0].content)
+    assert "above the threshold" not in prompt
+    assert "doubted this one most (P(unsupported) = 0.40, within the threshold 0.50)" in prompt
+
+
+@pytest.mark.parametrize(("answer", "chosen"), [
+    ("2", "116"), ("Option 2", "116"), ("option 2: 116", "116"), (" 2.", "116"), ("2) 116", "116"),
+    ("0", None), ("9", None), ("The context gives 1 value: 116", "116"), ("The context gives 1 value", None),
+    ("I would pick 1 of them", None), ("115", "115"),
+])
+def test_the_chosen_option_is_read_from_the_start_of_the_answer(answer: str, chosen: str | None) -> None:
+    assert strategies._option(answer, ["115", "116"]) == chosen
