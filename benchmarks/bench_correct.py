@@ -162,22 +162,25 @@ def dataset_rows(
 
 
 def detection_study_reports(
-    results: Path, dataset: str, llm: str, scorer: str, rows: list[dict[str, Any]]
+    results: Path, dataset: str, llm: str, scorer: str, rows: list[dict[str, Any]], engine: GraphEval
 ) -> dict[str, Report]:
     """Reports rebuilt from the detection study's per-row file for the same models, prompt and rendering
-    (``benchmarks/detection.py``), so rows it already judged are not judged again."""
-    from grapheval_plugins.extract.prompts import KG_PROMPT
+    (``benchmarks/detection.py``), so rows it already judged are not judged again: decided by ``engine``'s rule,
+    weights and threshold. None when ``engine`` drops unfaithful triples (``fidelity_in_force() == "drop"``): the
+    study's rows hold no round-trip scores, so its verdicts cannot be rebuilt; those rows are detected again."""
     from grapheval_plugins.inputs import normalize_output
 
     path = results / f"detect-{dataset}-{bench.slug(llm)}-{bench.slug(scorer)}-examples-first-concat.jsonl"
-    if not path.exists():
+    if not path.exists() or engine.fidelity_in_force() != "off":
         return {}
+    rule, weights = engine.decision_rule()
     outputs = {r["id"]: r["output"] for r in rows}
     found = {}
     for det in bench.load_results(path):
         rid = det.get("id")
-        if rid in outputs and not det.get("error") and det.get("prompt") == KG_PROMPT.version:
-            found[rid] = bench.report_from_detection_row(det, normalize_output(outputs[rid]))
+        if rid in outputs and not det.get("error") and det.get("prompt") == engine.prompt.version:
+            found[rid] = bench.report_from_detection_row(det, normalize_output(outputs[rid]),
+                                                         engine.hallucination_threshold, method=rule, weights=weights)
     return found
 
 
@@ -289,7 +292,7 @@ def run(
             bench.seed_kg_cache(kg_file, engine.cache, engine.prompt)
     results_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    known = {} if fake else detection_study_reports(RESULTS, name, llm_name, scorer_name, rows)
+    known = {} if fake else detection_study_reports(RESULTS, name, llm_name, scorer_name, rows, engine)
     reports = detect(engine, rows, reports_path(results_dir, name, llm_name, scorer_name), batch_rows, known)
     fixer = GraphCorrect(engine, show_progress=False, **VARIANTS[variant])
     store = bench.ResultStore(result_path(results_dir, name, llm_name, scorer_name, variant, tag))

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..aggregate import PAPER, HybridWeights, RuleLike, fitted_weights, get_rule
 from ..exceptions import InputError
 from ..jsonl import numbered_rows
 from ..types import ClaimCheck, Extraction, Report, Triple
@@ -153,20 +154,30 @@ def load_rows(
     return rows, notes
 
 
-def report_from_detection_row(row: Mapping[str, Any], output: str, threshold: float = 0.5) -> Report:
+def report_from_detection_row(
+    row: Mapping[str, Any], output: str, threshold: float = 0.5, *, method: RuleLike = "hybrid",
+    weights: HybridWeights | None = None,
+) -> Report:
     """GraphEval's report on ``output``, rebuilt from a detection-study result row (no model is called).
 
-    The row holds every scored triple with its P(unsupported), so the verdict is the one the pipeline gave:
-    ``hallucinated`` when the largest P(unsupported) exceeds ``threshold``. A fallback row (no triple parsed)
-    becomes one whole-output claim scored ``p_graph``. Only rows of the paper's rendering (``concat``) qualify:
-    they are what :class:`~grapheval_plugins.GraphEval` checks by default. Evidence passages and spans are not
-    stored in result rows, so they are absent.
+    The row holds every scored triple with its P(unsupported) and the whole output's (``p_raw``); it is decided as
+    ``GraphEval(method=method, fidelity="off")`` decides it: a rule that needs fitted weights takes ``weights``,
+    else those fitted for the row's scorer and prompt without fidelity (the row holds every triple and no round
+    trip), else, as in the engine, the paper's rule decides; so does a row without ``p_raw`` when the rule reads
+    the whole output. ``report.method`` and ``report.decision`` name the rule that decided. A fallback row (no
+    triple parsed) becomes one whole-output claim scored ``p_graph``. Only rows of the paper's rendering
+    (``concat``) qualify: they are what :class:`~grapheval_plugins.GraphEval` checks by default. Evidence passages
+    and spans are not stored in result rows, so they are absent.
 
-    >>> row = {"id": "r1", "p_graph": 0.8, "fallback": False, "llm_calls": 1, "cached": False,
+    >>> row = {"id": "r1", "p_graph": 0.8, "fallback": False, "llm_calls": 1, "cached": False, "p_raw": 0.3,
     ...        "render": "concat", "triples": [["Ann", "won", "gold", 0.8], ["Ann", "is", "a swimmer", 0.1]]}
     >>> report = report_from_detection_row(row, "Ann, a swimmer, won gold.")
-    >>> report.hallucinated, [c.claim for c in report.unsupported]
-    (True, ['Ann won gold'])
+    >>> report.method, report.hallucinated, [c.claim for c in report.unsupported]
+    ('paper', True, ['Ann won gold'])
+    >>> whole = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
+    >>> report = report_from_detection_row(row, "Ann, a swimmer, won gold.", weights=whole)
+    >>> report.method, report.hallucinated, round(report.score, 3)
+    ('hybrid', False, 0.7)
 
     Raises:
         InputError: the row recorded an error, has no graph score, or used another rendering.
@@ -183,7 +194,16 @@ def report_from_detection_row(row: Mapping[str, Any], output: str, threshold: fl
     else:
         p = float(row["p_graph"])
         claims = [ClaimCheck(claim=output, p_unsupported=p, unsupported=p > threshold)]
-    worst = max(c.p_unsupported for c in claims)
+    rule = get_rule(method)
+    if rule.needs.weights:
+        weights = weights or fitted_weights(row.get("scorer"), row.get("prompt"), "off")
+    whole = None
+    if rule.needs.whole_output and triples and row.get("p_raw") is not None:
+        p_raw = float(row["p_raw"])
+        whole = ClaimCheck(claim=output, p_unsupported=p_raw, unsupported=p_raw > threshold)
+    if (rule.needs.weights and weights is None) or (rule.needs.whole_output and triples and whole is None):
+        rule, weights, whole = PAPER, None, None
+    decision = rule.decide(claims, threshold=threshold, whole_output=whole, weights=weights)
     extraction = Extraction(
         triples=[t for t, _ in triples],
         attempts=int(row.get("llm_calls") or 0),
@@ -191,7 +211,8 @@ def report_from_detection_row(row: Mapping[str, Any], output: str, threshold: fl
         fallback=not triples,
     )
     return Report(
-        output=output, mode="graph", threshold=threshold, hallucinated=worst > threshold, score=1.0 - worst,
-        claims=claims, extraction=extraction, llm=row.get("llm"), scorer=row.get("scorer"),
+        output=output, mode="graph", method=rule.name, threshold=threshold, hallucinated=decision.hallucinated,
+        score=1.0 - decision.p_hallucination, decision=decision, claims=claims, whole_output=whole,
+        extraction=extraction, llm=row.get("llm"), scorer=row.get("scorer"),
         id=None if row.get("id") is None else str(row["id"]),
     )
