@@ -120,9 +120,9 @@ class Round:
     """Set by a strategy that edits the output in place: the triples the output states after the round (the
     report's, with each applied change's old triple replaced by its new one), so that the re-check scores these
     instead of extracting again. ``None``: the re-check extracts."""
-    verified: dict[Triple, ClaimCheck] = field(default_factory=dict)
-    """Corrected triples a strategy scored against the context (their verdicts, without a span), to rank its
-    tries; the re-check scores the output again, by the engine's own check."""
+    verified: dict[Triple, float] = field(default_factory=dict)
+    """The P(unsupported) of each corrected triple a strategy scored against the context, to rank its tries (the
+    re-check scores the output again, by the engine's own check)."""
 
     @property
     def supported(self) -> list[Triple]:
@@ -800,21 +800,19 @@ class ConstrainedStrategy:
         if score is None:
             return "scoring the corrected triple failed: it is not verified, not taken"
         threshold = engine.hallucination_threshold
-        check = ClaimCheck(claim=claim, triple=new, p_unsupported=score.p_unsupported,
-                           unsupported=score.p_unsupported > threshold, evidence=score.chunk,
-                           evidence_index=score.chunk_index, evidence_passage=score.passage_index)
-        job.verified[new] = check
+        job.verified[new] = score.p_unsupported
+        unsupported = score.p_unsupported > threshold
         if before is not None and before <= threshold and score.p_unsupported >= before:  # a stand-in triple
             return (f"the corrected triple is no less unsupported than the unflagged triple it corrects "
                     f"(P(unsupported) = {score.p_unsupported:.2f}, the triple's {before:.2f})")
-        if check.unsupported and strict and paired and before is not None and (
+        if unsupported and strict and paired and before is not None and (
             score.p_unsupported <= before - MINIMAL_PAIR_MARGIN
         ):
             return None
-        if check.unsupported and strict:
+        if unsupported and strict:
             return (f"the corrected triple changes more than a number or a date and is not supported by the "
                     f"context (P(unsupported) = {score.p_unsupported:.2f})")
-        if check.unsupported and (before is None or score.p_unsupported >= before):
+        if unsupported and (before is None or score.p_unsupported >= before):
             was = "" if before is None else f", the flagged triple's {before:.2f}"
             return (f"the corrected triple is not supported by the context either (P(unsupported) = "
                     f"{score.p_unsupported:.2f}{was})")
@@ -974,8 +972,7 @@ def _one_at_a_time(old: Triple, edits: Sequence[Edit]) -> list[Triple]:
 
 def _p(job: Round, triple: Triple) -> float:
     """The scored P(unsupported) of a tried triple (1.0 when it was not scored: verification off)."""
-    check = job.verified.get(triple)
-    return 1.0 if check is None else check.p_unsupported
+    return job.verified.get(triple, 1.0)
 
 
 def _minimal_pair(old: Triple, new: Triple) -> bool:
