@@ -984,7 +984,7 @@ class GraphEval:
         return extraction, self.claims_of(sample.output, extraction), None
 
     def claims_of(self, output: str, extraction: Extraction | None) -> list[tuple[str, Triple | None]]:
-        """What the check stage scores for ``output`` given its extraction (an :class:`ExtractedRow`'s ``claims``):
+        """What the check stage scores for ``output`` given its extraction (an :class:`~grapheval_plugins.types.ExtractedRow`'s ``claims``):
         each distinct triple rendered, then the whole output when the decision rule or fidelity reads it; the whole
         output alone when there is no triple (raw mode, no extraction, a fallback, nothing extracted).
 

@@ -59,9 +59,10 @@ class GraphCorrect:
         method: ``"constrained"`` (the default: ``evidence``'s step 1 held to the context, answers that are not a
             corrected value refused, a wrong number or date chosen among the closest sentences' values; the changed
             words are replaced in the output in place, with no rewrite call, and only on the scorer's word; the
-            re-check is the engine's check of the triples the output then states, without extracting again), ``"graph"`` (GraphCorrect as published: prompts B and C), ``"evidence"``
-            (GraphCorrect with the reason and the evidence in step 1 and a follow-up when it repeats the triple) or
-            ``"direct"`` (the Direct Prompt baseline). On planted errors drawn apart from those it was designed on,
+            re-check is the engine's check of the triples the output then states, without extracting again),
+            ``"graph"`` (GraphCorrect as published: prompts B and C), ``"evidence"`` (GraphCorrect with the reason
+            and the evidence in step 1 and a follow-up when it repeats the triple) or ``"direct"`` (the Direct
+            Prompt baseline). On planted errors drawn apart from those it was designed on,
             ``"constrained"`` restored 15 of 49 with edits beyond the error on 3, ``"direct"`` 5 with 14
             (``docs/benchmarks.md``).
         evidence_sentences: with ``method="evidence"`` or ``"constrained"``, how many sentences of the deciding
