@@ -984,9 +984,10 @@ class GraphEval:
         return extraction, self.claims_of(sample.output, extraction), None
 
     def claims_of(self, output: str, extraction: Extraction | None) -> list[tuple[str, Triple | None]]:
-        """What the check stage scores for ``output`` given its extraction (an :class:`~grapheval_plugins.types.ExtractedRow`'s ``claims``):
-        each distinct triple rendered, then the whole output when the decision rule or fidelity reads it; the whole
-        output alone when there is no triple (raw mode, no extraction, a fallback, nothing extracted).
+        """What the check stage scores for ``output`` given its extraction (the ``claims`` of an
+        :class:`~grapheval_plugins.types.ExtractedRow`): each distinct triple rendered, then the whole output when
+        the decision rule or fidelity reads it; the whole output alone when there is no triple (raw mode, no
+        extraction, a fallback, nothing extracted).
 
         >>> from grapheval_plugins.testing import KeywordScorer
         >>> GraphEval(scorer=KeywordScorer(), mode="raw").claims_of("The sky is green.", None)
