@@ -202,7 +202,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
     Args:
         threshold: minimum passing score (DeepEval's convention). The engine decides at the hallucination threshold
             ``1 − threshold`` (a claim is unsupported iff P(unsupported) > 1 − threshold), so ``threshold=0.8``
-            flags, and corrects, every case scoring below 0.8. The default 0.5 reproduces the paper's rule.
+            flags, and corrects, every case scoring below 0.8. The default 0.5 decides at the engine's default, 0.5.
         grapheval: the engine to use, passed by reference to every copy DeepEval makes (its loaded models are
             shared), seen at the metric's threshold. Build one yourself for options beyond
             ``llm``/``scorer``/``mode`` (cache file, prompt, retries …).

@@ -224,11 +224,11 @@ def _trace_output(report: Report) -> dict[str, Any]:
 # --------------------------------------------------------------------------- legacy API: ragas.evaluate()
 @dataclass(kw_only=True)
 class GraphEvalFaithfulness(SingleTurnMetric):
-    """GraphEval as a Ragas metric for ``ragas.evaluate()``: 1 = faithful, 0 = some triple unsupported.
+    """GraphEval as a Ragas metric for ``ragas.evaluate()``: 1 = faithful, 0 = a hallucination for certain.
 
     Reads ``response`` and ``retrieved_contexts`` (``user_input`` is optional and unused: GraphEval checks the
-    response alone against the contexts). The score is ``1 − max P(unsupported)`` over the response's triples;
-    ``binary=True`` gives the paper's verdict instead (0.0 if some P(unsupported) > threshold, else 1.0).
+    response alone against the contexts). The score is ``1 − P(hallucination)`` from the engine's decision rule;
+    ``binary=True`` gives the verdict instead (0.0 if P(hallucination) > hallucination_threshold, else 1.0).
 
     Which chat model extracts the triples:
 
@@ -378,7 +378,7 @@ class GraphEvalRagasMetric(BaseMetric):
             (``llm_factory(...)``, ``LangchainLLMWrapper``), a LangChain chat model or a spec. Stored as
             ``extraction_llm``: Ragas reserves ``llm`` for its own LLM type.
         scorer: the scorer or scorer spec when no engine is given.
-        binary: the paper's 0/1 verdict instead of ``1 − max P(unsupported)``.
+        binary: the 0/1 verdict instead of ``1 − P(hallucination)``.
         mode, method: for an engine built from specs (an engine's own apply otherwise); ``method`` is the decision
             rule, ``"hybrid"`` (default), ``"paper"`` or a registered rule's name.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
