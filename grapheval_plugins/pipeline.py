@@ -603,7 +603,16 @@ class GraphEval:
             return None
         if self.hybrid_weights is not None:
             return self.hybrid_weights
-        return aggregate.fitted_weights(self._scorer_name(), self.prompt.version, self.fidelity_in_force())
+        return aggregate.fitted_weights(self._scorer_name(), self.prompt.version, self.fidelity_in_force(),
+                                        self._scorer_fingerprint)
+
+    def _scorer_fingerprint(self) -> str | None:
+        """The scorer's fingerprint, which fitted weights are keyed by (the scorer is built, nothing loads);
+        ``None`` when it cannot be built here (its run then fails with the reason)."""
+        try:
+            return self.scorer.fingerprint()
+        except GraphEvalError:
+            return None
 
     def _scorer_name(self) -> str:
         """The scorer's name, from the loaded scorer or else from its spec (nothing loads)."""
@@ -625,7 +634,7 @@ class GraphEval:
             return self.fidelity
         if self.mode == "raw" or not self.rule.needs.weights or self.hybrid_weights is not None:
             return "off"
-        fitted = aggregate.fitted_weights(self._scorer_name(), self.prompt.version, "drop")
+        fitted = aggregate.fitted_weights(self._scorer_name(), self.prompt.version, "drop", self._scorer_fingerprint)
         return "drop" if fitted is not None else "off"
 
     # ----------------------------------------------------------------- public API
