@@ -572,8 +572,14 @@ class GraphEval:
 
     @property
     def method(self) -> str:
-        """The name of this engine's decision rule (:attr:`rule`)."""
-        return self.rule.name
+        """The name of the rule that decides this engine's rows, as its reports give it: :attr:`rule`'s, or
+        ``"paper"`` where that rule needs fitted weights this setting lacks, and in raw mode
+        (:meth:`decision_rule`).
+
+        >>> GraphEval(scorer="hhem").method, GraphEval(scorer="hhem").rule.name
+        ('paper', 'hybrid')
+        """
+        return self.decision_rule()[0].name
 
     def decision_rule(self) -> tuple[aggregate.DecisionRule, aggregate.HybridWeights | None]:
         """The rule that decides this engine's rows, and the weights it gets: the paper's rule in raw mode, and in
@@ -921,7 +927,14 @@ class GraphEval:
             if on_row is not None:
                 on_row(i, result)
 
-        await asyncio.gather(*(extract(i, s) for i, s in samples))
+        tasks = [asyncio.ensure_future(extract(i, s)) for i, s in samples]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:  # not a row's error (on_row raised, a model failed to load): stop the other rows
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         return [r for r in results if r is not None]
 
     def check_rows(self, rows: Sequence[ExtractedRow]) -> list[Report]:
@@ -1183,5 +1196,5 @@ class GraphEval:
         )
 
     def __repr__(self) -> str:
-        return (f"GraphEval(mode={self.mode!r}, method={self.method!r}, "
+        return (f"GraphEval(mode={self.mode!r}, method={self.rule.name!r}, "
                 f"hallucination_threshold={self.hallucination_threshold})")

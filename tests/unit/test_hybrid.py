@@ -72,7 +72,7 @@ def test_the_offline_default_scorer_has_fitted_weights_that_name_their_command()
     assert GraphEval(method="paper").decision_weights() is None
     # The name alone does not select them: another scorer under that name is decided by the paper's rule.
     named = engine(scorer=scorer(DEFAULT_SCORER))
-    assert named.evaluate(CONTEXT, OUTPUT).method == "paper"
+    assert named.evaluate(CONTEXT, OUTPUT).method == "paper" and named.method == "paper"
 
 
 def test_with_nothing_extracted_the_whole_output_is_the_one_claim() -> None:
