@@ -597,8 +597,8 @@ class GraphEval:
 
     def decision_weights(self) -> aggregate.HybridWeights | None:
         """The fitted weights of the rule this engine decides by; ``None``: the rule needs none, or none are fitted
-        for this engine's scorer, ``prompt.version`` and ``fidelity`` (then the paper's rule decides), or raw mode.
-        Read from the scorer's spec: nothing loads.
+        for this engine's scorer (its name and fingerprint), ``prompt.version`` and ``fidelity`` (then the paper's
+        rule decides), or raw mode. Nothing loads (the scorer is built, if an entry of its name needs its fingerprint).
 
         >>> GraphEval().decision_weights().fitted_on.startswith("summeval+qags_c+qags_x")
         True
