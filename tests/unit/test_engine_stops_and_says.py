@@ -14,7 +14,8 @@ from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
 
 
 def test_a_failure_that_is_not_a_rows_own_cancels_the_other_extractions() -> None:
-    engine = GraphEval(llm=ScriptedChatModel(responses=["unused"]), scorer=KeywordScorer(), cache=False)
+    engine = GraphEval(llm=ScriptedChatModel(responses=["unused"]), scorer=KeywordScorer(), cache=False,
+                       max_concurrency=8)
     started: list[str] = []
     cancelled: list[str] = []
 
