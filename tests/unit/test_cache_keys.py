@@ -103,3 +103,27 @@ def test_the_shipped_entries_record_the_judge_that_scored_their_files() -> None:
         path = ROOT / "benchmarks" / "results" / f"judge-prompt-question-first-{name}-judge-local-qwen2.5-coder-1.5b.jsonl"
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
         assert rows and {r["fingerprint"] for r in rows} == {shipped}
+
+
+def test_a_loaded_judge_is_keyed_by_the_file_it_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from local_fake_llama import FakeLlama, label_logits
+
+    from grapheval_plugins.local.weights import KNOWN_MODELS, ResolvedWeights
+
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.delenv("GRAPHEVAL_LOCAL_MODEL_PATH", raising=False)
+
+    def loaded(weights: ResolvedWeights) -> LocalJudgeScorer:
+        session = LlamaSession(lambda: weights, n_ctx=4096,
+                               factory=lambda **params: FakeLlama(label_logits(lambda c, h: (3.0, 0.0, 0.0)), **params))
+        scorer = LocalJudgeScorer("qwen2.5-coder-1.5b", session=session)
+        before = scorer.fingerprint()
+        session.load()
+        assert before == judge().fingerprint()  # before the load: the pinned file, which resolve_model checks
+        return scorer
+
+    pinned = KNOWN_MODELS["qwen2.5-coder-1.5b"].sha256
+    assert loaded(ResolvedWeights(tmp_path / "q.gguf", "parts", pinned)).fingerprint() == judge().fingerprint()
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF")
+    assert loaded(ResolvedWeights(other, "env", detail=ENV)).fingerprint() != judge().fingerprint()
