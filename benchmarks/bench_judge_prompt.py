@@ -256,13 +256,15 @@ def fit(
         typer.echo(f"no scored rows of {variant!r} in {', '.join(names)}", err=True)
         raise typer.Exit(1)
     counts = ", ".join(f"{n} {len(_rows(variant, n))}" for n in names)
+    judges = {r["fingerprint"] for n in names for r in _rows(variant, n).values()}
+    judge = f'"{judges.pop()}"' if len(judges) == 1 else "None"  # the one judge that scored every row, if one did
     for fidelity in ("off", "drop"):
         kept = "triples the output does not support dropped" if fidelity == "drop" else "every triple"
         w = _fit(rows, fidelity == "drop", f"{'+'.join(names)} ({len(rows)} rows: {counts}; judge wording {variant}, "
                                            f"{kept}): benchmarks/bench_judge_prompt.py fit --variant {variant}")
         typer.echo(f'HybridWeights(\n    whole={w.whole:.4f}, claims={w.claims:.4f}, bias={w.bias:.4f},\n'
                    f'    fitted_on="{w.fitted_on}",\n    scorer="{JUDGE}", prompt="{KG_PROMPT.version}", '
-                   f'fidelity="{fidelity}",\n),')
+                   f'fidelity="{fidelity}",\n    fingerprint={judge},\n),')
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ core, ``GraphEval(hallucination_threshold=...)``. Rules are looked up by name in
 - ``"paper"`` (:class:`PaperRule`): the largest P(unsupported) over the triples' claims (the paper's rule).
 - ``"hybrid"`` (:class:`HybridRule`, the default): a logistic combination of the whole output's P(unsupported) and
   the largest over its triples, ``σ(bias + whole · logit(p_whole) + claims · logit(max p_claim))``, with weights
-  fitted for one scorer, extraction prompt and fidelity setting (:data:`FITTED_WEIGHTS`, looked up by
+  fitted for one scorer (its name and :meth:`~grapheval_plugins.check.Scorer.fingerprint`: wording, calibration,
+  weights file …), extraction prompt and fidelity setting (:data:`FITTED_WEIGHTS`, looked up by
   :func:`fitted_weights`; fitted by ``benchmarks/detection.py fit-hybrid``). An engine with no weights fitted for
   its setting is decided by the paper's rule.
 
@@ -33,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias
 
 from .exceptions import InputError
@@ -156,8 +157,10 @@ class HybridWeights:
     ``p_whole`` is the scorer's P(unsupported) for the whole output read as one claim, ``max p_claim`` the largest
     over the output's triples (``p_whole`` again when no triple was extracted). ``fitted_on`` says where the
     weights come from (data sets and command), so a report can name its calibration; ``scorer``, ``prompt`` (the
-    extraction prompt's :attr:`~grapheval_plugins.KGPrompt.version`) and ``fidelity`` say for which setting they
-    were fitted (:data:`FITTED_WEIGHTS` is looked up by them; ``None`` for weights given to one engine).
+    extraction prompt's :attr:`~grapheval_plugins.KGPrompt.version`), ``fidelity`` and ``fingerprint`` (the
+    scorer's :meth:`~grapheval_plugins.check.Scorer.fingerprint` when fitted: its wording, calibration, window,
+    weights file …) say for which setting they were fitted (:data:`FITTED_WEIGHTS` is looked up by them; ``None``
+    for weights given to one engine, or a setting not recorded: any).
 
     >>> w = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
     >>> round(w.probability(0.3, [0.9]), 6)
@@ -171,6 +174,7 @@ class HybridWeights:
     scorer: str | None = None
     prompt: str | None = None
     fidelity: Fidelity | None = None
+    fingerprint: str | None = None
 
     def probability(self, p_whole: float, p_claims: Sequence[float]) -> float:
         """P(hallucination) of one output from its whole-output and per-triple P(unsupported)."""
@@ -182,38 +186,62 @@ _FITTED_WITH = ("summeval+qags_c+qags_x (728 rows: summeval 254, qags_c 235, qag
                 "judge wording question-first, {}): "
                 "benchmarks/bench_judge_prompt.py fit --variant question-first")
 
+_FITTED_JUDGE = "48ed8ef2b2073f46"
+"""The fingerprint of the judge the shipped entries were fitted with (recorded in every row of their files): the
+1.5B's pinned weights, its question-first wording, identity calibration and a 4096-token window."""
+
 FITTED_WEIGHTS: list[HybridWeights] = [
     HybridWeights(
         whole=0.5734, claims=0.1321, bias=0.9423, fitted_on=_FITTED_WITH.format("every triple"),
         scorer="judge:local:qwen2.5-coder-1.5b", prompt="kg-a/1-examples-first", fidelity="off",
+        fingerprint=_FITTED_JUDGE,
     ),
     HybridWeights(
         whole=0.4928, claims=0.2501, bias=0.8905,
         fitted_on=_FITTED_WITH.format("triples the output does not support dropped"),
         scorer="judge:local:qwen2.5-coder-1.5b", prompt="kg-a/1-examples-first", fidelity="drop",
+        fingerprint=_FITTED_JUDGE,
     ),
 ]
 """The ``hybrid`` rule's fitted weights, each for one (scorer, extraction prompt version, fidelity) setting. The
 prompt is the engine's ``prompt.version`` (``KG_PROMPT``'s, ``"kg-a/1-examples-first"``: the benchmark files' tag
 ``examples-first+pairs`` is that prompt's graphs read with pairs, as the parser reads them). Under
 ``fidelity="drop"`` the kept triples carry more signal, so their term weighs more. The scorer's entries were
-fitted with its own judge wording (the 1.5B's: ``local.judge.QUESTION_FIRST_PROMPT``, from ``JUDGE_PROMPTS``); a
-judge given another wording is read with them too, though they were not fitted for it. Append an entry for your own
-setting (``prompt=None``: fitted without one recorded, for any prompt)."""
+fitted with its own judge wording (the 1.5B's: ``local.judge.QUESTION_FIRST_PROMPT``, from ``JUDGE_PROMPTS``),
+weights file and window, which their ``fingerprint`` records: a judge of that name with another wording, file or
+window gets none of them (the paper's rule decides). Append an entry for your own setting (``prompt=None``: fitted
+without one recorded, for any prompt; ``fingerprint=None``: for any scorer of that name)."""
 
 
-def fitted_weights(scorer: str | None, prompt: str | None, fidelity: Fidelity = "off") -> HybridWeights | None:
+def fitted_weights(scorer: str | None, prompt: str | None, fidelity: Fidelity = "off",
+                   fingerprint: str | Callable[[], str | None] | None = None) -> HybridWeights | None:
     """The weights fitted for this scorer name, extraction prompt version and fidelity setting, or ``None`` (then
     the hybrid rule leaves the decision to the paper's rule).
+
+    ``fingerprint`` is the scorer's :meth:`~grapheval_plugins.check.Scorer.fingerprint` (or a function giving it,
+    called only when an entry records one): an entry fitted with another scorer of the same name (another judge
+    wording, weights file or window) is passed over. ``None`` (or a function giving ``None``): not checked, what
+    was fitted for the name.
 
     >>> fitted_weights("judge:local:qwen2.5-coder-1.5b", "kg-a/1-examples-first", "drop").claims
     0.2501
     >>> fitted_weights("judge:local:qwen2.5-coder-1.5b", "my-prompt/1") is None
     True
+    >>> fitted_weights("judge:local:qwen2.5-coder-1.5b", "kg-a/1-examples-first", "off", "0123456789abcdef") is None
+    True
     """
+    known: list[str | None] = []
+
+    def matches(w: HybridWeights) -> bool:
+        if w.fingerprint is None or fingerprint is None:
+            return True
+        if not known:
+            known.append(fingerprint() if callable(fingerprint) else fingerprint)
+        return known[0] is None or w.fingerprint == known[0]
+
     for wanted in (prompt, None):  # fitted for this prompt, else for any
         for w in FITTED_WEIGHTS:
-            if (w.scorer, w.prompt, w.fidelity) == (scorer, wanted, fidelity):
+            if (w.scorer, w.prompt, w.fidelity) == (scorer, wanted, fidelity) and matches(w):
                 return w
     return None
 

@@ -572,8 +572,14 @@ class GraphEval:
 
     @property
     def method(self) -> str:
-        """The name of this engine's decision rule (:attr:`rule`)."""
-        return self.rule.name
+        """The name of the rule that decides this engine's rows, as its reports give it: :attr:`rule`'s, or
+        ``"paper"`` where that rule needs fitted weights this setting lacks, and in raw mode
+        (:meth:`decision_rule`).
+
+        >>> GraphEval(scorer="hhem").method, GraphEval(scorer="hhem").rule.name
+        ('paper', 'hybrid')
+        """
+        return self.decision_rule()[0].name
 
     def decision_rule(self) -> tuple[aggregate.DecisionRule, aggregate.HybridWeights | None]:
         """The rule that decides this engine's rows, and the weights it gets: the paper's rule in raw mode, and in
@@ -591,8 +597,8 @@ class GraphEval:
 
     def decision_weights(self) -> aggregate.HybridWeights | None:
         """The fitted weights of the rule this engine decides by; ``None``: the rule needs none, or none are fitted
-        for this engine's scorer, ``prompt.version`` and ``fidelity`` (then the paper's rule decides), or raw mode.
-        Read from the scorer's spec: nothing loads.
+        for this engine's scorer (its name and fingerprint), ``prompt.version`` and ``fidelity`` (then the paper's
+        rule decides), or raw mode. Nothing loads (the scorer is built, if an entry of its name needs its fingerprint).
 
         >>> GraphEval().decision_weights().fitted_on.startswith("summeval+qags_c+qags_x")
         True
@@ -603,7 +609,16 @@ class GraphEval:
             return None
         if self.hybrid_weights is not None:
             return self.hybrid_weights
-        return aggregate.fitted_weights(self._scorer_name(), self.prompt.version, self.fidelity_in_force())
+        return aggregate.fitted_weights(self._scorer_name(), self.prompt.version, self.fidelity_in_force(),
+                                        self._scorer_fingerprint)
+
+    def _scorer_fingerprint(self) -> str | None:
+        """The scorer's fingerprint, which fitted weights are keyed by (the scorer is built, nothing loads);
+        ``None`` when it cannot be built here (its run then fails with the reason)."""
+        try:
+            return self.scorer.fingerprint()
+        except GraphEvalError:
+            return None
 
     def _scorer_name(self) -> str:
         """The scorer's name, from the loaded scorer or else from its spec (nothing loads)."""
@@ -625,7 +640,7 @@ class GraphEval:
             return self.fidelity
         if self.mode == "raw" or not self.rule.needs.weights or self.hybrid_weights is not None:
             return "off"
-        fitted = aggregate.fitted_weights(self._scorer_name(), self.prompt.version, "drop")
+        fitted = aggregate.fitted_weights(self._scorer_name(), self.prompt.version, "drop", self._scorer_fingerprint)
         return "drop" if fitted is not None else "off"
 
     # ----------------------------------------------------------------- public API
@@ -912,7 +927,14 @@ class GraphEval:
             if on_row is not None:
                 on_row(i, result)
 
-        await asyncio.gather(*(extract(i, s) for i, s in samples))
+        tasks = [asyncio.ensure_future(extract(i, s)) for i, s in samples]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:  # not a row's error (on_row raised, a model failed to load): stop the other rows
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         return [r for r in results if r is not None]
 
     def check_rows(self, rows: Sequence[ExtractedRow]) -> list[Report]:
@@ -1186,5 +1208,5 @@ class GraphEval:
         )
 
     def __repr__(self) -> str:
-        return (f"GraphEval(mode={self.mode!r}, method={self.method!r}, "
+        return (f"GraphEval(mode={self.mode!r}, method={self.rule.name!r}, "
                 f"hallucination_threshold={self.hallucination_threshold})")

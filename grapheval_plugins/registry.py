@@ -198,7 +198,7 @@ def engine_options(
         )
     if rule is not None and rule is not grapheval.rule:
         raise InputError(
-            names["method"], f"{rule.name!r} differs from the engine's method {grapheval.method!r}: set it on the engine"
+            names["method"], f"{rule.name!r} differs from the engine's method {grapheval.rule.name!r}: set it on the engine"
         )
     # Another threshold than the engine's: every adapter scores with a view of the engine at that threshold (same
     # models, cache and scorer passes; :meth:`GraphEval.with_options`), never by changing the shared engine.

@@ -3,8 +3,9 @@
 A key is ``(scorer name, scorer fingerprint, premise hash, claim text)``:
 
 * the scorer's :attr:`~grapheval_plugins.check.Scorer.name` and its
-  :meth:`~grapheval_plugins.check.Scorer.fingerprint` (a digest of its prompt, calibration, labels and chunking
-  settings), so a changed judge prompt or calibration never serves the old numbers;
+  :meth:`~grapheval_plugins.check.Scorer.fingerprint` (a digest of its prompt, calibration, labels, chunking
+  settings, model revision, token window and, for the local judge, the GGUF file it reads), so a changed judge
+  prompt, calibration, revision, window or weights file never serves the old numbers;
 * :func:`premise_hash`, a digest of the premise the claim is scored against (the context's passages, or the output
   itself for the fidelity pass);
 * the claim text as given to the scorer (the rendered triple, or the whole output).

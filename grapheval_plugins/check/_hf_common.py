@@ -11,7 +11,7 @@ import os
 import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from .._progress import progress_bar
 from ..exceptions import GraphEvalError, InputError, ModelLoadError
@@ -86,6 +86,7 @@ class HFScorer(Scorer):
     kind: str = "hf"
     """The spec prefix of the scorer (``hhem``, ``t5``, ``nli``); the scorer's name is ``"<kind>:<model>"``."""
     allow_fp16: bool = True
+    fingerprint_fields: ClassVar[tuple[str, ...]] = ("hub.revision", "tokenizer_source", "max_length", "hypothesis_tokens")
 
     def __init__(
         self,

@@ -18,7 +18,8 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..exceptions import ScoringError
 
@@ -31,7 +32,8 @@ FINGERPRINT_FIELDS: tuple[str, ...] = (
     "prompt", "calibration", "labels", "verdict_p_unsupported", "claim_budget_tokens", "chunk_overlap_tokens",
     "model", "revision",
 )
-"""The settings :meth:`Scorer.fingerprint` reads (from the scorer and from the ``backend`` it wraps, if any)."""
+"""The settings :meth:`Scorer.fingerprint` reads from every scorer (and from the ``backend`` it wraps, if any);
+a scorer class names more in :attr:`Scorer.fingerprint_fields`."""
 
 
 class Prepared(Protocol):
@@ -101,6 +103,23 @@ def split_context(
     return [c for c in chunks if c] or [context]
 
 
+def _static_path(owner: Any, path: str) -> Any:
+    """The value at attribute ``path`` (dotted) of ``owner``, read without running a property (nothing loads);
+    ``None`` where a step is missing."""
+    value = owner
+    for part in path.split("."):
+        value = inspect.getattr_static(value, part, None)
+        if value is None:
+            return None
+    return value
+
+
+def _plain(value: object) -> bool:
+    """A setting :meth:`Scorer.fingerprint` digests: a plain value, a path or a dataclass instance."""
+    return isinstance(value, (str, int, float, tuple, list, dict, PurePath)) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type))
+
+
 class Scorer(ABC):
     """Scores claims against a grounding context: P(unsupported) per claim.
 
@@ -121,6 +140,9 @@ class Scorer(ABC):
     max_premise_tokens: int | None = None
     """Largest premise, in :meth:`count_tokens` units, the model reads without truncation; ``None``: unbounded."""
     chunk_overlap_tokens: int = 48
+    fingerprint_fields: ClassVar[tuple[str, ...]] = ()
+    """Settings besides :data:`FINGERPRINT_FIELDS` that decide this class's numbers, read by :meth:`fingerprint`:
+    attribute names or dotted paths (``"hub.revision"``, ``"session.n_ctx"``)."""
     checks_beside_extraction: bool = False
     """``True`` when the scorer reads its pairs one at a time (nothing gained from many rows' claims in one pass)
     and shares the cores with a local chat model fairly (the local judge: both go through the thread ledger):
@@ -144,26 +166,45 @@ class Scorer(ABC):
 
     def fingerprint(self) -> str:
         """A digest of what, besides :attr:`name`, decides this scorer's numbers; claim-score caches key on it
-        (:mod:`grapheval_plugins.score_cache`).
+        (:mod:`grapheval_plugins.score_cache`), and so do the hybrid rule's fitted weights
+        (:attr:`HybridWeights.fingerprint <grapheval_plugins.aggregate.HybridWeights.fingerprint>`).
 
-        Default: the class and the ``repr`` of the settings in :data:`FINGERPRINT_FIELDS` that the scorer, or the
-        ``backend`` it wraps, holds as plain values or dataclasses (its judge prompt, calibration, label words,
-        chunking budget …); other objects (a loaded model) are left out. Nothing is loaded. Override it when other
-        state changes the scores.
+        Default: the class and the ``repr`` of the settings in :data:`FINGERPRINT_FIELDS` and
+        :attr:`fingerprint_fields` that the scorer holds as plain values or dataclasses (its judge prompt,
+        calibration, label words, chunking budget, model revision, token window …), and the fingerprint of the
+        ``backend`` it wraps, if any (or that backend's :data:`FINGERPRINT_FIELDS`); other objects (a loaded model)
+        are left out. Nothing is loaded. Override it (with :meth:`_fingerprint`) when other state changes the
+        scores.
 
         >>> class Fixed(Scorer):
         ...     def predict_support(self, pairs):
         ...         return [1.0] * len(pairs)
         >>> Fixed().fingerprint() == Fixed().fingerprint()
         True
+        >>> wide = Fixed()
+        >>> wide.chunk_overlap_tokens = 96
+        >>> wide.fingerprint() == Fixed().fingerprint()
+        False
         """
+        return self._fingerprint()
+
+    def _fingerprint(self, **computed: object) -> str:
+        """The digest :meth:`fingerprint` gives, with ``computed`` settings (a value a subclass works out, e.g. the
+        weights file it will read) in place of those read under the same names."""
         h = hashlib.sha256(f"{type(self).__module__}.{type(self).__qualname__}".encode())
-        for owner in (self, self.__dict__.get("backend")):
-            for field in FINGERPRINT_FIELDS if owner is not None else ():
-                value = inspect.getattr_static(owner, field, None)  # never runs a property (nothing loads)
-                if isinstance(value, (str, int, float, tuple, list, dict)) or (
-                        dataclasses.is_dataclass(value) and not isinstance(value, type)):
-                    h.update(f"\x00{field}={value!r}".encode())
+        fields = dict.fromkeys((*FINGERPRINT_FIELDS, *type(self).fingerprint_fields, *computed))
+        for field in fields:
+            value = computed[field] if field in computed else _static_path(self, field)
+            if _plain(value):
+                h.update(f"\x00{field}={value!r}".encode())
+        backend = self.__dict__.get("backend")
+        if isinstance(backend, Scorer):
+            h.update(f"\x00backend={backend.fingerprint()}".encode())
+        elif backend is not None:
+            for field in (*FINGERPRINT_FIELDS, *getattr(type(backend), "fingerprint_fields", ())):
+                value = _static_path(backend, field)
+                if _plain(value):
+                    h.update(f"\x00backend.{field}={value!r}".encode())
         return h.hexdigest()[:16]
 
     @abstractmethod

@@ -197,6 +197,7 @@ class HHEMScorer(HFScorer):
     """
 
     kind = "hhem"
+    fingerprint_fields = (*HFScorer.fingerprint_fields, "tokenizer_revision")
     allow_fp16 = False
 
     def __init__(
@@ -354,6 +355,7 @@ class T5NLIScorer(HFScorer):
     """
 
     kind = "t5"
+    fingerprint_fields = (*HFScorer.fingerprint_fields, "template", "label_tokens", "answer_softmax")
     allow_fp16 = False
 
     def __init__(
@@ -496,6 +498,7 @@ class CrossEncoderNLIScorer(HFScorer):
     """
 
     kind = "nli"
+    fingerprint_fields = (*HFScorer.fingerprint_fields, "entailment_label", "single_output")
     allow_fp16 = True
     cap_max_length = True
     """Cap ``max_length`` at the tokenizer's ``model_max_length`` (off for models with relative positions)."""

@@ -131,6 +131,7 @@ class MiniCheckT5Scorer(T5NLIScorer):
     """
 
     kind = "minicheck"
+    fingerprint_fields = (*T5NLIScorer.fingerprint_fields, "chunk_size")
 
     def __init__(self, model: str | os.PathLike[str] = MINICHECK_MODELS["flan-t5-large"], *,
                  chunk_size: int = 500, max_length: int = 2048, **kwargs: Any) -> None:
@@ -160,6 +161,7 @@ class MiniCheckEncoderScorer(CrossEncoderNLIScorer):
     """
 
     kind = "minicheck"
+    fingerprint_fields = (*CrossEncoderNLIScorer.fingerprint_fields, "chunk_size")
     cap_max_length = False  # the reference runs DeBERTa-v3 (relative positions) at 2048 tokens
 
     def __init__(self, model: str | os.PathLike[str], *, chunk_size: int = 400, max_length: int = 512,

@@ -216,9 +216,10 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             With an engine, ``None`` or the engine's own mode.
         context_field: ``"auto"`` (default), ``"context"`` or ``"retrieval_context"``.
         include_reason: put the unsupported triples, their probabilities and evidence in ``reason``.
-        strict_mode: DeepEval's strict mode: the threshold becomes 1 and the score is 1 only when every triple is
-            fully supported (P(unsupported) = 0), else 0. Meant for scorers that give exact 0/1 verdicts; with a
-            probabilistic scorer almost every case fails.
+        strict_mode: DeepEval's strict mode: the threshold becomes 1 and the score is 1 or 0: 1 only when every
+            claim is supported, i.e. the output is not a hallucination and no claim (nor the whole output, where
+            the rule scores it) has P(unsupported) above the engine's hallucination threshold (0.5 for a built
+            engine; ``threshold`` is then not read).
         async_mode: kept for DeepEval's display; scoring always runs off the event loop.
         verbose_mode: print the whole knowledge graph with every score after each measure.
         suggest_correction: ``True`` (or a configured :class:`~grapheval_plugins.correct.GraphCorrect` over the same
@@ -266,7 +267,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
     ) -> None:
         # DeepEval copies a metric by calling this constructor with ``vars(metric)``: every argument is stored
         # under its own name, and the engine travels by reference.
-        min_score = 1.0 if strict_mode else check_threshold(threshold, "threshold")
+        min_score = 1.0 if strict_mode else check_threshold(threshold, "threshold")  # strict: the engine's own
         if context_field not in _CONTEXT_FIELDS:
             raise InputError("context_field", f"must be one of {_CONTEXT_FIELDS}, got {context_field!r}")
         if model is not None and llm is not None:
@@ -279,7 +280,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             scorer=scorer,
             mode=mode,
             method=method,
-            hallucination_threshold=threshold_for_min_score(min_score),
+            hallucination_threshold=None if strict_mode else threshold_for_min_score(min_score),
             fields={"hallucination_threshold": "threshold", "llm": "model" if model is not None else "llm"},
         )
         self.threshold = min_score
@@ -410,17 +411,23 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
     def _apply(self, report: Report, source: str, correction: str | None = None) -> float:
         threshold = self._threshold
         score = float(report.score or 0.0)  # not None: checked by _raise_for_report
+        shown = threshold  # the minimum score the claims are shown against
         if self.strict_mode:
-            score = 1.0 if score >= threshold else 0.0
+            shown = round(1.0 - report.threshold, 12)
+            score = 1.0 if _every_claim_supported(report) else 0.0
         self.score = score
         self.success = score >= threshold
-        self.reason = _format_reason(report, score, threshold, source) if self.include_reason else None
+        self.reason = _format_reason(report, float(report.score or 0.0), shown, source) if self.include_reason else None
+        if self.reason is not None and self.strict_mode:
+            self.reason = (f"strict mode: score {score:.0f}, "
+                           f"{'every claim is' if score else 'not every claim is'} supported\n{self.reason}")
         if self.reason is not None and correction:
             self.reason += "\n" + correction
         steps = [
-            _format_graph(report, threshold, source),
-            f"Score: {score:.3f} = 1 - P(hallucination) ({report.method or 'raw'} rule)"
-            + (" (strict mode: 1 only when every claim has P(unsupported) = 0)" if self.strict_mode else "")
+            _format_graph(report, shown, source),
+            (f"Score: {score:.0f} (strict mode: 1 only when every claim has P(unsupported) <= {report.threshold:.3f}; "
+             f"1 - P(hallucination) = {float(report.score or 0.0):.3f}, {report.method or 'raw'} rule)"
+             if self.strict_mode else f"Score: {score:.3f} = 1 - P(hallucination) ({report.method or 'raw'} rule)")
             + f"; threshold {threshold:.3f} -> {'pass' if self.success else 'fail'}\nReason: {self.reason}",
         ]
         # The whole report last (stored, not printed): grapheval_plugins.report.render_json(verbose_logs) -> HTML.
@@ -512,6 +519,13 @@ def _evidence(claim: ClaimCheck) -> str | None:
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _every_claim_supported(report: Report) -> bool:
+    """Strict mode's verdict: the output is not a hallucination, and neither a claim nor the whole output (where the
+    rule scored it) is unsupported at the report's threshold."""
+    whole = report.whole_output
+    return report.hallucinated is False and not report.unsupported and not (whole is not None and whole.unsupported)
 
 
 def _format_reason(report: Report, score: float, threshold: float, source: str) -> str:

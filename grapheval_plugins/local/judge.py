@@ -23,6 +23,7 @@ Example (downloads nothing: the weights come from the pinned ``weights-*`` packa
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ from ..exceptions import InputError, ModelLoadError
 from .chatml import tokenize_segments
 from .runtime import ContextOverflowError, LlamaSession, get_session
 from .weights import (
+    GENERIC_PATH_ENV,
+    KNOWN_MODELS,
     HubFetcher,
     ResolvedWeights,
     canonical_name,
@@ -54,6 +57,7 @@ __all__ = [
     "JudgePrompt",
     "LocalJudgeScorer",
     "load_judge_scorer",
+    "weights_identity",
 ]
 # JudgeCalibration lives in grapheval_plugins.check.judge (shared by every judge backend); re-exported here.
 
@@ -158,6 +162,7 @@ class LocalJudgeScorer(Scorer):
     """
 
     checks_beside_extraction = True  # pairs one at a time; its threads go through the ledger with the chat model's
+    fingerprint_fields = ("session.n_ctx",)
 
     def __init__(
         self,
@@ -195,6 +200,13 @@ class LocalJudgeScorer(Scorer):
         self.session = session
         self._label_ids: tuple[int, int, int] | None = None
         self._frame_tokens: int | None = None
+
+    def fingerprint(self) -> str:
+        """:meth:`Scorer.fingerprint <grapheval_plugins.check.Scorer.fingerprint>` (wording, calibration, labels,
+        chunking, context window), with the GGUF file this judge reads in place of the name it was given
+        (:func:`weights_identity`): another file under the same name is another scorer to the claim-score caches
+        and to the fitted hybrid weights, an alias of a known model the same one. Nothing is loaded."""
+        return self._fingerprint(model=weights_identity(self.model, self.session))
 
     # ------------------------------------------------------------------ setup
     def load(self) -> LocalJudgeScorer:
@@ -378,6 +390,40 @@ class _ContextAhead:
         if not self._closed:
             self._closed = True
             self.judge.session.release_beside()
+
+
+def weights_identity(model: str, session: LlamaSession | None = None) -> str:
+    """The GGUF file a judge of ``model`` reads, as its fingerprint takes it: ``sha256:<digest>`` of a file checked
+    against a digest (a known model's pinned weights), else ``file:<path>:<size>:<mtime>`` of a file used as given
+    (a path, ``$GRAPHEVAL_MODEL_<NAME>`` / ``$GRAPHEVAL_LOCAL_MODEL_PATH``), else ``ref:<model>`` (a hub file). The
+    file ``session`` loaded once it is loaded, before that the one :func:`~.weights.resolve_model` picks. Reads
+    no file.
+
+    >>> weights_identity("Qwen2.5-Coder-1.5B-Instruct") == weights_identity("qwen2.5-coder-1.5b")
+    True
+    """
+    resolved = getattr(session, "weights", None)
+    if resolved is not None and resolved.sha256:
+        return f"sha256:{resolved.sha256}"
+    path = getattr(session, "path", None)
+    if path is not None and (resolved is None or resolved.source in ("path", "env")):
+        return _file_stamp(Path(path))
+    name = canonical_name(model)
+    if path is None and name is not None:
+        known = KNOWN_MODELS[name]
+        given = next((os.environ[v] for v in (known.env_var, GENERIC_PATH_ENV) if os.environ.get(v)), None)
+        return _file_stamp(Path(given).expanduser()) if given else f"sha256:{known.sha256}"
+    if path is None and Path(model).expanduser().is_file():
+        return _file_stamp(Path(model).expanduser())
+    return f"ref:{model}"
+
+
+def _file_stamp(path: Path) -> str:
+    try:
+        stat = path.stat()
+    except OSError:
+        return f"file:{path}"
+    return f"file:{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
 def _bar(total: int, enabled: bool) -> Any:

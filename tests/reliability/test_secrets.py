@@ -103,14 +103,20 @@ def test_no_key_in_cli_output_or_doctor_json(tmp_path: Path, monkeypatch: pytest
 
 
 def test_no_key_in_the_html_report() -> None:
-    from grapheval_plugins import Report
+    from grapheval_plugins.retry import RetryPolicy
 
-    to_html = getattr(Report, "to_html", None)
-    if to_html is None:
-        pytest.skip("Report.to_html is not part of this version")
-    llm = ScriptedChatModel(responses=[RuntimeError(f"auth failed for key {'*' * 4}")])
-    report = GraphEval(llm=llm, scorer=KeywordScorer(), max_retries=0).evaluate("The sky is blue.", "Sky is red.")
-    assert not leaks(str(to_html(report)))
+    llm = keyed_chat_model()  # holds a key given to its constructor; its calls fail: sockets are disabled
+    engine = GraphEval(llm=llm, scorer=KeywordScorer(), cache=False,
+                       retry=RetryPolicy(attempts=1, initial_s=0, max_wait_s=0, jitter_s=0))
+    failed = engine.evaluate("The sky is blue.", "The sky is red.")
+    assert not failed.ok and failed.errors[0].stage == "extract"
+    answered = GraphEval(llm=ScriptedChatModel(responses=['<python>[["The sky", "is", "red"]]</python>']),
+                         scorer=KeywordScorer(), cache=False).evaluate("The sky is blue.", "The sky is red.")
+    for report in (failed, answered):
+        page = report.to_html(context="The sky is blue.")
+        assert "The sky" in page and "red" in page  # the report is drawn (its output, perhaps marked up)...
+        assert not leaks(page), f"keys leaked into the HTML report: {leaks(page)}"  # ...without a key
+    assert failed.llm is not None and failed.llm in failed.to_html()  # the keyed model is named, its key is not
 
 
 # --------------------------------------------------------------------------- trust_remote_code

@@ -33,7 +33,6 @@ from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedCha
 
 ROOT = Path(__file__).resolve().parents[2]
 PaperCorrect = functools.partial(GraphCorrect, method="graph")  # this module tests the paper's procedure
-DATA = ROOT.parent / "shared" / "data" / "benchmarks" / "qags_c.jsonl"
 
 CONTEXT = "Marie Curie was born in Warsaw. She won two Nobel Prizes. She died in 1934."
 OUTPUT = "Marie Curie was born in Paris. She won three Nobel Prizes. She died in 1934."
@@ -744,14 +743,15 @@ def test_cli_correct_writes_the_html_report_of_the_run(tmp_path: Path, monkeypat
 
 
 # --------------------------------------------------------------------------- the benchmark script
-@pytest.mark.skipif(not DATA.exists(), reason="shared benchmark data not present")
 def test_benchmark_script_runs_on_three_rows_with_fakes(tmp_path: Path) -> None:
     from repo_scripts import load_script
+    from shared_files import bench_data
 
     module = load_script("benchmarks/bench_correct.py", "bench_correct")
     wanted = {"qags_c-000", "qags_c-015", "qags_c-018"}  # one the fake leaves alone, two it flags
     rows = [
-        line for line in DATA.read_text(encoding="utf-8").splitlines() if json.loads(line)["id"] in wanted
+        line for line in bench_data("qags_c.jsonl").read_text(encoding="utf-8").splitlines()
+        if json.loads(line)["id"] in wanted
     ]
     (tmp_path / "three.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
     runner = CliRunner()

@@ -188,18 +188,30 @@ def test_reason_lists_only_claims_below_the_threshold(llm: ScriptedChatModel) ->
 
 
 def test_strict_mode_is_deepeval_strict_mode(llm: ScriptedChatModel) -> None:
-    scorer = table_scorer({"Marie Curie won three Nobel Prizes": 0.9})  # P(unsupported) = 0.1
-    relaxed = GraphEvalMetric(0.5, llm=llm, scorer=scorer)
-    strict = GraphEvalMetric(0.5, llm=llm, scorer=scorer, strict_mode=True)
-    assert strict.threshold == 1.0
+    """1 when every claim is supported at the engine's threshold, else 0: a probabilistic judge can pass it (one
+    that never gives P(unsupported) = 0 never passed it before)."""
+    from grapheval_plugins.aggregate import HybridWeights
+
+    scorer = table_scorer({"Marie Curie born in Warsaw": 0.95, "Marie Curie won three Nobel Prizes": 0.9})
+    relaxed = GraphEvalMetric(0.95, llm=llm, scorer=scorer)
+    strict = GraphEvalMetric(0.95, llm=llm, scorer=scorer, strict_mode=True)  # the threshold is not read
+    assert strict.threshold == 1.0 and strict.engine.hallucination_threshold == 0.5
     assert relaxed.measure(case(BAD), _show_indicator=False) == pytest.approx(0.9)
-    assert relaxed.is_successful() is True
+    assert relaxed.is_successful() is False
+    assert strict.measure(case(BAD), _show_indicator=False) == 1.0
+    assert strict.is_successful() is True and strict.reason.startswith("strict mode: score 1, every claim is")
+    # One claim above the threshold: 0, and the reason names it.
+    doubted = table_scorer({"Marie Curie won three Nobel Prizes": 0.3})
+    strict = GraphEvalMetric(llm=llm, scorer=doubted, strict_mode=True)
     assert strict.measure(case(BAD), _show_indicator=False) == 0.0
-    assert strict.is_successful() is False
-    assert "three Nobel Prizes" in strict.reason
-    # Every claim fully supported: 1 in strict mode.
-    assert strict.measure(case(GOOD), _show_indicator=False) == 1.0
-    assert strict.is_successful() is True
+    assert strict.is_successful() is False and "three Nobel Prizes" in strict.reason
+    # Even when the rule outweighs that claim (the whole output reads as supported): not every claim is supported.
+    whole_only = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
+    engine = GraphEval(llm=llm, scorer=table_scorer({"Marie Curie won three Nobel Prizes": 0.3}, default=0.9),
+                       hybrid_weights=whole_only)
+    assert GraphEvalMetric(grapheval=engine).measure(case(BAD), _show_indicator=False) == pytest.approx(0.9)
+    strict = GraphEvalMetric(grapheval=engine, strict_mode=True)
+    assert strict.measure(case(BAD), _show_indicator=False) == 0.0 and strict.engine is engine
     # DeepEval's copy keeps strict mode and its threshold.
     (copy,) = copy_metrics([strict])
     assert copy.strict_mode is True and copy.threshold == 1.0

@@ -51,9 +51,11 @@ def test_auto_is_on_for_the_default_judge_with_its_fidelity_weights() -> None:
     from grapheval_plugins.aggregate import fitted_weights
 
     scorer = FunctionScorer(lambda premise, h: 0.0 if "Berlin" in h else 1.0, name=DEFAULT_JUDGE)
-    ge = engine(scorer=scorer)
     fitted = fitted_weights(DEFAULT_JUDGE, KG_PROMPT.version, "drop")
-    assert ge.fidelity_in_force() == "drop" and fitted is not None and ge.decision_weights() is fitted
+    assert fitted is not None and engine(scorer=scorer).fidelity_in_force() == "off"  # the name alone is not it
+    scorer.fingerprint = lambda: fitted.fingerprint  # type: ignore[method-assign]  # the judge they were fitted with
+    ge = engine(scorer=scorer)
+    assert ge.fidelity_in_force() == "drop" and ge.decision_weights() is fitted
     report = ge.evaluate(CONTEXT, OUTPUT)
     assert [c.triple.as_list() for c in report.claims if c.triple] == [["Marie Curie", "born in", "Warsaw"]]
     assert (OUTPUT, "Marie Curie moved to Berlin") in pairs(scorer)

@@ -70,9 +70,9 @@ def test_the_offline_default_scorer_has_fitted_weights_that_name_their_command()
     assert "benchmarks/bench_judge_prompt.py fit --variant question-first" in SHIPPED.fitted_on
     assert GraphEval(mode="raw").decision_weights() is None
     assert GraphEval(method="paper").decision_weights() is None
-    # The fitted scorer's own name selects the weights once it is loaded, too.
+    # The name alone does not select them: another scorer under that name is decided by the paper's rule.
     named = engine(scorer=scorer(DEFAULT_SCORER))
-    assert named.evaluate(CONTEXT, OUTPUT).method == "hybrid"
+    assert named.evaluate(CONTEXT, OUTPUT).method == "paper" and named.method == "paper"
 
 
 def test_with_nothing_extracted_the_whole_output_is_the_one_claim() -> None:

@@ -14,7 +14,8 @@ LLM = "py:grapheval_plugins.testing:naive_triples_chat_model"
 def test_shared_engines_are_distinct_per_rule() -> None:
     hybrid = GraphEval.shared(LLM, SCORER)
     paper = GraphEval.shared(LLM, SCORER, method="paper")
-    assert (hybrid.method, paper.method) == ("hybrid", "paper")
+    assert (hybrid.rule.name, paper.rule.name) == ("hybrid", "paper")
+    assert hybrid.method == paper.method == "paper"  # no weights fitted for this scorer: the paper's rule decides
     assert paper is not hybrid and paper is GraphEval.shared(LLM, SCORER, method="paper")
     assert registry.shared_engine(LLM, SCORER, method="paper") is paper
     with pytest.raises(InputError, match="method"):

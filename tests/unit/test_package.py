@@ -12,6 +12,7 @@ import types
 from pathlib import Path
 
 import pytest
+from shared_files import bench_data
 from typer.testing import CliRunner
 
 import grapheval_plugins
@@ -19,7 +20,6 @@ from grapheval_plugins import ModelLoadError, resolve_llm, resolve_scorer
 from grapheval_plugins.cli import app
 from grapheval_plugins.testing import KeywordScorer
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "benchmarks" / "qags_x.jsonl"
 HEAVY = ("torch", "transformers", "deepeval", "ragas", "llama_cpp", "langchain_aws", "rouge_score")
 
 
@@ -108,9 +108,8 @@ FAKES = ["--llm", "py:grapheval_plugins.testing:naive_triples_chat_model",
          "--scorer", "py:grapheval_plugins.testing:KeywordScorer"]
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="shared benchmark data not present")
 def test_cli_evaluate_writes_a_report_per_row_reports_bad_lines_and_resumes(tmp_path: Path) -> None:
-    rows = DATA.read_text(encoding="utf-8").splitlines()[:3]
+    rows = bench_data("qags_x.jsonl").read_text(encoding="utf-8").splitlines()[:3]
     src = tmp_path / "in.jsonl"
     src.write_text("\n".join([*rows, "{not json", json.dumps({"id": "empty", "context": "", "output": "x"})]) + "\n")
     out = tmp_path / "out.jsonl"

@@ -38,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 REPORTS = RESULTS / "reports-qags_c-local-qwen2.5-coder-1.5b-judge-local-qwen2.5-coder-1.5b.jsonl"
 DETECT = RESULTS / "detect-qags_c-local-qwen2.5-coder-1.5b-judge-local-qwen2.5-coder-1.5b-examples-first-concat.jsonl"
-QAGS_C = ROOT.parent / "shared" / "data" / "benchmarks" / "qags_c.jsonl"
 
 SCRIPT = "<script>window.__pwned = 1</script>"
 HOSTILE = f'Ann won {SCRIPT} gold</textarea><img src=x onerror="window.__pwned=2"> and "quoted" \'it\' & more.'
@@ -330,10 +329,11 @@ def test_committed_qags_c_reports_render_with_spans_graphs_and_passages() -> Non
     assert page.count("span", **{"class": "seg"}) > 40
 
 
-@pytest.mark.skipif(not QAGS_C.exists(), reason=f"the QAGS-C data set is not at {QAGS_C}")
 def test_cli_report_of_50_committed_qags_c_rows(tmp_path: Path) -> None:
+    from shared_files import bench_data
+
     out = tmp_path / "qags_c-50.html"
-    result = CliRunner().invoke(app, ["report", str(REPORTS), str(DETECT), "--inputs", str(QAGS_C),
+    result = CliRunner().invoke(app, ["report", str(REPORTS), str(DETECT), "--inputs", str(bench_data("qags_c.jsonl")),
                                       "--limit", "50", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "HTML report of 50 row(s)" in result.output
