@@ -139,6 +139,21 @@ def _summary_table(title: str, counts: dict[str, Any]) -> Table:
     return table
 
 
+def _usage_counts(usage: Any) -> dict[str, Any]:
+    """A run's chat-model totals (a :class:`~grapheval_plugins.types.StageUsage`) as summary-table rows."""
+    from .types import usage_cost
+
+    def known(value: int | None) -> int | str:
+        return "not reported" if value is None else value
+
+    counts: dict[str, Any] = {"chat-model calls": usage.calls, "prompt tokens": known(usage.input_tokens),
+                              "completion tokens": known(usage.output_tokens)}
+    cost = usage_cost({"all": usage})
+    if usage.calls and cost is not None:
+        counts["cost (USD, reported)"] = f"{cost:.6f}"
+    return counts
+
+
 def _delimiter(value: str | None) -> str | None:
     if value is None:
         return None
@@ -329,10 +344,14 @@ def _evaluate_here(
     batch_rows: int, mode: str, context_field: str, output_field: str, id_field: str,
 ) -> None:
     """``evaluate`` in this process: batches through ``engine.evaluate_many``, each report appended as it comes."""
+    from .types import StageUsage, total_usage
+
     problems = pending.problems
+    usage = [StageUsage()]
 
     def tally(row: dict[str, Any], report: Any) -> None:
         counts["rows"] += 1
+        usage[0] = usage[0] + total_usage([report.usage])
         if not report.ok:
             counts["errors"] += 1
             problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in report.errors))
@@ -349,6 +368,7 @@ def _evaluate_here(
         ),
     )
     counts["skipped (unreadable)"] = pending.unreadable
+    counts.update(_usage_counts(usage[0]))
     console.print(_summary_table(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts))
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
