@@ -158,3 +158,19 @@ def test_cli_summary_shows_the_runs_totals(tmp_path: Path, monkeypatch: pytest.M
     assert f"completion tokens │ {total.output_tokens}" in text
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert sum(r["usage"]["extract"]["input_tokens"] for r in written) == total.input_tokens
+
+
+def test_the_html_run_page_shows_the_totals() -> None:
+    pytest.importorskip("jinja2")
+    from grapheval_plugins.report import run_html
+
+    extractor = MeteredChatModel(responses=[KG])
+    engine = GraphEval(llm=extractor, scorer=KeywordScorer(), method="paper", cache=False)
+    reports = engine.evaluate_many([(CONTEXT, OUTPUT), (CONTEXT, OUTPUT + " Really.")], show_progress=False)
+    total = _tokens(extractor, extractor.calls)
+    page = " ".join(run_html(reports).split())
+    assert (f'<b>2</b><span>chat-model calls · {total.input_tokens:,} prompt / {total.output_tokens:,} completion '
+            "tokens</span>") in page
+    assert "Chat-model calls by stage: extract 2 (" in page and "check 0 (0 prompt" in page
+    old = [r.model_copy(update={"usage": {}}) for r in reports]  # reports written before usage was recorded
+    assert "chat-model calls" not in run_html(old)
