@@ -461,9 +461,13 @@ def correct(
     problems = pending.problems
     counts: dict[str, Any] = {"rows": 0, "flagged": 0, "pass after correction": 0, "changed": 0, "errors": 0}
     rouge: dict[str, list[float]] = {"rouge1": [], "rouge2": [], "rougeL": []}
+    from .types import StageUsage, total_usage
+
+    usage = [StageUsage()]
 
     def tally(row: dict[str, Any], result: Any) -> None:
         counts["rows"] += 1
+        usage[0] = usage[0] + total_usage([result.detection.usage if result.detection else {}, result.usage])
         if result.status == "error":
             counts["errors"] += 1
             problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in result.errors))
@@ -490,6 +494,7 @@ def correct(
             counts[f"mean {key} (flagged rows)"] = sum(values) / len(values)
     counts["skipped (already done)"] = pending.skipped
     counts["skipped (unreadable)"] = pending.unreadable
+    counts.update(_usage_counts(usage[0]))
     title = f"{'Direct Prompt' if method == 'direct' else 'GraphCorrect'} ({fixer.describe() if counts['rows'] else method})"
     console.print(_summary_table(title, counts))
     for problem in problems:

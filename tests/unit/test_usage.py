@@ -174,3 +174,52 @@ def test_the_html_run_page_shows_the_totals() -> None:
     assert "Chat-model calls by stage: extract 2 (" in page and "check 0 (0 prompt" in page
     old = [r.model_copy(update={"usage": {}}) for r in reports]  # reports written before usage was recorded
     assert "chat-model calls" not in run_html(old)
+
+
+FACTS = "Marie Curie was born in Warsaw. She won two Nobel Prizes."
+BAD = "Marie Curie was born in Warsaw and won three Nobel Prizes."
+
+
+def _correcting(messages: list[BaseMessage]) -> str:
+    """Prompt A extracts; prompts B and C (GraphCorrect as published) answer with the fix."""
+    last = message_text(messages[-1])
+    if "<old_triple>" in last:
+        return "<context>Marie Curie was born in Warsaw and won two Nobel Prizes.</context>"
+    if "<triple>" in last:
+        return '["Marie Curie", "won", "two Nobel Prizes"]'
+    number = "three" if "three Nobel" in last else "two"
+    return f'<python>[["Marie Curie", "born in", "Warsaw"], ["Marie Curie", "won", "{number} Nobel Prizes"]]</python>'
+
+
+def _spent(llm: MeteredChatModel, calls: list[list[BaseMessage]]) -> StageUsage:
+    return StageUsage(calls=len(calls), input_tokens=sum(sum(len(message_text(x)) for x in m) for m in calls),
+                      output_tokens=sum(len(_correcting(m)) for m in calls))
+
+
+def test_a_correction_counts_its_own_calls_and_the_detection_keeps_its_own() -> None:
+    pytest.importorskip("grapheval_plugins.correct")
+    from grapheval_plugins.correct import GraphCorrect
+
+    llm = MeteredChatModel(respond=_correcting)
+    engine = GraphEval(llm=llm, scorer=KeywordScorer(), method="paper", cache=False)
+    result = GraphCorrect(engine, method="graph", rouge=False).correct(FACTS, BAD)
+    assert result.status == "corrected" and result.detection is not None
+    assert result.detection.usage["extract"] == _spent(llm, llm.calls[:1])
+    assert result.usage == {"correct": _spent(llm, llm.calls[1:])}  # prompts B, C and the re-check's extraction
+    assert result.usage["correct"].calls == len(llm.calls) - 1 >= 3
+
+
+def test_cli_correct_summary_shows_the_runs_totals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("grapheval_plugins.correct")
+    from grapheval_plugins import cli, models
+
+    llm = MeteredChatModel(respond=_correcting)
+    monkeypatch.setattr(models, "resolve_llm", lambda spec=None, **_: llm)
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"id": "1", "context": FACTS, "output": BAD}) + "\n")
+    result = CliRunner().invoke(cli.app, ["correct", str(source), "-o", str(tmp_path / "out.jsonl"), "--llm", "fake",
+                                          "--method", "graph", "--scorer", "py:grapheval_plugins.testing:KeywordScorer"])
+    assert result.exit_code == 0, result.output
+    total = _spent(llm, llm.calls)
+    text = " ".join(result.output.split())
+    assert f"chat-model calls │ {total.calls}" in text and f"prompt tokens │ {total.input_tokens}" in text
