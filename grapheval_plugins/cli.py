@@ -396,6 +396,7 @@ def _evaluate_on_ray(
     else:
         summary = RayEvalSummary(path=output)
     counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
+    counts.update(_usage_counts(summary.usage))
     problems.extend(summary.problems)
     console.print(_summary_table(f"GraphEval on Ray ({options.get('mode')})", counts))
     for problem in problems:

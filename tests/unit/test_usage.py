@@ -223,3 +223,15 @@ def test_cli_correct_summary_shows_the_runs_totals(tmp_path: Path, monkeypatch: 
     total = _spent(llm, llm.calls)
     text = " ".join(result.output.split())
     assert f"chat-model calls │ {total.calls}" in text and f"prompt tokens │ {total.input_tokens}" in text
+
+
+def test_parquet_output_keeps_the_usage(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    from grapheval_plugins.integrations.ray import _write_parquet, read_reports
+
+    extractor = MeteredChatModel(responses=[KG])
+    report = GraphEval(llm=extractor, scorer=KeywordScorer(), method="paper").evaluate(CONTEXT, OUTPUT)
+    path = tmp_path / "reports.parquet"
+    _write_parquet(path, [report])
+    assert read_reports(path)[0].usage == report.usage == {"extract": _tokens(extractor, extractor.calls),
+                                                          "check": StageUsage()}
