@@ -365,6 +365,10 @@ def _spread_labels(nodes: Sequence[Node], edges: Sequence[Edge], width: int, hei
         boxes.append((e.label_x - half, e.label_y - line_h + 3, e.label_x + half, e.label_y + 3))
 
 
+def _tokens(n: int | None) -> str:
+    return "not reported" if n is None else f"{n:,}"
+
+
 def row_view(
     report: Report,
     *,
@@ -393,6 +397,10 @@ def row_view(
         view.notes.extend(f"Extraction: {issue}" for issue in extraction.issues)
     if report.mode == "raw":
         view.notes.append("Raw mode: the whole output was checked as one claim (no knowledge graph).")
+    if report.usage:
+        view.notes.append("Chat-model calls: " + "; ".join(
+            f"{stage} {u.calls} ({_tokens(u.input_tokens)} prompt / {_tokens(u.output_tokens)} completion tokens)"
+            for stage, u in report.usage.items()))
     passages: dict[tuple[int | None, str], Passage] = {}
     located = missing = 0
     for number, claim in enumerate(report.claims, start=1):

@@ -235,3 +235,11 @@ def test_parquet_output_keeps_the_usage(tmp_path: Path) -> None:
     _write_parquet(path, [report])
     assert read_reports(path)[0].usage == report.usage == {"extract": _tokens(extractor, extractor.calls),
                                                           "check": StageUsage()}
+
+
+def test_a_reports_own_page_lists_its_calls_by_stage() -> None:
+    pytest.importorskip("jinja2")
+    report = Report(output="x", mode="raw", threshold=0.5, hallucinated=False, score=0.9,
+                    usage={"check": StageUsage(calls=2, input_tokens=1200, output_tokens=None)})
+    page = " ".join(report.to_html().split())
+    assert "Chat-model calls: check 2 (1,200 prompt / not reported completion tokens)" in page
