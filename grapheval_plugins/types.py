@@ -134,6 +134,7 @@ class StageUsage(BaseModel):
     """
 
     calls: int = 0
+    """Chat-model calls that answered (a call that raised, e.g. a rate limit before a retry, is not counted)."""
     input_tokens: int | None = 0
     """Prompt tokens (``None``: not reported by every call)."""
     output_tokens: int | None = 0
