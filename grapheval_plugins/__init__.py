@@ -48,6 +48,7 @@ from .types import (
     Mode,
     Report,
     StageError,
+    StageUsage,
     Triple,
 )
 from .types import set_html_renderer as _set_html_renderer
@@ -138,6 +139,7 @@ __all__ = [
     "Scorer",
     "ScoringError",
     "StageError",
+    "StageUsage",
     "T5NLIScorer",
     "Triple",
     "TripleChange",

@@ -139,6 +139,21 @@ def _summary_table(title: str, counts: dict[str, Any]) -> Table:
     return table
 
 
+def _usage_counts(usage: Any) -> dict[str, Any]:
+    """A run's chat-model totals (a :class:`~grapheval_plugins.types.StageUsage`) as summary-table rows."""
+    from .types import usage_cost
+
+    def known(value: int | None) -> int | str:
+        return "not reported" if value is None else value
+
+    counts: dict[str, Any] = {"chat-model calls": usage.calls, "prompt tokens": known(usage.input_tokens),
+                              "completion tokens": known(usage.output_tokens)}
+    cost = usage_cost({"all": usage})
+    if usage.calls and cost is not None:
+        counts["cost (USD, reported)"] = f"{cost:.6f}"
+    return counts
+
+
 def _delimiter(value: str | None) -> str | None:
     if value is None:
         return None
@@ -329,10 +344,14 @@ def _evaluate_here(
     batch_rows: int, mode: str, context_field: str, output_field: str, id_field: str,
 ) -> None:
     """``evaluate`` in this process: batches through ``engine.evaluate_many``, each report appended as it comes."""
+    from .types import StageUsage, total_usage
+
     problems = pending.problems
+    usage = [StageUsage()]
 
     def tally(row: dict[str, Any], report: Any) -> None:
         counts["rows"] += 1
+        usage[0] = usage[0] + total_usage([report.usage])
         if not report.ok:
             counts["errors"] += 1
             problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in report.errors))
@@ -349,6 +368,7 @@ def _evaluate_here(
         ),
     )
     counts["skipped (unreadable)"] = pending.unreadable
+    counts.update(_usage_counts(usage[0]))
     console.print(_summary_table(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts))
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
@@ -376,6 +396,7 @@ def _evaluate_on_ray(
     else:
         summary = RayEvalSummary(path=output)
     counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
+    counts.update(_usage_counts(summary.usage))
     problems.extend(summary.problems)
     console.print(_summary_table(f"GraphEval on Ray ({options.get('mode')})", counts))
     for problem in problems:
@@ -441,9 +462,13 @@ def correct(
     problems = pending.problems
     counts: dict[str, Any] = {"rows": 0, "flagged": 0, "pass after correction": 0, "changed": 0, "errors": 0}
     rouge: dict[str, list[float]] = {"rouge1": [], "rouge2": [], "rougeL": []}
+    from .types import StageUsage, total_usage
+
+    usage = [StageUsage()]
 
     def tally(row: dict[str, Any], result: Any) -> None:
         counts["rows"] += 1
+        usage[0] = usage[0] + total_usage([result.detection.usage if result.detection else {}, result.usage])
         if result.status == "error":
             counts["errors"] += 1
             problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in result.errors))
@@ -470,6 +495,7 @@ def correct(
             counts[f"mean {key} (flagged rows)"] = sum(values) / len(values)
     counts["skipped (already done)"] = pending.skipped
     counts["skipped (unreadable)"] = pending.unreadable
+    counts.update(_usage_counts(usage[0]))
     title = f"{'Direct Prompt' if method == 'direct' else 'GraphCorrect'} ({fixer.describe() if counts['rows'] else method})"
     console.print(_summary_table(title, counts))
     for problem in problems:

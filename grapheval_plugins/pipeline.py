@@ -28,7 +28,8 @@ from .inputs import Sample, to_sample
 from .locate import locate_triple
 from .retry import RetryPolicy
 from .score_cache import CachedScorer, ScoreCache, make_score_cache
-from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, Triple
+from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, StageUsage, Triple
+from .usage import metered, record
 
 __all__ = ["GraphEval"]
 
@@ -92,17 +93,28 @@ async def _score_isolated(scorer: Scorer, requests: Sequence[_Request]) -> list[
     return results
 
 
+async def _score_metered(
+    scorer: Scorer, requests: Sequence[_Request]
+) -> tuple[list[list[ClaimScore] | ScoringError], list[StageUsage]]:
+    """:func:`_score_isolated`, with each request's share of the pass's chat-model usage (by its claims)."""
+    with metered(detached=True) as meter:
+        results = await _score_isolated(scorer, requests)
+    return results, meter.usage().split([len(clms) for _, clms in requests])
+
+
 async def _score_rows(
     scorer: Scorer, requests: Sequence[_Request], max_claims: int
-) -> list[list[ClaimScore] | StageError]:
-    """Score rows' requests in passes of at most ``max_claims`` claims (:func:`_pack`); one bad row fails alone."""
-    results: list[list[ClaimScore] | StageError] = []
+) -> list[tuple[list[ClaimScore] | StageError, StageUsage]]:
+    """Score rows' requests in passes of at most ``max_claims`` claims (:func:`_pack`); one bad row fails alone.
+    Each request's result comes with its share of the chat-model usage."""
+    results: list[tuple[list[ClaimScore] | StageError, StageUsage]] = []
     for part in _pack([len(clms) for _, clms in requests], max_claims):
-        for result in await _score_isolated(scorer, requests[part]):
+        scored, shares = await _score_metered(scorer, requests[part])
+        for result, share in zip(scored, shares):
             if isinstance(result, ScoringError):
-                results.append(StageError(stage="check", type=type(result).__name__, message=str(result)))
+                results.append((StageError(stage="check", type=type(result).__name__, message=str(result)), share))
             else:
-                results.append(result)
+                results.append((result, share))
     return results
 
 
@@ -124,13 +136,14 @@ class _CheckBatcher:
         self.scorer = scorer
         self.max_wait_s = max_wait_s
         self.max_claims = max_claims
-        self._pending: list[tuple[_Request, asyncio.Future[list[ClaimScore]]]] = []
+        self._pending: list[tuple[_Request, asyncio.Future[tuple[list[ClaimScore], StageUsage]]]] = []
         self._pending_claims = 0
         self._full = asyncio.Event()
         self._flush_task: asyncio.Task[None] | None = None
 
-    async def submit(self, contexts: list[Passages], claims: list[str]) -> list[ClaimScore]:
-        future: asyncio.Future[list[ClaimScore]] = asyncio.get_running_loop().create_future()
+    async def submit(self, contexts: list[Passages], claims: list[str]) -> tuple[list[ClaimScore], StageUsage]:
+        """The claims' scores, and this request's share of the pass's chat-model usage."""
+        future: asyncio.Future[tuple[list[ClaimScore], StageUsage]] = asyncio.get_running_loop().create_future()
         self._pending.append(((contexts, claims), future))
         self._pending_claims += len(claims)
         if self._pending_claims >= self.max_claims:
@@ -147,7 +160,7 @@ class _CheckBatcher:
         except asyncio.TimeoutError:
             pass
 
-    def _take(self) -> list[tuple[_Request, asyncio.Future[list[ClaimScore]]]]:
+    def _take(self) -> list[tuple[_Request, asyncio.Future[tuple[list[ClaimScore], StageUsage]]]]:
         pending = [item for item in self._pending if not item[1].done()]  # drop callers that were cancelled
         first = _pack([len(req[1]) for req, _ in pending], self.max_claims)[:1]
         cut = first[0].stop if first else 0
@@ -166,7 +179,7 @@ class _CheckBatcher:
             if not batch:
                 continue
             try:
-                results = await _score_isolated(self.scorer, [req for req, _ in batch])
+                results, shares = await _score_metered(self.scorer, [req for req, _ in batch])
             except BaseException as exc:  # never leave a caller waiting on a future nobody will resolve
                 for _, future in batch:
                     if not future.done():
@@ -180,13 +193,13 @@ class _CheckBatcher:
                     self._pending, self._pending_claims = [], 0
                     raise
                 continue
-            for (_, future), result in zip(batch, results):
+            for (_, future), result, share in zip(batch, results, shares):
                 if future.done():  # the caller was cancelled while waiting
                     continue
                 if isinstance(result, ScoringError):
                     future.set_exception(result)
                 else:
-                    future.set_result(result)
+                    future.set_result((result, share))
 
 
 class _InFlight:
@@ -674,25 +687,30 @@ class GraphEval:
         t0 = time.perf_counter()
         beside = self._start_beside(sample) if alone else None
         try:
-            extraction, claims, error = await self._extract_claims(sample, config)
+            extraction, claims, error, usage = await self._extract_metered(sample, config)
         finally:
             await _finish_beside(beside)
         if error is not None:
-            return self._error_report(sample, extraction, error, {"total": time.perf_counter() - t0})
+            return self._with_usage(self._error_report(sample, extraction, error, {"total": time.perf_counter() - t0}),
+                                    usage)
         batcher = await self._batcher()
         t1 = time.perf_counter()
         try:
-            scores = await batcher.submit(*self._request(sample, claims))
+            scores, usage["check"] = await batcher.submit(*self._request(sample, claims))
+            record(usage["check"])
             round_trip: dict[int, ClaimScore] = {}
             while todo := self._round_trip_next(claims, scores, round_trip):
-                got = await batcher.submit([(sample.output,)] * len(todo), [claims[i][0] for i in todo])
+                got, share = await batcher.submit([(sample.output,)] * len(todo), [claims[i][0] for i in todo])
+                usage["fidelity"] = usage.get("fidelity", StageUsage()) + share
+                record(share)
                 round_trip.update(zip(todo, got))
         except ScoringError as exc:
             err = StageError(stage="check", type=type(exc).__name__, message=str(exc))
-            return self._error_report(sample, extraction, err, {"total": time.perf_counter() - t0})
+            return self._with_usage(self._error_report(sample, extraction, err, {"total": time.perf_counter() - t0}),
+                                    usage)
         t2 = time.perf_counter()
         timings = {"extract": t1 - t0, "check": t2 - t1, "total": t2 - t0}
-        return self._report(sample, extraction, claims, scores, round_trip, timings)
+        return self._with_usage(self._report(sample, extraction, claims, scores, round_trip, timings), usage)
 
     def evaluate_many(
         self,
@@ -911,17 +929,18 @@ class GraphEval:
         async def extract(i: int, sample: Sample) -> None:
             async with semaphore:
                 t0 = time.perf_counter()
-                extraction, claims, error = await self._extract_claims(sample, config)
+                extraction, claims, error, usage = await self._extract_metered(sample, config)
                 seconds = time.perf_counter() - t0
             result: Report | ExtractedRow
             if error is not None:
-                result = self._error_report(sample, extraction, error, {"extract": seconds, "total": seconds})
+                result = self._with_usage(
+                    self._error_report(sample, extraction, error, {"extract": seconds, "total": seconds}), usage)
             else:
                 result = ExtractedRow(
                     id=sample.id, context=sample.context, passages=list(sample.passages), output=sample.output,
                     extraction=extraction,
                     claims=claims, llm=None if self.mode == "raw" else self.extractor.llm_id,
-                    extract_seconds=seconds,
+                    extract_seconds=seconds, usage=usage,
                 )
             results[i] = result
             if on_row is not None:
@@ -960,14 +979,15 @@ class GraphEval:
             pairs = [(Sample(r.context, r.output, r.id, tuple(r.passages)), self._with_whole_output(r.output, r.claims))
                      for r in group]
             t0 = time.perf_counter()
-            results = await self._check_group(pairs)
+            results, usages = await self._check_group(pairs)
             share = (time.perf_counter() - t0) / max(1, len(group))
-            for row, (sample, claims), result in zip(group, pairs, results):
+            for row, (sample, claims), result, usage in zip(group, pairs, results, usages):
                 timings = {"extract": row.extract_seconds, "check": share, "total": row.extract_seconds + share}
                 if isinstance(result, StageError):
                     report = self._error_report(sample, row.extraction, result, timings)
                 else:
                     report = self._report(sample, row.extraction, claims, *result, timings)
+                report = self._with_usage(report, {**row.usage, **usage})
                 reports.append(report if report.llm == row.llm else report.model_copy(update={"llm": row.llm}))
             if on_group is not None:
                 on_group(len(group))
@@ -989,6 +1009,19 @@ class GraphEval:
         if job is None:
             return None
         return job, asyncio.ensure_future(asyncio.to_thread(job))
+
+    async def _extract_metered(
+        self, sample: Sample, config: RunnableConfig | None
+    ) -> tuple[Extraction | None, list[tuple[str, Triple | None]], StageError | None, dict[str, StageUsage]]:
+        """:meth:`_extract_claims`, with the chat-model usage of the extraction (``{}`` in raw mode)."""
+        with metered() as meter:
+            extraction, claims, error = await self._extract_claims(sample, config)
+        return extraction, claims, error, {} if self.mode == "raw" else {"extract": meter.usage()}
+
+    @staticmethod
+    def _with_usage(report: Report, usage: dict[str, StageUsage]) -> Report:
+        report.usage = usage
+        return report
 
     async def _extract_claims(
         self, sample: Sample, config: RunnableConfig | None
@@ -1077,27 +1110,31 @@ class GraphEval:
 
     async def _check_group(
         self, group: Sequence[tuple[Sample, list[tuple[str, Triple | None]]]]
-    ) -> list[tuple[list[ClaimScore], dict[int, ClaimScore]] | StageError]:
+    ) -> tuple[list[tuple[list[ClaimScore], dict[int, ClaimScore]] | StageError], list[dict[str, StageUsage]]]:
         """Score a group of rows in passes of at most ``max_batch_claims`` claims, then their extraction fidelity
         as far as each decision needs it (:meth:`_round_trip_next`), in passes too; one bad row fails alone.
-        Returns per row its claims' scores and its fidelity scores by claim index, or the row's error."""
+        Returns per row its claims' scores and its fidelity scores by claim index, or the row's error; and per row
+        the chat-model usage of its stages ``check`` and ``fidelity``."""
         scorer = await self._acheck_scorer()
+        scored = await _score_rows(scorer, [self._request(s, claims) for s, claims in group], self.max_batch_claims)
         results: list[tuple[list[ClaimScore], dict[int, ClaimScore]] | StageError] = [
-            (scores, {}) if not isinstance(scores, StageError) else scores
-            for scores in await _score_rows(scorer, [self._request(s, claims) for s, claims in group],
-                                            self.max_batch_claims)
+            (scores, {}) if not isinstance(scores, StageError) else scores for scores, _ in scored
         ]
+        usages: list[dict[str, StageUsage]] = [{"check": share} for _, share in scored]
         while True:
             todo = [(row, self._round_trip_next(group[row][1], result[0], result[1]))
                     for row, result in enumerate(results) if not isinstance(result, StageError)]
             todo = [(row, indices) for row, indices in todo if indices]
             if not todo:
-                return results
+                for usage in usages:
+                    record(sum(usage.values(), StageUsage()))
+                return results, usages
             requests: list[_Request] = [
                 ([(group[row][0].output,)] * len(indices), [group[row][1][i][0] for i in indices])
                 for row, indices in todo
             ]
-            for (row, indices), got in zip(todo, await _score_rows(scorer, requests, self.max_batch_claims)):
+            for (row, indices), (got, share) in zip(todo, await _score_rows(scorer, requests, self.max_batch_claims)):
+                usages[row]["fidelity"] = usages[row].get("fidelity", StageUsage()) + share
                 result = results[row]
                 if isinstance(got, StageError):
                     results[row] = got

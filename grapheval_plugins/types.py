@@ -7,7 +7,7 @@ Every model here is a pydantic model: ``report.model_dump()`` gives plain JSON-r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
@@ -23,10 +23,13 @@ __all__ = [
     "Mode",
     "Report",
     "StageError",
+    "StageUsage",
     "Triple",
     "render_html",
     "render_sentence",
     "set_html_renderer",
+    "total_usage",
+    "usage_cost",
 ]
 
 Mode = Literal["graph", "raw"]
@@ -115,6 +118,101 @@ class StageError(BaseModel):
     stage: Literal["input", "extract", "check", "correct"]
     type: str
     message: str
+
+
+class StageUsage(BaseModel):
+    """The chat-model calls of one stage of one row (``extract``, ``check``, ``fidelity``, ``correct``) and their
+    tokens, read from each answer's ``usage_metadata``.
+
+    A token count is ``None`` when some call of the stage reported none (a model that does not meter its answers).
+    ``cost``: the US dollars the model itself reported for the calls (DeepEval's own models do), ``None`` when not
+    every call reported one; :func:`usage_cost` prices the tokens instead.
+
+    >>> a = StageUsage(calls=1, input_tokens=100, output_tokens=10)
+    >>> (a + a).calls, (a + a).input_tokens, (a + StageUsage(calls=1, input_tokens=None)).input_tokens
+    (2, 200, None)
+    """
+
+    calls: int = 0
+    """Chat-model calls that answered (a call that raised, e.g. a rate limit before a retry, is not counted)."""
+    input_tokens: int | None = 0
+    """Prompt tokens (``None``: not reported by every call)."""
+    output_tokens: int | None = 0
+    """Completion tokens (``None``: not reported by every call)."""
+    cost: float | None = None
+    """US dollars reported by the model for these calls (``None``: not reported by every call)."""
+
+    def __add__(self, other: StageUsage) -> StageUsage:
+        def tokens(a: int | None, b: int | None) -> int | None:
+            return None if a is None or b is None else a + b
+
+        if not self.calls or not other.calls:  # the cost of no calls says nothing
+            cost = self.cost if self.calls else other.cost
+        else:
+            cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        return StageUsage(calls=self.calls + other.calls, input_tokens=tokens(self.input_tokens, other.input_tokens),
+                          output_tokens=tokens(self.output_tokens, other.output_tokens), cost=cost)
+
+    def split(self, weights: list[int]) -> list[StageUsage]:
+        """This usage shared among parts in proportion to ``weights`` (rows' claims in one scorer pass): counts by
+        largest remainder, so the parts add up to the whole exactly.
+
+        >>> [u.calls for u in StageUsage(calls=3, input_tokens=10, output_tokens=1).split([1, 1])]
+        [2, 1]
+        """
+        total = sum(weights)
+        if len(weights) == 1 or total <= 0:
+            return [self.model_copy()] + [StageUsage() for _ in weights[1:]]
+
+        def shares(value: int | None) -> list[int | None]:
+            if value is None:
+                return [None] * len(weights)
+            exact = [value * w / total for w in weights]
+            out = [int(x) for x in exact]
+            for i in sorted(range(len(weights)), key=lambda i: out[i] - exact[i])[: value - sum(out)]:
+                out[i] += 1
+            return list(out)
+
+        parts = zip(shares(self.calls), shares(self.input_tokens), shares(self.output_tokens), weights)
+        return [StageUsage(calls=c or 0, input_tokens=i, output_tokens=o,
+                           cost=None if self.cost is None else self.cost * w / total) for c, i, o, w in parts]
+
+
+def total_usage(usages: Iterable[Mapping[str, StageUsage]]) -> StageUsage:
+    """Every stage of every given usage added up (a run's totals).
+
+    >>> total_usage([{"extract": StageUsage(calls=1, input_tokens=5, output_tokens=2)},
+    ...              {"check": StageUsage(calls=2, input_tokens=7, output_tokens=1)}]).input_tokens
+    12
+    """
+    total = StageUsage()
+    for usage in usages:
+        for stage in usage.values():
+            total = total + stage
+    return total
+
+
+def usage_cost(usage: Mapping[str, StageUsage], prices: Mapping[str, float] | None = None) -> float | None:
+    """US dollars of the calls in ``usage``: per stage, the cost the model reported, else its tokens at ``prices``
+    (``{"input": usd_per_1M_tokens, "output": usd_per_1M_tokens}``); ``None`` when a stage with calls has neither.
+
+    >>> usage_cost({"extract": StageUsage(calls=1, input_tokens=1000, output_tokens=100)},
+    ...            {"input": 0.15, "output": 0.6})
+    0.00021
+    >>> usage_cost({"extract": StageUsage(calls=1, input_tokens=1000, output_tokens=100)}) is None
+    True
+    """
+    total = 0.0
+    for stage in usage.values():
+        if not stage.calls:
+            continue
+        if stage.cost is not None:
+            total += stage.cost
+        elif prices is not None and stage.input_tokens is not None and stage.output_tokens is not None:
+            total += (stage.input_tokens * prices["input"] + stage.output_tokens * prices["output"]) / 1e6
+        else:
+            return None
+    return round(total, 12)
 
 
 class Extraction(BaseModel):
@@ -278,6 +376,15 @@ class Report(BaseModel):
     decision: Decision | None = None
     """The rule's own account of the verdict (``None`` without a verdict; a report written before rules gave one is
     read as the paper's rule would account for it)."""
+    usage: dict[str, StageUsage] = Field(default_factory=dict)
+    """The chat-model calls and tokens of each stage this row ran (``extract``, ``check``, ``fidelity``), from the
+    answers' ``usage_metadata``; a scorer pass shared by several rows is shared among them by their claims (the
+    totals are exact). A scorer that is no chat model (the local judge, HHEM, NLI) makes no calls."""
+
+    def cost(self, prices: Mapping[str, float] | None = None) -> float | None:
+        """US dollars of this row's calls (:func:`usage_cost`): the cost the model reported, else the tokens at
+        ``prices`` (``{"input": usd_per_1M_tokens, "output": usd_per_1M_tokens}``); ``None`` when unknown."""
+        return usage_cost(self.usage, prices)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -395,3 +502,5 @@ class ExtractedRow(BaseModel):
     llm: str | None = None
     """The chat model that extracted the claims (``None`` in raw mode)."""
     extract_seconds: float = 0.0
+    usage: dict[str, StageUsage] = Field(default_factory=dict)
+    """The extraction's chat-model calls and tokens (stage ``extract``), carried into the report."""

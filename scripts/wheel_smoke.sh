@@ -4,23 +4,30 @@
 #
 # Usage: bash scripts/wheel_smoke.sh
 #   PYTHON       the interpreter that builds (needs `build` and `twine`: the dev extra); default .venv/bin/python
-#   SMOKE_FULL   extras installed in full, each in its own fresh venv ("core" = no extra); default "core offline"
+#   SMOKE_FULL   extras installed in full, each in its own fresh venv ("core" = no extra); default
+#                "core offline deepeval,openai"
 #   SMOKE_DRY    extras only resolved (`pip install --dry-run`, in a fresh venv); default "hf deepeval ragas aws"
 #   SMOKE_KEEP=1 keep the work folder (printed at the end)
 # In the "offline" venv the installed `grapheval` runs `--help`, `doctor` (exit 0 required; in the core venv it must
 # exit 1 and name llama-cpp-python) and `demo --fast` with the model hub off; the other full venvs import what their extra provides and
-# run `pip check`. torch is always installed first, pinned (TORCH_VERSION, default 2.13.0): a bare torch requirement
+# run `pip check`. The "deepeval,openai" venv (the API install: no native build) must hold neither llama-cpp-python nor
+# torch; a DeepEval metric (by "openai:<model>" spec) and a LangChain Runnable (ChatOpenAI) score a row through a fake
+# OpenAI-compatible endpoint on 127.0.0.1, with the tokens it counted in the reports' usage; and the other API
+# installs ([ragas,openai], [anthropic], [aws]) are resolved in that venv and must plan neither. torch is always
+# installed first, pinned (TORCH_VERSION, default 2.13.0): a bare torch requirement
 # resolves to a multi-GB CUDA build.
 # Measured 2026-12-01 on the 2-core machine shared with other jobs (load 13-30), every extra in full
 # (SMOKE_FULL="core offline hf deepeval ragas" SMOKE_DRY=aws): 37 min wall, 7.2 CPU-minutes; build + twine + contents
 # 109 s, core 397 s, offline 769 s (demo --fast 410 s of it), hf 382 s, deepeval 255 s, ragas 253 s, aws (dry) 66 s.
+# The "deepeval,openai" venv, measured 2026-12-04 on the same machine (pip from its cache): 180 s, build and twine
+# included 201 s (SMOKE_FULL=deepeval,openai SMOKE_DRY=).
 # CI runs the defaults (full: core, offline; resolve only: the heavy hf, deepeval, ragas, aws; setup.sh already
 # imports ragas, deepeval, llama_cpp and transformers in .venv).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
-SMOKE_FULL=${SMOKE_FULL-core offline}
+SMOKE_FULL=${SMOKE_FULL-core offline deepeval,openai}
 SMOKE_DRY=${SMOKE_DRY-hf deepeval ragas aws}
 export PIP_DISABLE_PIP_VERSION_CHECK=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export DEEPEVAL_TELEMETRY_OPT_OUT=YES RAGAS_DO_NOT_TRACK=true
@@ -100,7 +107,7 @@ for extra in $SMOKE_FULL; do
     case "$where" in "$venv"/*) ;; *) fail "imported grapheval_plugins from $where, not from the venv" ;; esac
     "$venv/bin/python" -c "import importlib.metadata as m, grapheval_plugins as g; assert m.version('grapheval-plugins') == g.__version__"
     "$venv/bin/grapheval" --help >/dev/null || fail "grapheval --help ($extra)"
-    if [ "$extra" = core ]; then
+    if [ "$extra" = core ] || [ "$extra" = deepeval,openai ]; then
         # without the local extra the main job cannot run: doctor must say so (exit 1) and name what to install
         if out=$("$venv/bin/grapheval" doctor 2>&1); then echo "$out"; fail "doctor passed without the local extra"; fi
         echo "$out" | grep -q "llama-cpp-python" || { echo "$out"; fail "doctor without llama.cpp did not name it"; }
@@ -131,6 +138,75 @@ PY
         deepeval) "$venv/bin/python" -c "from grapheval_plugins.integrations.deepeval import GraphEvalMetric" ;;
         ragas) "$venv/bin/python" -c "from grapheval_plugins.integrations.ragas import GraphEvalFaithfulness" ;;
         aws) "$venv/bin/python" -c "from grapheval_plugins.bedrock import chat_bedrock; import langchain_aws" ;;
+        deepeval,openai)
+            "$venv/bin/python" - <<'PY' || fail "API install (deepeval,openai)"
+import importlib.util, json, os, re, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+native = [m for m in ("llama_cpp", "torch", "transformers") if importlib.util.find_spec(m) is not None]
+assert not native, f"the API install holds {native}"
+counted = []  # (prompt tokens, completion tokens) of every request
+
+class FakeOpenAI(BaseHTTPRequestHandler):  # POST /v1/chat/completions, as OpenAI-compatible servers answer it
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        user = str(body["messages"][-1]["content"])
+        if "Claims:" in user:
+            text = "\n".join(f"{n}: supported" for n in re.findall(r"^(\d+)\. ", user, flags=re.M))
+        else:
+            text = '<python>[["Paris", "is in", "France"]]</python>'
+        prompt = sum(len(str(m["content"]).split()) for m in body["messages"])
+        completion = len(text.split())
+        counted.append((prompt, completion))
+        data = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+                           "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                        "finish_reason": "stop", "logprobs": None}],
+                           "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                     "total_tokens": prompt + completion}}).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data))); self.end_headers(); self.wfile.write(data)
+    def log_message(self, *args):
+        pass
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+os.environ.update(OPENAI_BASE_URL=base, OPENAI_API_KEY="sk-local")
+try:
+    from deepeval.test_case import LLMTestCase
+    from langchain_openai import ChatOpenAI
+    from grapheval_plugins.integrations.deepeval import GraphEvalMetric
+    from grapheval_plugins.integrations.langchain import GraphEvalRunnable
+    from grapheval_plugins.types import total_usage
+
+    ctx, out = "Paris is the capital of France.", "Paris is in France."
+    metric = GraphEvalMetric(llm="openai:fake-model", scorer="judge:openai:fake-model",
+                             prices={"input": 0.15, "output": 0.6})
+    metric.measure(LLMTestCase(input="Where is Paris?", actual_output=out, retrieval_context=[ctx]),
+                   _show_indicator=False)
+    assert metric.success and metric.evaluation_cost, (metric.reason, metric.evaluation_cost)
+    chat = ChatOpenAI(model="fake-model", base_url=base, api_key="sk-local", max_retries=0)
+    report = GraphEvalRunnable(llm=chat, scorer=chat).invoke({"context": ctx, "output": out + " Yes."})["grapheval"]
+    assert report.ok, report.errors
+    loaded = [m for m in ("llama_cpp", "torch", "transformers") if m in sys.modules]
+    assert not loaded, loaded
+    usage = total_usage([report.usage])
+    assert len(counted) == 4, counted  # extraction and judge, for each host
+    assert (usage.calls, usage.input_tokens, usage.output_tokens) == (
+        2, sum(p for p, _ in counted[2:]), sum(c for _, c in counted[2:])), (report.usage, counted)
+    print(f"API install: DeepEval and LangChain scored through a fake OpenAI endpoint; cost {metric.evaluation_cost:.2e}"
+          f" USD; the Runnable's row: {usage.calls} calls, {usage.input_tokens} prompt tokens")
+finally:
+    server.shutdown()
+PY
+            for api in "ragas,openai" anthropic aws; do  # resolved in this venv: what each would add
+                "$venv/bin/pip" install --dry-run "$WHEEL[$api]" >"$WORK/dry-api-$api.log" 2>&1 \
+                    || { tail -20 "$WORK/dry-api-$api.log"; fail "pip install --dry-run $WHEEL[$api]"; }
+                would=$(grep '^Would install' "$WORK/dry-api-$api.log" || true)
+                if echo "$would" | grep -qiE "llama[-_]cpp|(^| )torch-|nvidia-"; then fail "[$api] would install: $would"; fi
+                echo "[$api]: no native build ($(echo "$would" | wc -w) words in pip's plan)"
+            done
+            ;;
     esac
     rm -rf "$venv"
 done

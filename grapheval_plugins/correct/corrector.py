@@ -23,7 +23,8 @@ from ..inputs import PASSAGE_SEPARATOR, normalize_output, normalize_passages
 from ..messages import describe_llm
 from ..pipeline import GraphEval
 from ..retry import RetryPolicy
-from ..types import ExtractedRow, Extraction, Report, Triple
+from ..types import ExtractedRow, Extraction, Report, StageUsage, Triple, total_usage
+from ..usage import metered
 from .batch import correct_rows, extraction_calls
 from .guard import Guard, GuardMode, Tally
 from .prompts import CORRECTION_PROMPTS, CorrectionPrompts
@@ -234,6 +235,23 @@ class GraphCorrect:
             InputError: the context or output is unusable, or ``report`` was made for a different output.
             MissingDependencyError: ``rouge=True`` and ``rouge-score`` is not installed.
         """
+        with metered() as meter:
+            result = await self._acorrect(context, output, report=report, id=id, config=config)
+        spent = meter.usage()
+        if report is None and result.detection is not None:  # detection ran here: its calls are its report's
+            spent = _without(spent, total_usage([result.detection.usage]))
+        result.usage = {"correct": spent}
+        return result
+
+    async def _acorrect(
+        self,
+        context: Any,
+        output: Any,
+        *,
+        report: Report | None,
+        id: str | None,
+        config: RunnableConfig | None,
+    ) -> CorrectionReport:
         passages = normalize_passages(context)  # detection scores each passage on its own
         ctx = PASSAGE_SEPARATOR.join(passages)
         original = normalize_output(output)
@@ -453,3 +471,13 @@ class GraphCorrect:
             f"GraphCorrect(method={self.method!r}, max_rounds={self.max_rounds}, guard={self.guard!r}, "
             f"batch_step1={self.batch_step1})"
         )
+
+
+def _without(spent: StageUsage, part: StageUsage) -> StageUsage:
+    """``spent`` less ``part`` (counted inside it): what the correction spent beyond its detection."""
+    def less(a: int | None, b: int | None) -> int | None:
+        return None if a is None or b is None else a - b
+
+    cost = None if spent.cost is None else spent.cost - (part.cost or 0.0)
+    return StageUsage(calls=spent.calls - part.calls, input_tokens=less(spent.input_tokens, part.input_tokens),
+                      output_tokens=less(spent.output_tokens, part.output_tokens), cost=cost)

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from ..types import Report, StageError, Triple, render_html
+from ..types import Report, StageError, StageUsage, Triple, render_html
 
 __all__ = [
     "CorrectionMethod",
@@ -136,6 +136,9 @@ class CorrectionReport(BaseModel):
     errors: list[StageError] = Field(default_factory=list)
     timings: dict[str, float] = Field(default_factory=dict)
     id: str | None = None
+    usage: dict[str, StageUsage] = Field(default_factory=dict)
+    """The chat-model calls and tokens of the correction, stage ``correct``: every call after detection (the
+    rewrites and the re-checks). The detection's are in ``detection.usage``; the row's whole cost is both."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -66,8 +66,9 @@ from .. import (
 )
 from ..aggregate import check_threshold, threshold_for_min_score
 from ..text import best_sentence
-from ..types import claim_text
-from .host_models import PromptChatModel
+from ..types import claim_text, usage_cost
+from ..usage import metered
+from .host_models import Costed, PromptChatModel
 
 try:
     from deepeval.errors import MissingTestCaseParamsError
@@ -137,30 +138,37 @@ class _NamedModel:
 
 def _answer_text(answer: Any) -> str:
     """The text of a ``generate`` answer: DeepEval's own models return ``(text, cost)``, custom ones the text."""
+    return str(_costed(answer).answer)
+
+
+def _costed(answer: Any) -> Costed:
+    """A ``generate`` answer as text and cost: DeepEval's own models return ``(text, cost)`` (the cost in US dollars,
+    summed into ``evaluation_cost``), custom ones the text (cost unknown)."""
+    cost = None
     if isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], (int, float, type(None))):
-        answer = answer[0]
+        answer, cost = answer
     if not isinstance(answer, str):
         raise ExtractionError(f"the DeepEval model answered {type(answer).__name__}, not text")
-    return answer
+    return Costed(answer, None if cost is None or isinstance(cost, bool) else float(cost))
 
 
 def _adapt(model: Any) -> PromptChatModel:
     if isinstance(model, str):
         named = _NamedModel(model)
 
-        def generate(prompt: str) -> str:
-            return _answer_text(named.get().generate(prompt))
+        def generate(prompt: str) -> Costed:
+            return _costed(named.get().generate(prompt))
 
-        async def agenerate(prompt: str) -> str:
-            return _answer_text(await named.get().a_generate(prompt))
+        async def agenerate(prompt: str) -> Costed:
+            return _costed(await named.get().a_generate(prompt))
 
         return PromptChatModel(complete=generate, acomplete=agenerate, label=f"deepeval:{model}")
 
-    def generate_with(prompt: str) -> str:
-        return _answer_text(model.generate(prompt))
+    def generate_with(prompt: str) -> Costed:
+        return _costed(model.generate(prompt))
 
-    async def agenerate_with(prompt: str) -> str:
-        return _answer_text(await model.a_generate(prompt))
+    async def agenerate_with(prompt: str) -> Costed:
+        return _costed(await model.a_generate(prompt))
 
     try:
         name = str(model.get_model_name())
@@ -225,6 +233,10 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         suggest_correction: ``True`` (or a configured :class:`~grapheval_plugins.correct.GraphCorrect` over the same
             engine): for a case GraphEval flags, ask GraphCorrect for a corrected output and append it to
             ``reason``. Costs a few chat-model calls per flagged case; a failed correction is noted, never raised.
+        prices: US dollars per million tokens, ``{"input": ..., "output": ...}``, for ``evaluation_cost`` when the
+            model does not report its cost (DeepEval's own models do, and that cost is used). ``evaluation_cost``
+            is the sum over every stage's chat-model calls (``report.usage``, plus a suggested correction's);
+            ``None`` when neither a reported cost nor prices with token counts are known.
 
     Models are never loaded in the constructor: they load on the first measured test case, once per process
     (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`: a Ragas metric or a Runnable over the same
@@ -264,6 +276,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         async_mode: bool = True,
         verbose_mode: bool = False,
         suggest_correction: Any = False,
+        prices: dict[str, float] | None = None,
     ) -> None:
         # DeepEval copies a metric by calling this constructor with ``vars(metric)``: every argument is stored
         # under its own name, and the engine travels by reference.
@@ -298,6 +311,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         if not isinstance(suggest_correction, bool) and not hasattr(suggest_correction, "acorrect"):
             raise InputError("suggest_correction", f"expected a bool or a GraphCorrect, got {suggest_correction!r}")
         self.suggest_correction = suggest_correction
+        self.prices = _check_prices(prices)
         self._engine = options.engine()
         self.evaluation_model = self._engine.describe(load=False)
         self.evaluation_cost = None
@@ -355,7 +369,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             MissingTestCaseParamsError: no ``actual_output``, or no grounding in the chosen field(s).
             GraphEvalError: a model could not be loaded or a stage failed (``metric.error`` says which).
         """
-        self.score = self.success = self.reason = self.error = self.verbose_logs = None
+        self.score = self.success = self.reason = self.error = self.verbose_logs = self.evaluation_cost = None
         with metric_progress_indicator(
             self, async_mode=True, _show_indicator=_show_indicator, _in_component=_in_component
         ):
@@ -372,10 +386,14 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
                 self.success = False
                 raise
             correction = None
+            usage = dict(report.usage)
             fails = report.score is not None and report.score < self._threshold
             if self.suggest_correction and self.include_reason and report.hallucinated and fails:
                 # The engine flags at 1 - threshold (hallucinated); the case fails in DeepEval's score space.
-                correction = await self._suggest(context, output, report)
+                with metered() as correcting:
+                    correction = await self._suggest(context, output, report)
+                usage["correct"] = correcting.usage()
+            self.evaluation_cost = usage_cost(usage, self.prices)
             return self._apply(report, source, correction)
 
     def is_successful(self) -> bool:
@@ -433,6 +451,18 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         # The whole report last (stored, not printed): grapheval_plugins.report.render_json(verbose_logs) -> HTML.
         self.verbose_logs = construct_verbose_logs(self, steps=steps) + f" \n \n{_REPORT_JSON_MARKER} {report.model_dump_json()}"
         return score
+
+
+def _check_prices(prices: Any) -> dict[str, float] | None:
+    """``prices`` checked: ``None``, or non-negative US dollars per million tokens under ``input`` and ``output``."""
+    if prices is None:
+        return None
+    ok = isinstance(prices, dict) and set(prices) == {"input", "output"} and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in prices.values())
+    if not ok:
+        raise InputError("prices", f'expected {{"input": usd_per_1M_tokens, "output": usd_per_1M_tokens}}, '
+                                   f"got {prices!r}")
+    return {"input": float(prices["input"]), "output": float(prices["output"])}
 
 
 # --------------------------------------------------------------------- reading test cases
@@ -567,4 +597,7 @@ def _format_graph(report: Report, threshold: float, source: str) -> str:
         lines.append("Parser notes: " + "; ".join(extraction.issues))
     if report.timings:
         lines.append("Seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in report.timings.items()))
+    if report.usage:
+        lines.append("Chat-model calls (prompt / completion tokens): " + ", ".join(
+            f"{stage} {u.calls} ({u.input_tokens} / {u.output_tokens})" for stage, u in report.usage.items()))
     return "\n".join(lines)

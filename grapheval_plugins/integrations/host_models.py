@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LangSmithParams
@@ -38,8 +38,10 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..messages import describe_llm, message_text
+from ..usage import COST_KEY
 
 __all__ = [
+    "Costed",
     "ExtractedTriple",
     "KnowledgeGraphAnswer",
     "PromptChatModel",
@@ -71,6 +73,15 @@ def render_prompt(messages: Sequence[BaseMessage]) -> str:
             continue
         parts.append(f"Your previous answer was:\n{text}" if isinstance(message, AIMessage) else text)
     return "\n\n".join(parts)
+
+
+class Costed(NamedTuple):
+    """An answer of a host's model with the US dollars it cost (``None``: not reported): ``complete`` /
+    ``acomplete`` may return one, and the chat model's answer then carries the cost in
+    ``response_metadata["cost_usd"]``, where usage metering (:mod:`grapheval_plugins.usage`) reads it."""
+
+    answer: Any
+    cost: float | None
 
 
 class ExtractedTriple(BaseModel):
@@ -127,7 +138,11 @@ class _HostChatModel(BaseChatModel):
         return str(result)
 
     def _answer(self, result: Any) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(self._text_of(result)))])
+        metadata: dict[str, Any] = {}
+        if isinstance(result, Costed):  # the dollars the host's model reported go where usage metering reads them
+            result, metadata = result.answer, ({} if result.cost is None else {COST_KEY: result.cost})
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(self._text_of(result),
+                                                                        response_metadata=metadata))])
 
     def _generate(
         self,
@@ -168,8 +183,8 @@ class PromptChatModel(_HostChatModel):
         label: the model's name (reports, cache keys).
     """
 
-    complete: Callable[[str], str] | None = None
-    acomplete: Callable[[str], Awaitable[str]] | None = None
+    complete: Callable[[str], str | Costed] | None = None
+    acomplete: Callable[[str], Awaitable[str | Costed]] | None = None
 
 
 class StructuredTriplesChatModel(_HostChatModel):

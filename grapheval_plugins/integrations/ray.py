@@ -42,7 +42,7 @@ from ..aggregate import RuleLike
 from ..exceptions import InputError, MissingDependencyError
 from ..extract.prompts import KG_PROMPT, KGPrompt
 from ..pipeline import GraphEval
-from ..types import ExtractedRow, Mode, Report, Triple
+from ..types import ExtractedRow, Mode, Report, StageUsage, Triple, total_usage
 
 
 def _require(module: str, extra: str, purpose: str) -> Any:
@@ -412,9 +412,12 @@ class RayEvalSummary:
     faithful: int = 0
     errors: int = 0
     problems: list[str] = field(default_factory=list)
+    usage: StageUsage = field(default_factory=StageUsage)
+    """Every row's chat-model calls and tokens added up."""
 
     def add(self, report: Report) -> None:
         self.rows += 1
+        self.usage = self.usage + total_usage([report.usage])
         if not report.ok:
             self.errors += 1
             self.problems.append(f"row {report.id}: " + "; ".join(e.message for e in report.errors))
@@ -490,19 +493,23 @@ def report_schema() -> Any:
         ("rule", pa.string()), ("p_hallucination", pa.float64()), ("threshold", pa.float64()), ("case", pa.string()),
         ("deciding", pa.int64()), ("why", pa.string()),
     ])
+    usage = pa.struct([("calls", pa.int64()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64()),
+                       ("cost", pa.float64())])
     return pa.schema([
         ("output", pa.string()), ("mode", pa.string()), ("threshold", pa.float64()),
         ("hallucinated", pa.bool_()), ("score", pa.float64()), ("method", pa.string()),
         ("claims", pa.list_(claim)), ("whole_output", claim), ("extraction", extraction), ("llm", pa.string()), ("scorer", pa.string()),
         ("timings", pa.map_(pa.string(), pa.float64())), ("errors", pa.list_(error)), ("id", pa.string()),
-        ("decision", decision), ("ok", pa.bool_()),
+        ("decision", decision), ("usage", pa.map_(pa.string(), usage)), ("ok", pa.bool_()),
     ])
 
 
 def report_record(report: Report) -> dict[str, Any]:
-    """A report as a row of :func:`report_schema`: ``model_dump(mode="json")`` with ``timings`` as key/value pairs."""
+    """A report as a row of :func:`report_schema`: ``model_dump(mode="json")`` with ``timings`` and ``usage`` as
+    key/value pairs."""
     data = report.model_dump(mode="json")
     data["timings"] = list(data["timings"].items())
+    data["usage"] = list(data["usage"].items())
     return data
 
 
@@ -529,6 +536,7 @@ def read_reports(path: str | Path) -> list[Report]:
         out = []
         for data in pq.read_table(str(path)).to_pylist():
             data["timings"] = dict(data["timings"] or [])
+            data["usage"] = dict(data.get("usage") or [])
             out.append(Report.model_validate(data))
         return out
     with path.open(encoding="utf-8") as fh:

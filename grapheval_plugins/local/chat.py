@@ -291,6 +291,9 @@ def load_local_chat_model(name: str, **options: Any) -> ChatLocalLlama:
         MissingDependencyError: ``llama-cpp-python`` is not installed (extra ``local``).
         ModelLoadError: ``name`` is neither a known model, an existing file, nor a hub name.
     """
+    if canonical_name(name) is not None:  # an embedded model: the weights packages are needed too
+        require("llama_cpp", "offline", "the offline default chat model; or give your own model, e.g. "
+                "llm='openai:gpt-4o-mini' with the 'openai' extra", package="llama-cpp-python")
     require("llama_cpp", "local", "the local chat model", package="llama-cpp-python")
     name = validate_reference(name)
     return ChatLocalLlama(model=name, **options)

@@ -439,6 +439,9 @@ def load_judge_scorer(spec: str, **options: Any) -> LocalJudgeScorer:
         MissingDependencyError: ``llama-cpp-python`` is not installed (extra ``local``).
         ModelLoadError: the spec does not name a local model.
     """
+    if canonical_name(spec) is not None:  # an embedded model: the weights packages are needed too
+        require("llama_cpp", "offline", "the offline default judge; or give your own model as scorer=, e.g. "
+                "scorer='judge:openai:gpt-4o-mini' with the 'openai' extra", package="llama-cpp-python")
     require("llama_cpp", "local", "the local LLM judge", package="llama-cpp-python")
     target = spec.strip()
     prefix, sep, rest = target.partition(":")

