@@ -123,11 +123,25 @@ def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str
 
 
 def done_ids(path: Path) -> set[str]:
-    """Ids already written to an output file (for resuming); a torn last line is dropped from the file."""
+    """Ids already written to an output file (for resuming); the file is only read.
+
+    Raises:
+        NotAStoreError: the file holds a line that is not a keyed row (someone else's file; it is left alone).
+    """
     from .jsonl import JsonlStore
 
-    with JsonlStore(path, keep_rows=False) as store:
-        return store.ids()
+    return JsonlStore(path, keep_rows=False).ids()
+
+
+def _refuse_same_files(reads: dict[str, Path | None], writes: dict[str, Path | None]) -> None:
+    """Stop (exit code 2) before anything is opened when a file to write is a file to read or another output."""
+    from .jsonl import SameFileError, refuse_same_files
+
+    try:
+        refuse_same_files(reads, writes)
+    except SameFileError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from exc
 
 
 def _summary_table(title: str, counts: dict[str, Any]) -> Table:
@@ -152,15 +166,26 @@ class _Pending:
     """The rows of INPUT still to process, streamed: each input record is read once, when it is needed, and only
     the ids seen so far are kept. Unreadable records and repeated ids are skipped and recorded in ``problems``
     (``unreadable`` counts them); with ``stop_on_error``, the first one stops the run instead (exit code 1; what
-    was written before it stays, and a re-run resumes)."""
+    was written before it stays, and a re-run resumes).
+
+    ``store`` is OUTPUT, only read so far: its ids are skipped when resuming; without ``resume`` it writes a new
+    file that replaces OUTPUT once the run is complete. OUTPUT holding anything but keyed rows stops the run
+    (exit code 2) with the file untouched."""
 
     def __init__(self, input: Path, output: Path, id_field: str, limit: int | None, resume: bool, *,
                  delimiter: str | None = None, stop_on_error: bool = False) -> None:
-        if not resume and output.exists():
-            output.unlink()
+        from .jsonl import JsonlStore, NotAStoreError
+
+        with input.open("rb"):  # the input is readable before the output is looked at
+            pass
+        try:
+            self.store = JsonlStore(output, keep_rows=False, replace=not resume)
+        except NotAStoreError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(code=2) from exc
         self.input, self.id_field, self.limit, self.delimiter = input, id_field, limit, delimiter
         self.stop_on_error = stop_on_error
-        self.done = done_ids(output)
+        self.done = self.store.ids()
         self.skipped = len(self.done)
         self.unreadable = 0
         self.problems: list[str] = []
@@ -222,8 +247,7 @@ def _batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[st
 
 
 def _process_in_batches(
-    rows: Iterable[dict[str, Any]],
-    output: Path,
+    rows: _Pending,
     *,
     desc: str,
     batch_rows: int,
@@ -234,12 +258,11 @@ def _process_in_batches(
 ) -> None:
     """Run ``process`` on batches of rows (read as they are needed), append each result (a pydantic model) to
     OUTPUT as it comes, and ``tally`` it. A configuration error (a model that cannot load) stops the run; what is
-    written stays. Only the ids written are kept in memory."""
+    written stays (``--no-resume``: the old OUTPUT stays). Only the ids written are kept in memory."""
     from ._progress import progress_bar
     from .exceptions import GraphEvalError
-    from .jsonl import JsonlStore
 
-    with JsonlStore(output, keep_rows=False) as out, progress_bar(total, desc, leave=True) as bar:
+    with rows.store as out, progress_bar(total, desc, leave=True) as bar:
         for batch in _batches(rows, batch_rows):
             try:
                 results = process(batch)
@@ -292,6 +315,7 @@ def evaluate(
     from .exceptions import InputError
     from .pipeline import GraphEval
 
+    _refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
     if mode not in ("graph", "raw"):
         raise typer.BadParameter("mode must be 'graph' or 'raw'")
     if engine_name not in ("process", "ray"):
@@ -310,13 +334,13 @@ def evaluate(
         rows = list(pending)  # the Ray pipeline takes the rows at once
         counts["skipped (unreadable)"] = pending.unreadable
         _evaluate_on_ray(
-            rows, output, counts, pending.problems, llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
+            rows, output, counts, pending.problems, append=resume, llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
             method=rule, cache=cache, context_key=context_field, output_key=output_field, id_key=id_field, address=address,
             extract_actors=extract_actors, check_actors=check_actors, requests_per_minute=requests_per_minute,
             tokens_per_minute=tokens_per_minute,
         )
     else:
-        _evaluate_here(engine, pending, output, counts, batch_rows=batch_rows, mode=mode,
+        _evaluate_here(engine, pending, counts, batch_rows=batch_rows, mode=mode,
                        context_field=context_field, output_field=output_field, id_field=id_field)
     pending.check_stopped()
     if report is not None:
@@ -325,7 +349,7 @@ def evaluate(
 
 
 def _evaluate_here(
-    engine: Any, pending: _Pending, output: Path, counts: dict[str, Any], *,
+    engine: Any, pending: _Pending, counts: dict[str, Any], *,
     batch_rows: int, mode: str, context_field: str, output_field: str, id_field: str,
 ) -> None:
     """``evaluate`` in this process: batches through ``engine.evaluate_many``, each report appended as it comes."""
@@ -342,7 +366,7 @@ def _evaluate_here(
             counts["faithful"] += 1
 
     _process_in_batches(
-        pending, output, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        pending, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
         total=pending.estimate(),
         process=lambda batch: engine.evaluate_many(
             batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
@@ -352,12 +376,12 @@ def _evaluate_here(
     console.print(_summary_table(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts))
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
-    console.print(f"reports written to {output}")
+    console.print(f"reports written to {pending.store.path}")
 
 
 def _evaluate_on_ray(
     rows: list[dict[str, Any]], output: Path, counts: dict[str, Any], problems: list[str], *, address: str | None,
-    **options: Any,
+    append: bool, **options: Any,
 ) -> None:
     """``evaluate --engine ray``: the pending rows through the Ray pipeline, each report appended as it comes."""
     from .exceptions import GraphEvalError
@@ -369,11 +393,15 @@ def _evaluate_on_ray(
         raise typer.Exit(code=2) from exc
     if rows:
         try:
-            summary = evaluate_to_file(rows, output, append=True, address=address, show_progress=True, **options)
+            summary = evaluate_to_file(rows, output, append=append, address=address, show_progress=True, **options)
         except GraphEvalError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(code=2) from exc
     else:
+        if not append:  # --no-resume and nothing to do: the output is the empty run
+            from .jsonl import JsonlStore
+
+            JsonlStore(output, replace=True, keep_rows=False).close()
         summary = RayEvalSummary(path=output)
     counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
     problems.extend(summary.problems)
@@ -419,6 +447,7 @@ def correct(
     from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
+    _refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
     if method not in ("graph", "evidence", "direct", "constrained"):
         raise typer.BadParameter("method must be 'graph', 'evidence', 'direct' or 'constrained'")
     if guard not in ("off", "reject", "flag"):
@@ -457,7 +486,7 @@ def correct(
                     rouge[key].append(getattr(result.rouge, key))
 
     _process_in_batches(
-        pending, output, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        pending, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
         total=pending.estimate(),
         process=lambda batch: fixer.correct_many(
             batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
@@ -515,6 +544,8 @@ def report_command(
     id_field: Annotated[str, typer.Option(help="Field of INPUTS holding the row id (default: the line number).")] = "id",
 ) -> None:
     """Write the HTML report of a finished (or interrupted) run from its per-row JSONL: no model is loaded."""
+    _refuse_same_files({**{f"RESULTS[{i}]": p for i, p in enumerate(results)}, "--inputs": inputs},
+                       {"--output": output})
     _write_html_report(results, output, inputs=inputs, limit=limit, title=title, inline_rows=inline_rows,
                        threshold=threshold, id_field=id_field, context_field=context_field, output_field=output_field)
 
