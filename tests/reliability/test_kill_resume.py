@@ -189,9 +189,10 @@ def test_a_killed_no_resume_run_leaves_the_old_output_as_it_was(tmp_path: Path) 
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline and not (partial.exists() and partial.stat().st_size):
         time.sleep(0.002)
-    os.kill(proc.pid, signal.SIGKILL)
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    assert partial.exists(), "the run was not caught while writing"
+    assert partial.exists(), "the run was not caught while writing beside the output"
     assert out.read_bytes() == old  # the old output survives a killed --no-resume run
     subprocess.run(command, env=env(), check=True, capture_output=True, timeout=120)
     assert len(out.read_bytes().splitlines()) == 60 and not partial.exists()
