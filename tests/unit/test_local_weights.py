@@ -362,3 +362,12 @@ def test_a_tampered_part_is_refused_with_a_typed_error_before_anything_is_kept(
         resolve_model_path("tiny-test", hub=lambda *a: tmp_path / "never.gguf", show_progress=False)
     assert isinstance(info.value, ModelLoadError) and tiny.parts[0].sha256 in str(info.value)
     assert [n for n in _files(tmp_path / "cache-root" / "models") if not n.endswith(".lock")] == []
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"])
+def test_the_hash_pinned_requirements_list_every_pinned_part(name: str) -> None:
+    model = KNOWN_MODELS[name]
+    text = (Path(__file__).resolve().parents[2] / "scripts" / f"{model.extra}.txt").read_text(encoding="utf-8")
+    pinned = [line.split(" ")[0] for line in text.splitlines() if line and not line.startswith((" ", "#"))]
+    assert pinned == list(model.part_requirements)
+    assert text.count("--hash=sha256:") == len(model.parts)
