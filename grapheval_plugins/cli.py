@@ -280,7 +280,7 @@ def _process_in_batches(
 @app.command()
 def evaluate(
     input: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL or CSV file of rows.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write one JSON report per line.")] = Path(
+    output: Annotated[Path, typer.Option("-o", "--output", dir_okay=False, help="Where to write one JSON report per line.")] = Path(
         "grapheval-reports.jsonl"
     ),
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec, e.g. local:qwen2.5-coder-1.5b or bedrock:<id>.")] = None,
@@ -414,7 +414,7 @@ def _evaluate_on_ray(
 @app.command()
 def correct(
     input: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL or CSV file of rows.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write one JSON correction report per line.")] = Path(
+    output: Annotated[Path, typer.Option("-o", "--output", dir_okay=False, help="Where to write one JSON correction report per line.")] = Path(
         "grapheval-corrections.jsonl"
     ),
     method: Annotated[
@@ -531,7 +531,7 @@ def _write_html_report(results: list[Path], out: Path, **kwargs: Any) -> None:
 @app.command("report")
 def report_command(
     results: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="Per-row JSONL file(s) written by evaluate (or correct).")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the HTML page.")] = Path("grapheval-report.html"),
+    output: Annotated[Path, typer.Option("-o", "--output", dir_okay=False, help="Where to write the HTML page.")] = Path("grapheval-report.html"),
     inputs: Annotated[Optional[Path], typer.Option(exists=True, dir_okay=False, help="The input rows (JSONL or CSV): shows each row's context.")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Report only the first N rows.")] = None,
     title: Annotated[Optional[str], typer.Option(help="Page title.")] = None,
