@@ -248,6 +248,7 @@ def _batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[st
 
 def _process_in_batches(
     rows: _Pending,
+    output: Path,
     *,
     desc: str,
     batch_rows: int,
@@ -257,7 +258,7 @@ def _process_in_batches(
     total: int | None = None,
 ) -> None:
     """Run ``process`` on batches of rows (read as they are needed), append each result (a pydantic model) to
-    OUTPUT as it comes, and ``tally`` it. A configuration error (a model that cannot load) stops the run; what is
+    OUTPUT (``rows.store``) as it comes, and ``tally`` it. A configuration error (a model that cannot load) stops the run; what is
     written stays (``--no-resume``: the old OUTPUT stays). Only the ids written are kept in memory."""
     from ._progress import progress_bar
     from .exceptions import GraphEvalError
@@ -340,7 +341,7 @@ def evaluate(
             tokens_per_minute=tokens_per_minute,
         )
     else:
-        _evaluate_here(engine, pending, counts, batch_rows=batch_rows, mode=mode,
+        _evaluate_here(engine, pending, output, counts, batch_rows=batch_rows, mode=mode,
                        context_field=context_field, output_field=output_field, id_field=id_field)
     pending.check_stopped()
     if report is not None:
@@ -349,7 +350,7 @@ def evaluate(
 
 
 def _evaluate_here(
-    engine: Any, pending: _Pending, counts: dict[str, Any], *,
+    engine: Any, pending: _Pending, output: Path, counts: dict[str, Any], *,
     batch_rows: int, mode: str, context_field: str, output_field: str, id_field: str,
 ) -> None:
     """``evaluate`` in this process: batches through ``engine.evaluate_many``, each report appended as it comes."""
@@ -366,7 +367,7 @@ def _evaluate_here(
             counts["faithful"] += 1
 
     _process_in_batches(
-        pending, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        pending, output, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
         total=pending.estimate(),
         process=lambda batch: engine.evaluate_many(
             batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
@@ -376,7 +377,7 @@ def _evaluate_here(
     console.print(_summary_table(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts))
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
-    console.print(f"reports written to {pending.store.path}")
+    console.print(f"reports written to {output}")
 
 
 def _evaluate_on_ray(
@@ -486,7 +487,7 @@ def correct(
                     rouge[key].append(getattr(result.rouge, key))
 
     _process_in_batches(
-        pending, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        pending, output, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
         total=pending.estimate(),
         process=lambda batch: fixer.correct_many(
             batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False

@@ -94,7 +94,7 @@ def numbered_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | None
     """
     with Path(path).open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
-            if not raw.strip():
+            if not (raw.removeprefix(b"\xef\xbb\xbf") if number == 1 else raw).strip():
                 continue
             row, problem = _parse(raw, bom=number == 1)
             yield number, row, problem
