@@ -442,10 +442,10 @@ def evaluate_to_file(
 
     ``output`` ending in ``.parquet`` is written as Parquet (:func:`report_schema`), anything else as JSONL,
     line for line what ``grapheval evaluate`` writes, through a :class:`~grapheval_plugins.jsonl.JsonlStore`:
-    ``append=True`` adds to an existing JSONL file (resuming: a torn last line is dropped, a file of other
-    content refused); otherwise the new file replaces ``output`` only once every report is written (a failed or
-    killed run leaves the old one). A repeated id is written once (the others are listed in ``problems``).
-    Options are those of :func:`build_dataset`; Ray is started as in :func:`evaluate_dataset`.
+    ``append=True`` adds to an existing JSONL file (resuming: a torn last line is dropped); otherwise the new file
+    replaces ``output`` only once every report is written (a failed or killed run leaves the old one). Either way
+    an existing ``output`` of other content is refused (``NotAStoreError``, before Ray starts), not overwritten. A
+    repeated id is written once (the others are listed in ``problems``). Options are those of :func:`build_dataset`; Ray is started as in :func:`evaluate_dataset`.
     """
     from ..jsonl import JsonlStore
 
@@ -469,8 +469,8 @@ def evaluate_to_file(
     def key(row: Mapping[str, Any]) -> str:  # a report without an id is still written, once
         return f"\0{next(unnamed)}" if row.get("id") is None else str(row["id"])
 
+    store = None if parquet else JsonlStore(path, key=key, replace=not append, keep_rows=False)  # checked first
     with _ray_session(address, num_cpus, ray_init), _ordered(preserve_order, show_progress):
-        store = None if parquet else JsonlStore(path, key=key, replace=not append, keep_rows=False)
         lines = iter_report_json(build_dataset(source, **options))
         if store is None:
             _write_parquet(path, (r for _, r in reports(lines)))

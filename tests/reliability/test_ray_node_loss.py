@@ -12,6 +12,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -33,12 +34,15 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[2]
 RAY = Path(sys.executable).with_name("ray")
 N_ROWS = 600
+TOKEN = secrets.token_hex(32)
 FAKES = ["--llm", "py:grapheval_plugins.testing:naive_triples_chat_model",
          "--scorer", "py:grapheval_plugins.testing:KeywordScorer"]
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}
+    """The cluster's and its drivers' environment: this test's own auth token, whatever ``~/.ray`` holds."""
+    return {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
+            "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}
 
 
 def _free_ports(n: int) -> list[int]:
@@ -113,6 +117,11 @@ def _cluster(logs: Path) -> Iterator[tuple[str, _Node, _Node]]:
         head = _Node(["--head", f"--port={port}", f"--ray-client-server-port={client}", "--include-dashboard=false",
                       f"--dashboard-port={dashboard}"], tmp / "h", logs / "head.log")
         nodes.append(head)
+        deadline = time.monotonic() + 60  # the second node joins once the head is up
+        while b"Ray runtime started" not in (logs / "head.log").read_bytes() and time.monotonic() < deadline:
+            if head.proc.poll() is not None:
+                pytest.fail(f"the head node did not start: {(logs / 'head.log').read_text(errors='replace')[-2000:]}")
+            time.sleep(0.2)
         worker = _Node([f"--address={address}"], tmp / "w", logs / "worker.log")
         nodes.append(worker)
         wait = ("import ray, sys, time\nray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
