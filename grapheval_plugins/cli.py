@@ -184,7 +184,7 @@ class _Pending:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(code=2) from exc
         self.input, self.id_field, self.limit, self.delimiter = input, id_field, limit, delimiter
-        self.stop_on_error = stop_on_error
+        self.stop_on_error, self.resume = stop_on_error, resume
         self.done = self.store.ids()
         self.skipped = len(self.done)
         self.unreadable = 0
@@ -211,8 +211,9 @@ class _Pending:
     def check_stopped(self) -> None:
         """After the rows before it are written: exit with code 1 if ``stop_on_error`` stopped the run."""
         if self.stopped is not None:
-            console.print(f"[red]error:[/red] {self.input}: {self.stopped}; stopped (--stop-on-error): the rows "
-                          "before it are written, a re-run resumes after them")
+            done = ("the old output is kept (--no-resume: replaced only by a complete run)" if not self.resume
+                    else "the rows before it are written, a re-run resumes after them")
+            console.print(f"[red]error:[/red] {self.input}: {self.stopped}; stopped (--stop-on-error): {done}")
             raise typer.Exit(code=1)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -276,6 +277,8 @@ def _process_in_batches(
                 out.append(data)
                 tally(row, result)
             bar.update(len(batch))
+        if rows.stopped is not None and out.replace:
+            out.discard()  # --no-resume: a run stopped at a bad record is not complete; the old output stays
 
 
 @app.command()

@@ -335,6 +335,7 @@ class JsonlStore:
             self._fh = None
         if self.replace:
             self.partial.unlink(missing_ok=True)
+            self.replace = False
 
     def __enter__(self) -> JsonlStore:
         return self

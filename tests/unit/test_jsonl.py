@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -132,6 +133,10 @@ _ROWS = ('{"context": "Ada wrote the first program.", "output": "Ada wrote the f
          '{"context": "Ada wrote the first program.", "output": "Ada wrote the first novel."}\n')
 
 
+def _said(result: Any) -> str:
+    return " ".join(result.output.split())  # the console wraps long lines
+
+
 def _tree(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
@@ -152,7 +157,7 @@ def test_input_and_output_the_same_file_is_refused_before_anything_is_written(
     before = _tree(tmp_path)
     result = CliRunner().invoke(app, [command, str(rows), "-o", str(out), *_FAKES])
     assert result.exit_code == 2 and isinstance(result.exception, SystemExit)
-    assert "same file as INPUT" in result.output
+    assert "same file as INPUT" in _said(result)
     assert _tree(tmp_path) == before  # the input is intact, nothing was written
 
 
@@ -161,7 +166,7 @@ def test_a_report_or_cache_path_equal_to_the_input_or_output_is_refused(tmp_path
     rows.write_text(_ROWS, encoding="utf-8")
     for extra in (["--report", str(rows)], ["--cache", str(rows)], ["--report", str(tmp_path / "out.jsonl")]):
         result = CliRunner().invoke(app, ["evaluate", str(rows), "-o", str(tmp_path / "out.jsonl"), *_FAKES, *extra])
-        assert result.exit_code == 2 and "same file as" in result.output, extra
+        assert result.exit_code == 2 and "same file as" in _said(result), extra
     assert rows.read_text(encoding="utf-8") == _ROWS and not (tmp_path / "out.jsonl").exists()
     result = CliRunner().invoke(app, ["report", str(rows), "-o", str(rows)])
     assert result.exit_code == 2 and rows.read_text(encoding="utf-8") == _ROWS
@@ -182,7 +187,7 @@ def test_an_output_with_other_content_is_refused_not_erased(tmp_path: Path, resu
     for content in (_ROWS, '{"id": "a"}\n{"no id": 1}\n', "plain text, no newline", '{"id": "a"}\nnot json\n'):
         notes.write_text(content, encoding="utf-8")
         result = CliRunner().invoke(app, ["evaluate", str(rows), "-o", str(notes), resume, *_FAKES])
-        assert result.exit_code == 2 and "not a row this tool wrote" in result.output, content
+        assert result.exit_code == 2 and "not a row this tool wrote" in _said(result), content
         assert notes.read_text(encoding="utf-8") == content
     with pytest.raises(jsonl.NotAStoreError):
         JsonlStore(notes)
@@ -245,7 +250,7 @@ def test_no_resume_replaces_the_old_output_only_when_the_new_one_is_complete(
     with monkeypatch.context() as patch:
         patch.setattr(GraphEval, "evaluate_many", fail)
         result = CliRunner().invoke(app, ["evaluate", str(rows), "-o", str(out), "--no-resume", *_FAKES])
-    assert result.exit_code == 2 and "cannot load" in result.output
+    assert result.exit_code == 2 and "cannot load" in _said(result)
     assert out.read_text(encoding="utf-8") == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "rows.jsonl"]  # no partial file left
     result = CliRunner().invoke(app, ["evaluate", str(rows), "-o", str(out), "--no-resume", *_FAKES])
@@ -267,3 +272,19 @@ def test_a_replacing_store_leaves_the_old_file_until_close(tmp_path: Path) -> No
         failing.append({"id": "lost"})
         raise RuntimeError("killed")
     assert path.read_text(encoding="utf-8") == '{"id": "new"}\n' and not failing.partial.exists()
+
+
+def test_a_no_resume_run_stopped_at_a_bad_record_keeps_the_old_output(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(_ROWS + "not json\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    old = json.dumps({"id": "old"}) + "\n"
+    out.write_text(old, encoding="utf-8")
+    result = CliRunner().invoke(app, ["evaluate", str(rows), "-o", str(out), "--no-resume", "--stop-on-error",
+                                      "--batch-rows", "1", *_FAKES])
+    assert result.exit_code == 1 and "the old output is kept" in _said(result)
+    assert out.read_text(encoding="utf-8") == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "rows.jsonl"]
+    result = CliRunner().invoke(app, ["evaluate", str(rows), "-o", str(out), "--stop-on-error", *_FAKES])
+    assert result.exit_code == 1 and "a re-run resumes" in _said(result)
+    assert [json.loads(line)["id"] for line in _lines(out)] == ["old", "1", "2"]
