@@ -466,8 +466,10 @@ def evaluate_to_file(
 
     unnamed = itertools.count()
 
-    def key(row: Mapping[str, Any]) -> str:  # a report without an id is still written, once
-        return f"\0{next(unnamed)}" if row.get("id") is None else str(row["id"])
+    def key(row: Mapping[str, Any]) -> str | None:  # a report (one without an id too); anything else: no key
+        if "id" not in row or "hallucinated" not in row:
+            return None
+        return f"\0{next(unnamed)}" if row["id"] is None else str(row["id"])
 
     store = None if parquet else JsonlStore(path, key=key, replace=not append, keep_rows=False)  # checked first
     with _ray_session(address, num_cpus, ray_init), _ordered(preserve_order, show_progress):

@@ -231,7 +231,7 @@ def test_an_output_of_other_content_is_refused_before_ray_starts(tmp_path: Path)
 
 def test_a_run_that_fails_leaves_the_old_output_as_it_was(local_ray: None, tmp_path: Path) -> None:
     out = tmp_path / "reports.jsonl"
-    old = json.dumps({"id": "old", "ok": True}) + "\n"
+    old = json.dumps({"id": "old", "hallucinated": False}) + "\n"  # a report of an earlier run
     out.write_text(old, encoding="utf-8")
     seen: list[str] = []
 
