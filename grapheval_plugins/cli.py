@@ -169,17 +169,20 @@ class _Pending:
     was written before it stays, and a re-run resumes).
 
     ``store`` is OUTPUT, only read so far: its ids are skipped when resuming; without ``resume`` it writes a new
-    file that replaces OUTPUT once the run is complete. OUTPUT holding anything but keyed rows stops the run
-    (exit code 2) with the file untouched."""
+    file that replaces OUTPUT once the run is complete. OUTPUT holding anything but this command's reports (a
+    line with an ``id`` and ``report_field``) stops the run (exit code 2) with the file untouched."""
 
     def __init__(self, input: Path, output: Path, id_field: str, limit: int | None, resume: bool, *,
-                 delimiter: str | None = None, stop_on_error: bool = False) -> None:
+                 delimiter: str | None = None, stop_on_error: bool = False, report_field: str = "hallucinated") -> None:
         from .jsonl import JsonlStore, NotAStoreError
+
+        def key(row: Any) -> str | None:  # a line of OUTPUT is this command's report (with ``report_field``)
+            return None if row.get("id") is None or report_field not in row else str(row["id"])
 
         with input.open("rb"):  # the input is readable before the output is looked at
             pass
         try:
-            self.store = JsonlStore(output, keep_rows=False, replace=not resume)
+            self.store = JsonlStore(output, key=key, keep_rows=False, replace=not resume)
         except NotAStoreError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(code=2) from exc
@@ -470,7 +473,7 @@ def correct(
     except GraphEvalError as exc:
         raise typer.BadParameter(str(exc)) from exc
     pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
-                       stop_on_error=stop_on_error)
+                       stop_on_error=stop_on_error, report_field="status")
     problems = pending.problems
     counts: dict[str, Any] = {"rows": 0, "flagged": 0, "pass after correction": 0, "changed": 0, "errors": 0}
     rouge: dict[str, list[float]] = {"rouge1": [], "rouge2": [], "rougeL": []}

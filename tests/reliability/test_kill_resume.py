@@ -180,7 +180,7 @@ def test_random_kills_and_torn_writes_of_non_ascii_rows_lose_nothing_and_touch_n
 def test_a_killed_no_resume_run_leaves_the_old_output_as_it_was(tmp_path: Path) -> None:
     rows, out = tmp_path / "rows.jsonl", tmp_path / "out.jsonl"
     rows.write_text(_non_ascii_rows(60), encoding="utf-8")
-    old = b'{"id": "old", "v": "\xc3\xa9"}\n'
+    old = b'{"id": "old", "hallucinated": false, "v": "\xc3\xa9"}\n'
     out.write_bytes(old)
     command = [sys.executable, "-m", "grapheval_plugins.cli", "evaluate", str(rows), "-o", str(out), "--no-resume",
                *FAST, "--batch-rows", "1"]

@@ -116,7 +116,7 @@ def test_the_cli_resumes_through_the_store_after_a_torn_write(tmp_path: Path) ->
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out.jsonl"
-    out.write_text(json.dumps({"id": "0", "ok": True}) + "\n" + '{"id": "1", "hallucina')  # killed mid-write
+    out.write_text(json.dumps({"id": "0", "hallucinated": False}) + "\n" + '{"id": "1", "hallucina')  # killed mid-write
     spec = "py:grapheval_plugins.testing:naive_triples_chat_model"
     result = CliRunner().invoke(app, ["evaluate", str(source), "-o", str(out), "--llm", spec, "--scorer",
                                       "py:grapheval_plugins.testing:KeywordScorer"])
@@ -184,11 +184,15 @@ def test_an_output_with_other_content_is_refused_not_erased(tmp_path: Path, resu
     rows = tmp_path / "rows.jsonl"
     rows.write_text(_ROWS, encoding="utf-8")
     notes = tmp_path / "notes.jsonl"
-    for content in (_ROWS, '{"id": "a"}\n{"no id": 1}\n', "plain text, no newline", '{"id": "a"}\nnot json\n'):
+    ours = json.dumps({"id": "a", "hallucinated": False}) + "\n"
+    for content in (_ROWS, ours + '{"no id": 1}\n', "plain text, no newline", ours + "not json\n",
+                    '{"id": "1", "context": "rows with ids", "output": "are not reports"}\n',
+                    json.dumps({"id": "1", "status": "corrected"}) + "\n"):  # a correction report is not ours
         notes.write_text(content, encoding="utf-8")
         result = CliRunner().invoke(app, ["evaluate", str(rows), "-o", str(notes), resume, *_FAKES])
         assert result.exit_code == 2 and "not a row this tool wrote" in _said(result), content
         assert notes.read_text(encoding="utf-8") == content
+    notes.write_text('{"no id": 1}\n', encoding="utf-8")
     with pytest.raises(jsonl.NotAStoreError):
         JsonlStore(notes)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.jsonl", "rows.jsonl"]
@@ -241,7 +245,7 @@ def test_no_resume_replaces_the_old_output_only_when_the_new_one_is_complete(
     rows = tmp_path / "rows.jsonl"
     rows.write_text(_ROWS, encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    old = json.dumps({"id": "old", "ok": True}) + "\n"
+    old = json.dumps({"id": "old", "hallucinated": False}) + "\n"
     out.write_text(old, encoding="utf-8")
 
     def fail(*args: object, **kwargs: object) -> None:
@@ -278,7 +282,7 @@ def test_a_no_resume_run_stopped_at_a_bad_record_keeps_the_old_output(tmp_path: 
     rows = tmp_path / "rows.jsonl"
     rows.write_text(_ROWS + "not json\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    old = json.dumps({"id": "old"}) + "\n"
+    old = json.dumps({"id": "old", "hallucinated": False}) + "\n"
     out.write_text(old, encoding="utf-8")
     result = CliRunner().invoke(app, ["evaluate", str(rows), "-o", str(out), "--no-resume", "--stop-on-error",
                                       "--batch-rows", "1", *_FAKES])
