@@ -358,8 +358,8 @@ def cache_only_chat_model(llm_id: str):  # type: ignore[no-untyped-def]
 class ResultStore(JsonlStore):
     """An append-only JSONL file of per-row results, one line per id (a :class:`~grapheval_plugins.jsonl.JsonlStore`).
 
-    On opening, a torn last line (an interrupted write) and, with ``redo_errors``, rows that recorded an error are
-    dropped (the file is rewritten without them), so they are redone; every other id counts as done.
+    On opening, a torn last line (an interrupted write) is dropped and, with ``redo_errors``, rows that recorded an
+    error do not count as done, so they are redone (the new row is appended and wins); every other id counts as done.
     """
 
     def __init__(self, path: str | Path, *, redo_errors: bool = True) -> None:

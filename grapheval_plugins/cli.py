@@ -123,11 +123,25 @@ def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str
 
 
 def done_ids(path: Path) -> set[str]:
-    """Ids already written to an output file (for resuming); a torn last line is dropped from the file."""
+    """Ids already written to an output file (for resuming); the file is only read.
+
+    Raises:
+        NotAStoreError: the file holds a line that is not a keyed row (someone else's file; it is left alone).
+    """
     from .jsonl import JsonlStore
 
-    with JsonlStore(path, keep_rows=False) as store:
-        return store.ids()
+    return JsonlStore(path, keep_rows=False).ids()
+
+
+def _refuse_same_files(reads: dict[str, Path | None], writes: dict[str, Path | None]) -> None:
+    """Stop (exit code 2) before anything is opened when a file to write is a file to read or another output."""
+    from .jsonl import SameFileError, refuse_same_files
+
+    try:
+        refuse_same_files(reads, writes)
+    except SameFileError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from exc
 
 
 def _summary_table(title: str, counts: dict[str, Any]) -> Table:
@@ -167,15 +181,29 @@ class _Pending:
     """The rows of INPUT still to process, streamed: each input record is read once, when it is needed, and only
     the ids seen so far are kept. Unreadable records and repeated ids are skipped and recorded in ``problems``
     (``unreadable`` counts them); with ``stop_on_error``, the first one stops the run instead (exit code 1; what
-    was written before it stays, and a re-run resumes)."""
+    was written before it stays, and a re-run resumes).
+
+    ``store`` is OUTPUT, only read so far: its ids are skipped when resuming; without ``resume`` it writes a new
+    file that replaces OUTPUT once the run is complete. OUTPUT holding anything but this command's reports (a
+    line with an ``id`` and ``report_field``) stops the run (exit code 2) with the file untouched."""
 
     def __init__(self, input: Path, output: Path, id_field: str, limit: int | None, resume: bool, *,
-                 delimiter: str | None = None, stop_on_error: bool = False) -> None:
-        if not resume and output.exists():
-            output.unlink()
+                 delimiter: str | None = None, stop_on_error: bool = False, report_field: str = "hallucinated") -> None:
+        from .jsonl import JsonlStore, NotAStoreError
+
+        def key(row: Any) -> str | None:  # a line of OUTPUT is this command's report (with ``report_field``)
+            return None if row.get("id") is None or report_field not in row else str(row["id"])
+
+        with input.open("rb"):  # the input is readable before the output is looked at
+            pass
+        try:
+            self.store = JsonlStore(output, key=key, keep_rows=False, replace=not resume)
+        except NotAStoreError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(code=2) from exc
         self.input, self.id_field, self.limit, self.delimiter = input, id_field, limit, delimiter
-        self.stop_on_error = stop_on_error
-        self.done = done_ids(output)
+        self.stop_on_error, self.resume = stop_on_error, resume
+        self.done = self.store.ids()
         self.skipped = len(self.done)
         self.unreadable = 0
         self.problems: list[str] = []
@@ -201,8 +229,9 @@ class _Pending:
     def check_stopped(self) -> None:
         """After the rows before it are written: exit with code 1 if ``stop_on_error`` stopped the run."""
         if self.stopped is not None:
-            console.print(f"[red]error:[/red] {self.input}: {self.stopped}; stopped (--stop-on-error): the rows "
-                          "before it are written, a re-run resumes after them")
+            done = ("the old output is kept (--no-resume: replaced only by a complete run)" if not self.resume
+                    else "the rows before it are written, a re-run resumes after them")
+            console.print(f"[red]error:[/red] {self.input}: {self.stopped}; stopped (--stop-on-error): {done}")
             raise typer.Exit(code=1)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -237,7 +266,7 @@ def _batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[st
 
 
 def _process_in_batches(
-    rows: Iterable[dict[str, Any]],
+    rows: _Pending,
     output: Path,
     *,
     desc: str,
@@ -248,13 +277,12 @@ def _process_in_batches(
     total: int | None = None,
 ) -> None:
     """Run ``process`` on batches of rows (read as they are needed), append each result (a pydantic model) to
-    OUTPUT as it comes, and ``tally`` it. A configuration error (a model that cannot load) stops the run; what is
-    written stays. Only the ids written are kept in memory."""
+    OUTPUT (``rows.store``) as it comes, and ``tally`` it. A configuration error (a model that cannot load) stops the run; what is
+    written stays (``--no-resume``: the old OUTPUT stays). Only the ids written are kept in memory."""
     from ._progress import progress_bar
     from .exceptions import GraphEvalError
-    from .jsonl import JsonlStore
 
-    with JsonlStore(output, keep_rows=False) as out, progress_bar(total, desc, leave=True) as bar:
+    with rows.store as out, progress_bar(total, desc, leave=True) as bar:
         for batch in _batches(rows, batch_rows):
             try:
                 results = process(batch)
@@ -267,12 +295,14 @@ def _process_in_batches(
                 out.append(data)
                 tally(row, result)
             bar.update(len(batch))
+        if rows.stopped is not None and out.replace:
+            out.discard()  # --no-resume: a run stopped at a bad record is not complete; the old output stays
 
 
 @app.command()
 def evaluate(
     input: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL or CSV file of rows.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write one JSON report per line.")] = Path(
+    output: Annotated[Path, typer.Option("-o", "--output", dir_okay=False, help="Where to write one JSON report per line.")] = Path(
         "grapheval-reports.jsonl"
     ),
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec, e.g. local:qwen2.5-coder-1.5b or bedrock:<id>.")] = None,
@@ -307,6 +337,7 @@ def evaluate(
     from .exceptions import InputError
     from .pipeline import GraphEval
 
+    _refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
     if mode not in ("graph", "raw"):
         raise typer.BadParameter("mode must be 'graph' or 'raw'")
     if engine_name not in ("process", "ray"):
@@ -325,7 +356,7 @@ def evaluate(
         rows = list(pending)  # the Ray pipeline takes the rows at once
         counts["skipped (unreadable)"] = pending.unreadable
         _evaluate_on_ray(
-            rows, output, counts, pending.problems, llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
+            rows, output, counts, pending.problems, append=resume, llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
             method=rule, cache=cache, context_key=context_field, output_key=output_field, id_key=id_field, address=address,
             extract_actors=extract_actors, check_actors=check_actors, requests_per_minute=requests_per_minute,
             tokens_per_minute=tokens_per_minute,
@@ -377,7 +408,7 @@ def _evaluate_here(
 
 def _evaluate_on_ray(
     rows: list[dict[str, Any]], output: Path, counts: dict[str, Any], problems: list[str], *, address: str | None,
-    **options: Any,
+    append: bool, **options: Any,
 ) -> None:
     """``evaluate --engine ray``: the pending rows through the Ray pipeline, each report appended as it comes."""
     from .exceptions import GraphEvalError
@@ -389,11 +420,15 @@ def _evaluate_on_ray(
         raise typer.Exit(code=2) from exc
     if rows:
         try:
-            summary = evaluate_to_file(rows, output, append=True, address=address, show_progress=True, **options)
+            summary = evaluate_to_file(rows, output, append=append, address=address, show_progress=True, **options)
         except GraphEvalError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(code=2) from exc
     else:
+        if not append:  # --no-resume and nothing to do: the output is the empty run
+            from .jsonl import JsonlStore
+
+            JsonlStore(output, replace=True, keep_rows=False).close()
         summary = RayEvalSummary(path=output)
     counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
     counts.update(_usage_counts(summary.usage))
@@ -407,7 +442,7 @@ def _evaluate_on_ray(
 @app.command()
 def correct(
     input: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL or CSV file of rows.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write one JSON correction report per line.")] = Path(
+    output: Annotated[Path, typer.Option("-o", "--output", dir_okay=False, help="Where to write one JSON correction report per line.")] = Path(
         "grapheval-corrections.jsonl"
     ),
     method: Annotated[
@@ -440,6 +475,7 @@ def correct(
     from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
+    _refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
     if method not in ("graph", "evidence", "direct", "constrained"):
         raise typer.BadParameter("method must be 'graph', 'evidence', 'direct' or 'constrained'")
     if guard not in ("off", "reject", "flag"):
@@ -458,7 +494,7 @@ def correct(
     except GraphEvalError as exc:
         raise typer.BadParameter(str(exc)) from exc
     pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
-                       stop_on_error=stop_on_error)
+                       stop_on_error=stop_on_error, report_field="status")
     problems = pending.problems
     counts: dict[str, Any] = {"rows": 0, "flagged": 0, "pass after correction": 0, "changed": 0, "errors": 0}
     rouge: dict[str, list[float]] = {"rouge1": [], "rouge2": [], "rougeL": []}
@@ -528,7 +564,7 @@ def _write_html_report(results: list[Path], out: Path, **kwargs: Any) -> None:
 @app.command("report")
 def report_command(
     results: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="Per-row JSONL file(s) written by evaluate (or correct).")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the HTML page.")] = Path("grapheval-report.html"),
+    output: Annotated[Path, typer.Option("-o", "--output", dir_okay=False, help="Where to write the HTML page.")] = Path("grapheval-report.html"),
     inputs: Annotated[Optional[Path], typer.Option(exists=True, dir_okay=False, help="The input rows (JSONL or CSV): shows each row's context.")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Report only the first N rows.")] = None,
     title: Annotated[Optional[str], typer.Option(help="Page title.")] = None,
@@ -541,6 +577,8 @@ def report_command(
     id_field: Annotated[str, typer.Option(help="Field of INPUTS holding the row id (default: the line number).")] = "id",
 ) -> None:
     """Write the HTML report of a finished (or interrupted) run from its per-row JSONL: no model is loaded."""
+    _refuse_same_files({**{f"RESULTS[{i}]": p for i, p in enumerate(results)}, "--inputs": inputs},
+                       {"--output": output})
     _write_html_report(results, output, inputs=inputs, limit=limit, title=title, inline_rows=inline_rows,
                        threshold=threshold, id_field=id_field, context_field=context_field, output_field=output_field)
 

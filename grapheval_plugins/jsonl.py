@@ -1,11 +1,15 @@
 """Resumable JSONL output: one JSON object per line, keyed by an id, appended as each row is done.
 
 :class:`JsonlStore` is what the ``grapheval`` command line and the benchmark harness write their per-row results
-with. Opening a file reads what an earlier (possibly interrupted) run wrote: a torn last line, a line that is
-not a JSON object or has no id, and rows the caller asks to redo are dropped (the file is rewritten without them,
-atomically), so a new run skips exactly the ids that are done. Each append is written and flushed at once;
-``fsync`` runs at most every ``fsync_every_s`` seconds (and on :meth:`JsonlStore.close`), so a crash loses at most
-that much of what the OS had not yet stored, while a long run does not pay for a disk sync per row.
+with. The file is append-only: opening it only reads it, and the store never rewrites a line it did not write.
+Reading it back, a row to redo (the caller's ``redo``) does not count as done, and for an id written twice the
+last line wins. The one line dropped is a torn *last* line (an interrupted write, cut anywhere, even inside a
+multi-byte character): it is cut off just before the next append. A file with any other line the store cannot
+key (not a JSON object, no id, not UTF-8) is someone else's: :class:`NotAStoreError`, and the file stays as it is.
+Each append is written and flushed at once; ``fsync`` runs at most every ``fsync_every_s`` seconds (and on
+:meth:`JsonlStore.close`), so a crash loses at most that much of what the OS had not yet stored, while a long run
+does not pay for a disk sync per row. ``replace=True`` starts afresh without touching the old file until the
+new one is complete: the rows go to a temporary file beside it, renamed over it by :meth:`JsonlStore.close`.
 
 >>> import os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "out.jsonl")
@@ -27,11 +31,49 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
-__all__ = ["JsonlStore", "numbered_rows", "read_jsonl"]
+from .exceptions import InputError
+
+__all__ = ["JsonlStore", "NotAStoreError", "SameFileError", "numbered_rows", "read_jsonl", "refuse_same_files"]
 
 logger = logging.getLogger(__name__)
+
+
+class NotAStoreError(InputError):
+    """An output file holds a line a :class:`JsonlStore` cannot key: it is not a file the store wrote, and it is
+    refused (left as it is) rather than appended to or replaced."""
+
+
+class SameFileError(InputError):
+    """A file a command writes is also one it reads (or another it writes), directly or through a link."""
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): compare where they lead
+        return a.resolve() == b.resolve()
+
+
+def refuse_same_files(reads: Mapping[str, Path | None], writes: Mapping[str, Path | None]) -> None:
+    """Raise :class:`SameFileError` when a file to write is a file to read or another file to write.
+
+    Compared as the files they are (``os.path.samefile``: hard links and symbolic links too), else by resolved path
+    when one does not exist yet. Call it before anything is opened for writing.
+
+    >>> from pathlib import Path
+    >>> refuse_same_files({"INPUT": Path("rows.jsonl")}, {"--output": Path("./rows.jsonl")})
+    Traceback (most recent call last):
+    ...
+    grapheval_plugins.jsonl.SameFileError: --output: is the same file as INPUT (rows.jsonl): it would be overwritten; write elsewhere
+    """
+    given = [(name, Path(p)) for name, p in writes.items() if p is not None]
+    for i, (name, path) in enumerate(given):
+        for other, seen in [(n, Path(p)) for n, p in reads.items() if p is not None] + given[:i]:
+            if _same(path, seen):
+                raise SameFileError(name, f"is the same file as {other} ({seen}): it would be overwritten; "
+                                          "write elsewhere")
 
 
 def numbered_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
@@ -52,22 +94,24 @@ def numbered_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | None
     """
     with Path(path).open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                yield number, None, f"not UTF-8 text (byte {exc.start}: {exc.reason})"
+            if not (raw.removeprefix(b"\xef\xbb\xbf") if number == 1 else raw).strip():
                 continue
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield number, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
-                continue
-            if not isinstance(row, dict):
-                yield number, None, "not a JSON object"
-                continue
-            yield number, row, None
+            row, problem = _parse(raw, bom=number == 1)
+            yield number, row, problem
+
+
+def _parse(raw: bytes, *, bom: bool = False) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        line = raw.decode("utf-8-sig" if bom else "utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (byte {exc.start}: {exc.reason})"
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+    if not isinstance(row, dict):
+        return None, "not a JSON object"
+    return row, None
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
@@ -82,6 +126,19 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
             yield row
 
 
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # not on every platform
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 class JsonlStore:
     """An append-only JSONL file of rows, at most one per id, that a re-run resumes.
 
@@ -89,15 +146,23 @@ class JsonlStore:
         path: the file (created with its folder when missing).
         key: the field holding each row's id (ids are compared as strings), or a function giving a row's id
             (``None`` for a row without one), for files keyed by several fields.
-        redo: rows of the existing file for which this returns true are dropped on opening, so they are done
-            again (e.g. rows that recorded an error). ``None``: every readable row with an id counts as done.
+        redo: rows of the existing file for which this returns true do not count as done, so they are done
+            again (e.g. rows that recorded an error); the new row is appended and wins. ``None``: every row
+            counts as done.
         fsync_every_s: the longest time between a write and the ``fsync`` that makes it durable (0: every row).
         keep_rows: hold every row in :attr:`rows` (the benchmark harness reads them back). ``False`` keeps only the
             ids, so a long run's memory does not grow with what it has written (the command line's choice);
             :attr:`rows` is then empty.
+        replace: start with no row done and write to ``.<name>.partial`` beside ``path``, which :meth:`close`
+            renames over ``path`` (leaving the context with an exception, or a killed process, leaves ``path``
+            as it was). An existing ``path`` must still be a store's file.
 
-    For an id written twice in an existing file, the last row wins (and the file is rewritten with one row per
-    id). :meth:`append` refuses an id that is already there.
+    Raises:
+        NotAStoreError: a complete line of the existing file is not a JSON object with an id (the file is left
+            as it is).
+
+    For an id written twice in an existing file, the last row wins. :meth:`append` refuses an id that is already
+    there.
     """
 
     def __init__(
@@ -108,6 +173,7 @@ class JsonlStore:
         redo: Callable[[Mapping[str, Any]], bool] | None = None,
         fsync_every_s: float = 1.0,
         keep_rows: bool = True,
+        replace: bool = False,
     ) -> None:
         if fsync_every_s < 0:
             raise ValueError("fsync_every_s must be >= 0")
@@ -121,52 +187,58 @@ class JsonlStore:
             self._key = lambda row: None if row.get(field) is None else str(row[field])
         self.fsync_every_s = fsync_every_s
         self.keep_rows = keep_rows
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.replace = replace
         self.rows: dict[str, dict[str, Any]] = {}
         self._ids: set[str] = set()
-        self._fh: Any = None
+        self._fh: BinaryIO | None = None
         self._last_sync = time.monotonic()
+        self._end: int | None = None  # bytes of the file that are whole lines (a torn tail is cut there)
+        self._size = 0  # the size the file had when read
+        self._newline = False  # the last line is whole but lacks its newline
         self._load(redo)
+        if replace:
+            self.rows.clear()
+            self._ids.clear()
+
+    @property
+    def partial(self) -> Path:
+        """Where ``replace=True`` writes until :meth:`close`."""
+        return self.path.with_name(f".{self.path.name}.partial")
 
     def _load(self, redo: Callable[[Mapping[str, Any]], bool] | None) -> None:
-        if not self.path.exists():
+        try:
+            fh = self.path.open("rb")
+        except FileNotFoundError:
             return
-        dropped = lines = 0
-        torn_tail = False
-        last: dict[str, int] = {}  # id -> number of the line that holds it (the last one wins)
-        with self.path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh):
-                lines += 1
-                torn_tail = not line.endswith("\n")
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    dropped += 1
+        offset = 0
+        with fh:
+            for number, raw in enumerate(fh, start=1):
+                whole = raw.endswith(b"\n")
+                if not raw.strip():
+                    offset += len(raw)
                     continue
-                rid = self._key(row) if isinstance(row, dict) else None
-                if rid is None or (redo is not None and redo(row)):
-                    dropped += 1
-                    continue
-                if rid in last:
-                    dropped += 1
-                    del last[rid]  # the last one wins, in the order it was written
+                row, problem = _parse(raw)
+                rid = self._key(row) if row is not None else None
+                if rid is None and not whole and row is None and raw.lstrip().startswith(b'{"'):
+                    self._end = offset  # a torn last line: cut off before the next append
+                    logger.info("%s: a torn last line (%d bytes) is dropped", self.path, len(raw))
+                    break
+                if row is None or rid is None:
+                    why = problem or "no id"
+                    raise NotAStoreError(
+                        str(self.path), f"line {number} is not a row this tool wrote ({why}); refusing to change "
+                                        "the file: give another output path, or move this file away")
+                offset += len(raw)
+                self._newline = not whole
+                if redo is not None and redo(row):
+                    self._ids.discard(rid)
                     self.rows.pop(rid, None)
-                last[rid] = number
+                    continue
+                self._ids.add(rid)
                 if self.keep_rows:
+                    self.rows.pop(rid, None)  # the last one wins, in the order it was written
                     self.rows[rid] = row
-        self._ids = set(last)
-        if dropped or torn_tail:  # rewrite: one line per done id, each ending in a newline
-            kept = set(last.values())
-            tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-            with self.path.open(encoding="utf-8") as fh, tmp.open("w", encoding="utf-8") as out:
-                for number, line in enumerate(fh):
-                    if number in kept:
-                        out.write(line if line.endswith("\n") else line + "\n")
-                out.flush()
-                os.fsync(out.fileno())
-            tmp.replace(self.path)
-            if dropped:
-                logger.info("%s: dropped %d torn/redone/duplicate line(s) of %d", self.path, dropped, lines)
+        self._size = self.path.stat().st_size
 
     # ---------------------------------------------------------------- reading
     def ids(self) -> set[str]:
@@ -182,6 +254,28 @@ class JsonlStore:
         return len(self._ids)
 
     # ---------------------------------------------------------------- writing
+    def _open(self) -> BinaryIO:
+        if self._fh is not None:
+            return self._fh
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.replace:
+            self._fh = self.partial.open("wb")
+            return self._fh
+        fh = self.path.open("ab")
+        try:
+            size = os.fstat(fh.fileno()).st_size
+            if (self._end is not None or self._newline) and size != self._size:
+                raise NotAStoreError(str(self.path), "changed since it was read (another writer?); not appending")
+            if self._end is not None:
+                fh.truncate(self._end)  # the torn last line, and nothing else
+            elif self._newline:
+                fh.write(b"\n")
+        except BaseException:
+            fh.close()
+            raise
+        self._end, self._newline, self._fh = None, False, fh
+        return fh
+
     def append(self, row: Mapping[str, Any]) -> None:
         """Write ``row`` as one line and flush it (``fsync`` at the bounded interval).
 
@@ -193,16 +287,16 @@ class JsonlStore:
             raise ValueError(f"row has no id ({self.key!r})")
         if rid in self._ids:
             raise ValueError(f"row {rid!r} is already in {self.path}")
-        if self._fh is None:
-            self._fh = self.path.open("a", encoding="utf-8")
-        self._fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-        self._fh.flush()
+        line = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+        fh = self._open()
+        fh.write(line)
+        fh.flush()
         self._ids.add(rid)
         if self.keep_rows:
             self.rows[rid] = dict(row)
         now = time.monotonic()
         if now - self._last_sync >= self.fsync_every_s:
-            os.fsync(self._fh.fileno())
+            os.fsync(fh.fileno())
             self._last_sync = now
 
     def extend(self, rows: Iterable[Mapping[str, Any]]) -> None:
@@ -218,13 +312,30 @@ class JsonlStore:
             self._last_sync = time.monotonic()
 
     def close(self) -> None:
-        """``fsync`` and close the file (appending again reopens it)."""
+        """``fsync`` and close the file (appending again reopens it); with ``replace=True``, the new file (empty
+        when nothing was appended) then replaces ``path``."""
+        if self.replace:
+            self._open()
         if self._fh is not None:
             try:
                 self.sync()
             finally:
                 self._fh.close()
                 self._fh = None
+        if self.replace:
+            os.replace(self.partial, self.path)
+            _fsync_dir(self.path.parent)
+            self.replace = False
+            self._size = self.path.stat().st_size
+
+    def discard(self) -> None:
+        """Close without replacing: with ``replace=True``, the partial file is removed and ``path`` kept."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        if self.replace:
+            self.partial.unlink(missing_ok=True)
+            self.replace = False
 
     def __enter__(self) -> JsonlStore:
         return self
@@ -232,7 +343,10 @@ class JsonlStore:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close()
+        if exc_type is not None and self.replace:
+            self.discard()
+        else:
+            self.close()
 
     def __del__(self) -> None:  # a store dropped without close() still closes its file
         fh = self.__dict__.get("_fh")

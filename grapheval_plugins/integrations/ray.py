@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import json
 import logging
 import warnings
@@ -443,9 +444,14 @@ def evaluate_to_file(
     """Check every row of ``source`` on Ray and write one report per row to ``output`` as the results come.
 
     ``output`` ending in ``.parquet`` is written as Parquet (:func:`report_schema`), anything else as JSONL,
-    line for line what ``grapheval evaluate`` writes; ``append=True`` adds to an existing JSONL file (resuming).
-    Options are those of :func:`build_dataset`; Ray is started as in :func:`evaluate_dataset`.
+    line for line what ``grapheval evaluate`` writes, through a :class:`~grapheval_plugins.jsonl.JsonlStore`:
+    ``append=True`` adds to an existing JSONL file (resuming: a torn last line is dropped); otherwise the new file
+    replaces ``output`` only once every report is written (a failed or killed run leaves the old one). Either way
+    an existing ``output`` of other content is refused (``NotAStoreError``, before Ray starts), not overwritten. A
+    repeated id is written once (the others are listed in ``problems``). Options are those of :func:`build_dataset`; Ray is started as in :func:`evaluate_dataset`.
     """
+    from ..jsonl import JsonlStore
+
     path = Path(output)
     summary = RayEvalSummary(path=path)
     parquet = path.suffix.lower() in (".parquet", ".pq")
@@ -461,16 +467,25 @@ def evaluate_to_file(
                 on_report(report)
             yield line, report
 
+    unnamed = itertools.count()
+
+    def key(row: Mapping[str, Any]) -> str | None:  # a report (one without an id too); anything else: no key
+        if "id" not in row or "hallucinated" not in row:
+            return None
+        return f"\0{next(unnamed)}" if row["id"] is None else str(row["id"])
+
+    store = None if parquet else JsonlStore(path, key=key, replace=not append, keep_rows=False)  # checked first
     with _ray_session(address, num_cpus, ray_init), _ordered(preserve_order, show_progress):
         lines = iter_report_json(build_dataset(source, **options))
-        if parquet:
+        if store is None:
             _write_parquet(path, (r for _, r in reports(lines)))
-        else:
-            with path.open("a" if append else "w", encoding="utf-8") as fh:
-                for line, _ in reports(lines):
-                    fh.write(line + "\n")
-                    if summary.rows % 256 == 0:
-                        fh.flush()
+            return summary
+        with store:
+            for line, report in reports(lines):
+                if report.id is not None and report.id in store:
+                    summary.problems.append(f"row {report.id}: repeated id, its report is not written twice")
+                    continue
+                store.append(json.loads(line))
     return summary
 
 

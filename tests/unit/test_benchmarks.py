@@ -273,7 +273,9 @@ def test_torn_last_line_and_errored_rows_are_redone(tmp_path: Path) -> None:
         fh.write('{"id": "row-9", "label"')  # a write cut short
     summary = _run(rows, tmp_path)
     assert (summary.skipped, summary.done, summary.errors) == (4, 1, 0)
-    out = _lines(tmp_path / "out.jsonl")
+    lines = _lines(tmp_path / "out.jsonl")  # append-only: the errored row stays, the torn line is cut
+    assert [r["id"] for r in lines] == [f"row-{i}" for i in range(5)] + ["row-2"]
+    out = bench.load_results(tmp_path / "out.jsonl")  # the last row of an id wins
     assert sorted(r["id"] for r in out) == [f"row-{i}" for i in range(5)]
     assert all(r["error"] is None for r in out)
 

