@@ -122,11 +122,17 @@ def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str
             yield start, dict(zip(header, record)), None
 
 
+def _failed(row: Any) -> bool:
+    """A written report without a verdict (``ok`` false): a resumed run does its row again."""
+    return row.get("ok") is False
+
+
 def done_ids(path: Path) -> set[str]:
-    """Ids already written to an output file (for resuming); a torn last line is dropped from the file."""
+    """Ids already written to an output file (for resuming); a torn last line, and reports without a verdict
+    (their rows are done again), are dropped from the file."""
     from .jsonl import JsonlStore
 
-    with JsonlStore(path, keep_rows=False) as store:
+    with JsonlStore(path, keep_rows=False, redo=_failed) as store:
         return store.ids()
 
 
@@ -276,7 +282,7 @@ def evaluate(
     limit: Annotated[Optional[int], typer.Option(help="Check only the first N rows.")] = None,
     cache: Annotated[Optional[Path], typer.Option(help="SQLite file caching extracted knowledge graphs.")] = None,
     batch_rows: Annotated[int, typer.Option(help="Rows processed (and written) per batch.")] = 16,
-    resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT.")] = True,
+    resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT with a verdict (rows that failed are done again).")] = True,
     delimiter: Annotated[Optional[str], typer.Option(help="CSV delimiter, one character or 'tab' (default: sniffed from the header among , ; tab |; a tab for .tsv).")] = None,
     stop_on_error: Annotated[bool, typer.Option("--stop-on-error", help="Stop (exit code 1) at the first unreadable input record instead of skipping and reporting it.")] = False,
     report: Annotated[Optional[Path], typer.Option("--report", help="Also write an HTML report of the run (all of OUTPUT) here.")] = None,
