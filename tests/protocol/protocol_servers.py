@@ -30,7 +30,7 @@ from urllib.parse import unquote
 
 from grapheval_plugins.testing import keyword_support
 
-FAULTS = ("throttle", "500", "503", "reset", "timeout", "truncated", "empty", "refusal", "blocks")
+FAULTS = ("throttle", "invalid", "500", "503", "reset", "timeout", "truncated", "empty", "refusal", "blocks")
 """The faults an emulator can inject (see :meth:`EmulatorServer.fault`)."""
 
 _INPUT = re.compile(r"<input>(.*?)</input>", re.S)
@@ -230,7 +230,7 @@ class EmulatorServer:
             return
         if kind == "timeout":
             self._stopping.wait(self.timeout_s)
-        if kind in ("throttle", "500", "503"):
+        if kind in ("throttle", "invalid", "500", "503"):
             status, headers, payload = self.error(kind, fault.seconds if fault else 1.0)
             handler.send_json(status, payload, headers)
             return
@@ -265,6 +265,7 @@ class BedrockConverseServer(EmulatorServer):
     _PATH = re.compile(r"^/model/(?P<model>[^/]+)/converse$")
     _ERRORS = {
         "throttle": (429, "ThrottlingException", "Too many requests, please wait before trying again."),
+        "invalid": (400, "ValidationException", "The provided request is not valid."),
         "500": (500, "InternalServerException", "The server encountered an internal error."),
         "503": (503, "ServiceUnavailableException", "The service is unavailable. Try again later."),
     }
@@ -314,6 +315,7 @@ class AnthropicMessagesServer(EmulatorServer):
 
     _ERRORS = {
         "throttle": (429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
+        "invalid": (400, "invalid_request_error", "prompt is too long: 250000 tokens > 200000 maximum"),
         "500": (500, "api_error", "Internal server error"),
         "503": (529, "overloaded_error", "Overloaded"),
     }

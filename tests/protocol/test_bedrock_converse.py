@@ -196,3 +196,14 @@ def test_the_rate_limit_holds_under_concurrency(bedrock: BedrockConverseServer) 
     assert span >= (len(times) - burst) / (rpm / 60) * 0.95, (len(times), span)
     for i in range(len(times) - 6):  # any 6 consecutive requests span at least (6 - burst) refills
         assert times[i + 5] - times[i] >= (6 - burst) / (rpm / 60) * 0.9
+
+
+def test_a_rejected_request_is_not_retried(bedrock: BedrockConverseServer) -> None:
+    """A 400 ``ValidationException`` cannot succeed on a second identical call: one request, then the row's error
+    (botocore's ``ClientError`` carries its status in ``response["ResponseMetadata"]``)."""
+    bedrock.fault("invalid", times=1000, when="<input>The Eiffel")
+    chat = chat_bedrock(PAPER_MODEL, region_name="us-east-1")
+    report = GraphEval(llm=chat, scorer=chat).evaluate(context=ROWS[1]["context"], output=ROWS[1]["output"])  # one-model
+
+    assert not report.ok and "ValidationException" in report.errors[0].message
+    assert len(bedrock.calls("<input>The Eiffel")) == 1
