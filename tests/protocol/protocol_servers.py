@@ -79,6 +79,7 @@ class Logged:
     path: str
     body: dict[str, Any]
     headers: dict[str, str]
+    """Lower-case names."""
     prompt: str
     fault: str | None = None
 
@@ -219,7 +220,7 @@ class EmulatorServer:
         prompt = system + "\n" + user
         fault = self._take_fault(prompt)
         with self._lock:
-            self.requests.append(Logged(time.monotonic(), handler.path, body, dict(handler.headers.items()), prompt,
+            self.requests.append(Logged(time.monotonic(), handler.path, body, {k.lower(): v for k, v in handler.headers.items()}, prompt,
                                         fault.kind if fault else None))
         if not self.route(handler.path):
             handler.send_json(404, {"message": f"no route {handler.path}"})
@@ -330,7 +331,7 @@ class AnthropicMessagesServer(EmulatorServer):
 
     def error(self, kind: str, seconds: float) -> tuple[int, dict[str, str], Any]:
         status, name, message = self._ERRORS[kind]
-        headers = {"request-id": "req_emulated", "x-should-retry": "true"}
+        headers = {"request-id": "req_emulated", "x-should-retry": "false" if kind == "invalid" else "true"}
         if kind == "throttle":
             headers["retry-after"] = str(int(seconds))
         return status, headers, {"type": "error", "error": {"type": name, "message": message}}

@@ -50,7 +50,7 @@ def test_paper_preset_by_spec_runs_end_to_end(bedrock: BedrockConverseServer) ->
     first = extraction[0]
     assert first.body["inferenceConfig"] == {"maxTokens": 2048, "temperature": 0.0}
     assert first.body["system"] and first.body["messages"][-1]["role"] == "user"
-    assert "Credential=test/" in first.headers["Authorization"] and "/us-east-1/bedrock/" in first.headers["Authorization"]
+    assert "Credential=test/" in first.headers["authorization"] and "/us-east-1/bedrock/" in first.headers["authorization"]
     assert len(bedrock.calls("Claims:\n")) >= 1  # the judge's calls went to the same endpoint
 
 
