@@ -101,6 +101,8 @@ def test_an_unusable_answer_ends_in_a_row_error(anthropic_server: AnthropicMessa
     assert by_id["curie"].ok and by_id["river"].ok
     assert not by_id["tower"].ok
     assert any("no verdict" in e.message for e in by_id["tower"].errors), by_id["tower"].errors
+    if fault == "refusal":  # the provider's stop reason says why the answer is empty
+        assert any("'refusal'" in e.message for e in by_id["tower"].errors), by_id["tower"].errors
     assert len(anthropic_server.calls("Rome")) <= 2 + 2
 
 

@@ -130,8 +130,8 @@ def test_an_unusable_answer_ends_in_a_row_error_with_its_reason(bedrock: Bedrock
     failed = by_id["tower"]
     assert not failed.ok
     assert any("no verdict" in e.message for e in failed.errors), failed.errors
-    if fault == "refusal":
-        assert any("I'm sorry" in e.message for e in failed.errors), failed.errors
+    if fault == "refusal":  # the answer and the provider's stop reason are quoted
+        assert any("I'm sorry" in e.message and "content_filtered" in e.message for e in failed.errors), failed.errors
     assert len(bedrock.calls("Rome")) <= 2 + 2  # two extraction attempts, the judge's call and its one retry
 
 
