@@ -54,7 +54,8 @@ _NORMAL_STOPS = frozenset({"end_turn", "stop", "stop_sequence", "eos", "tool_use
 def stop_reason(message: Any) -> str | None:
     """Why the provider ended an answer, when not in the normal way: ``"refusal"`` (Anthropic),
     ``"content_filtered"`` (Bedrock), ``"content_filter"`` (OpenAI), ``"max_tokens"`` / ``"length"`` (cut off) …;
-    ``None`` for a normal end or when the answer does not say.
+    ``None`` for a normal end or when the answer does not say. An OpenAI answer that holds a ``refusal`` gives
+    ``"refusal"``.
 
     >>> from langchain_core.messages import AIMessage
     >>> stop_reason(AIMessage(content="", response_metadata={"stop_reason": "refusal"}))
@@ -62,6 +63,9 @@ def stop_reason(message: Any) -> str | None:
     >>> stop_reason(AIMessage(content="ok", response_metadata={"stopReason": "end_turn"})) is None
     True
     """
+    extra = getattr(message, "additional_kwargs", None)
+    if isinstance(extra, dict) and isinstance(extra.get("refusal"), str) and extra["refusal"]:
+        return "refusal"  # OpenAI's: the answer's text is in ``refusal``, its finish reason a plain "stop"
     metadata = getattr(message, "response_metadata", None)
     if not isinstance(metadata, dict):
         return None

@@ -355,3 +355,47 @@ class AnthropicMessagesServer(EmulatorServer):
             "stop_sequence": None,
             "usage": {"input_tokens": _tokens(json.dumps(body.get("messages", []))), "output_tokens": _tokens(text)},
         }
+
+
+class OpenAIChatServer(EmulatorServer):
+    """OpenAI's chat completions (``POST /v1/chat/completions``), as OpenAI-compatible servers speak them."""
+
+    _ERRORS = {
+        "throttle": (429, "rate_limit_exceeded", "Rate limit reached for requests"),
+        "invalid": (400, "context_length_exceeded", "This model's maximum context length is 4096 tokens."),
+        "500": (500, "server_error", "The server had an error while processing your request."),
+        "503": (503, "server_error", "The engine is currently overloaded, please try again later."),
+    }
+
+    def route(self, path: str) -> bool:
+        return path.rstrip("/").endswith("/chat/completions")
+
+    def prompt(self, body: dict[str, Any]) -> tuple[str, str]:
+        messages = body.get("messages", [])
+        system = "\n".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
+        user = "\n".join(_text(m.get("content")) for m in messages if m.get("role") == "user")
+        return system, user
+
+    def error(self, kind: str, seconds: float) -> tuple[int, dict[str, str], Any]:
+        status, code, message = self._ERRORS[kind]
+        headers = {"x-should-retry": "false" if kind == "invalid" else "true"}
+        if kind == "throttle":
+            headers["retry-after"] = str(int(seconds))
+        kind_name = "invalid_request_error" if kind == "invalid" else "requests" if kind == "throttle" else "server_error"
+        return status, headers, {"error": {"message": message, "type": kind_name, "param": None, "code": code}}
+
+    def answer(self, path: str, body: dict[str, Any], text: str, kind: str | None) -> Any:
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        finish = "stop"
+        if kind == "refusal":
+            message, finish = {"role": "assistant", "content": None, "refusal": "I'm sorry, I can't help with that."}, "stop"
+        prompt_tokens = _tokens(json.dumps(body.get("messages", [])))
+        return {
+            "id": f"chatcmpl-{len(self.requests):06d}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "model"),
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": _tokens(text),
+                      "total_tokens": prompt_tokens + _tokens(text)},
+        }
