@@ -122,15 +122,21 @@ def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str
             yield start, dict(zip(header, record)), None
 
 
+def _failed(row: Any) -> bool:
+    """A written report without a verdict (``ok`` false): a resumed run does its row again."""
+    return row.get("ok") is False
+
+
 def done_ids(path: Path) -> set[str]:
-    """Ids already written to an output file (for resuming); the file is only read.
+    """Ids already written to an output file (for resuming); the file is only read. Reports without a verdict
+    (``ok`` false) do not count: their rows are done again.
 
     Raises:
         NotAStoreError: the file holds a line that is not a keyed row (someone else's file; it is left alone).
     """
     from .jsonl import JsonlStore
 
-    return JsonlStore(path, keep_rows=False).ids()
+    return JsonlStore(path, keep_rows=False, redo=_failed).ids()
 
 
 def _refuse_same_files(reads: dict[str, Path | None], writes: dict[str, Path | None]) -> None:
@@ -197,7 +203,7 @@ class _Pending:
         with input.open("rb"):  # the input is readable before the output is looked at
             pass
         try:
-            self.store = JsonlStore(output, key=key, keep_rows=False, replace=not resume)
+            self.store = JsonlStore(output, key=key, keep_rows=False, replace=not resume, redo=_failed)
         except NotAStoreError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(code=2) from exc
@@ -321,7 +327,7 @@ def evaluate(
     limit: Annotated[Optional[int], typer.Option(help="Check only the first N rows.")] = None,
     cache: Annotated[Optional[Path], typer.Option(help="SQLite file caching extracted knowledge graphs.")] = None,
     batch_rows: Annotated[int, typer.Option(help="Rows processed (and written) per batch.")] = 16,
-    resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT.")] = True,
+    resume: Annotated[bool, typer.Option(help="Skip rows whose id is already in OUTPUT with a verdict (rows that failed are done again).")] = True,
     delimiter: Annotated[Optional[str], typer.Option(help="CSV delimiter, one character or 'tab' (default: sniffed from the header among , ; tab |; a tab for .tsv).")] = None,
     stop_on_error: Annotated[bool, typer.Option("--stop-on-error", help="Stop (exit code 1) at the first unreadable input record instead of skipping and reporting it.")] = False,
     report: Annotated[Optional[Path], typer.Option("--report", help="Also write an HTML report of the run (all of OUTPUT) here.")] = None,

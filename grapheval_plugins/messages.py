@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["describe_llm", "message_text"]
+__all__ = ["describe_llm", "message_text", "stop_reason"]
 
 
 def describe_llm(llm: Any) -> str:
@@ -46,3 +46,31 @@ def message_text(message: Any) -> str:
         elif isinstance(block, dict) and block.get("type", "text") == "text":
             parts.append(str(block.get("text", "")))
     return "".join(parts)
+
+
+_NORMAL_STOPS = frozenset({"end_turn", "stop", "stop_sequence", "eos", "tool_use", "tool_calls", "function_call"})
+
+
+def stop_reason(message: Any) -> str | None:
+    """Why the provider ended an answer, when not in the normal way: ``"refusal"`` (Anthropic),
+    ``"content_filtered"`` (Bedrock), ``"content_filter"`` (OpenAI), ``"max_tokens"`` / ``"length"`` (cut off) …;
+    ``None`` for a normal end or when the answer does not say. An OpenAI answer that holds a ``refusal`` gives
+    ``"refusal"``.
+
+    >>> from langchain_core.messages import AIMessage
+    >>> stop_reason(AIMessage(content="", response_metadata={"stop_reason": "refusal"}))
+    'refusal'
+    >>> stop_reason(AIMessage(content="ok", response_metadata={"stopReason": "end_turn"})) is None
+    True
+    """
+    extra = getattr(message, "additional_kwargs", None)
+    if isinstance(extra, dict) and isinstance(extra.get("refusal"), str) and extra["refusal"]:
+        return "refusal"  # OpenAI's: the answer's text is in ``refusal``, its finish reason a plain "stop"
+    metadata = getattr(message, "response_metadata", None)
+    if not isinstance(metadata, dict):
+        return None
+    for key in ("stop_reason", "stopReason", "finish_reason"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value and value.lower() not in _NORMAL_STOPS:
+            return value
+    return None

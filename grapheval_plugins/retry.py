@@ -54,8 +54,13 @@ class Reprompt(Exception):
 
 
 def _status_code(exc: BaseException) -> int | None:
-    for holder in (exc, getattr(exc, "response", None)):
+    response = getattr(exc, "response", None)
+    for holder in (exc, response):
         code = getattr(holder, "status_code", None)
+        if isinstance(code, int):
+            return code
+    if isinstance(response, dict):  # botocore's ClientError: the parsed response, its status in ResponseMetadata
+        code = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
         if isinstance(code, int):
             return code
     return None
@@ -65,7 +70,7 @@ def is_retryable(exc: BaseException) -> bool:
     """Whether a chat-model call that raised ``exc`` may succeed when made again.
 
     Not retried: :data:`NON_RETRYABLE` errors, and provider errors carrying an HTTP status (``status_code`` on
-    the error or its ``response``) in 400–499 other than 408, 409, 425 and 429: bad requests, authentication,
+    the error or its ``response``, or botocore's ``response["ResponseMetadata"]["HTTPStatusCode"]``) in 400–499 other than 408, 409, 425 and 429: bad requests, authentication,
     unknown models, prompts over the context length. Everything else (timeouts, connection resets, 5xx,
     throttling) is retried.
 

@@ -37,7 +37,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from .._template import fill
 from ..exceptions import InputError
-from ..messages import describe_llm, message_text
+from ..messages import describe_llm, message_text, stop_reason
 from .judge import (
     JUDGE_LABELS,
     JUDGE_RUBRIC,
@@ -185,7 +185,9 @@ class ChatLabelLogits:
             verdict = parsed.verdicts.get(number)
             if verdict is None:
                 excerpt = " ".join(text.split())[:160]
-                readings.append(LabelReading(error=f"{parsed.claim_problems[number]} in the answer {excerpt!r}"))
+                stopped = stop_reason(message)
+                why = f" (the provider's stop reason: {stopped!r})" if stopped else ""
+                readings.append(LabelReading(error=f"{parsed.claim_problems[number]} in the answer {excerpt!r}{why}"))
                 continue
             notes: tuple[str, ...] = ()
             logprobs = None

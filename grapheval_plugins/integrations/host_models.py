@@ -35,7 +35,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel, LangSmithParams
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..messages import describe_llm, message_text
 from ..usage import COST_KEY
@@ -85,11 +85,23 @@ class Costed(NamedTuple):
 
 
 class ExtractedTriple(BaseModel):
-    """One ``[subject, relation, object]`` triple, as a structured-output model fills it."""
+    """One ``[subject, relation, object]`` triple, as a structured-output model fills it. A list of three strings
+    (prompt A's own format, which small models keep to in JSON mode) is read as the three fields.
+
+    >>> ExtractedTriple.model_validate(["Paris", "capital of", "France"]).object
+    'France'
+    """
 
     subject: str = Field(description="the first entity")
     relation: str = Field(description="the relation between the two entities")
     object: str = Field(description="the second entity")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_list(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)) and len(value) == 3:
+            return dict(zip(("subject", "relation", "object"), value))
+        return value
 
 
 class KnowledgeGraphAnswer(BaseModel):

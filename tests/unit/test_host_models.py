@@ -71,6 +71,15 @@ def test_structured_answers_become_the_parsers_format() -> None:
     assert report.extraction.attempts == 2 and report.ok
 
 
+def test_structured_triples_as_lists_are_read() -> None:
+    """A model in JSON mode that writes each triple as prompt A's list of three strings (the 0.5B behind an
+    OpenAI-compatible server, through Ragas's llm_factory) is not rejected."""
+    answer = KnowledgeGraphAnswer.model_validate_json('{"triples": [["Eiffel Tower", "stands in", "Rome"]]}')
+    assert answer.as_answer() == '<python>[["Eiffel Tower", "stands in", "Rome"]]</python>'
+    with pytest.raises(ValueError):
+        KnowledgeGraphAnswer.model_validate({"triples": [["only", "two"]]})
+
+
 # --------------------------------------------------------------------------- DeepEval's model=
 deepeval = pytest.importorskip("deepeval")
 

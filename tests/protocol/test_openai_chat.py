@@ -1,0 +1,86 @@
+"""OpenAI's chat completions over HTTP through ``langchain_openai.ChatOpenAI`` (and the ``openai`` SDK under it),
+against an emulator on 127.0.0.1: the faults. The real model behind an OpenAI-compatible server is in
+``test_openai_compatible.py``."""
+
+from __future__ import annotations
+
+import pytest
+from protocol_servers import OpenAIChatServer
+from test_bedrock_converse import EXPECTED, QUICK, ROWS
+
+from grapheval_plugins import GraphEval
+
+MODEL = "gpt-4o-mini"
+
+
+@pytest.fixture
+def openai_server() -> OpenAIChatServer:  # type: ignore[misc]
+    with OpenAIChatServer() as server:
+        yield server
+
+
+def _chat(server: OpenAIChatServer, **options: object):  # type: ignore[no-untyped-def]
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(model=MODEL, base_url=f"{server.url}/v1", api_key="test", **options)
+
+
+def test_the_provider_spec_reaches_the_server(openai_server: OpenAIChatServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``openai:<model>`` (``init_chat_model``), with the endpoint and key from the environment."""
+    pytest.importorskip("langchain", reason="'<provider>:<model>' specs need the langchain package")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{openai_server.url}/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    spec = f"openai:{MODEL}"
+    reports = GraphEval(llm=spec, scorer=f"judge:{spec}").evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+
+    assert {r.id: r.hallucinated for r in reports} == EXPECTED
+    assert {r.body["model"] for r in openai_server.calls()} == {MODEL}
+
+
+@pytest.mark.parametrize("fault", ["throttle", "500", "503", "reset", "truncated", "timeout"])
+def test_a_transient_fault_is_retried_and_the_row_completes(openai_server: OpenAIChatServer, fault: str) -> None:
+    openai_server.timeout_s = 3.0
+    openai_server.fault(fault, times=1, when="<input>The Eiffel")
+    chat = _chat(openai_server, max_retries=2, timeout=1.0)
+    reports = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+
+    assert {r.id: r.hallucinated for r in reports} == EXPECTED
+    tower = openai_server.calls("<input>The Eiffel")
+    assert [c.fault for c in tower] == [fault, None]
+    if fault == "throttle":  # the SDK waited the retry-after the server gave
+        assert tower[1].at - tower[0].at >= 0.95
+
+
+def test_a_lasting_fault_ends_in_a_row_error_and_the_batch_goes_on(openai_server: OpenAIChatServer) -> None:
+    openai_server.fault("500", times=1000, when="Rome")
+    chat = _chat(openai_server, max_retries=1)
+    reports = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+
+    by_id = {r.id: r for r in reports}
+    assert by_id["curie"].hallucinated is False and by_id["river"].hallucinated is False
+    assert not by_id["tower"].ok and "InternalServerError" in by_id["tower"].errors[0].message
+    assert len(openai_server.calls("<input>The Eiffel")) == 2 * 2  # the SDK's 2 × the extractor's 2
+
+
+def test_a_rejected_request_is_not_retried(openai_server: OpenAIChatServer) -> None:
+    openai_server.fault("invalid", times=1000, when="<input>The Eiffel")
+    chat = _chat(openai_server)
+    report = GraphEval(llm=chat, scorer=chat).evaluate(context=ROWS[1]["context"], output=ROWS[1]["output"])  # one-model
+
+    assert not report.ok and "maximum context length" in report.errors[0].message
+    assert len(openai_server.calls("<input>The Eiffel")) == 1
+
+
+@pytest.mark.parametrize("fault", ["empty", "refusal"])
+def test_an_unusable_answer_ends_in_a_row_error(openai_server: OpenAIChatServer, fault: str) -> None:
+    """An empty answer, or a refusal (``message.refusal`` set, ``content`` null)."""
+    openai_server.fault(fault, times=1000, when="Rome")
+    chat = _chat(openai_server)
+    reports = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+
+    by_id = {r.id: r for r in reports}
+    assert by_id["curie"].ok and by_id["river"].ok and not by_id["tower"].ok
+    assert any("no verdict" in e.message for e in by_id["tower"].errors), by_id["tower"].errors
+    if fault == "refusal":
+        assert any("'refusal'" in e.message for e in by_id["tower"].errors), by_id["tower"].errors
+    assert len(openai_server.calls("Rome")) <= 2 + 2
