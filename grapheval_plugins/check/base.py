@@ -18,30 +18,20 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from ..exceptions import ScoringError
 
 if TYPE_CHECKING:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-__all__ = ["FINGERPRINT_FIELDS", "ClaimScore", "Prepared", "Scorer", "split_context"]
+__all__ = ["FINGERPRINT_FIELDS", "ClaimScore", "Scorer", "split_context"]
 
 FINGERPRINT_FIELDS: tuple[str, ...] = (
     "prompt", "calibration", "labels", "verdict_p_unsupported", "claim_budget_tokens", "chunk_overlap_tokens",
     "model", "revision",
 )
 """The settings :meth:`Scorer.fingerprint` reads (from the scorer and from the ``backend`` it wraps, if any)."""
-
-
-class Prepared(Protocol):
-    """Work on a context that :meth:`Scorer.prepare` hands out, to run while the claims are being extracted."""
-
-    def __call__(self) -> None:
-        """Do the work (in a worker thread, at most once)."""
-
-    def close(self) -> None:
-        """Give back what the work holds; called whether or not it ran, more than once is harmless."""
 
 
 @dataclass(frozen=True)
@@ -121,11 +111,6 @@ class Scorer(ABC):
     max_premise_tokens: int | None = None
     """Largest premise, in :meth:`count_tokens` units, the model reads without truncation; ``None``: unbounded."""
     chunk_overlap_tokens: int = 48
-    checks_beside_extraction: bool = False
-    """``True`` when the scorer reads its pairs one at a time (nothing gained from many rows' claims in one pass)
-    and shares the cores with a local chat model fairly (the local judge: both go through the thread ledger):
-    :meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>` then checks each row as soon as it
-    is extracted, beside the extraction of the next rows, instead of checking after every row is extracted."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -169,12 +154,6 @@ class Scorer(ABC):
     @abstractmethod
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """P(supported) in [0, 1] for each ``(premise, hypothesis)`` pair, in order."""
-
-    def prepare(self, context: str | Sequence[str]) -> Prepared | None:
-        """Work on ``context`` that can run beside the extraction of its claims, before :meth:`check` scores
-        them (a local judge evaluates the context's part of its prompt ahead). ``None`` (the default) when there
-        is none, or when it would not gain anything now. The work must not change what :meth:`check` returns."""
-        return None
 
     def chunks(self, context: str) -> list[str]:
         """The chunks ``context`` is scored in."""
