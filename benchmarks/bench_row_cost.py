@@ -9,10 +9,7 @@ of the row is cached, no knowledge graph, no claim score. Engines, in a rotating
 evenly:
 
 * ``raw``: ``GraphEval(mode="raw")``, the whole output judged (the baseline a default row is compared with);
-* ``default``: ``GraphEval()`` as shipped (hybrid rule; extraction fidelity as far as the decision needs it; the
-  judge reads the row's context beside the extraction when a core is free);
-* ``default-serial``: the same, with the judge's work ahead turned off (``LocalJudgeScorer.prepare`` returns
-  ``None``): extraction, then checking, as before that existed;
+* ``default``: ``GraphEval()`` as shipped (hybrid rule; extraction fidelity as far as the decision needs it);
 * ``no-fidelity``: ``GraphEval(fidelity="off")`` (the default before extraction fidelity);
 * ``paper``: ``GraphEval(method="paper")``.
 
@@ -20,11 +17,10 @@ Reported per engine: mean seconds a row (extraction and checking apart), claims 
 on the same rows. Writes ``benchmarks/results/row-cost-<set>-<rows>[-<tag>].json``.
 
 ``batch`` times a batch instead, the CLI's main job: each engine in its own process, warmed up as above, runs
-``GraphEval.evaluate_many`` on all the drawn rows at once (``raw``; ``default``, which checks each row beside the
-extraction of the next; ``default-two-stage``, every row extracted and then every row checked, through
-``extract_rows`` / ``check_rows``), and reports wall seconds a row and P(hallucination) per row, with how many rows
-``default`` and ``default-two-stage`` decide alike, and each session's counters (``SessionStats``: tokens evaluated
-and generated, seconds of prompt evaluation and of decoding, seconds waited for threads). Writes ``benchmarks/results/batch-cost-<set>-<rows>[-<tag>].json``:
+``GraphEval.evaluate_many`` on all the drawn rows at once (``raw``; ``default``; ``default-two-stage``, every row
+extracted and then every row checked, through ``extract_rows`` / ``check_rows``), and reports wall seconds a row and
+P(hallucination) per row, with how many rows ``default`` and ``default-two-stage`` decide alike, and each session's
+counters (``SessionStats``: tokens evaluated and generated, seconds of prompt evaluation and of decoding). Writes ``benchmarks/results/batch-cost-<set>-<rows>[-<tag>].json``:
 
     nice -n 10 .venv/bin/python benchmarks/bench_row_cost.py batch --dataset qags_c --rows 8 --seed 0 --threads 0
 """
@@ -53,14 +49,11 @@ RESULTS = HERE / "results"
 ENGINES: dict[str, dict[str, Any]] = {
     "raw": {"mode": "raw"},
     "default": {},
-    "default-serial": {},
     "no-fidelity": {"fidelity": "off"},
     "paper": {"method": "paper"},
 }
 LLM = "local:qwen2.5-coder-1.5b"
 JUDGE = "judge:local:qwen2.5-coder-1.5b"
-AHEAD: list[bool] = []  # per evaluate call: whether the judge worked on the context beside the extraction
-SERIAL = {"default-serial"}  # engines whose judge does no work ahead of the check
 WARM_SET = "qags_x"  # the warm-up row comes from another set than the timed rows (unless that is the set)
 app = typer.Typer(add_completion=False)
 
@@ -71,14 +64,6 @@ def engine(name: str, threads: Optional[int]) -> Any:
 
     options = {"n_threads": threads} if threads else {}
     scorer = resolve_scorer(JUDGE, **options)
-    prepare = scorer.prepare
-
-    def counted(context: Any) -> Any:
-        job = None if name in SERIAL else prepare(context)
-        AHEAD.append(job is not None)
-        return job
-
-    scorer.prepare = counted  # type: ignore[method-assign]
     return GraphEval(llm=resolve_llm(LLM, **options), scorer=scorer, cache=False, **ENGINES[name])
 
 
@@ -104,7 +89,6 @@ def child(name: str, dataset: str, row_id: str, threads: Optional[int] = None) -
     ge = engine(name, threads)
     ge.evaluate(warm["context"], warm["output"])
     row = rows[row_id]
-    AHEAD.clear()
     t0 = time.perf_counter()
     report = ge.evaluate(row["context"], row["output"])
     seconds = time.perf_counter() - t0
@@ -114,7 +98,7 @@ def child(name: str, dataset: str, row_id: str, threads: Optional[int] = None) -
     print(json.dumps({
         "engine": name, "id": row_id, "seconds": round(seconds, 3),
         "extract": round(report.timings.get("extract", 0.0), 3), "check": round(report.timings.get("check", 0.0), 3),
-        "claims": n_claims, "dropped": dropped, "ahead": any(AHEAD),
+        "claims": n_claims, "dropped": dropped,
         "p_hallucination": None if report.score is None else round(1 - report.score, 6),
         "fidelity": ge.fidelity_in_force(), "errors": [e.message for e in report.errors],
     }))

@@ -11,7 +11,7 @@ in rotating order for ``--rounds`` rounds:
 
 * ``fixed-1``: ``n_threads=1``;
 * ``fixed-all``: ``n_threads`` = every core of the affinity mask (the old default);
-* ``policy``: no ``n_threads`` (the threads free at each evaluation, and the decode governor's back-off).
+* ``policy``: no ``n_threads`` (the cores other processes leave free when a call starts).
 
 Reported per scenario and setting: ms per generated token (decode only: the prompt is in the KV cache before the
 timed call), and the ratios to ``fixed-1``. The physical limit is the decode rate of a bare llama.cpp loop
@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from datetime import date
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,11 +39,16 @@ import typer
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from grapheval_plugins.extract.prompts import KG_PROMPT  # noqa: E402
+from grapheval_plugins.local import runtime  # noqa: E402
 from grapheval_plugins.local.chat import ChatLocalLlama  # noqa: E402
-from grapheval_plugins.local.cpu import cpu_features  # noqa: E402
-from grapheval_plugins.local.llamacpp import llama_cpp_version, set_threads  # noqa: E402
-from grapheval_plugins.local.runtime import LlamaSession, clear_sessions, get_session  # noqa: E402
-from grapheval_plugins.local.threads import allowed_cpus, free_threads, read_cpu_load  # noqa: E402
+from grapheval_plugins.local.runtime import (  # noqa: E402
+    LlamaSession,
+    allowed_cpus,
+    clear_sessions,
+    free_cores,
+    get_session,
+    set_threads,
+)
 from grapheval_plugins.local.weights import resolve_model_path  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -61,7 +67,7 @@ while time.monotonic() < deadline:
 
 LLAMA_LOOP = """
 import os, sys, time
-from grapheval_plugins.local.llamacpp import load_llama
+from grapheval_plugins.local.runtime import load_llama
 deadline, parent = time.monotonic() + float(sys.argv[1]), os.getppid()
 llama = load_llama(sys.argv[2], n_ctx=512, n_threads=1, n_batch=64, seed=0)
 llama.eval([int(llama.token_eos())])
@@ -104,13 +110,13 @@ def _decode(session: LlamaSession, prompt: list[int], tokens: int) -> dict[str, 
         session.prefill(prompt)
         session.reset_stats()
         started = time.perf_counter()
-        out = list(session.generate(prompt, max_tokens=tokens, prompt_lookup=False))
+        out = list(session.generate(prompt, max_tokens=tokens))
         wall = time.perf_counter() - started
         stats = session.stats
     return {
         "ms_per_token": 1000 * stats.decode_seconds / max(1, stats.generated_tokens),
         "wall_s": wall, "generated": stats.generated_tokens, "threads_at_end": session.threads_now,
-        "thread_switches": stats.thread_switches, "tokens": out,
+        "tokens": out,
     }
 
 
@@ -119,13 +125,13 @@ def _bare_rate(session: LlamaSession, prompt: list[int], threads: int, steps: in
     with session.lock:
         session.prefill(prompt)
         llama = session.llama
-        set_threads(llama, threads, threads)
+        set_threads(llama, threads)
         token = prompt[-1]
         started = time.perf_counter()
         for _ in range(steps):
             llama.eval([token])
         rate = steps / (time.perf_counter() - started)
-        set_threads(llama, session.threads_now, session.threads_now)
+        set_threads(llama, session.threads_now)
     return rate  # the next prefill of the prompt drops the cells this loop added
 
 
@@ -163,7 +169,7 @@ def main(
     for scenario, busy in (("idle", 0), ("busy-1", 1), ("busy-all", cores)):
         procs = _start_load(load, busy, load_seconds, path) if busy else []
         try:
-            reading = read_cpu_load()
+            others = runtime._others_running()
             runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
             for r in range(rounds):
                 for name in names[r % len(names):] + names[: r % len(names)]:
@@ -177,17 +183,15 @@ def main(
         ms = {name: statistics.median(run["ms_per_token"] for run in runs[name]) for name in names}
         scenarios[scenario] = {
             "busy_processes": busy,
-            "load_reading": None if reading is None else {
-                "others_runnable": reading.others, "free_threads": free_threads(reading, cores)},
+            "load_reading": {"others_runnable": others, "free_threads": free_cores(cores)},
             "ms_per_token": {name: round(value, 1) for name, value in ms.items()},
             "ratio_to_fixed_1": {name: round(value / ms["fixed-1"], 2) for name, value in ms.items()},
             "runs": runs,
         }
-    cpu = cpu_features()
     same = len({tuple(v) for v in outputs.values()}) == 1
     result = {
         "date": date.today().isoformat(), "model": model, "weights": path.name,
-        "llama_cpp_python": llama_cpp_version(), "cpu": cpu.model, "cpu_features": cpu.summary(),
+        "llama_cpp_python": metadata.version("llama-cpp-python"), "cpu": platform.processor(),
         "machine": platform.machine(), "cores": cores, "load": load, "tokens": tokens, "rounds": rounds,
         "prompt_tokens": len(prompt), "bare_llama_cpp_loop": limit, "scenarios": scenarios,
         "identical_outputs": same,

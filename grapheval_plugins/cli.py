@@ -668,12 +668,8 @@ def doctor(
     decode: Annotated[bool, typer.Option(help="Run one tiny real decode in a child process.")] = True,
     verify: Annotated[bool, typer.Option(help="Hash the weights and compare them with the pinned sha256.")] = True,
     hub: Annotated[bool, typer.Option(help="Try to reach the model hub (one quick attempt).")] = True,
-    extra_buffers: Annotated[Optional[bool], typer.Option(
-        "--extra-buffers/--no-extra-buffers",
-        help="Decode with llama.cpp's extra buffer types on/off (default: as GRAPHEVAL_LLAMA_EXTRA_BUFFERS, else off).",
-    )] = None,
 ) -> None:
-    """Check that the main job can run here: versions, extras, CPU features, weights, hub, one real decode.
+    """Check that the main job can run here: versions, extras, cores, weights, hub, one real decode.
 
     Exit code 0 only if the main job (the default local models) can run.
     """
@@ -681,7 +677,7 @@ def doctor(
     from .local.hub import HubProbe
 
     report = run_doctor(
-        model=model, decode=decode, verify=verify, extra_buffers=extra_buffers,
+        model=model, decode=decode, verify=verify,
         hub_probe=None if hub else (lambda: HubProbe(False, "skipped (--no-hub)")),
     )
     if json_output:

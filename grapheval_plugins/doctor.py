@@ -3,15 +3,13 @@
 :func:`run_doctor` collects, without importing torch or llama.cpp into this process:
 
 * the package version and which extras are installed; Python; torch / transformers / llama-cpp-python versions;
-* the CPU features llama.cpp picks kernels by (AVX2, AVX-512, AMX, NEON) and whether llama.cpp's extra weight
-  buffer types (the AMX repack path) are on, and why;
-* the numeric path the HuggingFace scorers will run on this CPU (float32, bfloat16 autocast or int8), and why;
+* the machine and its cores;
 * for each offline model, where its weights resolve from (environment variable, cache, hub cache, installed
   weight packages, or only the hub) and whether the sha256 matches the pin;
 * whether the model hub is reachable (one TCP connection attempt with a short timeout; skipped when
   ``HF_HUB_OFFLINE`` is set);
-* one tiny real decode **in a child process** (:mod:`grapheval_plugins.local.probe`): OK, or the crash with its
-  signal, the last lines of output and what to change.
+* one tiny real decode **in a child process** (:func:`decode_in_child`): OK, or the error (a crash with its
+  signal) and the last lines of output.
 
 :attr:`DoctorReport.ok` is true only if the main job (``grapheval demo``: the default local models) can run.
 Every probe is injectable, so the tests run offline and without models::
@@ -23,21 +21,23 @@ Every probe is injectable, so the tests run offline and without models::
 
 from __future__ import annotations
 
+import json
+import os
 import platform
 import re
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any, Literal
 
-from .check._precision import MAX_DELTA_P, choose_precision
-from .local.cpu import CPUFeatures, cpu_features, decide_extra_buffers
 from .local.hub import HubProbe, hub_enabled, probe_hub
-from .local.probe import ProbeResult, run_probe
 from .local.weights import KNOWN_MODELS, WeightsStatus, locate_weights
 
-__all__ = ["Check", "DoctorReport", "installed_extras", "run_doctor"]
+__all__ = ["Check", "DecodeResult", "DoctorReport", "decode_in_child", "installed_extras", "run_doctor"]
 
 Status = Literal["ok", "warn", "fail", "info"]
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
@@ -74,6 +74,46 @@ class DoctorReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "checks": [asdict(c) for c in self.checks], "facts": self.facts}
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """What the child-process decode gave: ``text`` when ``ok``, else ``error`` (and ``tail``, its last output)."""
+
+    ok: bool
+    text: str = ""
+    error: str = ""
+    seconds: float = 0.0
+    tail: str = ""
+
+
+_DECODE = (
+    "import sys, json\n"
+    "from grapheval_plugins.local.chat import ChatLocalLlama\n"
+    "llm = ChatLocalLlama(model=sys.argv[1], max_tokens=int(sys.argv[2]), hub=False)\n"
+    "print(json.dumps({'text': llm.invoke('Reply with one word: OK.').content}))\n"
+)
+
+
+def decode_in_child(model: str, tokens: int = 4, timeout: float = 600.0, command: list[str] | None = None) -> DecodeResult:
+    """Load ``model`` and decode ``tokens`` greedy tokens in a child process (a crash there is a result here)."""
+    started = time.perf_counter()
+    command = command or [sys.executable, "-c", _DECODE, model, str(tokens)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    except subprocess.TimeoutExpired:
+        return DecodeResult(False, error=f"no answer within {timeout:.0f} s", seconds=time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    tail = "\n".join((done.stderr or "").strip().splitlines()[-8:])
+    if done.returncode == 0:
+        line = (done.stdout or "").strip().splitlines()[-1:] or ["{}"]
+        return DecodeResult(True, text=str(json.loads(line[0]).get("text", "")), seconds=seconds)
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name if -done.returncode in signal.valid_signals() else "a signal"
+        return DecodeResult(False, error=f"the decode crashed: killed by {name}", seconds=seconds, tail=tail)
+    last = tail.splitlines()[-1] if tail else f"exit code {done.returncode}"
+    return DecodeResult(False, error=last, seconds=seconds, tail=tail)
 
 
 def _version(dist: str) -> str | None:
@@ -119,10 +159,8 @@ def run_doctor(
     model: str = DEFAULT_MODEL,
     decode: bool = True,
     verify: bool = True,
-    extra_buffers: bool | None = None,
     hub_probe: Callable[[], HubProbe] | None = None,
-    cpu_reader: Callable[[], CPUFeatures] = cpu_features,
-    decode_runner: Callable[[str, bool | None], ProbeResult] | None = None,
+    decode_runner: Callable[[str], DecodeResult] | None = None,
     weights_locator: Callable[[str], WeightsStatus] | None = None,
 ) -> DoctorReport:
     """Check the machine for the main job; see the module docstring. Every probe can be replaced.
@@ -131,10 +169,8 @@ def run_doctor(
         model: the model to decode with (default: the main job's, :data:`DEFAULT_MODEL`).
         decode: run the child-process decode.
         verify: hash the weights and compare them with the pinned sha256 (a few seconds per GB).
-        extra_buffers: the extra-buffer setting to decode with (default: as the main job decides it).
         hub_probe: replaces :func:`~grapheval_plugins.local.hub.probe_hub`.
-        cpu_reader: replaces :func:`~grapheval_plugins.local.cpu.cpu_features`.
-        decode_runner: replaces :func:`~grapheval_plugins.local.probe.run_probe` (``(model, extra_buffers)``).
+        decode_runner: replaces :func:`decode_in_child` (``(model)``).
         weights_locator: replaces :func:`~grapheval_plugins.local.weights.locate_weights`.
     """
     from ._version import __version__
@@ -155,34 +191,7 @@ def run_doctor(
         report.add("llama-cpp-python", "fail",
                    "not installed: the offline default needs it (pip install 'grapheval-plugins[local]')", True)
 
-    # CPU and the extra-buffer decision
-    cpu = cpu_reader()
-    report.facts["cpu"] = {"machine": cpu.machine, "model": cpu.model, "avx2": cpu.avx2, "avx512": cpu.avx512,
-                           "amx": cpu.amx, "neon": cpu.neon, "source": cpu.source}
-    report.add("cpu", "info", cpu.summary())
-    try:
-        decision = decide_extra_buffers(extra_buffers, cpu=cpu)
-    except ValueError as exc:  # InputError: a bad GRAPHEVAL_LLAMA_EXTRA_BUFFERS value
-        report.add("extra buffer types", "fail", str(exc), True)
-        decision = None
-    if decision is not None:
-        report.facts["extra_buffers"] = {"enabled": decision.enabled, "reason": decision.reason,
-                                         "risky": decision.risky}
-        note = " — the AMX repack path is known to crash on this CPU" if decision.risky else ""
-        report.add("extra buffer types", "warn" if decision.risky else "ok",
-                   f"{'on' if decision.enabled else 'off'} ({decision.reason}){note}")
-
-    # The HF scorers' numeric path on this CPU (chosen from the same flags; torch is not imported)
-    try:
-        precision = choose_precision(None, device_type="cpu", flags=cpu.flags)
-    except ValueError as exc:  # a bad GRAPHEVAL_HF_DTYPE value
-        report.add("HF scorers on CPU", "warn", str(exc))
-    else:
-        report.facts["hf_precision"] = {"cpu": precision.name, "reason": precision.reason,
-                                        "guarded": precision.guarded}
-        guard = (f"; checked at load against float32 (falls back if P(supported) moves > {MAX_DELTA_P})"
-                 if precision.guarded else "")
-        report.add("HF scorers on CPU", "info", f"{precision.describe()}{guard}; on a GPU: half-precision weights")
+    report.add("cpu", "info", f"{platform.machine()}, {os.cpu_count()} cores ({platform.processor() or 'unknown'})")
 
     # Weights of the offline models
     locate = weights_locator or (lambda name: locate_weights(name, verify=verify))
@@ -218,17 +227,12 @@ def run_doctor(
 
     # One tiny real decode in a child process
     if decode and llama_ok and model in weights and weights[model].offline:
-        result = (decode_runner or (lambda m, e: run_probe(m, e)))(model, extra_buffers)
-        report.facts["decode"] = {"ok": result.ok, "text": result.text, "error": result.error,
-                                  "signal": result.signal, "seconds": round(result.seconds, 2),
-                                  "info": result.info, "tail": result.tail}
+        result = (decode_runner or decode_in_child)(model)
+        report.facts["decode"] = asdict(result)
         if result.ok:
             report.add("decode", "ok", f"{model}: {result.text.strip()!r} in {result.seconds:.1f} s (child process)")
         else:
-            hint = decision.hint() if decision is not None else ""
             detail = f"{model}: {result.error}" + (f"\nlast lines:\n{result.tail}" if result.tail else "")
-            if result.signal is not None and hint:
-                detail += f"\nhint: {hint}"
             report.add("decode", "fail", detail, True)
     elif decode:
         why = "llama-cpp-python is not installed" if not llama_ok else f"{model}'s weights are not available offline"

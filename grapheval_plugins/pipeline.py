@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import logging
 import threading
@@ -20,7 +19,7 @@ from . import aggregate, shared
 from ._async import run_sync
 from ._progress import progress_bar
 from .cache import KGCache, MemoryKGCache, SQLiteKGCache
-from .check.base import ClaimScore, Prepared, Scorer
+from .check.base import ClaimScore, Scorer
 from .exceptions import ExtractionError, GraphEvalError, InputError, ScoringError
 from .extract.extractor import TripleExtractor
 from .extract.prompts import KG_PROMPT, KGPrompt
@@ -202,37 +201,6 @@ class _CheckBatcher:
                     future.set_result((result, share))
 
 
-class _InFlight:
-    """How many :meth:`GraphEval.aevaluate` calls of one engine (and its views) are running, from any thread."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.count = 0
-
-    def __enter__(self) -> int:
-        with self._lock:
-            self.count += 1
-            return self.count
-
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self.count -= 1
-
-
-async def _finish_beside(started: tuple[Prepared, asyncio.Future[None]] | None) -> None:
-    """Wait for the scorer's work started beside the extraction (:meth:`GraphEval._start_beside`) and close it; a
-    failure there costs nothing but time (the check does the same work itself)."""
-    if started is None:
-        return
-    job, future = started
-    try:
-        await future
-    except Exception as exc:  # noqa: BLE001 - an optimisation that failed; the check stage reports real errors
-        logger.debug("the scorer's work ahead of the check failed: %s: %s", type(exc).__name__, exc)
-    finally:
-        job.close()
-
-
 class GraphEval:
     """Knowledge-graph based hallucination detection (GraphEval, Sansford et al. 2024).
 
@@ -391,7 +359,6 @@ class GraphEval:
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _CheckBatcher] = (
             weakref.WeakKeyDictionary()
         )
-        self._in_flight = _InFlight()  # shared with the views
 
     @classmethod
     def shared(
@@ -668,10 +635,7 @@ class GraphEval:
     ) -> Report:
         """Check one output against its context.
 
-        Concurrent calls on one event loop share scorer passes (their claims are batched together). A call that
-        runs alone lets the scorer work on the context while the claims are extracted (:meth:`Scorer.prepare
-        <grapheval_plugins.check.Scorer.prepare>`: the local judge evaluates the context's part of its prompt on
-        cores the extraction leaves free), which changes no number.
+        Concurrent calls on one event loop share scorer passes (their claims are batched together).
 
         Raises:
             InputError: the context or output is missing, empty or of the wrong type (the message names it).
@@ -680,16 +644,8 @@ class GraphEval:
         carries them in ``errors`` with ``hallucinated=None``.
         """
         sample = Sample.of(context, output, id)
-        with self._in_flight as running:
-            return await self._aevaluate(sample, config, alone=running == 1)
-
-    async def _aevaluate(self, sample: Sample, config: RunnableConfig | None, alone: bool) -> Report:
         t0 = time.perf_counter()
-        beside = self._start_beside(sample) if alone else None
-        try:
-            extraction, claims, error, usage = await self._extract_metered(sample, config)
-        finally:
-            await _finish_beside(beside)
+        extraction, claims, error, usage = await self._extract_metered(sample, config)
         if error is not None:
             return self._with_usage(self._error_report(sample, extraction, error, {"total": time.perf_counter() - t0}),
                                     usage)
@@ -743,10 +699,7 @@ class GraphEval:
         """Check many rows: mappings with ``context``/``output`` (and optional ``id``) keys, or pairs.
 
         Extraction calls run with at most ``max_concurrency`` in flight; the claims of ``check_batch_rows`` rows
-        at a time go to the scorer in one batched pass, after every row is extracted. With a scorer that
-        :attr:`~grapheval_plugins.check.Scorer.checks_beside_extraction` (the local judge), each row is checked
-        instead as soon as it is extracted, in the order of ``rows``, while the chat model extracts the next ones
-        (the two share the cores): the reports are those of :meth:`aevaluate` called row by row. A bad row never
+        at a time go to the scorer in one batched pass, after every row is extracted. A bad row never
         stops the batch: its report carries the error (``errors``, ``hallucinated=None``). Reports come back in
         the order of ``rows``.
         """
@@ -757,9 +710,6 @@ class GraphEval:
             import sys
 
             show_progress = len(rows) > 1 and sys.stderr.isatty()
-        if self.mode == "graph" and len(rows) > 1 and await self._checks_beside_extraction():
-            return await self._aevaluate_beside(rows, context_key=context_key, output_key=output_key, id_key=id_key,
-                                                config=config, show_progress=bool(show_progress))
         # The two stages of extract_rows / check_rows, with progress: one batch pipeline.
         bar = _progress(len(rows), "extract", bool(show_progress) and self.mode == "graph")
         try:
@@ -776,76 +726,6 @@ class GraphEval:
         finally:
             bar.close()
         return [next(checked) if isinstance(r, ExtractedRow) else r for r in staged]
-
-    async def _checks_beside_extraction(self) -> bool:
-        """Whether :meth:`aevaluate_many` checks each row beside the extraction of the next (the scorer says so;
-        ``False`` when it cannot be resolved: the check stage then reports that as it always does)."""
-        try:
-            scorer = await self._acheck_scorer()
-        except Exception:  # noqa: BLE001 - decided again, and reported, by the check stage
-            return False
-        return bool(scorer.checks_beside_extraction)
-
-    async def _aevaluate_beside(
-        self, rows: list[Any], *, context_key: str, output_key: str, id_key: str, config: RunnableConfig | None,
-        show_progress: bool,
-    ) -> list[Report]:
-        """:meth:`aevaluate_many` with the check beside the extraction: each row is checked on its own, in the order
-        of ``rows``, as soon as it is extracted, while the extraction goes on with the next rows. While the first
-        row is extracted, the scorer works on its context (:meth:`_start_beside`)."""
-        beside = None
-        for position, row in enumerate(rows):
-            try:
-                beside = self._start_beside(to_sample(row, position, context_key, output_key, id_key))
-            except InputError:
-                continue
-            break
-        loop = asyncio.get_running_loop()
-        ready: list[asyncio.Future[Report | ExtractedRow]] = [loop.create_future() for _ in rows]
-        extract_bar = _progress(len(rows), "extract", show_progress)
-        check_bar = _progress(len(rows), "check", show_progress)
-
-        def extracted(i: int, result: Report | ExtractedRow) -> None:
-            extract_bar.update(1)
-            if not ready[i].done():
-                ready[i].set_result(result)
-
-        extraction = asyncio.ensure_future(self._aextract_rows(
-            rows, context_key=context_key, output_key=output_key, id_key=id_key, config=config, positions=None,
-            on_row=extracted,
-        ))
-
-        def cancel_waiting(_: object) -> None:  # the extraction ended early (it raised): nothing more will come
-            for future in ready:
-                if not future.done():
-                    future.cancel()
-
-        extraction.add_done_callback(cancel_waiting)
-        reports: list[Report] = []
-        try:
-            for future in ready:
-                try:
-                    staged = await future
-                except asyncio.CancelledError:
-                    if extraction.done() and not extraction.cancelled():
-                        extraction.result()  # raises the error that ended the extraction
-                    raise
-                if isinstance(staged, ExtractedRow):
-                    await _finish_beside(beside)
-                    beside = None
-                    staged = (await self._acheck_rows([staged], on_group=None))[0]
-                reports.append(staged)
-                check_bar.update(1)
-            await extraction
-        finally:
-            if not extraction.done():
-                extraction.cancel()
-                with contextlib.suppress(BaseException):
-                    await extraction
-            await _finish_beside(beside)
-            extract_bar.close()
-            check_bar.close()
-        return reports
 
     # ----------------------------------------------------------------- the two stages, one at a time
     def extract_rows(
@@ -994,22 +874,6 @@ class GraphEval:
         return reports
 
     # ----------------------------------------------------------------- stages
-    def _start_beside(self, sample: Sample) -> tuple[Prepared, asyncio.Future[None]] | None:
-        """Start the scorer's work on the context (:meth:`Scorer.prepare`) in a worker thread, to run beside the
-        extraction: in graph mode, without a claim-score cache (the claims' scores may all be cached), when the
-        scorer has such work and cores for it."""
-        scorer = self._scorer if self._scorer is not None or self._origin is None else self._origin._scorer
-        if self.mode != "graph" or self.score_cache is not None or scorer is None:  # None: not resolved yet
-            return None
-        try:
-            job = scorer.prepare(sample.passages)
-        except Exception as exc:  # noqa: BLE001 - an optimisation; the check stage reports real errors
-            logger.debug("scorer %r could not prepare the context: %s: %s", scorer.name, type(exc).__name__, exc)
-            return None
-        if job is None:
-            return None
-        return job, asyncio.ensure_future(asyncio.to_thread(job))
-
     async def _extract_metered(
         self, sample: Sample, config: RunnableConfig | None
     ) -> tuple[Extraction | None, list[tuple[str, Triple | None]], StageError | None, dict[str, StageUsage]]:

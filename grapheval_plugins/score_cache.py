@@ -216,10 +216,6 @@ class CachedScorer(Scorer):
     def max_premise_tokens(self) -> int | None:  # type: ignore[override]
         return self.inner.max_premise_tokens
 
-    @property
-    def checks_beside_extraction(self) -> bool:  # type: ignore[override]
-        return self.inner.checks_beside_extraction
-
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 

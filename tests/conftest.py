@@ -18,11 +18,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "YES")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# The HF scorers' tests compare against float32 references; the automatic path (bf16 autocast on CPUs with native
-# bfloat16) and the others are tested in unit/test_hf_precision.py, which unsets this.
-os.environ.setdefault("GRAPHEVAL_HF_DTYPE", "float32")
 
-ISOLATED_MODULES = ("unit/test_hf_scorers.py", "unit/test_hf_precision.py")
+ISOLATED_MODULES = ("unit/test_hf_scorers.py", "unit/test_hf_model_kwargs.py")
 """Unit test modules (relative to ``tests/``) that run native model code (tiny torch models)."""
 
 

@@ -1,6 +1,6 @@
 """The base of the HuggingFace scorers: lazy loading, sorted batching, token budget, truncation.
 
-Hub I/O lives in :mod:`._hub`, the torch runtime (device, precision, padding) in :mod:`._runtime`; both are
+Hub I/O lives in :mod:`._hub`, the torch runtime (device, dtype, padding) in :mod:`._runtime`; both are
 re-exported here. Nothing here imports torch or transformers at module import.
 """
 
@@ -24,16 +24,6 @@ from ._hub import (
     read_config_dict,
     read_state_dict,
 )
-from ._precision import (
-    MAX_DELTA_P,
-    PROBE_PAIRS,
-    Precision,
-    choose_precision,
-    keep_heads_float32,
-    max_delta,
-    quantize_int8,
-    store_linear_bf16,
-)
 from ._runtime import (
     DeviceLike,
     DTypeLike,
@@ -53,7 +43,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 __all__ = [
-    "DTypeLike", "DeviceLike", "Features", "HFScorer", "HFScorerOptions", "HubOptions", "Precision", "_torch", "_transformers", "find_weights",
+    "DTypeLike", "DeviceLike", "Features", "HFScorer", "HFScorerOptions", "HubOptions", "_torch", "_transformers", "find_weights",
     "load_error", "logger", "looks_like_path", "pad_batch", "pinned_revision", "read_config_dict", "read_state_dict",
     "resolve_dtype", "select_device",
 ]
@@ -67,6 +57,8 @@ class HFScorerOptions(TypedDict, total=False):
     tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None
     device: DeviceLike
     dtype: DTypeLike
+    model_kwargs: Mapping[str, Any] | None
+    tokenizer_kwargs: Mapping[str, Any] | None
     batch_size: int
     max_length: int
     hypothesis_tokens: int
@@ -77,9 +69,12 @@ class HFScorerOptions(TypedDict, total=False):
 
 
 class HFScorer(Scorer):
-    """Base of the HuggingFace scorers: lazy loading, device and precision, sorted batching, token budget.
+    """Base of the HuggingFace scorers: lazy loading, device and dtype, sorted batching, token budget.
 
-    A subclass says how to load its model and tokenizer (:meth:`_load_model`, :meth:`_load_tokenizer`), how a
+    ``dtype`` (default: half precision on a GPU, float32 on a CPU), ``model_kwargs`` (passed to the model's
+    ``from_pretrained``, e.g. ``{"attn_implementation": "sdpa"}``; a ``dtype`` / ``torch_dtype`` there is the
+    ``dtype``) and ``tokenizer_kwargs`` (passed to ``AutoTokenizer.from_pretrained``) are passed through, as
+    sentence-transformers' ``CrossEncoder`` takes them. A subclass says how to load its model and tokenizer (:meth:`_load_model`, :meth:`_load_tokenizer`), how a
     pair becomes tokens (:meth:`_tokenize`) and how a padded batch becomes P(supported) (:meth:`_support`).
     """
 
@@ -96,6 +91,8 @@ class HFScorer(Scorer):
         tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
         device: DeviceLike = None,
         dtype: DTypeLike = None,
+        model_kwargs: Mapping[str, Any] | None = None,
+        tokenizer_kwargs: Mapping[str, Any] | None = None,
         batch_size: int = 16,
         max_length: int = 512,
         hypothesis_tokens: int = 64,
@@ -124,9 +121,9 @@ class HFScorer(Scorer):
         self.show_progress = show_progress
         self.name = f"{self.kind}:{self.model_name}"
         self._device_arg = device
-        self._dtype_arg = dtype
-        self.precision: Precision | None = None
-        """The numeric path the loaded model runs on, and why (``None`` until :meth:`load`)."""
+        self.model_kwargs = dict(model_kwargs or {})
+        self.tokenizer_kwargs = dict(tokenizer_kwargs or {})
+        self._dtype_arg = self.model_kwargs.pop("dtype", self.model_kwargs.pop("torch_dtype", dtype))
         self._model: Any = None
         self._tokenizer: Any = None
         self._device: Any = None
@@ -137,18 +134,11 @@ class HFScorer(Scorer):
         self._tokenizer_lock = threading.RLock()
 
     def fingerprint(self) -> str:
-        """:meth:`Scorer.fingerprint` and the numeric path this scorer plans on this machine (the ``dtype``
-        option, ``$GRAPHEVAL_HF_DTYPE``, the CPU's native bfloat16): scores of a bf16-autocast machine and of a
-        float32 one are not served from one claim-score cache entry. Read before any load, so the same before and
-        after it (a guarded path that falls back to float32 at load keeps its planned name: the two agree within
-        :data:`~grapheval_plugins.check._precision.MAX_DELTA_P`). Nothing is loaded, torch is not imported."""
-        device = self._device_arg
-        device_type = "cpu" if device is None else str(device).split(":")[0]
-        try:
-            path = choose_precision(self._dtype_arg, device_type=device_type).name
-        except ValueError:  # an invalid dtype raises at load, with its message
-            path = repr(self._dtype_arg)
-        return hashlib.sha256(f"{super().fingerprint()}\x00precision={path}".encode()).hexdigest()[:16]
+        """:meth:`Scorer.fingerprint`, the ``dtype`` asked for, the device kind and the ``model_kwargs``: scores
+        of a bfloat16 model and of a float32 one are not served from one claim-score cache entry."""
+        device = "cpu" if self._device_arg is None else str(self._device_arg).split(":")[0]
+        extra = f"dtype={self._dtype_arg!r}\x00device={device}\x00model_kwargs={sorted(self.model_kwargs.items())!r}"
+        return hashlib.sha256(f"{super().fingerprint()}\x00{extra}".encode()).hexdigest()[:16]
 
     # ----------------------------------------------------------------- loading
     @abstractmethod
@@ -160,7 +150,7 @@ class HFScorer(Scorer):
         """Load the model on cpu in ``dtype`` (called once, under the lock, after the tokenizer)."""
 
     def _after_load(self, model: torch.nn.Module) -> None:
-        """Checks after the model sits on its device in its final precision."""
+        """Checks after the model sits on its device in its dtype."""
 
     def _tokenizer_from(self, source: Any, hub_kwargs: Mapping[str, Any]) -> PreTrainedTokenizerBase:
         """A tokenizer object as is, or ``AutoTokenizer.from_pretrained(source, **hub_kwargs)``."""
@@ -170,7 +160,8 @@ class HFScorer(Scorer):
             return given
         name = os.fspath(source)
         try:
-            loaded: PreTrainedTokenizerBase = transformers.AutoTokenizer.from_pretrained(name, **hub_kwargs)
+            loaded: PreTrainedTokenizerBase = transformers.AutoTokenizer.from_pretrained(
+                name, **{**self.tokenizer_kwargs, **hub_kwargs})
             return loaded
         except GraphEvalError:
             raise
@@ -216,11 +207,7 @@ class HFScorer(Scorer):
                 return self
             self._ensure_tokenizer()
             device = select_device(self._device_arg)
-            precision = choose_precision(self._dtype_arg, device_type=device.type)
-            dtype = resolve_dtype(precision.weights, device, allow_fp16=self.allow_fp16)
-            if precision.name == "device-default":
-                precision = precision.with_reason(precision.reason + f": {str(dtype).replace('torch.', '')}",
-                                                  name=str(dtype).replace("torch.", ""))
+            dtype = resolve_dtype(self._dtype_arg, device, allow_fp16=self.allow_fp16)
             try:
                 model = self._load_model(dtype)
                 model = model.to(device=device, dtype=dtype)
@@ -231,46 +218,9 @@ class HFScorer(Scorer):
             model.eval()
             self._after_load(model)
             self._device = device
-            model, precision = self._apply_precision(model, precision)
-            logger.info("%s loaded on %s: %s", self.name, device, precision.describe())
-            self.precision = precision
+            logger.info("%s loaded on %s in %s", self.name, device, dtype)
             self._model = model
         return self
-
-    def _apply_precision(self, model: Any, precision: Precision) -> tuple[Any, Precision]:
-        """The model on ``precision``'s path (bf16 autocast with float32 heads, or dynamic int8).
-
-        A path chosen automatically (``precision.guarded``) is checked first: :data:`PROBE_PAIRS` are scored in
-        float32 and on the path, and a change of P(supported) above :data:`MAX_DELTA_P` keeps float32.
-        """
-        if not (precision.autocast or precision.int8):
-            return model, precision
-        reference = self._probe(model, autocast=False) if precision.guarded else None
-        changed = model
-        if precision.autocast:
-            keep_heads_float32(model)
-        else:
-            changed = quantize_int8(model)
-        if reference is not None:
-            delta = max_delta(reference, self._probe(changed, autocast=precision.autocast))
-            if delta > MAX_DELTA_P:
-                logger.warning("%s: %s moved P(supported) by up to %.3f on the load check (> %.2f); using float32",
-                               self.name, precision.name, delta, MAX_DELTA_P)
-                return model, Precision("float32", f"auto: {precision.name} was chosen ({precision.reason}) but "
-                                                   f"moved P(supported) by {delta:.3f} > {MAX_DELTA_P} on the load check")
-            precision = precision.with_reason(
-                f"{precision.reason}; load check: max |ΔP(supported)| {delta:.4f} on {len(PROBE_PAIRS)} probe pairs")
-        if precision.autocast:
-            store_linear_bf16(changed)  # after the check: the same numbers under autocast, no cast per batch
-        return changed, precision
-
-    def _probe(self, model: Any, *, autocast: bool) -> list[float]:
-        """P(supported) of :data:`PROBE_PAIRS` through ``model`` (the load-time guard of a reduced path)."""
-        torch = _torch()
-        features = self._encode(PROBE_PAIRS)
-        batch = {k: v.to(self._device) for k, v in pad_batch(features, self._ensure_tokenizer().pad_token_id).items()}
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            return [float(p) for p in self._support(model, batch).float().cpu().tolist()]
 
     @property
     def model(self) -> torch.nn.Module:
@@ -387,10 +337,8 @@ class HFScorer(Scorer):
         """P(supported) of one padded batch, or ``None`` when a batch of more than one row ran out of memory."""
         batch = {k: v.to(self._device) for k, v in pad_batch(features, self._tokenizer.pad_token_id).items()}
         out_of_memory = False
-        autocast = self.precision is not None and self.precision.autocast
         try:
-            with _torch().autocast("cpu", dtype=_torch().bfloat16, enabled=autocast):
-                probs = self._support(self._model, batch)
+            probs = self._support(self._model, batch)
         except Exception as exc:
             if not (len(features) > 1 and _is_oom(exc)):
                 raise

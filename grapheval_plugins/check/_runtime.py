@@ -1,4 +1,4 @@
-"""The torch runtime of the HuggingFace scorers: lazy imports, device and precision, padding, out-of-memory tests.
+"""The torch runtime of the HuggingFace scorers: lazy imports, device and dtype, padding, out-of-memory tests.
 
 Nothing here imports torch or transformers at module import; every heavy import happens inside a function.
 """

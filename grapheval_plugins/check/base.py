@@ -19,14 +19,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..exceptions import ScoringError
 
 if TYPE_CHECKING:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-__all__ = ["FINGERPRINT_FIELDS", "ClaimScore", "Prepared", "Scorer", "split_context"]
+__all__ = ["FINGERPRINT_FIELDS", "ClaimScore", "Scorer", "split_context"]
 
 FINGERPRINT_FIELDS: tuple[str, ...] = (
     "prompt", "calibration", "labels", "verdict_p_unsupported", "claim_budget_tokens", "chunk_overlap_tokens",
@@ -34,16 +34,6 @@ FINGERPRINT_FIELDS: tuple[str, ...] = (
 )
 """The settings :meth:`Scorer.fingerprint` reads from every scorer (and from the ``backend`` it wraps, if any);
 a scorer class names more in :attr:`Scorer.fingerprint_fields`."""
-
-
-class Prepared(Protocol):
-    """Work on a context that :meth:`Scorer.prepare` hands out, to run while the claims are being extracted."""
-
-    def __call__(self) -> None:
-        """Do the work (in a worker thread, at most once)."""
-
-    def close(self) -> None:
-        """Give back what the work holds; called whether or not it ran, more than once is harmless."""
 
 
 @dataclass(frozen=True)
@@ -143,11 +133,6 @@ class Scorer(ABC):
     fingerprint_fields: ClassVar[tuple[str, ...]] = ()
     """Settings besides :data:`FINGERPRINT_FIELDS` that decide this class's numbers, read by :meth:`fingerprint`:
     attribute names or dotted paths (``"hub.revision"``, ``"session.n_ctx"``)."""
-    checks_beside_extraction: bool = False
-    """``True`` when the scorer reads its pairs one at a time (nothing gained from many rows' claims in one pass)
-    and shares the cores with a local chat model fairly (the local judge: both go through the thread ledger):
-    :meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>` then checks each row as soon as it
-    is extracted, beside the extraction of the next rows, instead of checking after every row is extracted."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -210,12 +195,6 @@ class Scorer(ABC):
     @abstractmethod
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """P(supported) in [0, 1] for each ``(premise, hypothesis)`` pair, in order."""
-
-    def prepare(self, context: str | Sequence[str]) -> Prepared | None:
-        """Work on ``context`` that can run beside the extraction of its claims, before :meth:`check` scores
-        them (a local judge evaluates the context's part of its prompt ahead). ``None`` (the default) when there
-        is none, or when it would not gain anything now. The work must not change what :meth:`check` returns."""
-        return None
 
     def chunks(self, context: str) -> list[str]:
         """The chunks ``context`` is scored in."""

@@ -1,8 +1,8 @@
 """HuggingFace scorers: HHEM-2.1-Open, T5 "1"/"0" NLI models (TRUE, TrueTeacher), MNLI-style cross-encoders.
 
 Each takes a hub name or a local folder, loads lazily (on the first :meth:`~HFScorer.predict_support` or an
-explicit :meth:`~HFScorer.load`), picks cuda → mps → cpu, runs half precision on a GPU and bfloat16 autocast on a
-CPU with native bfloat16 (``dtype=`` chooses), sorts pairs by length into batches, and declares its token window
+explicit :meth:`~HFScorer.load`), picks cuda → mps → cpu, runs half precision on a GPU and float32 on a CPU
+(``dtype=`` / ``model_kwargs=`` choose), sorts pairs by length into batches, and declares its token window
 so that :meth:`~grapheval_plugins.check.Scorer.check` splits long contexts into chunks instead of letting the
 tokenizer cut them. Importing this module imports neither torch nor
 transformers.
@@ -176,12 +176,11 @@ class HHEMScorer(HFScorer):
             else the config's ``foundation`` (``google/flan-t5-base``, pinned to :data:`FLAN_T5_BASE_REVISION`).
         tokenizer_revision: commit of a hub ``tokenizer`` (and of the foundation config).
         device: ``"cuda"``, ``"mps"``, ``"cpu"``…; ``None`` picks cuda → mps → cpu.
-        dtype: the numeric path (:mod:`~grapheval_plugins.check._precision`): ``None`` / ``"auto"`` (default; or
-            ``$GRAPHEVAL_HF_DTYPE``): on a GPU bfloat16 where it has it, else float16 (float32 for T5); on a CPU
-            ``"bf16-autocast"`` where it multiplies bfloat16 natively (AVX-512-BF16, AMX), checked at load against
-            float32, else ``"float32"``. Explicit: ``"float32"``, ``"bf16-autocast"``, ``"int8"`` (dynamic int8,
-            CPU, no accuracy guarantee), ``"bfloat16"`` / ``"float16"`` weights, or a ``torch.dtype``. The
-            loaded scorer's ``precision`` says which path runs, and why.
+        dtype: the weights' dtype: ``None`` / ``"auto"`` (default): on a GPU bfloat16 where it has it, else float16
+            (float32 for T5), on a CPU float32; or ``"float32"``, ``"bfloat16"``, ``"float16"``, a ``torch.dtype``.
+        model_kwargs: passed to the model (``attn_implementation``, ``dtype`` …; HHEM sets them on its T5
+            config), as sentence-transformers' ``CrossEncoder`` takes them.
+        tokenizer_kwargs: passed to ``AutoTokenizer.from_pretrained``.
         batch_size: pairs per forward pass.
         max_length: token window of one (template + premise + hypothesis) input; default
             :data:`HHEM_MAX_TOKENS` (2048), so that most premises are scored whole, as HHEM's own ``predict``
@@ -270,6 +269,7 @@ class HHEMScorer(HFScorer):
         t5_config.num_labels = 2
         t5_config.id2label = {0: "hallucinated", 1: "consistent"}
         t5_config.label2id = {"hallucinated": 0, "consistent": 1}
+        t5_config.update(self.model_kwargs)
         return t5_config
 
     def _load_model(self, dtype: torch.dtype) -> torch.nn.Module:
@@ -344,7 +344,7 @@ class T5NLIScorer(HFScorer):
         label_tokens: the (supported, unsupported) answers; their first tokens must differ.
         answer_softmax: ``"vocab"`` (P of the supported answer's first token over the whole vocabulary, the
             TrueTeacher card's scoring) or ``"pair"`` (two-way softmax between the answers' first tokens).
-        revision, tokenizer, device, dtype, batch_size, max_length, hypothesis_tokens, local_files_only, token,
+        revision, tokenizer, device, dtype, model_kwargs, tokenizer_kwargs, batch_size, max_length, hypothesis_tokens, local_files_only, token,
             cache_dir, show_progress: as for :class:`HHEMScorer` (float16 is never chosen on its own: T5
             overflows in it; bfloat16 or float32).
 
@@ -397,7 +397,8 @@ class T5NLIScorer(HFScorer):
 
     def _load_model(self, dtype: torch.dtype) -> torch.nn.Module:
         transformers = _transformers()
-        model = transformers.AutoModelForSeq2SeqLM.from_pretrained(self.model_name, dtype=dtype, **self.hub.kwargs())
+        model = transformers.AutoModelForSeq2SeqLM.from_pretrained(self.model_name, dtype=dtype, **self.model_kwargs,
+                                                                   **self.hub.kwargs())
         config = model.config
         start = config.decoder_start_token_id
         if start is None:
@@ -487,7 +488,7 @@ class CrossEncoderNLIScorer(HFScorer):
             (e.g. ``"consistent"``, or ``1`` for ``LABEL_0``/``LABEL_1``).
         single_output: accept a model with one output and read its sigmoid as P(supported) (default ``False``:
             such a model is refused with :class:`ModelLoadError`).
-        revision, tokenizer, device, dtype, batch_size, max_length, hypothesis_tokens, local_files_only, token,
+        revision, tokenizer, device, dtype, model_kwargs, tokenizer_kwargs, batch_size, max_length, hypothesis_tokens, local_files_only, token,
             cache_dir, show_progress: as for :class:`HHEMScorer`; ``max_length`` is capped at the tokenizer's
             ``model_max_length``.
 
@@ -535,7 +536,7 @@ class CrossEncoderNLIScorer(HFScorer):
     def _load_model(self, dtype: torch.dtype) -> torch.nn.Module:
         transformers = _transformers()
         model = transformers.AutoModelForSequenceClassification.from_pretrained(
-            self.model_name, dtype=dtype, **self.hub.kwargs()
+            self.model_name, dtype=dtype, **self.model_kwargs, **self.hub.kwargs()
         )
         if model.config.num_labels == 1:
             if not self.single_output:

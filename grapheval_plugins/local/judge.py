@@ -7,8 +7,8 @@ logits (optionally recalibrated, see :class:`JudgeCalibration`) and ``P(unsuppor
 
 The context comes before the claim, so the evaluated context (its KV cache) is reused for every claim of a
 sample: scoring N triples costs about one context prefill plus N short claim prefills. The context's part of the
-prompt is always evaluated on its own, before the first claim, so it can be evaluated ahead, while the claims are
-still being extracted (:meth:`LocalJudgeScorer.prepare`), with the same numbers.
+prompt is evaluated on its own before the first claim, so it is saved and restored as a whole when the judge
+returns to it (:class:`~grapheval_plugins.local.runtime.LlamaSession`).
 
 Example (downloads nothing: the weights come from the pinned ``weights-*`` packages)::
 
@@ -144,15 +144,13 @@ class LocalJudgeScorer(Scorer):
             name, with or without the spec prefix ``local:`` / ``judge:local:``; resolved by
             :func:`~grapheval_plugins.local.weights.resolve_model_path` on first use.
         n_ctx: the context window (instructions + context chunk + claim).
-        n_threads: CPU threads (default: all cores available to the process).
+        n_threads: CPU threads (default: at each call, the cores other processes leave free).
         claim_budget_tokens: room kept for the claim and question; longer contexts are chunked to fit the rest.
         prompt: the wording; default :data:`JUDGE_PROMPTS` for known models, else :data:`JUDGE_PROMPT`.
         calibration: recalibration of P(supported); default :data:`JUDGE_CALIBRATIONS` for known models.
         hub: passed to ``resolve_model_path`` (``False`` never contacts the hub).
         cache_dir: the model cache folder (default: the user cache).
         session: an explicit :class:`~grapheval_plugins.local.runtime.LlamaSession` (tests, custom runtimes).
-        extra_buffers: let llama.cpp repack the weights into extra buffer types; ``None`` (default) reads
-            ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS``, else off (see :class:`~grapheval_plugins.local.chat.ChatLocalLlama`).
 
     Example::
 
@@ -161,7 +159,6 @@ class LocalJudgeScorer(Scorer):
                                                              "Eiffel Tower located in Rome"])
     """
 
-    checks_beside_extraction = True  # pairs one at a time; its threads go through the ledger with the chat model's
     fingerprint_fields = ("session.n_ctx",)
 
     def __init__(
@@ -177,7 +174,6 @@ class LocalJudgeScorer(Scorer):
         cache_dir: str | Path | None = None,
         session: LlamaSession | None = None,
         show_progress: bool = False,
-        extra_buffers: bool | None = None,
     ) -> None:
         super().__init__()
         if claim_budget_tokens < 16 or claim_budget_tokens >= n_ctx // 2:
@@ -195,8 +191,7 @@ class LocalJudgeScorer(Scorer):
             def weights() -> ResolvedWeights:
                 return resolve_model(model, cache=cache_dir, hub=hub)
 
-            session = get_session(self.model_key, weights, role="judge", n_ctx=n_ctx, n_threads=n_threads,
-                                  extra_buffers=extra_buffers)
+            session = get_session(self.model_key, weights, role="judge", n_ctx=n_ctx, n_threads=n_threads)
         self.session = session
         self._label_ids: tuple[int, int, int] | None = None
         self._frame_tokens: int | None = None
@@ -300,7 +295,7 @@ class LocalJudgeScorer(Scorer):
             with self.session.lock:
                 for premise, indices in groups.items():
                     prefix = tokenize_segments(self.prompt.prefix_segments(premise), self._tokenize)
-                    if len(prefix) < self.session.n_ctx:  # the context alone first, as prepare() does
+                    if len(prefix) < self.session.n_ctx:  # the context alone first: saved whole, to return to
                         self.session.prefill(prefix, what="context", logits=False)
                     for index in indices:
                         claim = pairs[index][1]
@@ -326,18 +321,6 @@ class LocalJudgeScorer(Scorer):
             bar.close()
         return [p for p in out if p is not None]
 
-    def prepare(self, context: str | Sequence[str]) -> _ContextAhead | None:
-        """Evaluate ``context``'s part of the prompt ahead, beside the extraction of its claims (see
-        :meth:`~grapheval_plugins.check.Scorer.prepare`): the first chunk's prefix, which :meth:`check` would
-        evaluate first, with threads reserved now (:meth:`~grapheval_plugins.local.runtime.LlamaSession.reserve_beside`).
-        ``None`` when the model is not loaded yet or no cores are free for it."""
-        if not self.session.loaded:
-            return None
-        threads = self.session.reserve_beside()
-        if threads is None:
-            return None
-        return _ContextAhead(self, context, threads)
-
     def predict_proba(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, float, float]]:
         """Softmax over the (supported, contradicted, unknown) label logits for each ``(context, claim)`` pair.
 
@@ -360,36 +343,6 @@ class LocalJudgeScorer(Scorer):
             p_supported(LabelReading(logprobs=dict(zip(labels, row))), labels, self.calibration)
             for row in self._label_logprobs(pairs)
         ]
-
-
-class _ContextAhead:
-    """The work :meth:`LocalJudgeScorer.prepare` hands out: call it once (in a worker thread), then :meth:`close`."""
-
-    def __init__(self, judge: LocalJudgeScorer, context: str | Sequence[str], threads: int) -> None:
-        self.judge = judge
-        self.context = context
-        self.threads = threads
-        self._closed = False
-
-    def __call__(self) -> None:
-        judge, session = self.judge, self.judge.session
-        try:
-            passages = (self.context,) if isinstance(self.context, str) else tuple(self.context)
-            chunk = judge._chunk_passages(passages)[0][1]
-            with session.lock:
-                if self._closed:
-                    return
-                prefix = tokenize_segments(judge.prompt.prefix_segments(chunk), judge._tokenize)
-                if len(prefix) < session.n_ctx:
-                    session.prefill(prefix, what="context", threads=self.threads, logits=False)
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        """Give the reserved threads back (whether or not the work ran)."""
-        if not self._closed:
-            self._closed = True
-            self.judge.session.release_beside()
 
 
 def weights_identity(model: str, session: LlamaSession | None = None) -> str:

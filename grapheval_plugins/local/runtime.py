@@ -1,87 +1,59 @@
-"""Sessions: a llama.cpp context that reuses its evaluated token prefix, shared process-wide, safe across threads.
+"""Sessions: a ``llama_cpp.Llama`` that reuses its evaluated token prefix, shared process-wide, one call at a time.
 
 :class:`LlamaSession` owns one ``llama_cpp.Llama`` (loaded lazily on first use). :meth:`LlamaSession.prefill`
 evaluates a token sequence, keeping the longest prefix already in the KV cache, so a fixed prompt prefix (prompt
-A's instructions and examples; the judge's context) is evaluated once and only the new suffix costs time.
-Every use of the model (tokenizing, evaluating, reading logits, generating) holds :attr:`LlamaSession.lock`.
+A's instructions and examples; the judge's context) is evaluated once and only the new suffix costs time;
+:meth:`LlamaSession.generate` then decodes with ``Llama.generate`` (greedy at temperature 0).
 
 :func:`get_session` keeps one session per (GGUF file, role, settings) in the process. The chat model and the judge
-use different roles, hence separate contexts (separate KV caches, so alternating extraction and judging does not
-evict each other's prefix). The weights are loaded once per file: a second session over the same file opens a new
-llama.cpp context on the already-loaded model (:class:`~grapheval_plugins.local.llamacpp.SharedContext`), so the
-model's memory is not paid twice.
+use different roles, hence separate ``Llama`` objects and KV caches (alternating extraction and judging does not
+evict each other's prefix); llama.cpp maps the weights file, so the two share its pages in memory.
 
-Each session has its own lock: one context is entered by one call at a time, from any number of threads and tasks,
-while two sessions (the chat model extracting, the judge reading a context) may evaluate at once over the weights
-they share (llama.cpp reads a model's weights only; each context has its own KV cache and buffers, and its logits do
-not depend on the other running: integration-tested on the real 0.5B GGUF). They share the cores through
-:data:`~grapheval_plugins.local.threads.LEDGER`: an evaluation starts when its threads fit beside those of the
-sessions already evaluating (without an explicit ``n_threads``, it takes only what they leave), else it waits for
-them, as one shared lock would, while a session decoding shrinks to an even part of the free threads at its next
-step so that the waiting one can start; an evaluation meant to run beside another reserves its threads first
-(:meth:`LlamaSession.reserve_beside`).
+Every session holds one process-wide lock (:data:`LOCK`) while it uses its model: one llama.cpp evaluation runs at a
+time in the process, with the threads the other processes leave free when it starts (:func:`free_cores`, at least
+one), unless ``n_threads`` is given. A llama.cpp thread waiting for a busy core stalls every step of a pass, so on a
+loaded machine this is what keeps the local models at least as fast as one thread (``benchmarks/bench_threads.py``).
 
-Saved prefixes: after a prefill that evaluated at least :data:`SNAPSHOT_MIN_TOKENS` new tokens, a session copies
-the KV cells out (:func:`~grapheval_plugins.local.llamacpp.save_sequence`, a few milliseconds and about 28 KB a
-token for a 1.5B model), keeping the last ``prefix_slots`` of them. A later prefill that shares a longer prefix with
-a saved one than with the KV cache puts those cells back instead of evaluating the prefix again: the judge returns
-to a row's context after scoring claims against the output (the extraction-fidelity pass), and the chat model to
-the extraction prompt's examples after a correction prompt. A restored prefix gives the same logits as one that
-never left the cache (integration-tested on the real 0.5B GGUF).
+Saved prefixes (the one place that reaches below ``Llama``'s own methods, through llama-cpp-python's public
+low-level binding on ``Llama.ctx``): after a prefill that evaluated at least :data:`SNAPSHOT_MIN_TOKENS` new
+tokens, a session copies the KV cells of its sequence out (``llama_state_seq_get_data``: a few milliseconds, about
+28 KB a token for a 1.5B model; ``Llama.save_state`` would also copy ``n_batch`` rows of logits, some 300 MB),
+keeping the last ``prefix_slots`` of them. A later prefill that shares a longer prefix with a saved one than with
+the KV cache puts those cells back instead of evaluating the prefix again: the judge returns to a row's context
+after scoring claims against the output (the extraction-fidelity pass). A restored prefix gives the same logits as
+one that never left the cache (integration-tested on the real 0.5B GGUF).
 
-Threads: without an explicit ``n_threads``, every evaluation uses the cores that are free at that moment
-(:func:`~grapheval_plugins.local.threads.free_threads`), and decoding backs off to one thread when that is faster
-(:class:`~grapheval_plugins.local.threads.ThreadGovernor`): a thread waiting for a busy core stalls every step.
-
-Prompt-lookup decoding (opt-in: ``prompt_lookup=True`` or ``GRAPHEVAL_PROMPT_LOOKUP=1``) drafts tokens for greedy
-decoding from the continuation of the last n-gram's latest earlier occurrence in the prompt or the answer so far
-(:func:`draft_tokens`), verifies a draft in one batched evaluation and keeps the drafted tokens that are the
-model's argmax there (:func:`accepted_prefix`). It is off by default: llama.cpp's CPU kernels do not give a token
-evaluated inside a batch exactly the logits it gets alone (differences up to ~0.4 in the logits with
-llama-cpp-python 0.3.36), so the answer can differ from one-at-a-time greedy decoding, and on CPUs where a batch
-of k tokens costs about k single steps (compute-bound decoding) it is not faster (docs/benchmarks.md).
-
-Everything that depends on llama-cpp-python's version (loading with or without extra buffer types, the second
-context, reading logits, setting threads) is in :mod:`grapheval_plugins.local.llamacpp`; this module only keeps
-sessions.
+Weights are loaded without llama.cpp's extra buffer types (``use_extra_bufts=False``: the AMX weight-repack path
+of the bundled llama.cpp crashes in ``llama_decode`` on some CPUs); ``Llama()`` does not take that model
+parameter, so :func:`load_llama` sets it on the parameters ``Llama`` builds.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .._imports import require
 from ..exceptions import InputError, ModelLoadError
-from .cpu import ExtraBuffersDecision, decide_extra_buffers
-from .llamacpp import (
-    SharedContext,
-    batch_logits_supported,
-    eval_logits,
-    load_llama,
-    next_logits,
-    restore_sequence,
-    save_sequence,
-    set_threads,
-)
-from .probe import confirm_extra_buffers
-from .threads import LEDGER, ThreadGovernor, allowed_cpus, free_threads, read_cpu_load
 
 __all__ = [
-    "ContextOverflowError",
+    "LOCK",
     "SNAPSHOT_MIN_TOKENS",
+    "ContextOverflowError",
     "LlamaSession",
     "SessionStats",
-    "SharedContext",
-    "accepted_prefix",
     "clear_sessions",
-    "draft_tokens",
+    "free_cores",
     "get_session",
+    "load_llama",
 ]
 
 logger = logging.getLogger(__name__)
@@ -89,11 +61,12 @@ logger = logging.getLogger(__name__)
 #: Qwen2.5 ChatML special tokens that end an assistant turn.
 END_OF_TURN = ("<|im_end|>", "<|endoftext|>")
 
-PROMPT_LOOKUP_ENV = "GRAPHEVAL_PROMPT_LOOKUP"
-"""Environment variable: ``1`` turns prompt-lookup decoding on where no ``prompt_lookup=`` option is given."""
+LOCK = threading.RLock()
+"""Held by every use of a local model in the process: one llama.cpp evaluation at a time."""
 
-LOAD_RECHECK_STEPS = 16
-"""Decode steps between two readings of the CPU load (:func:`~grapheval_plugins.local.threads.read_cpu_load`)."""
+SNAPSHOT_MIN_TOKENS = 128
+"""A prefill that evaluates at least this many new tokens is saved for later (see ``prefix_slots``); a saved prefix
+is restored only when it spares at least this many tokens over the KV cache."""
 
 
 class ContextOverflowError(InputError):
@@ -114,26 +87,158 @@ class SessionStats:
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0
     load_seconds: float = 0.0
-    decode_steps: int = 0
-    """Evaluations during decoding (one per token without prompt lookup; fewer with it)."""
-    drafted_tokens: int = 0
-    """Tokens proposed by prompt lookup and verified."""
-    accepted_tokens: int = 0
-    """Drafted tokens that were the model's own greedy choice (generated without a decode step of their own)."""
-    thread_switches: int = 0
-    """Times the thread count of the context was changed (load readings and the decode governor)."""
     restored_tokens: int = 0
     """Prompt tokens taken from a saved prefix instead of being evaluated (counted in ``reused_tokens`` too)."""
     snapshots: int = 0
     """Prefixes saved (see ``prefix_slots``)."""
-    wait_seconds: float = 0.0
-    """Time spent waiting for other sessions of the process to leave threads free before an evaluation
-    (:meth:`~grapheval_plugins.local.threads.ThreadLedger.acquire`)."""
 
 
-SNAPSHOT_MIN_TOKENS = 128
-"""A prefill that evaluates at least this many new tokens is saved for later (see ``prefix_slots``); a saved prefix
-is restored only when it spares at least this many tokens over the KV cache."""
+# ---------------------------------------------------------------------- cores
+def allowed_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, else the CPU count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _others_running(proc: Path = Path("/proc")) -> int:
+    """Runnable threads of other processes now: ``procs_running`` of ``/proc/stat`` less this process's threads in
+    state R (``/proc/self/task/*/stat``); 0 where ``/proc`` cannot be read."""
+    try:
+        line = next(ln for ln in (proc / "stat").read_text().splitlines() if ln.startswith("procs_running"))
+        running = int(line.split()[1])
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 0
+    own = 0
+    for task in (proc / "self" / "task").glob("*/stat"):
+        try:
+            fields = task.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        own += bool(fields) and fields[0] == "R"
+    return max(0, running - own)
+
+
+def free_cores(limit: int | None = None) -> int:
+    """The cores other processes leave free now (of ``limit``, default :func:`allowed_cpus`), at least one."""
+    cores = limit or allowed_cpus()
+    return max(1, cores - _others_running())
+
+
+# ---------------------------------------------------------------------- llama-cpp-python
+@cache
+def _llama_without_extra_buffers(base: type) -> type:
+    """A ``Llama`` subclass that sets ``use_extra_bufts=False`` on the model parameters ``Llama.__init__`` builds
+    (it assigns ``self.model_params = llama_model_default_params()`` and passes that structure to the loader)."""
+
+    def _get(self: Any) -> Any:
+        return self.__dict__["_grapheval_model_params"]
+
+    def _set(self: Any, params: Any) -> None:
+        params.use_extra_bufts = False
+        self.__dict__["_grapheval_model_params"] = params
+
+    return type("LlamaNoExtraBuffers", (base,), {"model_params": property(_get, _set), "__module__": __name__})
+
+
+def load_llama(path: str | Path, *, n_ctx: int, n_threads: int, n_batch: int, seed: int) -> Any:
+    """``llama_cpp.Llama`` over ``path``, without extra buffer types, refused unless its chat template is ChatML.
+
+    Raises:
+        MissingDependencyError: llama-cpp-python is not installed.
+        ModelLoadError: llama.cpp refuses the file (not a complete GGUF, ...), or its chat template is not ChatML.
+    """
+    llama_cpp = require("llama_cpp", "local", "local llama.cpp models", package="llama-cpp-python")
+    fields = {f[0] for f in getattr(getattr(llama_cpp, "llama_model_params", None), "_fields_", ())}
+    if "use_extra_bufts" not in fields:
+        raise ModelLoadError(
+            f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')} has no 'use_extra_bufts' model parameter, so "
+            "llama.cpp's weight repacking (which crashes on some CPUs) cannot be turned off: install "
+            "llama-cpp-python>=0.3.9,<0.4"
+        )
+    try:
+        return _llama_without_extra_buffers(llama_cpp.Llama)(
+            model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, n_batch=n_batch,
+            seed=seed, logits_all=False, verbose=False,
+        )
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ModelLoadError(f"llama.cpp could not load {path}: {exc}") from exc
+
+
+def check_chatml(llama: Any, path: Path) -> None:
+    """Refuse a model whose chat template (``Llama.metadata``) is not ChatML: prompts are rendered in ChatML."""
+    metadata = getattr(llama, "metadata", None)
+    if metadata is None:  # a test double without metadata
+        return
+    template = metadata.get("tokenizer.chat_template")
+    if not template or "<|im_start|>" not in template:
+        found = "no chat template" if not template else f"the chat template {' '.join(template.split())[:60]!r} …"
+        raise ModelLoadError(
+            f"{path} has {found}; the local runtime renders prompts in ChatML and only runs ChatML models such as "
+            "Qwen2.5-Instruct GGUFs"
+        )
+
+
+def _low_level(llama: Any) -> Any:
+    """llama-cpp-python's low-level binding when ``llama`` is a real ``Llama`` (with a context), else ``None``."""
+    if getattr(llama, "ctx", None) is None:
+        return None
+    from llama_cpp import llama_cpp
+
+    return llama_cpp
+
+
+def next_logits(llama: Any) -> Any:
+    """A copy of the next-token logits after the last evaluated token (numpy float32 vector over the vocabulary).
+
+    ``Llama.eval`` keeps no logits without ``logits_all`` (which would hold ``n_ctx`` rows of them), so they are
+    read from the context: ``llama_get_logits_ith`` on ``Llama.ctx``, or a test double's ``next_logits()``."""
+    import numpy as np
+
+    low = _low_level(llama)
+    if low is None:
+        return np.asarray(llama.next_logits_now(), dtype=np.float32).copy()
+    return np.ctypeslib.as_array(low.llama_get_logits_ith(llama.ctx, -1), shape=(llama.n_vocab(),)).copy()
+
+
+def set_threads(llama: Any, n: int) -> None:
+    """Let the next evaluations of ``llama`` use ``n`` threads (``llama_set_n_threads``; a no-op on a test double)."""
+    low = _low_level(llama)
+    if low is not None:
+        low.llama_set_n_threads(llama.ctx, int(n), int(n))
+
+
+def save_sequence(llama: Any) -> bytes | None:
+    """The KV cells of sequence 0 (``llama_state_seq_get_data``), or ``None`` where they cannot be copied."""
+    low = _low_level(llama)
+    if low is None:
+        return None
+    size = int(low.llama_state_seq_get_size(llama.ctx, 0))
+    if size <= 0:
+        return None
+    buffer = (ctypes.c_uint8 * size)()
+    written = int(low.llama_state_seq_get_data(llama.ctx, buffer, size, 0))
+    return ctypes.string_at(buffer, written) if 0 < written <= size else None
+
+
+def restore_sequence(llama: Any, data: bytes, tokens: Sequence[int]) -> bool:
+    """Put cells :func:`save_sequence` copied back into sequence 0 (dropping what it holds) and mark ``tokens`` as
+    evaluated; the next evaluation must evaluate at least one token (the logits are not restored). ``False`` (the
+    cache emptied) where llama.cpp refuses the data."""
+    low = _low_level(llama)
+    if low is None or not data:
+        return False
+    memory = low.llama_get_memory(llama.ctx)
+    low.llama_memory_seq_rm(memory, -1, 0, -1)
+    buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+    if int(low.llama_state_seq_set_data(llama.ctx, buffer, len(data), 0)) != len(data):
+        low.llama_memory_seq_rm(memory, -1, 0, -1)
+        llama.n_tokens = 0
+        return False
+    llama.input_ids[: len(tokens)] = list(tokens)
+    llama.n_tokens = len(tokens)
+    return True
 
 
 @dataclass(frozen=True)
@@ -151,93 +256,24 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def _default_threads() -> int:
-    """The most threads a session may use: the cores of this process's affinity mask."""
-    return allowed_cpus()
-
-
-def _env_prompt_lookup() -> bool:
-    value = os.environ.get(PROMPT_LOOKUP_ENV, "").strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("", "0", "false", "no", "off"):
-        return False
-    raise InputError(PROMPT_LOOKUP_ENV, f"expected 0 or 1, got {value!r}")
-
-
-def draft_tokens(
-    context: Sequence[int], *, max_ngram: int = 3, max_draft: int = 10, min_ngram: int = 1
-) -> list[int]:
-    """Prompt lookup: the tokens that followed the latest earlier occurrence of the last ``n`` tokens of
-    ``context``, for ``n`` from ``max_ngram`` down to ``min_ngram`` (at most ``max_draft`` of them; ``[]`` when
-    none match).
-
-    >>> draft_tokens([5, 6, 7, 8, 9, 5, 6, 7], max_draft=2)
-    [8, 9]
-    >>> draft_tokens([1, 2, 3], max_draft=4)
-    []
-    """
-    if max_draft <= 0:
-        return []
-    size = len(context)
-    for n in range(min(max_ngram, size - 1), max(1, min_ngram) - 1, -1):
-        tail = list(context[size - n :])
-        first = tail[0]
-        for start in range(size - n - 1, -1, -1):  # latest occurrence first
-            if context[start] == first and list(context[start : start + n]) == tail:
-                follow = list(context[start + n : start + n + max_draft])
-                if follow:
-                    return [int(t) for t in follow]
-    return []
-
-
-def accepted_prefix(draft: Sequence[int], choices: Sequence[int]) -> int:
-    """How many leading drafted tokens greedy decoding would have produced: ``choices[i]`` is the model's argmax
-    after the context and ``draft[:i]``, so ``draft[i]`` is kept while it equals ``choices[i]``.
-
-    >>> accepted_prefix([4, 5, 6], [4, 5, 9, 1])
-    2
-    """
-    count = 0
-    for drafted, chosen in zip(draft, choices):
-        if int(drafted) != int(chosen):
-            break
-        count += 1
-    return count
-
-
-_MODELS: dict[tuple[str, bool], Any] = {}
-"""Loaded ``llama_cpp.Llama`` objects by (resolved file path, extra buffers); cleared by :func:`clear_sessions`."""
-_MODELS_LOCK = threading.Lock()
-
-
+# ---------------------------------------------------------------------- sessions
 class LlamaSession:
-    """One llama.cpp context over a GGUF file, with prefix reuse and a lock.
+    """One ``llama_cpp.Llama`` over a GGUF file, with prefix reuse, saved prefixes and the process-wide lock.
 
     Args:
         model_path: the GGUF file, or a function returning it or a
             :class:`~grapheval_plugins.local.weights.ResolvedWeights` (called on first load: weights are resolved
             then, and where they came from is kept in :attr:`weights`).
         n_ctx: context window in tokens (prompt + generated).
-        n_threads: CPU threads, fixed. Default (``None``): at most the cores this process may use, at each
-            evaluation those that other processes leave free, and during decoding one thread when that is faster
-            (:mod:`~grapheval_plugins.local.threads`).
+        n_threads: CPU threads, fixed. Default (``None``): at each call, the cores other processes leave free
+            (:func:`free_cores`).
         n_batch: tokens evaluated per llama.cpp batch.
-        seed: llama.cpp seed (sampling here is greedy, so results do not depend on it).
-        extra_buffers: let llama.cpp repack the weights into extra buffer types (AMX, interleaved layouts).
-            ``None`` (default) reads ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS``, else off; see
-            :func:`~grapheval_plugins.local.cpu.decide_extra_buffers`.
-        factory: builds the ``Llama`` object (default: :func:`~grapheval_plugins.local.llamacpp.load_llama`, which
-            validates the file first; tests pass a fake taking ``Llama``'s keyword arguments).
-        lock: the re-entrant lock every use of this session's context holds (default: a lock of its own).
-        prompt_lookup: draft tokens by prompt lookup in greedy decoding and verify them in one batch (fewer decode
-            steps; the answer may differ slightly from one-at-a-time greedy decoding, see the module's docstring).
-            ``None`` (default) reads ``GRAPHEVAL_PROMPT_LOOKUP`` (``1`` turns it on), else off.
-        lookup_ngram: the longest n-gram prompt lookup matches (then shorter ones, down to ``lookup_min_ngram``).
-        lookup_tokens: the most tokens drafted per step.
-        lookup_min_ngram: the shortest n-gram prompt lookup matches.
-        prefix_slots: how many evaluated prefixes are kept to return to (see the module's docstring; ``0``: none,
-            only the KV cache's own prefix is reused).
+        seed: the sampling seed (greedy decoding does not depend on it).
+        factory: builds the ``Llama`` object (default :func:`load_llama`; tests pass a fake taking its keyword
+            arguments).
+        lock: the re-entrant lock every use of this session's model holds (default :data:`LOCK`).
+        prefix_slots: how many evaluated prefixes are kept to return to (``0``: only the KV cache's own prefix is
+            reused).
     """
 
     def __init__(
@@ -248,13 +284,8 @@ class LlamaSession:
         n_threads: int | None = None,
         n_batch: int = 512,
         seed: int = 0,
-        extra_buffers: bool | None = None,
         factory: Callable[..., Any] | None = None,
         lock: threading.RLock | None = None,
-        prompt_lookup: bool | None = None,
-        lookup_ngram: int = 3,
-        lookup_tokens: int = 10,
-        lookup_min_ngram: int = 1,
         prefix_slots: int = 2,
     ) -> None:
         if n_ctx < 64:
@@ -263,33 +294,23 @@ class LlamaSession:
         self.n_ctx = n_ctx
         self.threads_fixed = bool(n_threads)
         """Whether the thread count was given (then every evaluation uses it) or follows the load."""
-        self.n_threads = n_threads or _default_threads()
-        self.prompt_lookup = _env_prompt_lookup() if prompt_lookup is None else bool(prompt_lookup)
-        self.lookup_ngram = max(1, lookup_ngram)
-        self.lookup_min_ngram = max(1, min(lookup_min_ngram, self.lookup_ngram))
-        self.lookup_tokens = max(0, min(lookup_tokens, n_batch - 1))
-        self.governor = ThreadGovernor(self.n_threads)
-        """Chooses the decode steps' thread count when it is not fixed."""
-        self._threads_now = self.n_threads
-        self._threads_settable = True
-        self._load_reader: Callable[[], Any] = read_cpu_load
+        self.n_threads = n_threads or allowed_cpus()
+        self.threads_now = self.n_threads
+        """The thread count the model evaluates with now."""
         self.n_batch = n_batch
         self.seed = seed
-        self.extra_buffers = extra_buffers
         self._factory = factory
-        self.lock: threading.RLock = lock if lock is not None else threading.RLock()
-        """The re-entrant lock held by every use of this session's context."""
+        self.lock: threading.RLock = lock if lock is not None else LOCK
+        """The re-entrant lock held by every use of this session's model."""
         self._llama: Any = None
         self._stop_ids: frozenset[int] = frozenset()
         self.path: Path | None = None
         self.weights: Any = None
         """The :class:`~grapheval_plugins.local.weights.ResolvedWeights` the model was loaded from, when known."""
-        self.decision: ExtraBuffersDecision | None = None
-        """How ``use_extra_bufts`` was decided for this session's model (set on load)."""
         self.stats = SessionStats()
         self.prefix_slots = max(0, int(prefix_slots))
         self._snapshots: list[_Snapshot] = []  # most recently used last
-        self._depth = 0  # nested evaluations under way (see _begin)
+        self._depth = 0  # nested calls under way: the threads are chosen by the outermost
 
     # ------------------------------------------------------------------ loading
     @property
@@ -297,19 +318,17 @@ class LlamaSession:
         return self._llama is not None
 
     def load(self) -> Any:
-        """Resolve the weights and create the llama.cpp context (once); return the ``Llama`` object.
+        """Resolve the weights and load the model (once); return the ``Llama`` object.
 
         Raises:
             ModelLoadError: the weights cannot be resolved, are not a complete ChatML GGUF, or llama.cpp refuses
                 them.
-            InputError: ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` holds something other than a yes/no value.
         """
         if self._llama is not None:
             return self._llama
         with self.lock:
             if self._llama is not None:
                 return self._llama
-            self.decision = decide_extra_buffers(self.extra_buffers)
             resolved = self._model_path() if callable(self._model_path) else self._model_path
             if isinstance(resolved, (str, Path)):
                 self.path = Path(resolved)
@@ -317,32 +336,16 @@ class LlamaSession:
                 self.weights = resolved
                 self.path = Path(resolved.path)
             started = time.perf_counter()
-            if self._factory is not None:
+            options = dict(n_ctx=self.n_ctx, n_threads=self.n_threads, n_batch=self.n_batch, seed=self.seed)
+            if self._factory is None:
+                llama = load_llama(self.path, **options)
+            else:
                 try:
-                    llama = self._factory(
-                        model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                        n_threads_batch=self.n_threads, n_batch=self.n_batch, seed=self.seed,
-                        logits_all=False, verbose=False,
-                    )
+                    llama = self._factory(model_path=str(self.path), n_threads_batch=self.n_threads,
+                                          logits_all=False, verbose=False, **options)
                 except (ValueError, RuntimeError, OSError) as exc:
                     raise ModelLoadError(f"llama.cpp could not load {self.path}: {exc}") from exc
-            else:
-                llama = self._shared_context()
-                if llama is None:
-                    # Opted in to extra buffer types: a child process loads and decodes with them first, so a CPU
-                    # where that path crashes gets a ModelLoadError here instead of a crashed process.
-                    self.decision = confirm_extra_buffers(self.decision, self.path)
-                    if self.decision.risky:
-                        logger.warning(
-                            "loading %s with llama.cpp's extra buffer types on a CPU with AMX (%s): this path is "
-                            "known to crash in llama_decode", self.path, self.decision.reason,
-                        )
-                    llama = load_llama(
-                        self.path, n_ctx=self.n_ctx, n_threads=self.n_threads, n_batch=self.n_batch,
-                        seed=self.seed, extra_buffers=self.decision.enabled,
-                    )
-                    with _MODELS_LOCK:
-                        _MODELS.setdefault(self._model_key(), llama)
+            check_chatml(llama, self.path)
             self.stats.load_seconds += time.perf_counter() - started
             stop = {int(llama.token_eos())}
             for text in END_OF_TURN:
@@ -351,29 +354,8 @@ class LlamaSession:
                     stop.add(int(ids[0]))
             self._stop_ids = frozenset(stop)
             self._llama = llama
-            logger.info(
-                "loaded %s (n_ctx=%d, threads=%d, extra buffers %s) in %.1f s", self.path, self.n_ctx,
-                self.n_threads, "on" if self.decision.enabled else "off", self.stats.load_seconds,
-            )
+            logger.info("loaded %s (n_ctx=%d) in %.1f s", self.path, self.n_ctx, self.stats.load_seconds)
             return llama
-
-    def _model_key(self) -> tuple[str, bool]:
-        assert self.path is not None and self.decision is not None
-        return str(self.path.resolve()), self.decision.enabled
-
-    def _shared_context(self) -> SharedContext | None:
-        """A new context over a model this process already loaded from the same file (same settings), if any."""
-        if self.path is None:
-            return None
-        with _MODELS_LOCK:
-            base = _MODELS.get(self._model_key())
-        if base is None:
-            return None
-        try:
-            return SharedContext(base, n_ctx=self.n_ctx, n_batch=self.n_batch, n_threads=self.n_threads)
-        except ModelLoadError as exc:  # a llama-cpp-python without these internals
-            logger.info("cannot share the loaded model (%s); loading %s again", exc, self.path)
-            return None
 
     def describe_weights(self) -> str:
         """Where the loaded weights came from, e.g. ``qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (parts, sha256 1d96…)``."""
@@ -408,7 +390,7 @@ class LlamaSession:
             return [int(t) for t in llama.input_ids[: llama.n_tokens]]
 
     def reset(self) -> None:
-        """Forget the KV cache (the next prefill evaluates everything)."""
+        """Forget the KV cache and the saved prefixes (the next prefill evaluates everything)."""
         with self.lock:
             self._snapshots.clear()
             if self._llama is not None:
@@ -417,94 +399,22 @@ class LlamaSession:
     def reset_stats(self) -> None:
         self.stats = SessionStats(load_seconds=self.stats.load_seconds)
 
-    # ------------------------------------------------------------------ threads
-    @property
-    def threads_now(self) -> int:
-        """The thread count the context evaluates with now."""
-        return self._threads_now
-
-    def _use_threads(self, n: int) -> None:
-        """Evaluate with ``n`` threads from now on (one-token steps and batches), where the context allows it."""
-        if n == self._threads_now or not self._threads_settable:
-            return
-        if set_threads(self.llama, n, n):
-            self._threads_now = n
-            self.stats.thread_switches += 1
-        else:  # a llama-cpp-python or fake without llama_set_n_threads: keep the count it was loaded with
-            self._threads_settable = False
-
-    @property
-    def _governed(self) -> bool:
-        return not self.threads_fixed and self._threads_settable
-
-    def _free_now(self) -> int:
-        """Threads this session may take now: those other processes leave free, less those the other sessions of
-        this process hold, and no more than an even part while another session waits to start
-        (:meth:`~grapheval_plugins.local.threads.ThreadLedger.share`), at least one."""
-        return LEDGER.share(self, free_threads(self._load_reader(), self.n_threads))
-
-    def _begin(self) -> None:
-        """Start an evaluation (the outermost of nested ones: a prompt inside a generation is one): wait until its
-        threads fit beside the other sessions' (:meth:`~grapheval_plugins.local.threads.ThreadLedger.acquire`),
-        then use the threads the load leaves free (the decode governor's choice when that is fewer)."""
-        if self._depth == 0:
-            limit = self.n_threads if self._governed else allowed_cpus()
-            started = time.perf_counter()
-            threads = LEDGER.acquire(self, lambda: free_threads(self._load_reader(), limit),
-                                     None if self._governed else self._threads_now)
-            self.stats.wait_seconds += time.perf_counter() - started
-            try:
-                if self._governed:
-                    self.governor.set_cap(threads)
-                    self._use_threads(min(self.governor.cap, self.governor.preferred))
-                    LEDGER.hold(self, self._threads_now)
-            except BaseException:
-                LEDGER.release(self)
-                raise
+    def _enter(self) -> None:
+        """Start a call (under :attr:`lock`); the outermost one sets the thread count."""
+        if self._depth == 0 and not self.threads_fixed:
+            threads = free_cores(self.n_threads)
+            if threads != self.threads_now:
+                set_threads(self.llama, threads)
+                self.threads_now = threads
         self._depth += 1
 
-    def _end(self) -> None:
-        """End an evaluation :meth:`_begin` started; the outermost gives its threads back."""
-        self._depth -= 1
-        if self._depth == 0:
-            LEDGER.release(self)
-
-    def _step_threads(self, step: int) -> None:
-        """Before decode step ``step``: the governor's thread count (the load re-read every few steps, and at
-        once when another session of the process waits for threads this one holds), held in the ledger."""
-        if self._governed:
-            if (step and step % LOAD_RECHECK_STEPS == 0) or (self._threads_now > 1 and LEDGER.waiting(self)):
-                self.governor.set_cap(self._free_now())
-            self._use_threads(self.governor.threads())
-        LEDGER.hold(self, self._threads_now)
-
-    def reserve_beside(self) -> int | None:
-        """Reserve threads for an evaluation that is to run beside another session's (the judge reading a context
-        while the chat model extracts), before that other one starts: half of the threads that other processes
-        and sessions leave free, or this session's fixed ``n_threads``; ``None`` when that would not leave as many
-        for the other evaluation (then running both at once would only contend for the cores). Pass the count to
-        :meth:`prefill` (``threads=``) and call :meth:`release_beside` afterwards."""
-        limit = allowed_cpus() if self.threads_fixed else self.n_threads
-        free = free_threads(self._load_reader(), limit)
-        return LEDGER.reserve(self, free, self.n_threads if self.threads_fixed else None)
-
-    def release_beside(self) -> None:
-        """Give back the threads :meth:`reserve_beside` reserved."""
-        LEDGER.release(self)
-
-    def _observe(self, seconds: float, tokens: int) -> None:
-        if self._governed and self._threads_now == self.governor.current:
-            self.governor.observe(seconds, tokens)
-
     # ------------------------------------------------------------------ evaluation
-    def prefill(
-        self, tokens: Sequence[int], what: str = "prompt", *, threads: int | None = None, logits: bool = True
-    ) -> int:
-        """Evaluate ``tokens``, reusing the longest prefix already in the KV cache; return the tokens reused.
+    def prefill(self, tokens: Sequence[int], what: str = "prompt", *, logits: bool = True) -> int:
+        """Evaluate ``tokens``, reusing the longest prefix already in the KV cache (or a saved one); return the
+        tokens reused.
 
         Afterwards :meth:`logits` are those of the position after the last token; with ``logits=False`` (a prefix
-        evaluated for later prompts) tokens already in the cache are not evaluated again for them. ``threads``: the
-        count :meth:`reserve_beside` reserved (default: the threads free now, see the class).
+        evaluated for later prompts) tokens already in the cache are not evaluated again for them.
 
         Raises:
             ContextOverflowError: ``tokens`` do not fit the context window.
@@ -525,10 +435,7 @@ class LlamaSession:
                 if not logits:
                     return common
                 common -= 1  # all cached: re-evaluate the last token to refresh its logits
-            if threads is None:
-                self._begin()
-            elif self._governed:
-                self._use_threads(threads)
+            self._enter()
             started = time.perf_counter()
             llama.n_tokens = common
             try:
@@ -537,8 +444,7 @@ class LlamaSession:
                 llama.reset()
                 raise
             finally:
-                if threads is None:
-                    self._end()
+                self._depth -= 1
             self.stats.prefill_seconds += time.perf_counter() - started
             self.stats.calls += 1
             self.stats.prompt_tokens += len(tokens)
@@ -550,8 +456,7 @@ class LlamaSession:
 
     def _restore_longer(self, tokens: Sequence[int], cached: int) -> bool:
         """Put back the saved prefix sharing the most tokens with ``tokens`` when it spares at least
-        :data:`SNAPSHOT_MIN_TOKENS` over the ``cached`` ones. ``True`` when the KV cache was touched (restored, or
-        emptied by a failed restore): the caller then reads the cached tokens again."""
+        :data:`SNAPSHOT_MIN_TOKENS` over the ``cached`` ones. ``True`` when the KV cache was touched."""
         best, shared = None, cached + SNAPSHOT_MIN_TOKENS - 1
         for snapshot in self._snapshots:
             n = _common_prefix(snapshot.tokens, tokens)
@@ -560,7 +465,7 @@ class LlamaSession:
         if best is None:
             return False
         if not restore_sequence(self.llama, best.data, best.tokens):
-            self._snapshots.clear()  # this llama-cpp-python cannot: stop saving
+            self._snapshots.clear()  # llama.cpp refused the cells: stop saving
             self.prefix_slots = 0
             return True
         self._snapshots.remove(best)
@@ -573,10 +478,10 @@ class LlamaSession:
         if self.prefix_slots <= 0:
             return
         data = save_sequence(self.llama)
-        if data is None:  # a llama-cpp-python (or fake) that cannot copy KV cells
+        if data is None:  # a test double that cannot copy KV cells
             self.prefix_slots = 0
             return
-        saved = tuple(int(t) for t in tokens)
+        saved = tuple(tokens)
         # a saved prefix of the new one is superseded by it
         self._snapshots = [s for s in self._snapshots if _common_prefix(s.tokens, saved) < len(s.tokens)]
         self._snapshots.append(_Snapshot(tokens=saved, data=data))
@@ -589,118 +494,36 @@ class LlamaSession:
             return next_logits(self.llama)
 
     def generate(
-        self,
-        prompt: Sequence[int],
-        *,
-        max_tokens: int,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        prompt_lookup: bool | None = None,
+        self, prompt: Sequence[int], *, max_tokens: int, temperature: float = 0.0, seed: int | None = None
     ) -> Iterator[int]:
-        """Yield generated token ids after ``prompt`` (greedy when ``temperature`` is 0) until an end-of-turn token,
-        ``max_tokens``, or the end of the context window. The caller must hold :attr:`lock` while iterating.
-
-        Greedy decoding uses prompt lookup when :attr:`prompt_lookup` (or ``prompt_lookup`` for this call) is on
-        and llama-cpp-python can evaluate a batch with every token's logits.
-        """
-        self._begin()
+        """Yield generated token ids after ``prompt`` (greedy when ``temperature`` is 0, else sampled from the whole
+        distribution with ``seed``) until an end-of-turn token, ``max_tokens``, or the end of the context window,
+        with ``Llama.generate``. The caller must hold :attr:`lock` while iterating."""
+        self._enter()
         try:
-            self.prefill(prompt)
+            self.prefill(prompt)  # the prompt's cached prefix (or a saved one) is kept; Llama.generate samples at once
             llama = self.llama
             room = min(max_tokens, self.n_ctx - len(prompt))
-            lookup = self.prompt_lookup if prompt_lookup is None else prompt_lookup
-            if temperature <= 0 and lookup and self.lookup_tokens > 0 and batch_logits_supported(llama):
-                yield from self._decode_lookup(llama, [int(t) for t in prompt], room)
-            else:
-                yield from self._decode_plain(llama, room, temperature, self.seed if seed is None else seed)
-        finally:
-            self._end()
-
-    def _decode_plain(self, llama: Any, room: int, temperature: float, seed: int) -> Iterator[int]:
-        """One evaluation per generated token."""
-        import numpy as np
-
-        rng = np.random.default_rng(seed)
-        stop_ids = self._stop_ids
-        for i in range(room):
-            started = time.perf_counter()
-            logits = self.logits()
-            if temperature <= 0:
-                token = int(np.argmax(logits))
-            else:
-                scaled = (logits - logits.max()) / temperature
-                probs = np.exp(scaled.astype(np.float64))
-                token = int(rng.choice(len(probs), p=probs / probs.sum()))
-            if token in stop_ids:
-                self.stats.decode_seconds += time.perf_counter() - started
-                return
-            if i + 1 < room:
-                self._step_threads(i)
-                step_started = time.perf_counter()
-                llama.eval([token])
-                self._observe(time.perf_counter() - step_started, 1)
-                self.stats.decode_steps += 1
-            self.stats.decode_seconds += time.perf_counter() - started
-            self.stats.generated_tokens += 1
-            yield token
-
-    def _decode_lookup(self, llama: Any, context: list[int], room: int) -> Iterator[int]:
-        """Greedy decoding with prompt lookup: each step evaluates the last token and a draft in one batch, and
-        keeps the draft's prefix that matches the model's argmax at every position (then the argmax after it).
-
-        The KV cache is rolled back past the kept tokens by setting ``n_tokens`` (the next evaluation drops the
-        rejected cells first, as in :meth:`prefill`); an end-of-turn token is never kept in the cache.
-        """
-        import numpy as np
-
-        stop_ids = self._stop_ids
-        started = time.perf_counter()
-        token = int(np.argmax(self.logits()))
-        produced = step = 0
-        while True:
-            if token in stop_ids:
-                self.stats.decode_seconds += time.perf_counter() - started
-                return
-            produced += 1
-            self.stats.generated_tokens += 1
-            self.stats.decode_seconds += time.perf_counter() - started
-            yield token
-            if produced >= room:
-                return
-            started = time.perf_counter()
-            context.append(token)
-            draft = draft_tokens(
-                context, max_ngram=self.lookup_ngram, min_ngram=self.lookup_min_ngram,
-                max_draft=min(self.lookup_tokens, room - produced - 1),
-            )
-            self._step_threads(step)
-            base = int(llama.n_tokens)
-            step_started = time.perf_counter()
+            if temperature > 0:
+                llama.set_seed(self.seed if seed is None else seed)
+            tokens = llama.generate(list(prompt), temp=max(0.0, temperature), top_k=0, top_p=1.0, min_p=0.0)
+            started, produced = time.perf_counter(), 0
             try:
-                rows = eval_logits(llama, [token, *draft])
-            except Exception:
-                llama.reset()
-                raise
-            self._observe(time.perf_counter() - step_started, 1 + len(draft))
-            choices = [int(c) for c in np.argmax(rows, axis=1)]
-            kept = accepted_prefix(draft, choices)
-            ended = next((j for j in range(kept) if draft[j] in stop_ids), None)
-            keep = kept if ended is None else ended
-            llama.n_tokens = base + 1 + keep
-            step += 1
-            self.stats.decode_steps += 1
-            self.stats.drafted_tokens += len(draft)
-            self.stats.accepted_tokens += kept
-            for drafted in draft[:keep]:
-                produced += 1
-                self.stats.generated_tokens += 1
-                context.append(drafted)
+                for token in tokens if room > 0 else ():
+                    if int(token) in self._stop_ids:
+                        break
+                    produced += 1
+                    self.stats.decode_seconds += time.perf_counter() - started
+                    self.stats.generated_tokens += 1
+                    yield int(token)
+                    if produced >= room:  # the last token is not evaluated
+                        break
+                    started = time.perf_counter()
+            finally:
+                tokens.close()
                 self.stats.decode_seconds += time.perf_counter() - started
-                yield drafted
-                started = time.perf_counter()
-            if ended is not None:
-                return
-            token = choices[kept]
+        finally:
+            self._depth -= 1
 
 
 # ---------------------------------------------------------------------- process-wide registry
@@ -717,33 +540,20 @@ def get_session(
     n_threads: int | None = None,
     n_batch: int = 512,
     seed: int = 0,
-    extra_buffers: bool | None = None,
     factory: Callable[..., Any] | None = None,
-    prompt_lookup: bool | None = None,
 ) -> LlamaSession:
     """The process-wide session for ``(key, role, settings)``, created (not loaded) on first request.
 
     ``key`` identifies the weights (a model name or a path); ``role`` separates contexts that should not share a KV
-    cache (``"chat"``, ``"judge"``). ``extra_buffers`` is decided here (option, else environment variable), so a
-    bad ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` value fails before anything loads. Sessions over one file share its
-    loaded weights, each with its own context and lock. ``n_threads=None`` (default) lets the session follow the load
-    (see :class:`LlamaSession`); ``prompt_lookup`` is :class:`LlamaSession`'s.
-
-    Raises:
-        InputError: ``GRAPHEVAL_LLAMA_EXTRA_BUFFERS`` or ``GRAPHEVAL_PROMPT_LOOKUP`` holds something other than a
-            yes/no value.
+    cache (``"chat"``, ``"judge"``). ``n_threads=None`` (default) follows the load (see :class:`LlamaSession`).
     """
     threads = n_threads or None
-    enabled = decide_extra_buffers(extra_buffers).enabled
-    lookup = _env_prompt_lookup() if prompt_lookup is None else bool(prompt_lookup)
-    ident = (key, role, n_ctx, threads, n_batch, seed, enabled, factory, lookup)
+    ident = (key, role, n_ctx, threads, n_batch, seed, factory)
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(ident)
         if session is None:
-            session = LlamaSession(
-                model_path, n_ctx=n_ctx, n_threads=threads, n_batch=n_batch, seed=seed,
-                extra_buffers=extra_buffers, factory=factory, prompt_lookup=lookup,
-            )
+            session = LlamaSession(model_path, n_ctx=n_ctx, n_threads=threads, n_batch=n_batch, seed=seed,
+                                   factory=factory)
             _SESSIONS[ident] = session
         return session
 
@@ -752,5 +562,3 @@ def clear_sessions() -> None:
     """Drop every shared session (their llama.cpp contexts are freed when no longer referenced)."""
     with _SESSIONS_LOCK:
         _SESSIONS.clear()
-    with _MODELS_LOCK:
-        _MODELS.clear()

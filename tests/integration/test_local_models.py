@@ -16,7 +16,6 @@ from grapheval_plugins import GraphEval, WeightsIntegrityError  # noqa: E402
 from grapheval_plugins.extract import TripleExtractor  # noqa: E402
 from grapheval_plugins.local.chat import ChatLocalLlama  # noqa: E402
 from grapheval_plugins.local.judge import LocalJudgeScorer  # noqa: E402
-from grapheval_plugins.local.runtime import SharedContext  # noqa: E402
 from grapheval_plugins.local.weights import KNOWN_MODELS, assemble_parts, part_paths  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -84,12 +83,9 @@ def test_grapheval_with_the_local_models_flags_a_planted_error(llm: ChatLocalLla
     assert report.llm == llm.model_label and report.scorer == judge.name
 
 
-def test_chat_and_judge_share_the_loaded_weights_but_not_the_kv_cache(
-    llm: ChatLocalLlama, judge: LocalJudgeScorer
-) -> None:
+def test_chat_and_judge_do_not_share_the_kv_cache(llm: ChatLocalLlama, judge: LocalJudgeScorer) -> None:
     chat_ctx, judge_ctx = llm.session.llama, judge.session.llama
     assert chat_ctx is not judge_ctx
-    assert isinstance(chat_ctx, SharedContext) or isinstance(judge_ctx, SharedContext)
     before = llm.session.cached_tokens()
     judge.check([COUNCIL], ["The council voted 7 to 2"])
     assert llm.session.cached_tokens() == before  # judging leaves the chat model's prefix in place

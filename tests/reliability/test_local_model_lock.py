@@ -1,7 +1,6 @@
 """A llama.cpp context is never entered by two calls at once, from any number of threads and tasks: the chat model
-and the judge over one GGUF file share its weights (a second context over the loaded model), each context has its
-own lock, and the two contexts may run at once (the judge reading a row's context while the chat model extracts
-its claims) with the results of sequential calls.
+and the judge over one GGUF file have a context each (their own KV caches) and share the process-wide lock, so one
+evaluation runs at a time, with the results of sequential calls.
 
 The model is a stand-in for ``llama_cpp.Llama`` (byte tokens, logits computed from the evaluated tokens) that
 records every entry into each context: tokenizing, evaluating, detokenizing. Nothing is downloaded or loaded.
@@ -28,7 +27,6 @@ from grapheval_plugins import GraphEval, Report
 from grapheval_plugins.local import runtime
 from grapheval_plugins.local.chat import ChatLocalLlama
 from grapheval_plugins.local.judge import LocalJudgeScorer
-from grapheval_plugins.local.threads import LEDGER, CpuLoad
 from grapheval_plugins.testing import _naive_triples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
@@ -92,12 +90,11 @@ def next_logits(seq: list[int]) -> np.ndarray:
 
 
 class RecordingContext(FakeLlama):
-    """One llama.cpp context over the shared :class:`Weights` (its own KV cache, as ``SharedContext`` has)."""
+    """One llama.cpp context over the shared :class:`Weights` (its own KV cache)."""
 
-    def __init__(self, weights: Weights, base: RecordingContext | None = None, **params: Any) -> None:
+    def __init__(self, weights: Weights, **params: Any) -> None:
         super().__init__(next_logits, **params)
         self.weights = weights
-        self.base = base
 
     def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
         with self.weights.enter("tokenize", self):
@@ -116,7 +113,7 @@ class RecordingContext(FakeLlama):
 
 @pytest.fixture
 def weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Weights, Path, list[RecordingContext]]]:
-    """The real session path (``get_session`` → ``load_llama`` / ``SharedContext``) over the stand-in model."""
+    """The real session path (``get_session`` → ``load_llama``) over the stand-in model."""
     shared = Weights()
     made: list[RecordingContext] = []
     path = tmp_path / "tiny.gguf"
@@ -127,15 +124,8 @@ def weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[W
         made.append(context)
         return context
 
-    def second_context(base: RecordingContext, *, n_ctx: int, **options: Any) -> RecordingContext:
-        context = RecordingContext(shared, base=base, n_ctx=n_ctx)
-        made.append(context)
-        return context
-
     monkeypatch.setattr(runtime, "load_llama", load)
-    monkeypatch.setattr(runtime, "SharedContext", second_context)
-    # four idle cores, whatever the test machine's load: two one-thread contexts fit beside each other
-    monkeypatch.setattr(runtime, "read_cpu_load", lambda: CpuLoad(procs_running=1, own_running=1, online=4, allowed=4))
+    monkeypatch.setattr(runtime, "_others_running", lambda: 0)  # four idle cores, whatever the machine's load
     monkeypatch.setattr(runtime, "allowed_cpus", lambda: 4)
     runtime.clear_sessions()
     yield shared, path, made
@@ -153,16 +143,16 @@ def models(path: Path, max_tokens: int = 24) -> tuple[ChatLocalLlama, LocalJudge
     return chat, judge
 
 
-def test_chat_and_judge_share_one_loaded_model_each_with_its_lock(
+def test_chat_and_judge_have_a_context_each_and_share_the_process_lock(
     weights: tuple[Weights, Path, list[RecordingContext]],
 ) -> None:
     _, path, made = weights
     chat, judge = models(path)
     assert chat.session is not judge.session  # separate contexts (KV caches) …
-    assert chat.session.lock is not judge.session.lock  # … each entered by one call at a time
+    assert chat.session.lock is judge.session.lock is runtime.LOCK  # … one evaluation at a time in the process
     chat.invoke("warm up")
     judge.load()
-    assert len(made) == 2 and made[1].base is made[0]  # the judge's context is over the chat model's weights
+    assert len(made) == 2
 
 
 def test_threads_and_tasks_never_enter_a_context_at_once(
@@ -196,7 +186,7 @@ def test_threads_and_tasks_never_enter_a_context_at_once(
 
     assert shared.entries - before > 500, "the calls did not run"
     assert shared.overlaps == [] and shared.most == 1, f"entered at once by {shared.most} calls: {shared.overlaps[:5]}"
-    assert shared.most_contexts == 2  # the chat model's context and the judge's did run at once
+    assert shared.most_contexts == 1  # one evaluation at a time in the process
     # Serialised, each context kept its own KV cache intact: the answers are those of sequential calls.
     assert dict(thread_answers) == expected_answers
     assert [m.content for m in async_answers] == [expected_answers[q] for q in QUESTIONS]
@@ -273,71 +263,10 @@ def test_the_engine_over_the_local_chat_model_and_judge(
     assert {r.id: verdict(r) for r in reports} == expected
 
 
-def test_the_judge_reads_the_context_beside_the_extraction(
-    weights: tuple[Weights, Path, list[RecordingContext]], monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """With cores free, a lone ``evaluate`` lets the judge evaluate the row's context while the chat model extracts
-    its triples, on threads it reserved first; the reports are those of an engine that does not, and the threads
-    are given back."""
-    shared, path, made = weights
-    rows = [(f"The bridge number {i} stands in Paris. It was built in 18{i}0 by the city.",
-             f"The bridge number {i} stands in {'Paris' if i % 2 else 'Rome'}. It was built in 18{i}0.")
-            for i in range(4)]
-
-    def run(ahead: bool) -> tuple[list[tuple[Any, ...]], list[int]]:
-        runtime.clear_sessions()
-        chat, judge = models(path, max_tokens=400)
-        if not ahead:
-            monkeypatch.setattr(judge, "prepare", lambda context: None)
-        engine = GraphEval(llm=chat, scorer=judge, cache=False, show_progress=False)
-        prepared: list[int] = []
-        original = judge.session.prefill
-
-        def prefill(tokens: Any, what: str = "prompt", **options: Any) -> int:
-            if options.get("threads") is not None:
-                prepared.append(options["threads"])
-            return original(tokens, what, **options)
-
-        monkeypatch.setattr(judge.session, "prefill", prefill)
-        reports = [engine.evaluate(context, output) for context, output in rows]
-        return [(r.hallucinated, r.score, [(c.claim, c.p_unsupported) for c in r.claims]) for r in reports], prepared
-
-    expected, none = run(ahead=False)
-    shared.most_contexts = 0
-    got, prepared = run(ahead=True)
-    assert none == [] and prepared == [1] * (len(rows) - 1)  # every row after the first (the judge loads on it)
-    assert got == expected
-    assert shared.most == 1 and shared.most_contexts == 2
-    assert LEDGER.held_by_others(object()) == 0
-
-
-def test_contexts_take_turns_when_the_cores_are_taken(
-    weights: tuple[Weights, Path, list[RecordingContext]], monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """On one free core, two one-thread contexts never evaluate at once (the second waits for the first, as one
-    shared lock did), and give the answers of sequential calls."""
-    shared, path, _ = weights
-    monkeypatch.setattr(runtime, "read_cpu_load", lambda: CpuLoad(procs_running=2, own_running=1, online=2, allowed=2))
-    chat, judge = models(path)
-    expected_answers = {q: chat.invoke(q).content for q in QUESTIONS[:6]}
-    expected_scores = judge.predict_support([(CONTEXT, c) for c in CLAIMS])
-    runtime.clear_sessions()
-    chat, judge = models(path)
-    shared.most_contexts = 0
-    with ThreadPoolExecutor(max_workers=6) as pool:
-        answers = [pool.submit(lambda q: (q, chat.invoke(q).content), q) for q in QUESTIONS[:6]]
-        judged = [pool.submit(judge.predict_support, [(CONTEXT, c) for c in CLAIMS]) for _ in range(3)]
-        assert dict(f.result(timeout=WAIT_S) for f in answers) == expected_answers
-        assert all(f.result(timeout=WAIT_S) == pytest.approx(expected_scores) for f in judged)
-    assert shared.most_contexts == 1 and shared.most == 1
-    assert LEDGER.held_by_others(object()) == 0
-
-
-def test_a_batch_is_checked_beside_its_extraction(
+def test_a_batch_gives_the_reports_of_row_by_row_calls(
     weights: tuple[Weights, Path, list[RecordingContext]],
 ) -> None:
-    """``evaluate_many`` over the local chat model and judge checks each row while the next ones are extracted (the
-    two contexts evaluate at once) and gives the reports of ``evaluate`` called row by row."""
+    """``evaluate_many`` over the local chat model and judge gives the reports of ``evaluate`` called row by row."""
     shared, path, _ = weights
     rows = [{"id": f"r{i}", "context": f"The bridge number {i} stands in Paris. It was built in 18{i}0.",
              "output": f"The bridge number {i} stands in {'Paris' if i % 2 else 'Rome'}. It was built in 18{i}0."}
@@ -355,7 +284,5 @@ def test_a_batch_is_checked_beside_its_extraction(
     runtime.clear_sessions()
     shared.most_contexts = 0
     batch = engine()
-    assert batch.scorer.checks_beside_extraction
     assert [verdict(r) for r in batch.evaluate_many(rows)] == expected
-    assert shared.most_contexts == 2 and shared.most == 1
-    assert LEDGER.held_by_others(object()) == 0
+    assert shared.most_contexts == 1 and shared.most == 1

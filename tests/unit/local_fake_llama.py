@@ -8,10 +8,9 @@ recorded, and entering ``eval`` from two threads at once raises, so tests can ch
 
 from __future__ import annotations
 
-import ctypes
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -22,16 +21,6 @@ ASSISTANT = [1, *(b + 10 for b in b"assistant\n")]
 
 def byte_tokens(text: str) -> list[int]:
     return [b + 10 for b in text.encode("utf-8")]
-
-
-class _Ctx:
-    def __init__(self, owner: FakeLlama) -> None:
-        self.owner = owner
-
-    def get_logits_ith(self, i: int):  # noqa: ANN201 - a ctypes float pointer, like llama.cpp's
-        if i != -1:
-            raise ValueError("the fake only serves the last position")
-        return self.owner._logits.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
 
 
 class FakeLlama:
@@ -52,7 +41,6 @@ class FakeLlama:
         self.n_tokens = 0
         self.eval_calls: list[list[int]] = []
         self._logits = np.zeros(N_VOCAB, dtype=np.float32)
-        self._ctx = _Ctx(self)
         self._busy = threading.Lock()
         self.eval_delay = eval_delay
 
@@ -104,6 +92,34 @@ class FakeLlama:
 
     def reset(self) -> None:
         self.n_tokens = 0
+
+    def next_logits_now(self) -> np.ndarray:
+        return self._logits
+
+    def set_seed(self, seed: int) -> None:
+        self.seed = seed
+
+    def generate(self, tokens: Sequence[int], temp: float = 0.8, **_: object) -> Iterator[int]:
+        """As ``Llama.generate``: the cached prefix reused, then one sampled token at a time (greedy at
+        ``temp`` 0, else drawn with ``seed`` from the softmax), each evaluated when the next is asked for."""
+        tokens = list(tokens)
+        cached = self.input_ids[: self.n_tokens].tolist()
+        if cached != tokens:
+            common = 0
+            while common < min(len(cached), len(tokens) - 1) and cached[common] == tokens[common]:
+                common += 1
+            self.n_tokens = common
+            self.eval(tokens[common:])
+        rng = np.random.default_rng(getattr(self, "seed", 0))
+        while True:
+            logits = self._logits.astype(np.float64)
+            if temp <= 0:
+                token = int(np.argmax(logits))
+            else:
+                probs = np.exp((logits - logits.max()) / temp)
+                token = int(rng.choice(len(probs), p=probs / probs.sum()))
+            yield token
+            self.eval([token])
 
     @property
     def evaluated(self) -> int:

@@ -70,7 +70,7 @@ def test_context_is_evaluated_once_for_all_its_claims() -> None:
 
     prefix_len = len(tokenize_segments(judge.prompt.prefix_segments(ctx), judge._tokenize))
     suffix_lens = [len(tokenize_segments(judge.prompt.claim_segments(c), judge._tokenize)) for c in claims]
-    # The context is evaluated alone first (as prepare() does ahead); every claim then evaluates at most its suffix.
+    # The context is evaluated alone first (saved whole); every claim then evaluates at most its suffix.
     assert len(fake.eval_calls[0]) == prefix_len
     assert len(fake.eval_calls[1]) == suffix_lens[0]
     assert all(len(call) <= max(suffix_lens) for call in fake.eval_calls[1:])

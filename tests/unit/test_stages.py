@@ -87,41 +87,17 @@ class _LoggedKeywordScorer(KeywordScorer):
         return super().predict_support(pairs)
 
 
-class _BesideScorer(_LoggedKeywordScorer):
-    """One that checks each row beside the extraction of the next, as the local judge does."""
-
-    checks_beside_extraction = True
-
-
 def _logged_engine(log: list[str], scorer: Any = None) -> GraphEval:
     def respond(messages: list[Any]) -> str:
         log.append("extract")
         return _respond(messages)
 
     return GraphEval(llm=ScriptedChatModel(respond=respond, model_label="fake"),
-                     scorer=_BesideScorer(log) if scorer is None else scorer, max_retries=1, max_concurrency=1,
+                     scorer=_LoggedKeywordScorer(log) if scorer is None else scorer, max_retries=1, max_concurrency=1,
                      show_progress=False)
 
 
-def test_a_scorer_that_checks_beside_the_extraction_gets_each_row_as_it_is_extracted() -> None:
-    """Rows are checked one by one as they come out of the extraction, not after all of them; the reports are those
-    of the two stages one after the other, and of ``evaluate`` row by row."""
-    expected = _engine().evaluate_many(ROWS)
-    log: list[str] = []
-    engine = _logged_engine(log)
-    reports = engine.evaluate_many(ROWS)
-    assert [_strip(r) for r in reports] == [_strip(r) for r in expected]
-    assert log.index("check") < len(log) - 1 - log[::-1].index("extract")  # a check before the last extraction
-    one_by_one = _logged_engine([])
-    for row, report in zip(ROWS, reports):
-        if row["output"]:  # evaluate() raises on the empty one
-            assert _strip(one_by_one.evaluate(row["context"], row["output"], id=row["id"])) == _strip(report)
-    two_stage: list[str] = []  # the same engine over a scorer that does not check beside the extraction
-    _logged_engine(two_stage, scorer=_LoggedKeywordScorer(two_stage)).evaluate_many(ROWS)
-    assert two_stage.index("check") > len(two_stage) - 1 - two_stage[::-1].index("extract")  # all extracted first
-
-
-def test_an_error_that_ends_the_extraction_ends_a_batch_checked_beside_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_error_that_ends_the_extraction_ends_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """An error the batch cannot report per row (here a configuration error from the extraction stage) is raised
     by ``evaluate_many`` instead of leaving it waiting for rows that never come."""
     engine = _logged_engine([])
