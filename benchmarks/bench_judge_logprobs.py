@@ -165,6 +165,10 @@ def balanced_accuracy(labels: list[int], scores: list[float], threshold: float =
 def report(args: argparse.Namespace) -> None:
     rows = [json.loads(line) for line in Path(args.out).read_text(encoding="utf-8").splitlines() if line.strip()]
     arms = {"logprobs": "score_logprobs", "stated": "score_stated", "verdict": "score_verdict"}
+    for r in rows:  # the stated and verdict arms again from each claim's answer, under the reading rules in force
+        claims = [c for c in r["claims"] if "error" not in c]
+        stated = [_p_unsupported(LabelReading(verdict=c["verdict"], stated=c["stated"])) for c in claims]
+        r["score_stated"] = max((v for v in stated if v is not None), default=None)
     usable = [r for r in rows if all(r[key] is not None for key in arms.values())]
     labels = [int(r["label"]) for r in usable]
     summary: dict[str, Any] = {

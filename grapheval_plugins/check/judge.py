@@ -173,13 +173,16 @@ def p_supported(
     verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
 ) -> float:
     """P(supported) of one reading, from the best evidence it holds: the (calibrated) softmax over the label
-    log-probabilities; else the probability the model stated in its answer; else the verdict's fixed probability
-    (:data:`VERDICT_P_UNSUPPORTED`). Calibration applies to the first only.
+    log-probabilities; else the probability the model stated in its answer (a figure above 1/2 beside a label other
+    than the first is read as the model's confidence in that label: small models write "contradicted 90"); else
+    the verdict's fixed probability (:data:`VERDICT_P_UNSUPPORTED`). Calibration applies to the first only.
 
     >>> p_supported(LabelReading(logprobs={"supported": 0.0, "contradicted": -math.inf, "unknown": -math.inf}))
     1.0
-    >>> p_supported(LabelReading(verdict="supported", stated=0.7))
-    0.7
+    >>> p_supported(LabelReading(verdict="supported", stated=0.7)), p_supported(LabelReading(verdict="unknown", stated=0.2))
+    (0.7, 0.2)
+    >>> p_supported(LabelReading(verdict="contradicted", stated=0.75))  # read as its confidence in "contradicted"
+    0.25
     >>> p_supported(LabelReading(verdict="unknown"))
     0.19999999999999996
 
@@ -196,7 +199,9 @@ def p_supported(
         if p is not None:
             return (calibration or JudgeCalibration()).apply(p)
     if reading.stated is not None and 0.0 <= reading.stated <= 1.0:
-        return float(reading.stated)
+        stated = float(reading.stated)
+        # "contradicted 75": a figure on the other side of 1/2 from its label is the model's confidence in the label.
+        return 1.0 - stated if reading.verdict in labels[1:] and stated > 0.5 else stated
     if reading.verdict is not None and reading.verdict in verdict_p_unsupported:
         return 1.0 - float(verdict_p_unsupported[reading.verdict])
     raise ValueError(f"no usable log-probabilities and no known verdict (verdict {reading.verdict!r})")
