@@ -312,7 +312,7 @@ def evaluate(
         "grapheval-reports.jsonl"
     ),
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec, e.g. local:qwen2.5-coder-1.5b or bedrock:<id>.")] = None,
-    scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, trueteacher, nli:<model>, judge:local:<name>.")] = None,
+    scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, trueteacher, nli:<model>, judge:local:<name> (default: an LLM judge over --llm; the offline local judge when --llm is not given either).")] = None,
     threshold: Annotated[float, typer.Option(
         "--hallucination-threshold", "--threshold",
         help="The P(unsupported) above which a claim is unsupported and P(hallucination) above which a row is "
@@ -457,7 +457,7 @@ def correct(
                           "(the Direct Prompt baseline).")
     ] = "constrained",
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec (extraction and correction).")] = None,
-    scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, nli:<model>, judge:local:<name>.")] = None,
+    scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, nli:<model>, judge:local:<name> (default: an LLM judge over --llm, else the offline local judge).")] = None,
     threshold: Annotated[float, typer.Option(
         "--hallucination-threshold", "--threshold",
         help="The P(unsupported) above which a claim is unsupported and P(hallucination) above which a row is "
@@ -592,7 +592,7 @@ def report_command(
 @app.command()
 def demo(
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec (default: the offline local model).")] = None,
-    scorer: Annotated[Optional[str], typer.Option(help="Scorer spec (default: the offline local LLM judge).")] = None,
+    scorer: Annotated[Optional[str], typer.Option(help="Scorer spec (default: an LLM judge over --llm, else the offline local LLM judge).")] = None,
     fast: Annotated[bool, typer.Option("--fast", help="Use the small local 0.5B model for both (quicker, less accurate).")] = False,
     examples: Annotated[Optional[Path], typer.Option(exists=True, dir_okay=False, help="Your own JSONL rows instead of the bundled ones.")] = None,
     threshold: Annotated[float, typer.Option(
@@ -610,8 +610,7 @@ def demo(
     source = examples if examples is not None else files("grapheval_plugins").joinpath("data").joinpath("demo.jsonl")
     rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
     if fast:
-        llm = llm or "local:qwen2.5-coder-0.5b"
-        scorer = scorer or "judge:local:qwen2.5-coder-0.5b"
+        llm = llm or "local:qwen2.5-coder-0.5b"  # and, without --scorer, its judge (models.scorer_for)
     engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold)
     try:
         for stage, get in (("extraction model", lambda: engine.llm), ("scorer", lambda: engine.scorer)):

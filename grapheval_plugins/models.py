@@ -12,10 +12,17 @@ a ``BaseChatModel``                       used as is (any LangChain provider)
 ``"py:package.module:factory"``           your own factory, called with no arguments (plugins, tests)
 ========================================  =====================================================================
 
+Which scorer an engine uses (:func:`scorer_for`, the one rule every host, the CLI and Ray follow):
+
+* ``scorer=`` given: that scorer;
+* else a model given (``llm=``, a host's ``model=`` or its LLM): an LLM judge over that same model, so one model
+  extracts, judges and corrects;
+* else (no model at all): the offline local pair, :data:`DEFAULT_LLM` and :data:`DEFAULT_SCORER`.
+
 Scorers (:func:`resolve_scorer`):
 
 ========================================  =====================================================================
-``None``                                  the offline default, :data:`DEFAULT_SCORER`
+``None``                                  the offline default, :data:`DEFAULT_SCORER` (see :func:`scorer_for`)
 a :class:`~grapheval_plugins.check.Scorer`  used as is
 ``"hhem"``                                HHEM-2.1-Open (``vectara/hallucination_evaluation_model``; ``hf`` extra)
 ``"true"`` / ``"trueteacher"``            the TRUE / TrueTeacher T5 NLI models
@@ -49,13 +56,22 @@ from typing import Any
 from .check.base import Scorer
 from .exceptions import ModelLoadError
 
-__all__ = ["DEFAULT_LLM", "DEFAULT_SCORER", "SCORER_ALIASES", "load_judge", "resolve_llm", "resolve_scorer", "split_revision"]
+__all__ = [
+    "DEFAULT_LLM",
+    "DEFAULT_SCORER",
+    "SCORER_ALIASES",
+    "load_judge",
+    "resolve_llm",
+    "resolve_scorer",
+    "scorer_for",
+    "split_revision",
+]
 
 DEFAULT_LLM = "local:qwen2.5-coder-1.5b"
 """The chat model used when none is given: runs offline, no API key."""
 
 DEFAULT_SCORER = "judge:local:qwen2.5-coder-1.5b"
-"""The scorer used when none is given: an LLM judge over the same local model."""
+"""The scorer used when neither a scorer nor a model is given: the local judge over :data:`DEFAULT_LLM`."""
 
 SCORER_ALIASES: dict[str, str] = {
     "hhem": "hhem:vectara/hallucination_evaluation_model",
@@ -83,6 +99,26 @@ _SCORER_FACTORIES: dict[str, str] = {
     "minicheck": "grapheval_plugins.check.minicheck:load_minicheck",
     "judge": "grapheval_plugins.models:load_judge",
 }
+
+
+def scorer_for(llm: Any = None, scorer: Any = None) -> Any:
+    """The scorer (object or spec) an engine over ``llm`` uses when given ``scorer``: the one place the default is
+    chosen.
+
+    ``scorer`` when given; else, when a model is given, an LLM judge over that same model (a spec string becomes
+    ``"judge:<spec>"``, a chat model object is judged as it is: :func:`resolve_scorer` makes it an
+    :class:`~grapheval_plugins.check.llm_judge.LLMJudge`); else, with no model at all, :data:`DEFAULT_SCORER`.
+
+    >>> scorer_for(None), scorer_for("openai:gpt-4o-mini"), scorer_for("openai:gpt-4o-mini", "hhem")
+    ('judge:local:qwen2.5-coder-1.5b', 'judge:openai:gpt-4o-mini', 'hhem')
+    """
+    if scorer is not None:
+        return scorer
+    if llm is None:
+        return DEFAULT_SCORER
+    if isinstance(llm, str):
+        return f"judge:{llm.strip()}"
+    return llm
 
 
 def load_judge(spec: str, **options: Any) -> Scorer:
@@ -212,10 +248,12 @@ def resolve_scorer(spec: Any = None, **options: Any) -> Scorer:
     if not isinstance(spec, str):
         from .check.llm_judge import LLMJudge, is_chat_model
 
-        if is_chat_model(spec):
+        if is_chat_model(spec) or (hasattr(spec, "invoke") and hasattr(spec, "ainvoke")):
             return LLMJudge(spec, **options)
         raise ModelLoadError(
-            f"cannot use {type(spec).__name__} as a scorer: pass a Scorer, a LangChain chat model or a spec string"
+            f"cannot use {type(spec).__name__} as a scorer: pass a Scorer, a LangChain chat model or a spec string "
+            "(a host's own model object goes to that host's adapter: GraphEvalMetric(scorer=...) takes a "
+            "DeepEvalBaseLLM)"
         )
     spec = spec.strip()
     prefix, rest = _split(spec)

@@ -224,7 +224,8 @@ class GraphEval:
             Resolved on first use, never in the constructor.
         scorer: a :class:`~grapheval_plugins.check.Scorer`, or a spec for
             :func:`~grapheval_plugins.models.resolve_scorer` (``"hhem"``, ``"trueteacher"``, ``"nli:<model>"``,
-            ``"judge:local:qwen2.5-coder-1.5b"`` …). ``None``: the offline default. A spec loads once per process
+            ``"judge:local:qwen2.5-coder-1.5b"`` …). ``None``: an LLM judge over ``llm`` when a model is given,
+            else the offline default (:func:`~grapheval_plugins.models.scorer_for`). A spec loads once per process
             (:func:`~grapheval_plugins.shared.shared_scorer`): engines over the same spec share the model.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (and the output a
             hallucination); the paper's 0.5 by default. Hosts whose threshold means something else translate it
@@ -471,7 +472,9 @@ class GraphEval:
                 return self._scorer
             with self._resolve_lock:
                 if self._scorer is None:
-                    self._scorer = shared.shared_scorer(self._scorer_spec)
+                    from .models import scorer_for
+
+                    self._scorer = shared.shared_scorer(scorer_for(self._llm_spec, self._scorer_spec))
         return self._scorer
 
     @property
@@ -531,7 +534,7 @@ class GraphEval:
         if not load:
             from .check.llm_judge import is_chat_model
             from .messages import describe_llm
-            from .models import DEFAULT_LLM, DEFAULT_SCORER
+            from .models import DEFAULT_LLM, scorer_for
 
             if self.mode == "raw":
                 llm = "raw"
@@ -539,9 +542,9 @@ class GraphEval:
                 llm = self._llm_spec or DEFAULT_LLM
             else:
                 llm = describe_llm(self._llm_spec)
-            scorer = self._scorer_spec
-            if scorer is None or isinstance(scorer, str):
-                scorer_name = scorer or DEFAULT_SCORER
+            scorer = scorer_for(self._llm_spec, self._scorer_spec)
+            if isinstance(scorer, str):
+                scorer_name = scorer
             elif not isinstance(scorer, Scorer) and is_chat_model(scorer):  # becomes an LLMJudge of this name
                 scorer_name = f"judge:{describe_llm(getattr(scorer, 'bound', scorer))}"
             else:

@@ -98,7 +98,9 @@ def engine_slot(llm: Any, scorer: Any, options: Hashable, build: Callable[[], T]
     spec strings live as long as the process (or until :func:`clear`), engines over model objects as long as
     something holds them.
     """
-    key = (_llm_key(llm), _scorer_part(scorer), options)
+    from .models import scorer_for
+
+    key = (_llm_key(llm), _scorer_part(scorer_for(llm, scorer)), options)
     store: Any = _ENGINES if is_spec(llm) and is_spec(scorer) else _ENGINES_BY_OBJECT
     with LOCK:
         engine: T | None = store.get(key)

@@ -11,8 +11,9 @@ A judge asks a language model whether each claim is *supported* by a context, re
 
 Both implement :class:`LabelLogits` — given a context, its claims and the label words, a
 :class:`LabelReading` per claim — and both turn readings into P(supported) with :func:`p_supported`: the softmax
-over the labels' log-probabilities (optionally recalibrated, :class:`JudgeCalibration`), or, when the backend saw
-only the verdict, a documented fixed probability (:data:`VERDICT_P_UNSUPPORTED`). :class:`JudgeScorer` makes any
+over the labels' log-probabilities (optionally recalibrated, :class:`JudgeCalibration`); without them, the
+probability the model stated in its answer (the chat judge asks for one, 0-100, beside each label); with only the
+verdict, a documented fixed probability (:data:`VERDICT_P_UNSUPPORTED`). :class:`JudgeScorer` makes any
 backend a :class:`~grapheval_plugins.check.Scorer`: one backend call per context chunk with all its claims, one
 retry for the claims without a verdict, then per-claim errors (never an error for the whole batch).
 
@@ -65,7 +66,8 @@ JUDGE_RUBRIC = (
 """What the labels mean, shared by every judge backend (each adds how to answer)."""
 
 VERDICT_P_UNSUPPORTED: Mapping[str, float] = {"supported": 0.1, "unknown": 0.8, "contradicted": 0.9}
-"""P(unsupported) read from a bare verdict, when the backend returns no log-probabilities.
+"""P(unsupported) read from a bare verdict, when the backend returns no log-probabilities and the answer states no
+probability for the claim.
 
 Fixed values, not fitted: they keep the verdict's order (contradicted is stronger evidence than unknown) and sit
 on the decided side of the pipeline's default threshold of 0.5. Pass ``verdict_p_unsupported=`` to change them."""
@@ -122,11 +124,14 @@ class LabelReading:
     error: str | None = None
     notes: tuple[str, ...] = field(default=())
     """What the reader repaired or could not use (e.g. "log-probabilities not aligned; verdict used")."""
+    stated: float | None = None
+    """The probability that the claim is supported, as the model wrote it in its answer (its 0-100 figure / 100);
+    used when there are no log-probabilities."""
 
     @property
     def ok(self) -> bool:
         usable = self.logprobs is not None and any(math.isfinite(v) for v in self.logprobs.values())
-        return self.error is None and (usable or self.verdict is not None)
+        return self.error is None and (usable or self.stated is not None or self.verdict is not None)
 
 
 @runtime_checkable
@@ -167,11 +172,17 @@ def p_supported(
     calibration: JudgeCalibration | None = None,
     verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
 ) -> float:
-    """P(supported) of one reading: the (calibrated) softmax over the label log-probabilities, else the verdict's
-    fixed probability (:data:`VERDICT_P_UNSUPPORTED`; calibration does not apply to it).
+    """P(supported) of one reading, from the best evidence it holds: the (calibrated) softmax over the label
+    log-probabilities; else the probability the model stated in its answer (a figure above 1/2 beside a label other
+    than the first is read as the model's confidence in that label: small models write "contradicted 90"); else
+    the verdict's fixed probability (:data:`VERDICT_P_UNSUPPORTED`). Calibration applies to the first only.
 
     >>> p_supported(LabelReading(logprobs={"supported": 0.0, "contradicted": -math.inf, "unknown": -math.inf}))
     1.0
+    >>> p_supported(LabelReading(verdict="supported", stated=0.7)), p_supported(LabelReading(verdict="unknown", stated=0.2))
+    (0.7, 0.2)
+    >>> p_supported(LabelReading(verdict="contradicted", stated=0.75))  # read as its confidence in "contradicted"
+    0.25
     >>> p_supported(LabelReading(verdict="unknown"))
     0.19999999999999996
 
@@ -187,6 +198,10 @@ def p_supported(
             p = None
         if p is not None:
             return (calibration or JudgeCalibration()).apply(p)
+    if reading.stated is not None and 0.0 <= reading.stated <= 1.0:
+        stated = float(reading.stated)
+        # "contradicted 75": a figure on the other side of 1/2 from its label is the model's confidence in the label.
+        return 1.0 - stated if reading.verdict in labels[1:] and stated > 0.5 else stated
     if reading.verdict is not None and reading.verdict in verdict_p_unsupported:
         return 1.0 - float(verdict_p_unsupported[reading.verdict])
     raise ValueError(f"no usable log-probabilities and no known verdict (verdict {reading.verdict!r})")

@@ -1,29 +1,36 @@
 """An LLM judge over any LangChain chat model: for API models, no GPU needed.
 
 One call per context (chunk) holds the context once and all its claims, numbered; the model answers one line per
-claim, ``<number>: supported|contradicted|unknown``. The answer is parsed safely
-(:func:`~grapheval_plugins.check.verdicts.parse_verdicts`: a regular expression, never ``eval``), and when the
-provider returns token log-probabilities (OpenAI-style providers with ``logprobs=True``: LangChain puts them in
-``response_metadata["logprobs"]``), each claim's P(supported) is the softmax over the three labels at its verdict's
-first token; otherwise it is a documented fixed probability of the verdict
-(:data:`~grapheval_plugins.check.judge.VERDICT_P_UNSUPPORTED`). Claims missing from the answer, or answered twice
-differently, are asked again once; claims still without a verdict are reported as per-claim errors.
+claim, ``<number>: supported|contradicted|unknown <probability 0-100 that the claim is supported>``. The answer is
+parsed safely (:func:`~grapheval_plugins.check.verdicts.parse_verdicts`: a regular expression, never ``eval``).
+Each claim's P(supported) comes from the best evidence the answer carries:
+
+1. token log-probabilities, where the provider returns them (OpenAI-compatible APIs; LangChain puts them in
+   ``response_metadata["logprobs"]``): the softmax over the three labels at the verdict's first token. They are
+   asked for automatically (``logprobs=True, top_logprobs=5``) when the client takes those options; whether they
+   came back is read from the first answer and remembered (:attr:`ChatLabelLogits.logprobs_returned`): a provider
+   that ignores or refuses them is not asked again;
+2. else the probability the model wrote after the label (graded scores from every provider);
+3. else a documented fixed probability of the verdict (:data:`~grapheval_plugins.check.judge.VERDICT_P_UNSUPPORTED`).
+
+Either way the score is P(unsupported) = 1 − P(supported), decided at the same threshold. Claims missing from the
+answer, or answered twice differently, are asked again once; claims still without a verdict are reported as
+per-claim errors.
 
 Example (any chat model; here a fake that always answers the same)::
 
     >>> from grapheval_plugins import GraphEval
     >>> from grapheval_plugins.check.llm_judge import LLMJudge
     >>> from grapheval_plugins.testing import ScriptedChatModel
-    >>> judge = LLMJudge(ScriptedChatModel(responses=["1: supported\\n2: contradicted"]))
+    >>> judge = LLMJudge(ScriptedChatModel(responses=["1: supported 95\\n2: contradicted 3"]))
     >>> [round(s.p_unsupported, 2) for s in judge.check(["Paris is in France."] * 2, ["Paris in France", "Paris in Spain"])]
-    [0.1, 0.9]
+    [0.05, 0.97]
 
-With an OpenAI-style provider, ask for log-probabilities (here: the top 5 alternatives of every token)::
+Any chat model judges; nothing needs to be set for log-probabilities::
 
     from langchain_openai import ChatOpenAI
-    judge = LLMJudge(ChatOpenAI(model="gpt-4o-mini", temperature=0), request_logprobs=5)
-    GraphEval(llm="local:qwen2.5-coder-1.5b", scorer=judge)
-    GraphEval(scorer=ChatOpenAI(model="gpt-4o-mini"))   # shortcut: a chat model as scorer is an LLMJudge
+    GraphEval(llm=ChatOpenAI(model="gpt-4o-mini"))       # the same model extracts and judges (log-probabilities on)
+    GraphEval(llm="local:qwen2.5-coder-1.5b", scorer=LLMJudge(ChatOpenAI(model="gpt-4o-mini", temperature=0)))
     GraphEval(scorer="judge:openai:gpt-4o-mini")         # by spec (needs the `langchain` package)
 """
 
@@ -48,7 +55,11 @@ from .judge import (
 )
 from .verdicts import label_logprobs_at, parse_verdicts
 
-__all__ = ["CHAT_JUDGE_PROMPT", "ChatJudgePrompt", "ChatLabelLogits", "LLMJudge", "is_chat_model"]
+__all__ = ["AUTO_TOP_LOGPROBS", "CHAT_JUDGE_PROMPT", "ChatJudgePrompt", "ChatLabelLogits", "LLMJudge", "is_chat_model",
+           "takes_logprobs"]
+
+AUTO_TOP_LOGPROBS = 5
+"""Alternatives per token asked for when log-probabilities are requested automatically."""
 
 
 @dataclass(frozen=True)
@@ -63,9 +74,12 @@ class ChatJudgePrompt:
     system: str = (
         JUDGE_RUBRIC
         + "\n\nYou are given a context and numbered claims. Judge every claim on its own. Answer with one line "
-        "per claim, in the order given: the claim's number, a colon and one word ({labels}). Write nothing else."
+        "per claim, in the order given: the claim's number, a colon, one word ({labels}), then the probability "
+        "from 0 to 100 that the claim is supported by the context (100: the context states it; 50: unsure; 0: the "
+        "context contradicts it or does not state it). Write nothing else."
     )
-    user: str = "Context:\n{context}\n\nClaims:\n{claims}\n\nAnswer one line per claim: <number>: <label>"
+    user: str = ("Context:\n{context}\n\nClaims:\n{claims}\n\n"
+                 "Answer one line per claim: <number>: <label> <probability 0-100>")
     claim_line: str = "{number}. {claim}"
 
     def messages(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[BaseMessage]:
@@ -80,7 +94,7 @@ class ChatJudgePrompt:
         1. a
         2. b c
         <BLANKLINE>
-        Answer one line per claim: <number>: <label>
+        Answer one line per claim: <number>: <label> <probability 0-100>
         """
         lines = "\n".join(
             fill(self.claim_line, number=str(i), claim=" ".join(claim.split()))
@@ -110,6 +124,24 @@ def is_chat_model(obj: Any) -> bool:
     return isinstance(obj, RunnableBinding) and isinstance(obj.bound, BaseChatModel)
 
 
+def _unbound(llm: Any) -> Any:
+    from langchain_core.runnables import RunnableBinding
+
+    return llm.bound if isinstance(llm, RunnableBinding) else llm
+
+
+def takes_logprobs(llm: Any) -> bool:
+    """True when the chat model's client declares the ``logprobs`` option (LangChain's OpenAI-compatible clients:
+    ``ChatOpenAI``, ``AzureChatOpenAI`` and the clients built on them), so asking for it cannot be refused by the
+    client itself. Whether the provider honours it is read from its answers, never assumed.
+
+    >>> from grapheval_plugins.testing import ScriptedChatModel
+    >>> takes_logprobs(ScriptedChatModel())
+    False
+    """
+    return "logprobs" in (getattr(type(_unbound(llm)), "model_fields", None) or {})
+
+
 def _describe(llm: Any) -> str:
     from langchain_core.runnables import RunnableBinding
 
@@ -122,9 +154,11 @@ class ChatLabelLogits:
     Args:
         llm: any LangChain chat model (or a bound one).
         prompt: the wording (:data:`CHAT_JUDGE_PROMPT`).
-        request_logprobs: ``None`` (default): use log-probabilities when the answer carries them, ask for nothing.
-            An integer ``k``: bind ``logprobs=True`` and, if ``k > 0``, ``top_logprobs=k`` to every call
-            (OpenAI-style providers only; others may reject these options).
+        request_logprobs: ``"auto"`` (default): when the client takes the option (:func:`takes_logprobs`), ask for
+            ``logprobs=True, top_logprobs=5`` until an answer comes back without them (or the call with them fails
+            and the same call without them succeeds); :attr:`logprobs_returned` remembers which. An integer ``k``:
+            always bind ``logprobs=True`` and, if ``k > 0``, ``top_logprobs=k``. ``None``: ask for nothing. In
+            every case, log-probabilities an answer carries are used.
         max_context_tokens: chunk contexts longer than this (in :meth:`count_tokens` units); ``None``: whole.
         name: the backend's name (default ``judge:<model>``).
     """
@@ -134,15 +168,15 @@ class ChatLabelLogits:
         llm: Any,
         *,
         prompt: ChatJudgePrompt = CHAT_JUDGE_PROMPT,
-        request_logprobs: int | None = None,
+        request_logprobs: int | str | None = "auto",
         max_context_tokens: int | None = None,
         name: str | None = None,
     ) -> None:
         if not (hasattr(llm, "invoke") and hasattr(llm, "ainvoke")):
             raise InputError("llm", f"{type(llm).__name__} is not a LangChain chat model")
-        if request_logprobs is not None and (isinstance(request_logprobs, bool) or not isinstance(request_logprobs, int)
-                                             or request_logprobs < 0):
-            raise InputError("request_logprobs", f"must be None or an integer >= 0, got {request_logprobs!r}")
+        if request_logprobs != "auto" and request_logprobs is not None and (
+                isinstance(request_logprobs, bool) or not isinstance(request_logprobs, int) or request_logprobs < 0):
+            raise InputError("request_logprobs", f"must be 'auto', None or an integer >= 0, got {request_logprobs!r}")
         if max_context_tokens is not None and (isinstance(max_context_tokens, bool)
                                                or not isinstance(max_context_tokens, int) or max_context_tokens < 8):
             raise InputError("max_context_tokens", f"must be None or an integer >= 8, got {max_context_tokens!r}")
@@ -151,32 +185,74 @@ class ChatLabelLogits:
         self.request_logprobs = request_logprobs
         self.max_context_tokens = max_context_tokens
         self.name = name or f"judge:{_describe(llm)}"
-        if request_logprobs is None:
-            self._runnable = llm
-        else:
+        self.logprobs_returned: bool | None = None
+        """Whether this model's answers carry token log-probabilities: ``None`` until the first answer."""
+        self._bound: Any = None
+        if request_logprobs == "auto":
+            if takes_logprobs(llm):
+                self._bound = llm.bind(logprobs=True, top_logprobs=AUTO_TOP_LOGPROBS)
+        elif isinstance(request_logprobs, int):
             options: dict[str, Any] = {"logprobs": True}
             if request_logprobs > 0:
                 options["top_logprobs"] = request_logprobs
-            self._runnable = llm.bind(**options)
+            self._bound = llm.bind(**options)
+
+    @property
+    def _runnable(self) -> Any:
+        """What the next call goes to: the model with the log-probability options while they may come back."""
+        if self._bound is not None and (self.request_logprobs != "auto" or self.logprobs_returned is not False):
+            return self._bound
+        return self.llm
+
+    def _learn(self, message: Any) -> Any:
+        if self.logprobs_returned is None or _logprob_tokens(message) is not None:
+            self.logprobs_returned = _logprob_tokens(message) is not None
+        return message
+
+    def _probing(self) -> bool:
+        """The next call asks for log-probabilities automatically, not yet knowing whether the provider takes them."""
+        return self.request_logprobs == "auto" and self._bound is not None and self.logprobs_returned is None
+
+    def _ask(self, messages: list[BaseMessage]) -> Any:
+        runnable = self._runnable
+        try:
+            return self._learn(runnable.invoke(messages))
+        except Exception:
+            if runnable is not self._bound or not self._probing():
+                raise
+        message = self.llm.invoke(messages)  # the provider refused the options: ask without them, and remember
+        self.logprobs_returned = False
+        return message
+
+    async def _aask(self, messages: list[BaseMessage]) -> Any:
+        runnable = self._runnable
+        try:
+            return self._learn(await runnable.ainvoke(messages))
+        except Exception:
+            if runnable is not self._bound or not self._probing():
+                raise
+        message = await self.llm.ainvoke(messages)
+        self.logprobs_returned = False
+        return message
 
     def label_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
         """One call with the context and all ``claims``; a reading per claim."""
         if not claims:
             return []
-        message = self._runnable.invoke(self.prompt.messages(context, claims, labels))
+        message = self._ask(self.prompt.messages(context, claims, labels))
         return self.read(message, len(claims), labels)
 
     async def alabel_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
         """:meth:`label_logprobs` through the model's async client."""
         if not claims:
             return []
-        message = await self._runnable.ainvoke(self.prompt.messages(context, claims, labels))
+        message = await self._aask(self.prompt.messages(context, claims, labels))
         return self.read(message, len(claims), labels)
 
     @staticmethod
     def read(message: Any, n_claims: int, labels: Sequence[str]) -> list[LabelReading]:
-        """The readings of ``n_claims`` claims from a chat answer (its text, and its token log-probabilities when
-        ``response_metadata["logprobs"]["content"]`` holds them in the OpenAI format)."""
+        """The readings of ``n_claims`` claims from a chat answer: its verdicts and stated probabilities, and its
+        token log-probabilities when ``response_metadata["logprobs"]["content"]`` holds them in the OpenAI format."""
         text = message_text(message)
         parsed = parse_verdicts(text, n_claims, labels)
         tokens = _logprob_tokens(message)
@@ -195,7 +271,7 @@ class ChatLabelLogits:
                 logprobs, note = label_logprobs_at(tokens, text, verdict, labels)
                 if note:
                     notes = (note,)
-            readings.append(LabelReading(logprobs=logprobs, verdict=verdict.label, notes=notes))
+            readings.append(LabelReading(logprobs=logprobs, verdict=verdict.label, notes=notes, stated=verdict.stated))
         return readings
 
     def count_tokens(self, text: str) -> int:
@@ -205,7 +281,7 @@ class ChatLabelLogits:
 
         from .base import _approx_tokens
 
-        model = getattr(self.llm, "bound", self.llm)
+        model = _unbound(self.llm)
         own = (type(model).get_token_ids is not BaseLanguageModel.get_token_ids
                or type(model).get_num_tokens is not BaseLanguageModel.get_num_tokens
                or getattr(model, "custom_get_token_ids", None) is not None)
@@ -237,7 +313,8 @@ class LLMJudge(JudgeScorer):
         llm: any LangChain chat model (``ChatOpenAI``, ``ChatAnthropic``, ``ChatBedrockConverse``, a local one …).
         prompt, request_logprobs, max_context_tokens: see :class:`ChatLabelLogits`.
         calibration: recalibration of P(supported) read from log-probabilities (identity by default).
-        verdict_p_unsupported: P(unsupported) of each verdict when no log-probabilities come back.
+        verdict_p_unsupported: P(unsupported) of each verdict when neither log-probabilities nor a stated
+            probability come back.
         retries: extra calls for claims left without a verdict (default 1).
         max_concurrency: calls in flight at once in async runs.
         name: the scorer's name (default ``judge:<model>``).
@@ -248,7 +325,7 @@ class LLMJudge(JudgeScorer):
         llm: Any,
         *,
         prompt: ChatJudgePrompt = CHAT_JUDGE_PROMPT,
-        request_logprobs: int | None = None,
+        request_logprobs: int | str | None = "auto",
         max_context_tokens: int | None = None,
         calibration: JudgeCalibration | None = None,
         verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
@@ -262,6 +339,12 @@ class LLMJudge(JudgeScorer):
         super().__init__(backend, labels=labels, calibration=calibration, verdict_p_unsupported=verdict_p_unsupported,
                          retries=retries, max_concurrency=max_concurrency, name=backend.name)
         self.llm = llm
+        self.chat = backend
+
+    @property
+    def logprobs_returned(self) -> bool | None:
+        """Whether the model's answers carry token log-probabilities (``None``: not asked yet)."""
+        return self.chat.logprobs_returned
 
     def __repr__(self) -> str:
         return f"LLMJudge({self.name!r})"

@@ -1,10 +1,12 @@
 """Reading a chat judge's answer: per-claim verdicts, and their label log-probabilities from token log-probs.
 
-The judge is asked for one line per claim, ``<number>: <label>``. :func:`parse_verdicts` finds those lines with
-one regular expression (nothing is evaluated), tolerating what models add around them: chatter before and after,
-Markdown (``**1.** Supported``), a ``Claim`` prefix, quotes and JSON-ish pairs (``{"1": "supported"}``), any
+The judge is asked for one line per claim, ``<number>: <label> <0-100>``. :func:`parse_verdicts` finds those lines
+with one regular expression (nothing is evaluated), tolerating what models add around them: chatter before and
+after, Markdown (``**1.** Supported``), a ``Claim`` prefix, quotes and JSON-ish pairs (``{"1": "supported"}``), any
 case. A verdict must *start* with a label word right after the claim's number, so ``1: not supported`` is no
-verdict (it is reported, and the claim asked again) rather than read as "supported".
+verdict (it is reported, and the claim asked again) rather than read as "supported". The figure after the label
+(the model's probability, 0-100, that the claim is supported) is read from the rest of that line, up to the next
+verdict; a line without one keeps its verdict and no figure.
 
 :func:`label_logprobs_at` reads, from OpenAI-style token log-probabilities (the ``content`` list of LangChain's
 ``response_metadata["logprobs"]``), the log-probability of each label at the token where a verdict starts.
@@ -18,16 +20,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ParsedVerdicts", "Verdict", "label_logprobs_at", "parse_verdicts"]
+__all__ = ["ParsedVerdicts", "Verdict", "label_logprobs_at", "parse_verdicts", "stated_probability"]
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One claim's verdict in an answer: the label and where its word starts and ends in the answer text."""
+    """One claim's verdict in an answer: the label, where its word starts and ends in the answer text, and the
+    probability that the claim is supported which the model wrote after it (``None``: none readable)."""
 
     label: str
     start: int
     end: int
+    stated: float | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,27 @@ def _pattern(labels: Sequence[str]) -> re.Pattern[str]:
     )
 
 
+# Right after the label: punctuation, at most one short word ("confidence", "p"), then the figure.
+_FIGURE = re.compile(r"[^\w\n]{0,6}(?:[A-Za-z]{1,12}[^\w\n]{0,4})?(\d{1,3}(?:\.\d+)?)(?![\d.]*\d)[ \t]*(%?)")
+
+
+def stated_probability(segment: str) -> float | None:
+    """The figure at the start of ``segment`` (what follows a label) read as a probability: ``0``-``100`` (a
+    percentage), or a decimal in ``[0, 1]`` (``0.85``); ``None`` when there is none there or it is out of range.
+
+    >>> [stated_probability(s) for s in (" (85%)", " - confidence: 0.3", " 180", "", " as the text says 2")]
+    [0.85, 0.3, None, None, None]
+    """
+    match = _FIGURE.match(segment)
+    if match is None:
+        return None
+    figure, percent = match.group(1), match.group(2)
+    value = float(figure)
+    if "." in figure and value <= 1.0 and not percent:
+        return value
+    return value / 100.0 if value <= 100.0 else None
+
+
 def parse_verdicts(text: str, n_claims: int, labels: Sequence[str]) -> ParsedVerdicts:
     """The verdicts for claims ``1..n_claims`` in ``text``.
 
@@ -67,19 +92,24 @@ def parse_verdicts(text: str, n_claims: int, labels: Sequence[str]) -> ParsedVer
     {1: 'supported', 2: 'unknown'}
     >>> parsed.claim_problems
     {3: 'no verdict for claim 3'}
+    >>> [v.stated for v in parse_verdicts("1: supported 90\\n2: unknown (15%) 3: contradicted", 3, ["supported", "unknown", "contradicted"]).verdicts.values()]
+    [0.9, 0.15, None]
     """
     if not isinstance(text, str):
         text = "" if text is None else str(text)
     canonical = {label.lower(): label for label in labels}
     found: dict[int, list[Verdict]] = {}
     problems: list[str] = []
-    for match in _pattern(labels).finditer(text):
+    matches = list(_pattern(labels).finditer(text))
+    for index, match in enumerate(matches):
         number = int(match.group(1))
         label = canonical[match.group(2).lower()]
         if not 1 <= number <= n_claims:
             problems.append(f"verdict for claim {number}, which was not asked (claims 1..{n_claims})")
             continue
-        found.setdefault(number, []).append(Verdict(label, match.start(2), match.end(2)))
+        stop = matches[index + 1].start() if index + 1 < len(matches) else len(text)
+        segment = text[match.end(2):stop].split("\n", 1)[0]  # the rest of the line, up to the next verdict
+        found.setdefault(number, []).append(Verdict(label, match.start(2), match.end(2), stated_probability(segment)))
     verdicts: dict[int, Verdict] = {}
     claim_problems: dict[int, str] = {}
     for number in range(1, n_claims + 1):

@@ -214,10 +214,11 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         grapheval: the engine to use, passed by reference to every copy DeepEval makes (its loaded models are
             shared), seen at the metric's threshold. Build one yourself for options beyond
             ``llm``/``scorer``/``mode`` (cache file, prompt, retries …).
-        model: DeepEval's convention for the extraction model: a ``DeepEvalBaseLLM`` or a model name DeepEval
-            resolves (``"gpt-4o"``). Its text answers go to GraphEval's parser.
-        llm: chat model or spec for the extraction when no engine is given (``None``: the offline default).
-        scorer: scorer or spec when no engine is given (``None``: the offline default).
+        model: DeepEval's convention for the model: a ``DeepEvalBaseLLM`` or a model name DeepEval resolves
+            (``"gpt-4o"``). Without ``scorer``, it extracts, judges and corrects (its text answers are parsed).
+        llm: chat model or spec when no engine is given; without ``scorer`` it judges too. Neither ``model`` nor
+            ``llm``: the offline local pair (:func:`~grapheval_plugins.models.scorer_for`).
+        scorer: scorer, spec or ``DeepEvalBaseLLM`` (an LLM judge over it) when no engine is given.
         mode: ``"graph"`` (default) or ``"raw"`` (the whole output scored as one claim: the paper's baseline).
         method: the decision rule when no engine is given: ``"hybrid"`` (default), ``"paper"`` (the paper's rule,
             the largest triple's P(unsupported)) or a registered rule's name; an engine's own applies otherwise.
@@ -290,7 +291,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         options = registry.engine_options(
             grapheval,
             llm=deepeval_chat_model(model) if model is not None else llm,
-            scorer=scorer,
+            scorer=deepeval_chat_model(scorer) if isinstance(scorer, DeepEvalBaseLLM) else scorer,  # judges
             mode=mode,
             method=method,
             hallucination_threshold=None if strict_mode else threshold_for_min_score(min_score),

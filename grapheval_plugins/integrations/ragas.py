@@ -20,11 +20,13 @@ metric or a LangChain Runnable over the same specs uses the same one). Samples s
 :meth:`GraphEvalRagasMetric.abatch_score` sends the whole batch through
 :meth:`~grapheval_plugins.GraphEval.aevaluate_many`.
 
-The extraction model may be any of Ragas's own LLMs: a ``LangchainLLMWrapper`` (unwrapped), an Instructor-based LLM
-from ``ragas.llms.llm_factory`` (its structured output fills the triples: :mod:`.host_models`), or another
+The model may be any of Ragas's own LLMs: a ``LangchainLLMWrapper`` (unwrapped), an Instructor-based LLM from
+``ragas.llms.llm_factory`` (its structured output fills the triples: :mod:`.host_models`), or another
 ``BaseRagasLLM`` (its text answers are parsed); or a LangChain chat model or a GraphEval spec, given to the metric.
-The ``llm=`` of ``ragas.evaluate()`` is for Ragas's LLM metrics and does not reach GraphEval's (nor does the OpenAI
-model Ragas builds when it gets none): GraphEval never calls a paid API it was not given.
+Without a ``scorer=``, that one model extracts and judges (:func:`~grapheval_plugins.models.scorer_for`). The
+``llm=`` of ``ragas.evaluate()`` reaches :class:`GraphEvalFaithfulnessWithLLM` (a Ragas LLM metric); the plain
+metrics never receive it (nor the OpenAI model Ragas builds when it gets none): GraphEval never calls a paid API it
+was not given.
 
 Bad samples follow Ragas's convention: a sample without a response or contexts, or one whose extraction or scoring
 failed, scores NaN and the reason is logged (warning, logger ``grapheval_plugins.integrations.ragas``); the other
@@ -62,14 +64,20 @@ try:
     from ragas.callbacks import ChainType, new_group
     from ragas.dataset_schema import SingleTurnSample
     from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM, LangchainLLMWrapper
-    from ragas.metrics.base import MetricOutputType, MetricType, SingleTurnMetric
+    from ragas.metrics.base import MetricOutputType, MetricType, MetricWithLLM, SingleTurnMetric
     from ragas.metrics.collections.base import BaseMetric
     from ragas.metrics.result import MetricResult
     from ragas.run_config import RunConfig
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("ragas", "ragas", "the Ragas metrics") from exc
 
-__all__ = ["GraphEvalFaithfulness", "GraphEvalRagasMetric", "ragas_chat_model", "report_value"]
+__all__ = [
+    "GraphEvalFaithfulness",
+    "GraphEvalFaithfulnessWithLLM",
+    "GraphEvalRagasMetric",
+    "ragas_chat_model",
+    "report_value",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -230,22 +238,22 @@ class GraphEvalFaithfulness(SingleTurnMetric):
     response alone against the contexts). The score is ``1 − P(hallucination)`` from the engine's decision rule;
     ``binary=True`` gives the verdict instead (0.0 if P(hallucination) > hallucination_threshold, else 1.0).
 
-    Which chat model extracts the triples:
+    Which model extracts the triples (and, without ``scorer=``, judges them):
 
     1. ``grapheval=``: the engine's own (its models are shared by reference and load once).
     2. ``llm=``: a Ragas LLM (``llm_factory(...)``, ``LangchainLLMWrapper``), a LangChain chat model or a spec
-       (``"local:qwen2.5-coder-1.5b"``, ``"bedrock:<model id>"``).
-    3. neither: the engine's offline default (``grapheval_plugins.DEFAULT_LLM``).
+       (``"openai:gpt-4o-mini"``, ``"bedrock:<model id>"``).
+    3. neither: the offline local pair (``grapheval_plugins.DEFAULT_LLM`` and ``DEFAULT_SCORER``).
 
     The metric is a plain ``SingleTurnMetric`` (it brings its own engine), so ``ragas.evaluate()`` neither hands it
-    its ``llm=`` (that one is for Ragas's LLM metrics; pass the same model to this metric's ``llm=`` to share it) nor
-    builds an OpenAI model for it.
+    its ``llm=`` nor builds an OpenAI model for it; :class:`GraphEvalFaithfulnessWithLLM` takes that ``llm=``.
 
     Args:
         grapheval: a :class:`~grapheval_plugins.GraphEval` to score with; its mode and threshold apply.
         engine: deprecated name of ``grapheval`` (warns).
         llm: the extraction model or spec when no engine is given.
-        scorer: the scorer or scorer spec when no engine is given (``None``: the offline default).
+        scorer: the scorer or scorer spec when no engine is given (``None``: an LLM judge over the model, or the
+            offline default when there is no model).
         binary: return the paper's 0/1 verdict instead of the continuous score.
         check_mode: ``"graph"`` (default) or ``"raw"`` (whole response as one claim) when no engine is given.
             (Not ``mode``: ``ragas.evaluate()`` renames the result column of any metric with a ``mode`` attribute
@@ -357,6 +365,18 @@ class GraphEvalFaithfulness(SingleTurnMetric):
         if math.isnan(value):
             logger.warning("%s: NaN for a sample: %s", self.name, report.explain())
         return value
+
+
+@dataclass(kw_only=True)
+class GraphEvalFaithfulnessWithLLM(GraphEvalFaithfulness, MetricWithLLM):
+    """:class:`GraphEvalFaithfulness` as a Ragas LLM metric: ``ragas.evaluate(dataset, metrics=[...], llm=model)``
+    hands it that model (as it does to ``Faithfulness()``), which then extracts and judges (and, when the metric
+    has no ``llm=`` of its own, only for that run: Ragas takes it back afterwards).
+
+    Like every Ragas LLM metric, it needs a model from somewhere: with neither ``llm=`` here nor in
+    ``ragas.evaluate()``, Ragas builds its own OpenAI default. For the offline local models use
+    :class:`GraphEvalFaithfulness`, which never receives one.
+    """
 
 
 # --------------------------------------------------------------------------- new API: ragas.metrics.collections

@@ -109,10 +109,11 @@ class EngineSpec:
         return self._model(self.llm, resolve_llm)
 
     def build_scorer(self) -> Any:
-        """The scorer, resolved (and so loaded) in the calling process."""
-        from ..models import resolve_scorer
+        """The scorer, resolved (and so loaded) in the calling process: ``scorer``, else an LLM judge over ``llm``,
+        else the offline default (:func:`~grapheval_plugins.models.scorer_for`)."""
+        from ..models import resolve_scorer, scorer_for
 
-        return self._model(self.scorer, resolve_scorer)
+        return self._model(scorer_for(self.llm, self.scorer), resolve_scorer)
 
     def engine(self, *, llm: Any = None, scorer: Any = None, **options: Any) -> GraphEval:
         """A :class:`~grapheval_plugins.GraphEval` with these settings over already-built models."""

@@ -188,9 +188,110 @@ def test_without_top_logprobs_the_chosen_label_keeps_its_probability() -> None:
 def test_request_logprobs_binds_the_openai_options() -> None:
     backend = ChatLabelLogits(FakeListChatModel(responses=["1: supported"]), request_logprobs=5)
     assert backend._runnable.kwargs == {"logprobs": True, "top_logprobs": 5}
-    assert ChatLabelLogits(FakeListChatModel(responses=["x"])).request_logprobs is None
+    assert ChatLabelLogits(FakeListChatModel(responses=["x"])).request_logprobs == "auto"
+    assert ChatLabelLogits(FakeListChatModel(responses=["x"]), request_logprobs=None)._runnable.__class__ is FakeListChatModel
     with pytest.raises(ValueError, match="request_logprobs"):
         ChatLabelLogits(FakeListChatModel(responses=["x"]), request_logprobs=-1)
+
+
+class OpenAIStyleChatModel(LogprobChatModel):
+    """A client that declares OpenAI's ``logprobs`` / ``top_logprobs`` options (as ``ChatOpenAI`` does) and
+    records the options of every call; ``serves_logprobs=False``: the provider ignores them (no logprobs in the
+    answer); ``refuses=True``: a call with them raises (as a server that cannot compute them answers)."""
+
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    serves_logprobs: bool = True
+    refuses: bool = False
+    _options: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        self._options.append(dict(kwargs))
+        if kwargs.get("logprobs") and self.refuses:
+            raise ValueError("logprobs is not supported for models created with logits_all=False")
+        result = super()._generate(messages, stop, run_manager, **kwargs)
+        if not (kwargs.get("logprobs") and self.serves_logprobs):
+            generation = result.generations[0]
+            generation.generation_info = {"finish_reason": "stop"}
+            generation.message.response_metadata = {}
+        return result
+
+
+ALTS = {0: [(" supported", math.log(0.7)), (" unknown", math.log(0.3))],
+        1: [(" unknown", math.log(0.6)), (" supported", math.log(0.4))]}
+
+
+def test_log_probabilities_are_asked_for_automatically_and_detected_from_the_answer() -> None:
+    chat = OpenAIStyleChatModel(answer="1: supported 80\n2: unknown 30", alternatives=ALTS)
+    judge = LLMJudge(chat)
+    assert judge.logprobs_returned is None
+    scores = judge.check([CONTEXT] * 2, ["Curie born in Warsaw", "Curie born in Paris"])
+    assert chat._options[0] == {"logprobs": True, "top_logprobs": 5}
+    assert judge.logprobs_returned is True
+    assert [s.p_unsupported for s in scores] == pytest.approx([0.3, 0.6])  # the label log-probabilities
+    judge.check([CONTEXT], ["Curie born in Rome"])
+    assert chat._options[1] == {"logprobs": True, "top_logprobs": 5}
+
+
+def test_a_provider_that_ignores_them_is_not_asked_again_and_the_stated_probability_grades_the_score() -> None:
+    chat = OpenAIStyleChatModel(answer="1: supported 80\n2: unknown 30", alternatives=ALTS, serves_logprobs=False)
+    judge = LLMJudge(chat)
+    scores = judge.check([CONTEXT] * 2, ["Curie born in Warsaw", "Curie born in Paris"])
+    assert judge.logprobs_returned is False
+    assert [s.p_unsupported for s in scores] == pytest.approx([0.2, 0.7])  # 1 - the stated probability
+    judge.check([CONTEXT], ["Curie born in Rome"])
+    assert chat._options[1] == {}
+
+
+def test_a_provider_that_refuses_them_is_asked_again_without_and_remembered() -> None:
+    chat = OpenAIStyleChatModel(answer="1: contradicted 10", alternatives=ALTS, refuses=True)
+    judge = LLMJudge(chat, retries=0)
+    score = judge.check([CONTEXT], ["Curie born in Paris"])[0]
+    assert score.error is None and score.p_unsupported == pytest.approx(0.9)
+    assert chat._options == [{"logprobs": True, "top_logprobs": 5}, {}]
+    assert judge.logprobs_returned is False
+    judge.check([CONTEXT], ["Curie born in Rome"])
+    assert chat._options[2] == {}
+
+
+async def test_the_async_path_detects_them_too() -> None:
+    chat = OpenAIStyleChatModel(answer="1: supported 80", alternatives=ALTS, refuses=True)
+    judge = LLMJudge(chat, retries=0)
+    score = (await judge.acheck([CONTEXT], ["Curie born in Warsaw"]))[0]
+    assert score.p_unsupported == pytest.approx(0.2) and judge.logprobs_returned is False
+
+
+def test_a_client_without_the_option_is_never_sent_it() -> None:
+    seen: list[dict[str, Any]] = []
+
+    class Plain(ScriptedChatModel):
+        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+            seen.append(dict(kwargs))
+            return super()._generate(messages, stop, run_manager)
+
+    judge = LLMJudge(Plain(responses=["1: supported 65\n2: contradicted 2"]))
+    scores = judge.check([CONTEXT] * 2, ["a", "b"])
+    assert seen == [{}] and judge.logprobs_returned is False
+    assert [s.p_unsupported for s in scores] == pytest.approx([0.35, 0.98])
+
+
+def test_stated_probabilities_rank_where_verdicts_tie_and_keep_one_threshold() -> None:
+    judge = LLMJudge(ScriptedChatModel(responses=["1: supported 95\n2: supported 60\n3: unknown 45\n4: unknown"]))
+    scores = [s.p_unsupported for s in judge.check([CONTEXT] * 4, ["a", "b", "c", "d"])]
+    assert scores == pytest.approx([0.05, 0.4, 0.55, 0.8])  # no figure: the verdict's fixed value
+    assert [s > 0.5 for s in scores] == [False, False, True, True]  # P(unsupported) at the usual threshold
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("1: supported 2: unknown", [None, None]),             # the next claim's number is no figure
+    ("1: supported (90%)\n2: unknown - 0.2", [0.9, 0.2]),
+    ("1: supported, as the context says 3 times\n2: unknown 250", [None, None]),
+    ('{"1": "supported 70", "2": "contradicted 0"}', [0.7, 0.0]),
+])
+def test_the_stated_figure_is_read_only_right_after_its_label(answer: str, expected: list[float | None]) -> None:
+    parsed = parse_verdicts(answer, 2, JUDGE_LABELS)
+    assert [parsed.verdicts[n].stated for n in (1, 2)] == expected
 
 
 def test_calibration_applies_to_logprob_readings_only() -> None:
