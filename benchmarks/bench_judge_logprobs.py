@@ -200,15 +200,10 @@ def serve(args: argparse.Namespace) -> None:
     import llama_cpp
     from llama_cpp.server.__main__ import main as server_main
 
-    from grapheval_plugins.local.cpu import decide_extra_buffers
-    from grapheval_plugins.local.llamacpp import _llama_factory
+    from grapheval_plugins.local.runtime import llama_without_extra_buffers
     from grapheval_plugins.local.weights import resolve_model_path
 
-    cls, extra = _llama_factory(llama_cpp, decide_extra_buffers(None).enabled)
-    if extra:  # Llama() takes the keyword itself: pass it on every load
-        base = llama_cpp.Llama
-        cls = type("LlamaExtraBuffers", (base,), {"__init__": lambda self, *a, **k: base.__init__(self, *a, **{**k, **extra})})
-    llama_cpp.Llama = cls  # the server creates its model through llama_cpp.Llama
+    llama_cpp.Llama = llama_without_extra_buffers(llama_cpp.Llama)  # the server creates its model through it
     sys.argv = ["llama_cpp.server", "--model", str(resolve_model_path(MODEL)), "--model_alias", MODEL,
                 "--n_ctx", "4096", "--logits_all", "true", "--n_threads", str(args.threads),
                 "--host", "127.0.0.1", "--port", str(args.port)]

@@ -128,7 +128,7 @@ def free_cores(limit: int | None = None) -> int:
 
 # ---------------------------------------------------------------------- llama-cpp-python
 @cache
-def _llama_without_extra_buffers(base: type) -> type:
+def llama_without_extra_buffers(base: type) -> type:
     """A ``Llama`` subclass that sets ``use_extra_bufts=False`` on the model parameters ``Llama.__init__`` builds
     (it assigns ``self.model_params = llama_model_default_params()`` and passes that structure to the loader)."""
 
@@ -158,7 +158,7 @@ def load_llama(path: str | Path, *, n_ctx: int, n_threads: int, n_batch: int, se
             "llama-cpp-python>=0.3.9,<0.4"
         )
     try:
-        return _llama_without_extra_buffers(llama_cpp.Llama)(
+        return llama_without_extra_buffers(llama_cpp.Llama)(
             model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, n_batch=n_batch,
             seed=seed, logits_all=False, verbose=False,
         )

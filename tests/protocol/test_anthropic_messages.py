@@ -24,7 +24,7 @@ def _chat(server: AnthropicMessagesServer, **options: object):  # type: ignore[n
 
 def test_a_chat_model_extracts_and_judges(anthropic_server: AnthropicMessagesServer) -> None:
     chat = _chat(anthropic_server)
-    reports = GraphEval(llm=chat, scorer=chat).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=chat).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     assert {r.id: r.hallucinated for r in reports} == EXPECTED
     first = anthropic_server.calls("<input>")[0]
@@ -42,7 +42,7 @@ def test_the_provider_spec_reaches_the_server(anthropic_server: AnthropicMessage
     monkeypatch.setenv("ANTHROPIC_API_URL", anthropic_server.url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
     spec = f"anthropic:{MODEL}"
-    report = GraphEval(llm=spec, scorer=f"judge:{spec}").evaluate(  # one-model
+    report = GraphEval(llm=spec).evaluate(
         context=ROWS[1]["context"], output=ROWS[1]["output"])
 
     assert report.hallucinated is True
@@ -58,7 +58,7 @@ def test_a_transient_fault_is_retried_and_the_row_completes(anthropic_server: An
     anthropic_server.timeout_s = 3.0
     anthropic_server.fault(fault, times=1, when="<input>The Eiffel")
     chat = _chat(anthropic_server, max_retries=2, default_request_timeout=1.0)
-    reports = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     assert {r.id: r.hallucinated for r in reports} == EXPECTED
     tower = anthropic_server.calls("<input>The Eiffel")
@@ -71,7 +71,7 @@ def test_a_lasting_fault_ends_in_a_row_error_and_the_batch_goes_on(anthropic_ser
     anthropic_server.fault("503", times=1000, when="Rome")
     chat = _chat(anthropic_server, max_retries=1)
     started = time.monotonic()
-    reports = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     by_id = {r.id: r for r in reports}
     assert by_id["curie"].hallucinated is False and by_id["river"].hallucinated is False
@@ -84,7 +84,7 @@ def test_a_rejected_request_is_not_retried(anthropic_server: AnthropicMessagesSe
     """A 400 ``invalid_request_error`` (e.g. a prompt over the window): one request, then the row's error."""
     anthropic_server.fault("invalid", times=1000, when="<input>The Eiffel")
     chat = _chat(anthropic_server)
-    report = GraphEval(llm=chat, scorer=chat).evaluate(context=ROWS[1]["context"], output=ROWS[1]["output"])  # one-model
+    report = GraphEval(llm=chat).evaluate(context=ROWS[1]["context"], output=ROWS[1]["output"])
 
     assert not report.ok and "prompt is too long" in report.errors[0].message
     assert len(anthropic_server.calls("<input>The Eiffel")) == 1
@@ -95,7 +95,7 @@ def test_an_unusable_answer_ends_in_a_row_error(anthropic_server: AnthropicMessa
     """No content (``stop_reason: refusal``, or an empty answer): bounded re-asks, then the row has no verdict."""
     anthropic_server.fault(fault, times=1000, when="Rome")
     chat = _chat(anthropic_server)
-    reports = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     by_id = {r.id: r for r in reports}
     assert by_id["curie"].ok and by_id["river"].ok
@@ -110,6 +110,6 @@ def test_content_as_a_list_of_blocks(anthropic_server: AnthropicMessagesServer) 
     """A thinking block and the text split over two text blocks: read as the joined text."""
     anthropic_server.fault("blocks", times=1000)
     chat = _chat(anthropic_server)
-    reports = GraphEval(llm=chat, scorer=chat).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=chat).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     assert {r.id: r.hallucinated for r in reports} == EXPECTED

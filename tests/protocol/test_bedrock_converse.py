@@ -37,7 +37,7 @@ def test_paper_preset_by_spec_runs_end_to_end(bedrock: BedrockConverseServer) ->
     """``bedrock:anthropic.claude-v2`` (the docs' and CLI's spec), reached by boto3 through
     ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``, extracts and judges every row."""
     spec = f"bedrock:{PAPER_MODEL}"
-    engine = GraphEval(llm=spec, scorer=f"judge:{spec}")  # one-model
+    engine = GraphEval(llm=spec)
     reports = engine.evaluate_many(ROWS, id_key="id", show_progress=False)
 
     assert _verdicts(reports) == EXPECTED
@@ -59,7 +59,7 @@ def test_paper_sampling_reaches_the_service(bedrock: BedrockConverseServer) -> N
     expects it: ``inferenceConfig`` and Anthropic's ``top_k`` in ``additionalModelRequestFields``."""
     chat = chat_bedrock(PAPER_MODEL, sampling="paper", region_name="us-east-1", endpoint_url=bedrock.url,
                         aws_access_key_id="test", aws_secret_access_key="test")
-    engine = GraphEval(llm=chat, scorer=chat)  # one-model
+    engine = GraphEval(llm=chat)
     report = engine.evaluate(context=ROWS[1]["context"], output=ROWS[1]["output"])
 
     assert report.hallucinated is True
@@ -74,7 +74,7 @@ def test_a_transient_fault_is_retried_and_the_row_completes(bedrock: BedrockConv
     row's extraction: the call is made again and every row gets the verdict it gets without the fault."""
     bedrock.fault(fault, times=1, when="<input>The Eiffel")
     chat = chat_bedrock(PAPER_MODEL, region_name="us-east-1", max_attempts=3)
-    reports = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     assert _verdicts(reports) == EXPECTED
     tower = bedrock.calls("<input>The Eiffel")
@@ -90,7 +90,7 @@ def test_a_timeout_is_retried(bedrock: BedrockConverseServer) -> None:
     chat = chat_bedrock(PAPER_MODEL, region_name="us-east-1", max_attempts=2,
                         config=Config(read_timeout=0.5, connect_timeout=1))
     started = time.monotonic()
-    report = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate(  # one-model
+    report = GraphEval(llm=chat, retry=QUICK).evaluate(
         context=ROWS[1]["context"], output=ROWS[1]["output"])
 
     assert report.hallucinated is True
@@ -105,7 +105,7 @@ def test_a_lasting_fault_ends_in_a_row_error_and_the_batch_goes_on(
     report carries the error and its reason; the other rows are decided as usual."""
     bedrock.fault(fault, times=1000, when="Rome")
     chat = chat_bedrock(PAPER_MODEL, region_name="us-east-1", max_attempts=2)
-    reports = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     by_id = {r.id: r for r in reports}
     assert {k: v for k, v in _verdicts(reports).items() if k != "tower"} == {"curie": False, "river": False}
@@ -123,7 +123,7 @@ def test_an_unusable_answer_ends_in_a_row_error_with_its_reason(bedrock: Bedrock
     claim has no verdict, so the row has none, with the answer quoted; the other rows are decided."""
     bedrock.fault(fault, times=1000, when="Rome")
     chat = chat_bedrock(PAPER_MODEL, region_name="us-east-1", max_attempts=2)
-    reports = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     by_id = {r.id: r for r in reports}
     assert by_id["curie"].hallucinated is False and by_id["river"].hallucinated is False
@@ -139,7 +139,7 @@ def test_content_as_a_list_of_blocks(bedrock: BedrockConverseServer) -> None:
     """Answers split over several text blocks after a reasoning block read as their joined text."""
     bedrock.fault("blocks", times=1000)
     chat = chat_bedrock(PAPER_MODEL, region_name="us-east-1")
-    reports = GraphEval(llm=chat, scorer=chat).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=chat).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     assert _verdicts(reports) == EXPECTED
     assert all(c.fault == "blocks" for c in bedrock.calls())
@@ -156,7 +156,7 @@ def test_a_resumed_cli_run_completes_exactly_the_failed_rows(
     rows, out = tmp_path / "rows.jsonl", tmp_path / "reports.jsonl"
     rows.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     spec = f"bedrock:{PAPER_MODEL}"
-    args = ["evaluate", str(rows), "-o", str(out), "--llm", spec, "--scorer", f"judge:{spec}"]  # one-model
+    args = ["evaluate", str(rows), "-o", str(out), "--llm", spec]
     bedrock.fault("503", times=10**6, when="Rome")
 
     first = CliRunner().invoke(app, args)
@@ -185,7 +185,7 @@ def test_the_rate_limit_holds_under_concurrency(bedrock: BedrockConverseServer) 
                                 burst_seconds=burst * 60 / rpm)
     rows = [dict(ROWS[i % 3], id=f"r{i}", output=ROWS[i % 3]["output"].replace(".", f" in {1900 + i}."))
             for i in range(8)]
-    engine = GraphEval(llm=chat, scorer=chat, max_concurrency=8, cache=False)  # one-model
+    engine = GraphEval(llm=chat, max_concurrency=8, cache=False)
     reports = engine.evaluate_many(rows, id_key="id", show_progress=False)
 
     assert all(r.ok for r in reports)
@@ -203,7 +203,7 @@ def test_a_rejected_request_is_not_retried(bedrock: BedrockConverseServer) -> No
     (botocore's ``ClientError`` carries its status in ``response["ResponseMetadata"]``)."""
     bedrock.fault("invalid", times=1000, when="<input>The Eiffel")
     chat = chat_bedrock(PAPER_MODEL, region_name="us-east-1")
-    report = GraphEval(llm=chat, scorer=chat).evaluate(context=ROWS[1]["context"], output=ROWS[1]["output"])  # one-model
+    report = GraphEval(llm=chat).evaluate(context=ROWS[1]["context"], output=ROWS[1]["output"])
 
     assert not report.ok and "ValidationException" in report.errors[0].message
     assert len(bedrock.calls("<input>The Eiffel")) == 1

@@ -31,7 +31,7 @@ def test_the_provider_spec_reaches_the_server(openai_server: OpenAIChatServer, m
     monkeypatch.setenv("OPENAI_BASE_URL", f"{openai_server.url}/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     spec = f"openai:{MODEL}"
-    reports = GraphEval(llm=spec, scorer=f"judge:{spec}").evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=spec).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     assert {r.id: r.hallucinated for r in reports} == EXPECTED
     assert {r.body["model"] for r in openai_server.calls()} == {MODEL}
@@ -42,7 +42,7 @@ def test_a_transient_fault_is_retried_and_the_row_completes(openai_server: OpenA
     openai_server.timeout_s = 3.0
     openai_server.fault(fault, times=1, when="<input>The Eiffel")
     chat = _chat(openai_server, max_retries=2, timeout=1.0)
-    reports = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     assert {r.id: r.hallucinated for r in reports} == EXPECTED
     tower = openai_server.calls("<input>The Eiffel")
@@ -54,7 +54,7 @@ def test_a_transient_fault_is_retried_and_the_row_completes(openai_server: OpenA
 def test_a_lasting_fault_ends_in_a_row_error_and_the_batch_goes_on(openai_server: OpenAIChatServer) -> None:
     openai_server.fault("500", times=1000, when="Rome")
     chat = _chat(openai_server, max_retries=1)
-    reports = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     by_id = {r.id: r for r in reports}
     assert by_id["curie"].hallucinated is False and by_id["river"].hallucinated is False
@@ -65,7 +65,7 @@ def test_a_lasting_fault_ends_in_a_row_error_and_the_batch_goes_on(openai_server
 def test_a_rejected_request_is_not_retried(openai_server: OpenAIChatServer) -> None:
     openai_server.fault("invalid", times=1000, when="<input>The Eiffel")
     chat = _chat(openai_server)
-    report = GraphEval(llm=chat, scorer=chat).evaluate(context=ROWS[1]["context"], output=ROWS[1]["output"])  # one-model
+    report = GraphEval(llm=chat).evaluate(context=ROWS[1]["context"], output=ROWS[1]["output"])
 
     assert not report.ok and "maximum context length" in report.errors[0].message
     assert len(openai_server.calls("<input>The Eiffel")) == 1
@@ -76,7 +76,7 @@ def test_an_unusable_answer_ends_in_a_row_error(openai_server: OpenAIChatServer,
     """An empty answer, or a refusal (``message.refusal`` set, ``content`` null)."""
     openai_server.fault(fault, times=1000, when="Rome")
     chat = _chat(openai_server)
-    reports = GraphEval(llm=chat, scorer=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)  # one-model
+    reports = GraphEval(llm=chat, retry=QUICK).evaluate_many(ROWS, id_key="id", show_progress=False)
 
     by_id = {r.id: r for r in reports}
     assert by_id["curie"].ok and by_id["river"].ok and not by_id["tower"].ok

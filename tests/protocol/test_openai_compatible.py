@@ -123,7 +123,7 @@ def test_deepeval_local_model(openai_server: str, chat) -> None:  # type: ignore
 
     model = LocalModel(model=MODEL, base_url=openai_server, api_key="test", temperature=0,
                        generation_kwargs={"max_tokens": MAX_TOKENS})
-    metric = GraphEvalMetric(model=model, scorer=chat, method="paper")  # one-model: scorer= goes after the merge
+    metric = GraphEvalMetric(model=model, method="paper")
     score = metric.measure(LLMTestCase(input="Where is the Eiffel Tower?", actual_output=OUTPUT,
                                        retrieval_context=[CONTEXT]))
 
@@ -141,7 +141,7 @@ def test_ragas_llm_factory(openai_server: str, chat) -> None:  # type: ignore[no
 
     ragas_llm = llm_factory(MODEL, client=openai.AsyncOpenAI(base_url=openai_server, api_key="test"),
                             max_tokens=MAX_TOKENS, temperature=0)
-    metric = GraphEvalFaithfulness(llm=ragas_llm, scorer=chat, method="paper")  # one-model: scorer= goes after the merge
+    metric = GraphEvalFaithfulness(llm=ragas_llm, method="paper")
     sample = SingleTurnSample(user_input="Where is the Eiffel Tower?", response=OUTPUT, retrieved_contexts=[CONTEXT])
     score = metric.single_turn_score(sample)
 
@@ -152,7 +152,7 @@ def test_langchain_runnable(chat) -> None:  # type: ignore[no-untyped-def]
     """The LangChain host: the runnable after a RAG chain's answer."""
     from grapheval_plugins.integrations.langchain import GraphEvalRunnable
 
-    runnable = GraphEvalRunnable(llm=chat, scorer=chat, method="paper")  # one-model
+    runnable = GraphEvalRunnable(llm=chat, method="paper")
     result = runnable.invoke({"answer": OUTPUT, "context": CONTEXT})
 
     report = result["grapheval"]
