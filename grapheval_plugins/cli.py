@@ -123,8 +123,10 @@ def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str
 
 
 def _failed(row: Any) -> bool:
-    """A written report without a verdict (``ok`` false): a resumed run does its row again."""
-    return row.get("ok") is False
+    """A written report without a verdict because a model or its service failed (``ok`` false, no ``input``
+    error): a resumed run does its row again. A record that could not be read fails the same way again: fix it."""
+    errors = row.get("errors") or []
+    return row.get("ok") is False and not any(isinstance(e, dict) and e.get("stage") == "input" for e in errors)
 
 
 def done_ids(path: Path) -> set[str]:
