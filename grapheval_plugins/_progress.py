@@ -7,9 +7,10 @@ except where the CLI keeps its summary line, and never drawn when disabled.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-__all__ = ["progress_bar"]
+__all__ = ["progress_bar", "show_bars"]
 
 
 def progress_bar(total: int | None, desc: str, *, unit: str = "row", enabled: bool = True, leave: bool = False,
@@ -22,3 +23,17 @@ def progress_bar(total: int | None, desc: str, *, unit: str = "row", enabled: bo
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, leave=leave, **options)
+
+
+def show_bars(show: bool | None, default: bool | None, rows: int) -> bool:
+    """Whether a batch run of ``rows`` rows draws its bars: ``show`` as given, else the object's ``default``, else
+    with two rows or more on a terminal.
+
+    >>> show_bars(None, False, 10), show_bars(True, False, 1)
+    (False, True)
+    """
+    if show is None:
+        show = default
+    if show is None:
+        show = rows > 1 and sys.stderr.isatty()
+    return bool(show)

@@ -25,9 +25,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["LRU", "CachedKG", "KGCache", "MemoryKGCache", "SQLiteKGCache", "cache_key", "sqlite_transaction"]
+__all__ = [
+    "LRU", "CachedKG", "KGCache", "MemoryKGCache", "SQLiteKGCache", "SQLiteStore", "cache_key", "sqlite_transaction",
+]
 
 V = TypeVar("V")
 
@@ -80,6 +82,28 @@ def sqlite_transaction(path: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
+
+class SQLiteStore:
+    """One table (``TABLE``, of ``COLUMNS``) in one SQLite file, safe across threads and processes: the base of the
+    on-disk caches. Each operation opens its own connection (:func:`sqlite_transaction`)."""
+
+    TABLE: ClassVar[str]
+    COLUMNS: ClassVar[str]
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        with self._connect() as conn:
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} ({self.COLUMNS})")
+
+    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
+        return sqlite_transaction(self.path)
+
+    def __len__(self) -> int:
+        with self._lock, self._connect() as conn:
+            return int(conn.execute(f"SELECT COUNT(*) FROM {self.TABLE}").fetchone()[0])
+
 @dataclass(frozen=True)
 class CachedKG:
     """A cached extraction: the parsed triples and the answer they came from."""
@@ -123,7 +147,7 @@ class MemoryKGCache:
         return len(self._data)
 
 
-class SQLiteKGCache:
+class SQLiteKGCache(SQLiteStore):
     """A persistent cache in one SQLite file; safe across threads and processes.
 
     >>> import tempfile, os
@@ -133,18 +157,8 @@ class SQLiteKGCache:
     [['x', 'y', 'z']]
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        with self._connect() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS kg (key TEXT PRIMARY KEY, llm TEXT, prompt TEXT, "
-                "triples TEXT NOT NULL, raw_text TEXT)"
-            )
-
-    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
-        return sqlite_transaction(self.path)
+    TABLE = "kg"
+    COLUMNS = "key TEXT PRIMARY KEY, llm TEXT, prompt TEXT, triples TEXT NOT NULL, raw_text TEXT"
 
     def get(self, llm_id: str, prompt_version: str, text: str) -> CachedKG | None:
         key = cache_key(llm_id, prompt_version, text)
@@ -161,7 +175,3 @@ class SQLiteKGCache:
                 "INSERT OR REPLACE INTO kg (key, llm, prompt, triples, raw_text) VALUES (?, ?, ?, ?, ?)",
                 (key, llm_id, prompt_version, json.dumps(value.triples), value.raw_text),
             )
-
-    def __len__(self) -> int:
-        with self._lock, self._connect() as conn:
-            return int(conn.execute("SELECT COUNT(*) FROM kg").fetchone()[0])

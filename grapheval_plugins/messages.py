@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["describe_llm", "message_text", "stop_reason"]
+from langchain_core.language_models import BaseChatModel, LangSmithParams
+
+__all__ = ["NamedChatModel", "describe_llm", "message_text", "stop_reason"]
 
 
 def describe_llm(llm: Any) -> str:
@@ -25,6 +27,17 @@ def describe_llm(llm: Any) -> str:
         if isinstance(value, str) and value:
             return f"{type(llm).__name__}({value})"
     return type(llm).__name__
+
+
+
+class NamedChatModel(BaseChatModel):
+    """A LangChain chat model of this package whose standard tracing parameters name it as reports do
+    (``ls_model_name``: :func:`describe_llm`)."""
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params.setdefault("ls_model_name", describe_llm(self))
+        return params
 
 
 def message_text(message: Any) -> str:

@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 
 from . import aggregate, shared
 from ._async import run_sync
-from ._progress import progress_bar
+from ._progress import progress_bar, show_bars
 from .cache import KGCache, MemoryKGCache, SQLiteKGCache
 from .check.base import ClaimScore, Scorer
 from .exceptions import ExtractionError, GraphEvalError, InputError, ScoringError
@@ -35,10 +35,6 @@ __all__ = ["GraphEval"]
 logger = logging.getLogger(__name__)
 
 Passages = tuple[str, ...]
-
-
-def _progress(total: int, desc: str, enabled: bool) -> Any:
-    return progress_bar(total, desc, enabled=enabled)
 
 
 _Request = tuple[list[Passages], list[str]]
@@ -449,33 +445,39 @@ class GraphEval:
         return cache
 
     # ----------------------------------------------------------------- models (resolved lazily)
+    def _resolved(self, name: str, resolve: Callable[[], Any]) -> Any:
+        """The model in ``self._<name>``, resolved on first access: the origin's (a view of an engine resolves
+        nothing of its own), else ``resolve()`` once, under the engine's lock."""
+        if getattr(self, f"_{name}") is None:
+            if self._origin is not None:
+                setattr(self, f"_{name}", getattr(self._origin, name))
+            else:
+                with self._resolve_lock:
+                    if getattr(self, f"_{name}") is None:
+                        setattr(self, f"_{name}", resolve())
+        return getattr(self, f"_{name}")
+
     @property
     def llm(self) -> Any:
         """The chat model used for extraction (resolved on first access)."""
-        if self._llm is None:
-            if self._origin is not None:
-                self._llm = self._origin.llm
-                return self._llm
-            with self._resolve_lock:
-                if self._llm is None:
-                    from .models import resolve_llm
 
-                    self._llm = resolve_llm(self._llm_spec)
-        return self._llm
+        def resolve() -> Any:
+            from .models import resolve_llm
+
+            return resolve_llm(self._llm_spec)
+
+        return self._resolved("llm", resolve)
 
     @property
     def scorer(self) -> Scorer:
         """The scorer (resolved on first access)."""
-        if self._scorer is None:
-            if self._origin is not None:
-                self._scorer = self._origin.scorer
-                return self._scorer
-            with self._resolve_lock:
-                if self._scorer is None:
-                    from .models import scorer_for
+        def resolve() -> Scorer:
+            from .models import scorer_for
 
-                    self._scorer = shared.shared_scorer(scorer_for(self._llm_spec, self._scorer_spec))
-        return self._scorer
+            return shared.shared_scorer(scorer_for(self._llm_spec, self._scorer_spec))
+
+        scorer: Scorer = self._resolved("scorer", resolve)
+        return scorer
 
     @property
     def extractor(self) -> TripleExtractor:
@@ -707,14 +709,9 @@ class GraphEval:
         the order of ``rows``.
         """
         rows = list(rows)
-        if show_progress is None:
-            show_progress = self.show_progress
-        if show_progress is None:
-            import sys
-
-            show_progress = len(rows) > 1 and sys.stderr.isatty()
+        show_progress = show_bars(show_progress, self.show_progress, len(rows))
         # The two stages of extract_rows / check_rows, with progress: one batch pipeline.
-        bar = _progress(len(rows), "extract", bool(show_progress) and self.mode == "graph")
+        bar = progress_bar(len(rows), "extract", enabled=show_progress and self.mode == "graph")
         try:
             staged = await self._aextract_rows(
                 rows, context_key=context_key, output_key=output_key, id_key=id_key, config=config, positions=None,
@@ -723,7 +720,7 @@ class GraphEval:
         finally:
             bar.close()
         pending = [r for r in staged if isinstance(r, ExtractedRow)]
-        bar = _progress(len(pending), "check", bool(show_progress))
+        bar = progress_bar(len(pending), "check", enabled=show_progress)
         try:
             checked = iter(await self._acheck_rows(pending, on_group=bar.update))
         finally:

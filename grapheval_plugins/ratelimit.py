@@ -26,13 +26,12 @@ from collections.abc import Callable
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LangSmithParams
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
 from ._async import run_sync
-from .messages import describe_llm, message_text
+from .messages import NamedChatModel, describe_llm, message_text
 
 __all__ = ["RateLimitedChatModel", "TokenBucket", "estimate_tokens"]
 
@@ -122,7 +121,7 @@ def _usage_tokens(answer: Any) -> int | None:
     return None
 
 
-class RateLimitedChatModel(BaseChatModel):
+class RateLimitedChatModel(NamedChatModel):
     """A LangChain chat model that keeps another under requests-per-minute and tokens-per-minute budgets.
 
     It is a chat model itself (``bind``, callbacks, use as an LLM judge), named as the model it wraps.
@@ -179,11 +178,6 @@ class RateLimitedChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "rate-limited"
-
-    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
-        params = super()._get_ls_params(stop=stop, **kwargs)
-        params.setdefault("ls_model_name", self.model_label)
-        return params
 
     async def _agenerate(
         self,

@@ -33,15 +33,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import sqlite3
-import threading
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from .cache import LRU, sqlite_transaction
+from .cache import LRU, SQLiteStore
 from .check.base import ClaimScore, Scorer
 
 __all__ = [
@@ -115,7 +112,7 @@ class MemoryScoreCache:
         return len(self._data)
 
 
-class SQLiteScoreCache:
+class SQLiteScoreCache(SQLiteStore):
     """A persistent cache of claim scores in one SQLite file; safe across threads and processes.
 
     >>> import tempfile, os
@@ -126,19 +123,10 @@ class SQLiteScoreCache:
     0.25
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        with self._connect() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, scorer TEXT, fingerprint TEXT, "
-                "premise TEXT, claim TEXT, p_unsupported REAL NOT NULL, chunk_index INTEGER NOT NULL, "
-                "chunk TEXT NOT NULL, passage_index INTEGER NOT NULL)"
-            )
-
-    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
-        return sqlite_transaction(self.path)
+    TABLE = "scores"
+    COLUMNS = ("key TEXT PRIMARY KEY, scorer TEXT, fingerprint TEXT, premise TEXT, claim TEXT, "
+               "p_unsupported REAL NOT NULL, chunk_index INTEGER NOT NULL, chunk TEXT NOT NULL, "
+               "passage_index INTEGER NOT NULL")
 
     def get_many(self, keys: Sequence[ScoreKey]) -> dict[ScoreKey, ClaimScore]:
         if not keys:
@@ -170,10 +158,6 @@ class SQLiteScoreCache:
             return
         with self._lock, self._connect() as conn:
             conn.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-
-    def __len__(self) -> int:
-        with self._lock, self._connect() as conn:
-            return int(conn.execute("SELECT COUNT(*) FROM scores").fetchone()[0])
 
 
 def make_score_cache(cache: ScoreCache | str | Path | bool | None) -> ScoreCache | None:

@@ -21,13 +21,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LangSmithParams
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from .check.base import Scorer
-from .messages import describe_llm
+from .messages import NamedChatModel
 
 __all__ = [
     "CHAOS_LLM_FAULTS",
@@ -46,7 +45,7 @@ __all__ = [
 Responder = Callable[[list[BaseMessage]], str]
 
 
-class ScriptedChatModel(BaseChatModel):
+class ScriptedChatModel(NamedChatModel):
     """A LangChain chat model that answers from a script and records every call.
 
     Args:
@@ -71,11 +70,6 @@ class ScriptedChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "scripted-chat-model"
-
-    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
-        params = super()._get_ls_params(stop=stop, **kwargs)
-        params.setdefault("ls_model_name", describe_llm(self))  # the standard tracing parameters name the model
-        return params
 
     @property
     def calls(self) -> list[list[BaseMessage]]:
@@ -237,7 +231,7 @@ def _messages_key(messages: list[BaseMessage]) -> str:
     return hashlib.sha256("\x1f".join(str(m.content) for m in messages).encode()).hexdigest()
 
 
-class ChaosChatModel(BaseChatModel):
+class ChaosChatModel(NamedChatModel):
     """A chat model that fails a chosen share of its calls, reproducibly: for fault-injection tests.
 
     Each call draws, from ``seed``, the text of its messages and how often those exact messages were sent before,
@@ -285,11 +279,6 @@ class ChaosChatModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "chaos-chat-model"
-
-    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
-        params = super()._get_ls_params(stop=stop, **kwargs)
-        params.setdefault("ls_model_name", describe_llm(self))  # the standard tracing parameters name the model
-        return params
 
     @property
     def calls(self) -> int:

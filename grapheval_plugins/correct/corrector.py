@@ -1,7 +1,7 @@
 """GraphCorrect: fix the triples GraphEval flags, then check the result again. And the Direct Prompt baseline.
 
 The facade of the correction package: options, detection, the correct → re-check rounds and the report. The two
-methods are strategies (:mod:`.strategies`), the guard its own module (:mod:`.guard`), and the batch runner too
+methods are strategies (:mod:`.strategies`), the guard its own module (:mod:`.guard`), and a failed row's report
 (:mod:`.batch`). One async code path (:meth:`GraphCorrect.acorrect`); the sync methods call it through
 ``run_sync``. Detection and re-check go through the public :class:`~grapheval_plugins.pipeline.GraphEval` API.
 """
@@ -18,14 +18,15 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 
 from .._async import run_sync
-from ..exceptions import InputError, MissingDependencyError
-from ..inputs import PASSAGE_SEPARATOR, normalize_output, normalize_passages
+from .._progress import progress_bar, show_bars
+from ..exceptions import InputError, MissingDependencyError, ModelLoadError
+from ..inputs import PASSAGE_SEPARATOR, normalize_output, normalize_passages, to_sample
 from ..messages import describe_llm
 from ..pipeline import GraphEval
 from ..retry import RetryPolicy
-from ..types import ExtractedRow, Extraction, Report, StageUsage, Triple, total_usage
+from ..types import ExtractedRow, Extraction, Report, StageError, StageUsage, Triple, total_usage
 from ..usage import metered
-from .batch import correct_rows, extraction_calls
+from .batch import error_report, extraction_calls
 from .guard import Guard, GuardMode, Tally
 from .prompts import CORRECTION_PROMPTS, CorrectionPrompts
 from .strategies import Editor, Round, strategy_for
@@ -409,10 +410,41 @@ class GraphCorrect:
         most ``max_concurrency`` rows in flight. A failing row never stops the batch: its report has
         ``status="error"`` and the error in ``errors``. Reports come back in the order of ``rows``.
         """
-        return await correct_rows(
-            self, rows, context_key=context_key, output_key=output_key, id_key=id_key,
-            show_progress=show_progress, config=config,
+        rows = list(rows)
+        if rows:
+            await asyncio.to_thread(self.rouge_enabled)  # a missing extra asked for fails once, before any model work
+        show_progress = show_bars(show_progress, self.show_progress, len(rows))
+        detections = await self.grapheval.aevaluate_many(
+            rows, context_key=context_key, output_key=output_key, id_key=id_key, show_progress=show_progress,
+            config=config,
         )
+        if len(detections) != len(rows):  # pragma: no cover - GraphEval returns one report per row
+            raise RuntimeError("GraphEval.aevaluate_many returned a report count different from the row count")
+        semaphore = asyncio.Semaphore(self.max_concurrency or self.grapheval.max_concurrency)
+        bar = progress_bar(len(rows), "correct", enabled=show_progress)
+
+        async def one(index: int, row: Any, detection: Report) -> CorrectionReport:
+            try:
+                if not detection.ok:
+                    return error_report(self.method, self.prompts.version, row, output_key, detection, None)
+                sample = to_sample(row, index, context_key, output_key, id_key)
+                async with semaphore:
+                    return await self.acorrect(
+                        list(sample.passages), sample.output, report=detection, id=sample.id, config=config
+                    )
+            except (MissingDependencyError, ModelLoadError):
+                raise  # configuration errors: every row would fail the same way
+            except Exception as exc:  # noqa: BLE001 - one failing row never stops the batch
+                logger.warning("correction of row %d failed: %s", index, exc)
+                error = StageError(stage="correct", type=type(exc).__name__, message=str(exc))
+                return error_report(self.method, self.prompts.version, row, output_key, detection, error)
+            finally:
+                bar.update(1)
+
+        try:
+            return list(await asyncio.gather(*(one(i, r, d) for i, (r, d) in enumerate(zip(rows, detections)))))
+        finally:
+            bar.close()
 
     async def _recheck_in_place(
         self, passages: Sequence[str], output: str, triples: list[Triple], before: Report, rid: str | None

@@ -1,6 +1,6 @@
 """Long runs killed with SIGKILL at random points and resumed write the same file as a run that was never
-interrupted: no duplicate, no missing row (timings aside). For ``grapheval evaluate``, ``grapheval correct`` and
-the detection benchmark (``benchmarks/detection.py run``)."""
+interrupted: no duplicate, no missing row (timings aside). For ``grapheval evaluate`` and ``grapheval correct``
+(the detection benchmark's runs: ``benchmarks/tests/test_detection_resume.py``)."""
 
 from __future__ import annotations
 
@@ -31,15 +31,9 @@ def cli(name: str, llm: str) -> Callable[[Path, Path], list[str]]:
     return command
 
 
-def detection_bench(rows: Path, out: Path) -> list[str]:
-    return [sys.executable, str(HERE / "detection_entry.py"), str(out.parent / f"{out.stem}-files"), "run",
-            str(rows), "--llm", "py:fake_models:slow_llm", "--scorer", SCORER, "--out", str(out)]
-
-
 COMMANDS = {
     "evaluate": cli("evaluate", "py:fake_models:slow_llm"),
     "correct": cli("correct", "py:fake_models:slow_correcting_llm"),
-    "detection-benchmark": detection_bench,
 }
 
 
@@ -91,8 +85,7 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_one(name: str, tmp_path:
     got, want = comparable(out), comparable(reference)
     ids = [r["id"] for r in got]
     assert sorted(ids) == sorted(f"r{i}" for i in range(N_ROWS)) and len(set(ids)) == N_ROWS  # none missing or twice
-    if name != "detection-benchmark":  # the command line keeps the input order; the benchmark its own run order
-        assert ids == [f"r{i}" for i in range(N_ROWS)]
+    assert ids == [f"r{i}" for i in range(N_ROWS)]  # the input order
     assert got == want
 
 

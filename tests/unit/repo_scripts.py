@@ -1,4 +1,5 @@
-"""Load a script of the repository (an example or a benchmark, not a package module) as a module, by path."""
+"""Load a script of the repository (an example, not a package module) as a module, by path. The benchmark scripts' tests
+have their own loader (``benchmarks/tests/bench_scripts.py``)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,3 @@ def load_script(relative_path: str, name: str) -> ModuleType:
     spec.loader.exec_module(module)
     return module
 
-
-def load_harness() -> ModuleType:
-    """The benchmark harness ``benchmarks/harness.py``, imported as ``harness`` the way the scripts import it
-    (so a script loaded with :func:`load_script` and the test share one module)."""
-    import sys
-
-    folder = str(ROOT / "benchmarks")
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    import harness
-
-    return harness

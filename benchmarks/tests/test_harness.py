@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from repo_scripts import load_harness
+from bench_scripts import load_harness
 
 from grapheval_plugins.cache import SQLiteKGCache
 from grapheval_plugins.exceptions import InputError
@@ -388,7 +388,7 @@ def test_done_fallback_rows_of_an_older_file_are_backfilled_into_the_kg_file(tmp
 
 
 def _detection_script():  # type: ignore[no-untyped-def]
-    from repo_scripts import load_script
+    from bench_scripts import load_script
 
     return load_script("benchmarks/detection.py", "bench_detection_script")
 
@@ -519,7 +519,7 @@ def test_every_benchmark_script_answers_help(script: str) -> None:
     import subprocess
     import sys
 
-    from repo_scripts import ROOT
+    from bench_scripts import ROOT
 
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--help"], capture_output=True,
                          text=True, cwd=ROOT, timeout=300)
@@ -539,7 +539,7 @@ def test_operating_points_cap_the_false_alarms_and_take_the_best_balanced_accura
 
 
 def test_loop_stop_replay_keeps_the_answer_prefix_that_parses_to_the_same_graph() -> None:
-    from repo_scripts import load_script
+    from bench_scripts import load_script
 
     from grapheval_plugins.extract.parser import parse_triples
 
@@ -553,7 +553,7 @@ def test_loop_stop_replay_keeps_the_answer_prefix_that_parses_to_the_same_graph(
 
 
 def test_judge_prompt_variants_read_the_claim_after_the_shared_context_with_fewer_tokens_a_claim() -> None:
-    from repo_scripts import load_script
+    from bench_scripts import load_script
 
     from grapheval_plugins.local.judge import JUDGE_PROMPT, JUDGE_PROMPTS
 
@@ -580,7 +580,7 @@ def test_judge_prompt_variants_read_the_claim_after_the_shared_context_with_fewe
 def test_the_shipped_1_5b_judge_is_the_one_that_scored_the_question_first_files() -> None:
     """The hybrid weights of the 1.5B judge are fitted on these files: every row records the fingerprint of the
     judge that ``GraphEval()`` builds today (its wording, calibration, labels and chunking)."""
-    from repo_scripts import load_script
+    from bench_scripts import load_script
 
     from grapheval_plugins.models import resolve_scorer
 
@@ -592,7 +592,7 @@ def test_the_shipped_1_5b_judge_is_the_one_that_scored_the_question_first_files(
 
 
 def test_judge_prompt_report_reads_held_out_rows_outside_the_lab_subset_and_fit_prints_both_entries() -> None:
-    from repo_scripts import load_script
+    from bench_scripts import load_script
     from typer.testing import CliRunner
 
     module = load_script("benchmarks/bench_judge_prompt.py", "bench_judge_prompt_script")

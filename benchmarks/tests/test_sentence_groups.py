@@ -12,7 +12,7 @@ OUTPUT = ("paul merson was brought on with seven minutes left . andros townsend 
 
 
 def _detection_script() -> Any:
-    from repo_scripts import load_script
+    from bench_scripts import load_script
 
     return load_script("benchmarks/detection.py", "bench_detection_script")
 

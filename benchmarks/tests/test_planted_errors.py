@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from repo_scripts import ROOT, load_harness
+from bench_scripts import ROOT, load_harness
 
 load_harness()  # puts benchmarks/ on sys.path: the scripts import each other by name, as when they run
 pe = importlib.import_module("planted_errors")

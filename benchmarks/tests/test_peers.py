@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from repo_scripts import load_harness, load_script
+from bench_scripts import load_harness, load_script
 
 load_harness()  # the script imports the harness beside it
 peers = load_script("benchmarks/peers.py", "peers_under_test")
