@@ -595,7 +595,7 @@ def report_command(
 def demo(
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec (default: the offline local model).")] = None,
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec (default: an LLM judge over --llm, else the offline local LLM judge).")] = None,
-    fast: Annotated[bool, typer.Option("--fast", help="Use the small local 0.5B model for both (quicker, less accurate).")] = False,
+    fast: Annotated[bool, typer.Option("--fast", help="Use the small local 0.5B model for both (a smaller download and memory; not quicker per row, less accurate).")] = False,
     examples: Annotated[Optional[Path], typer.Option(exists=True, dir_okay=False, help="Your own JSONL rows instead of the bundled ones.")] = None,
     threshold: Annotated[float, typer.Option(
         "--hallucination-threshold", "--threshold",

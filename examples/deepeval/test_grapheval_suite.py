@@ -10,7 +10,7 @@ of the local models on some machines (``known_false_positive`` in the row, see `
 in the suite as an expected failure that may also pass.
 
 Models: the offline default (``local:qwen2.5-coder-1.5b`` for the knowledge graph, the same model as a judge) runs
-on a CPU with no API key. Choose others with environment variables, e.g. the faster 0.5B model::
+on a CPU with no API key. Choose others with environment variables, e.g. the smaller 0.5B model::
 
     GRAPHEVAL_LLM=local:qwen2.5-coder-0.5b GRAPHEVAL_SCORER=judge:local:qwen2.5-coder-0.5b \\
         deepeval test run examples/deepeval/test_grapheval_suite.py

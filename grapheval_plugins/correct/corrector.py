@@ -41,15 +41,15 @@ logger = logging.getLogger(__name__)
 class GraphCorrect:
     """Hallucination correction guided by GraphEval's knowledge graph (GraphCorrect, Sansford et al. 2024).
 
-    For an output GraphEval flags, each unsupported triple is corrected in turn: (1) the chat model proposes a
-    corrected triple from the triple and the grounding context (prompt B), parsed like extracted triples; (2) it
-    substitutes the old triple's information with the new one in the current output, changing nothing else
-    (prompt C). The substitutions apply one after another; then GraphEval checks the corrected output again.
-    ``method="direct"`` is the paper's baseline instead: one call with the output and the context (prompt D).
-    ``method="evidence"`` (not from the paper) is GraphCorrect with a step 1 that is told why the triple failed
-    (its P(unsupported)) and shown the sentences of the deciding passage closest to it, with one follow-up message
-    when the answer repeats the triple; when no triple change could be applied (or the output has no triple),
-    it ends with prompt D on the output (``direct_fallback``).
+    For an output GraphEval flags, each unsupported triple is corrected in turn. By default
+    (``method="constrained"``) the chat model proposes a corrected triple from the triple and the context sentences
+    closest to it; only a corrected value made of the context's words, and supported by the scorer, is taken, and the
+    changed words are replaced in the output in place; the engine then checks the corrected output again. The
+    paper's procedure is ``method="graph"``: (1) a corrected triple (prompt B), (2) the old triple's information
+    substituted in the output with the new one (prompt C). ``method="direct"`` is the paper's baseline: one call with
+    the output and the context (prompt D). ``method="evidence"`` (not from the paper) is ``graph`` with a step 1
+    that is told why the triple failed (its P(unsupported)) and shown the closest sentences of the deciding passage,
+    ending with prompt D when no triple change could be applied (``direct_fallback``).
 
     A failed step never loses the output: an unparseable corrected triple, an empty or too long rewrite, or a
     rewrite of the whole output is refused, its reason recorded, and the text before it kept.
