@@ -33,6 +33,7 @@ import importlib
 import itertools
 import json
 import logging
+import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -530,18 +531,26 @@ def report_record(report: Report) -> dict[str, Any]:
 
 
 def _write_parquet(path: Path, reports: Iterable[Report], rows_per_group: int = 4096) -> None:
+    """Write ``reports`` to ``.<name>.partial`` beside ``path``, renamed over ``path`` only once every report is
+    written: a failed or killed run leaves an old ``path`` as it was."""
     pa = _require("pyarrow", "ray", _PURPOSE)
     pq = _require("pyarrow.parquet", "ray", _PURPOSE)
     schema = report_schema()
-    with pq.ParquetWriter(str(path), schema) as writer:
-        chunk: list[dict[str, Any]] = []
-        for report in reports:
-            chunk.append(report_record(report))
-            if len(chunk) >= rows_per_group:
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with pq.ParquetWriter(str(partial), schema) as writer:
+            chunk: list[dict[str, Any]] = []
+            for report in reports:
+                chunk.append(report_record(report))
+                if len(chunk) >= rows_per_group:
+                    writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
+                    chunk = []
+            if chunk:
                 writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
-                chunk = []
-        if chunk:
-            writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    os.replace(partial, path)
 
 
 def read_reports(path: str | Path) -> list[Report]:

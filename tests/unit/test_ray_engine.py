@@ -264,3 +264,26 @@ def test_the_parquet_schema_names_every_report_field() -> None:
         arrow_type = schema.field(name).type
         struct = arrow_type.value_type if hasattr(arrow_type, "value_type") else arrow_type
         assert {struct.field(i).name for i in range(struct.num_fields)} == set(model.model_fields), name
+
+
+def test_parquet_output_replaces_an_old_file_only_when_complete(tmp_path: Path) -> None:
+    """A Parquet write that fails part way leaves the old output as it was, and no partial file behind."""
+    engine = GraphEval(llm=naive_triples_chat_model(), scorer=KeywordScorer())
+    old, new = engine.evaluate_many([{"id": "a", "context": "Ada wrote code.", "output": "Ada wrote code."},
+                                     {"id": "b", "context": "Ada wrote code.", "output": "Ada wrote a novel."}],
+                                    id_key="id", show_progress=False)
+    path = tmp_path / "reports.parquet"
+    graph_ray._write_parquet(path, [old])
+    before = path.read_bytes()
+
+    def reports() -> Iterator[Report]:
+        yield new
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        graph_ray._write_parquet(path, reports(), rows_per_group=1)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["reports.parquet"]
+
+    graph_ray._write_parquet(path, [new])
+    assert [r.id for r in graph_ray.read_reports(path)] == ["b"]
