@@ -107,7 +107,8 @@ def scorer_for(llm: Any = None, scorer: Any = None) -> Any:
 
     ``scorer`` when given; else, when a model is given, an LLM judge over that same model (a spec string becomes
     ``"judge:<spec>"``, a chat model object is judged as it is: :func:`resolve_scorer` makes it an
-    :class:`~grapheval_plugins.check.llm_judge.LLMJudge`); else, with no model at all, :data:`DEFAULT_SCORER`.
+    :class:`~grapheval_plugins.check.llm_judge.LLMJudge`; a model that answers through a fixed schema, as Ragas's
+    Instructor LLMs do, in its judging form, ``for_judging()``); else, with no model at all, :data:`DEFAULT_SCORER`.
 
     >>> scorer_for(None), scorer_for("openai:gpt-4o-mini"), scorer_for("openai:gpt-4o-mini", "hhem")
     ('judge:local:qwen2.5-coder-1.5b', 'judge:openai:gpt-4o-mini', 'hhem')
@@ -118,7 +119,8 @@ def scorer_for(llm: Any = None, scorer: Any = None) -> Any:
         return DEFAULT_SCORER
     if isinstance(llm, str):
         return f"judge:{llm.strip()}"
-    return llm
+    for_judging = getattr(llm, "for_judging", None)  # a model that answers through a fixed schema (Instructor)
+    return for_judging() if callable(for_judging) else llm
 
 
 def load_judge(spec: str, **options: Any) -> Scorer:

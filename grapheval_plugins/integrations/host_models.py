@@ -8,7 +8,9 @@ model out through Instructor). The adapters build one of the two chat models her
   goes to the usual safe parser.
 * :class:`StructuredTriplesChatModel`: for structured-output models. The model fills :class:`KnowledgeGraphAnswer`
   (a list of subject / relation / object triples); the result is written back as the ``<python>[...]</python>``
-  answer the parser reads, so caching, retries and reports work as for any chat model.
+  answer the parser reads, so caching, retries and reports work as for any chat model. As the judge
+  (:meth:`StructuredTriplesChatModel.for_judging`) it fills :class:`JudgeAnswer`, written back as the judge's
+  ``<n>: <label> <0-100>`` lines.
 
 Both import nothing from the hosts: the host adapter passes the functions that call its model.
 
@@ -35,13 +37,15 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel, LangSmithParams
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from ..messages import describe_llm, message_text
 from ..usage import COST_KEY
 
 __all__ = [
+    "ClaimVerdict",
     "Costed",
+    "JudgeAnswer",
     "ExtractedTriple",
     "KnowledgeGraphAnswer",
     "PromptChatModel",
@@ -113,6 +117,55 @@ class KnowledgeGraphAnswer(BaseModel):
         """The answer text GraphEval's parser reads: the triples inside ``<python>`` tags."""
         listed = [[t.subject, t.relation, t.object] for t in self.triples]
         return "<python>" + json.dumps(listed, ensure_ascii=False) + "</python>"
+
+
+class ClaimVerdict(BaseModel):
+    """The judge's verdict on one numbered claim, as a structured-output model fills it."""
+
+    claim: int = Field(description="the claim's number")
+    label: str = Field(description="supported, contradicted or unknown")
+    probability: float | None = Field(default=None, description="0-100: how likely the claim is supported")
+
+    @field_validator("claim", "probability", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        """A number written as text ("1", "95", "95%"), as JSON-mode answers often are: read as the number (a
+        strict validation, as Instructor's, takes no text for a number)."""
+        if isinstance(value, str):
+            text = value.strip().rstrip("%").strip()
+            try:
+                number = float(text)
+            except ValueError:
+                return value
+            return int(number) if number.is_integer() else number
+        return value
+
+
+class JudgeAnswer(BaseModel):
+    """The judge's verdicts on an output's numbered claims. A mapping of claim numbers to labels (what small models
+    write in JSON mode, following the prompt's ``<n>: <label> <0-100>`` lines) is read as the verdicts, with its
+    one probability when it gives one.
+
+    >>> JudgeAnswer.model_validate({"1": "supported", "probability 0-100": "95"}).as_answer()
+    '1: supported 95'
+    """
+
+    verdicts: list[ClaimVerdict] = Field(description="one verdict per numbered claim")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_mapping(cls, value: Any) -> Any:
+        if not isinstance(value, dict) or "verdicts" in value:
+            return value
+        numbered = [(int(k), v) for k, v in value.items() if str(k).strip().isdigit() and isinstance(v, str)]
+        figures = [v for k, v in value.items() if "prob" in str(k).lower()]
+        probability = figures[0] if len(figures) == 1 and len(numbered) == 1 else None
+        return {"verdicts": [{"claim": n, "label": label, "probability": probability} for n, label in numbered]}
+
+    def as_answer(self) -> str:
+        """The answer text the judge's parser reads: ``<n>: <label> <0-100>`` a line."""
+        return "\n".join(f"{v.claim}: {v.label}" + ("" if v.probability is None else f" {v.probability:g}")
+                         for v in self.verdicts)
 
 
 class _HostChatModel(BaseChatModel):
@@ -212,14 +265,26 @@ class StructuredTriplesChatModel(_HostChatModel):
 
     complete: Callable[[str, type[BaseModel]], BaseModel] | None = None
     acomplete: Callable[[str, type[BaseModel]], Awaitable[BaseModel]] | None = None
+    response_model: type[KnowledgeGraphAnswer] | type[JudgeAnswer] = KnowledgeGraphAnswer
+    """What the model fills: the triples (extraction), or the judge's verdicts (:meth:`for_judging`)."""
+    _judging: StructuredTriplesChatModel | None = PrivateAttr(default=None)
+
+    def for_judging(self) -> StructuredTriplesChatModel:
+        """The same model filling :class:`JudgeAnswer`, for the LLM judge (one model, every stage:
+        :func:`~grapheval_plugins.models.scorer_for` asks for it); one per model, so engines share it."""
+        if self.response_model is JudgeAnswer:
+            return self
+        if self._judging is None:
+            self._judging = self.model_copy(update={"response_model": JudgeAnswer})
+        return self._judging
 
     def _arguments(self, prompt: str) -> tuple[Any, ...]:
-        return (prompt, KnowledgeGraphAnswer)
+        return (prompt, self.response_model)
 
     def _text_of(self, result: Any) -> str:
-        if isinstance(result, KnowledgeGraphAnswer):
-            return result.as_answer()
-        return KnowledgeGraphAnswer.model_validate(result, from_attributes=True).as_answer()
+        if not isinstance(result, self.response_model):
+            result = self.response_model.model_validate(result, from_attributes=True)
+        return str(result.as_answer())
 
 
 async def _awaited(value: Awaitable[Any]) -> Any:

@@ -259,3 +259,33 @@ def test_ray_engine_spec_scorer_follows_the_rule() -> None:
     judge = EngineSpec(llm=singleton).build_scorer()
     assert isinstance(judge, LLMJudge) and judge.llm is SINGLETON
     assert isinstance(EngineSpec(llm=singleton, scorer=KeywordScorer()).build_scorer(), KeywordScorer)
+
+
+def test_a_structured_output_model_extracts_and_judges_through_its_two_schemas() -> None:
+    """A model that answers through a fixed schema (Ragas's Instructor LLMs) fills the triples to extract and the
+    verdicts to judge: the judge's prompt is never forced into the triples' schema."""
+    from grapheval_plugins.integrations.host_models import (
+        JudgeAnswer,
+        KnowledgeGraphAnswer,
+        StructuredTriplesChatModel,
+    )
+
+    asked: list[str] = []
+
+    async def structured(prompt: str, response_model: Any) -> Any:
+        asked.append(response_model.__name__)
+        if response_model is KnowledgeGraphAnswer:
+            return response_model.model_validate({"triples": [["Marie Curie", "born in", "Vienna"]]}, strict=True)
+        # what a small model writes in JSON mode, following the prompt's "<n>: <label> <0-100>" lines; Instructor
+        # validates strictly
+        return response_model.model_validate({"1": "contradicted", "probability 0-100": "5"}, strict=True)
+
+    model = StructuredTriplesChatModel(acomplete=structured, label="instructor")
+    assert models.scorer_for(model).response_model is JudgeAnswer
+    assert models.scorer_for(model) is models.scorer_for(model)  # one judging form per model: engines share it
+    report = GraphEval(llm=model, method="paper").evaluate(CONTEXT, "Marie Curie was born in Vienna.")
+
+    assert not report.errors, report.errors
+    assert report.hallucinated is True
+    assert report.claims[0].p_unsupported == pytest.approx(0.95)
+    assert set(asked) == {"KnowledgeGraphAnswer", "JudgeAnswer"}
