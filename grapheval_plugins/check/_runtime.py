@@ -1,7 +1,4 @@
-"""The torch runtime of the HuggingFace scorers: lazy imports, device and dtype, padding, out-of-memory tests.
-
-Nothing here imports torch or transformers at module import; every heavy import happens inside a function.
-"""
+"""The torch runtime of the HuggingFace scorers (imported lazily): device and dtype, padding, out-of-memory."""
 
 from __future__ import annotations
 
@@ -59,10 +56,8 @@ def select_device(device: DeviceLike = None) -> torch.device:
 
 
 def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = True) -> torch.dtype:
-    """The weights' precision: the one given, else half precision on a GPU, float32 on cpu.
-
-    ``allow_fp16=False`` (T5: float16 overflows in its feed-forward layers) keeps float32 where bfloat16 is
-    unavailable.
+    """The weights' precision: the one given, else half precision on a GPU (``allow_fp16=False``, for T5: bfloat16
+    or float32), float32 on cpu.
 
     >>> import torch
     >>> resolve_dtype(None, torch.device("cpu"))
