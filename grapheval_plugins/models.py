@@ -68,10 +68,8 @@ __all__ = [
 ]
 
 DEFAULT_LLM = "local:qwen2.5-coder-1.5b"
-"""The chat model used when none is given: runs offline, no API key."""
 
 DEFAULT_SCORER = "judge:local:qwen2.5-coder-1.5b"
-"""The scorer used when neither a scorer nor a model is given: the local judge over :data:`DEFAULT_LLM`."""
 
 SCORER_ALIASES: dict[str, str] = {
     "hhem": "hhem:vectara/hallucination_evaluation_model",
@@ -102,13 +100,8 @@ _SCORER_FACTORIES: dict[str, str] = {
 
 
 def scorer_for(llm: Any = None, scorer: Any = None) -> Any:
-    """The scorer (object or spec) an engine over ``llm`` uses when given ``scorer``: the one place the default is
-    chosen.
-
-    ``scorer`` when given; else, when a model is given, an LLM judge over that same model (a spec string becomes
-    ``"judge:<spec>"``, a chat model object is judged as it is: :func:`resolve_scorer` makes it an
-    :class:`~grapheval_plugins.check.llm_judge.LLMJudge`; a model that answers through a fixed schema, as Ragas's
-    Instructor LLMs do, in its judging form, ``for_judging()``); else, with no model at all, :data:`DEFAULT_SCORER`.
+    """The scorer an engine over ``llm`` uses (the one place the default is chosen): ``scorer``; else a judge over
+    ``llm`` itself (``"judge:<spec>"``, the object, or its ``for_judging()`` form); else :data:`DEFAULT_SCORER`.
 
     >>> scorer_for(None), scorer_for("openai:gpt-4o-mini"), scorer_for("openai:gpt-4o-mini", "hhem")
     ('judge:local:qwen2.5-coder-1.5b', 'judge:openai:gpt-4o-mini', 'hhem')
@@ -124,9 +117,8 @@ def scorer_for(llm: Any = None, scorer: Any = None) -> Any:
 
 
 def load_judge(spec: str, **options: Any) -> Scorer:
-    """The factory behind ``judge:`` specs: ``local:<name or path>`` (or a bare local name) is the llama.cpp judge;
-    any other chat model spec becomes an :class:`~grapheval_plugins.check.llm_judge.LLMJudge` over
-    ``resolve_llm(spec)``. Keyword options go to the judge.
+    """The factory behind ``judge:`` specs: the llama.cpp judge for ``local:`` or a bare name, else an
+    :class:`~grapheval_plugins.check.llm_judge.LLMJudge` over ``resolve_llm(spec)``.
 
     >>> load_judge("py:grapheval_plugins.testing:ScriptedChatModel").name
     'judge:scripted'
@@ -146,11 +138,11 @@ def _load(target: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def _made_scorer(made: object, spec: str) -> Scorer:
-    """What a scorer factory returned, checked to be a :class:`Scorer`."""
-    if not isinstance(made, Scorer):
-        raise ModelLoadError(f"the factory for scorer spec {spec!r} returned {type(made).__name__}, not a Scorer")
-    return made
+def _made(factories: dict[str, str], prefix: str, rest: str, spec: str, what: str, options: dict[str, Any]) -> Any:
+    """``factories[prefix](rest, **options)``; a prefix with no model after it is refused."""
+    if prefix and not rest:
+        raise ModelLoadError(f"{what} spec {spec!r} names no model after {prefix!r}:")
+    return _load(factories[prefix])(rest, **options)
 
 
 def _from_python(target: str, options: dict[str, Any]) -> Any:
@@ -170,7 +162,7 @@ _REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")
 
 
 def split_revision(name: str) -> tuple[str, str | None]:
-    """``"name@revision"`` → ``("name", "revision")``; a name without one, or an existing path, is left whole.
+    """``"name@revision"`` → ``("name", "revision")``; an existing path is left whole.
 
     >>> split_revision("vectara/hallucination_evaluation_model@8e4a2e6")
     ('vectara/hallucination_evaluation_model', '8e4a2e6')
@@ -189,16 +181,13 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def resolve_llm(spec: Any = None, **options: Any) -> Any:
-    """A LangChain chat model from an object or a spec string (see the module docs).
+    """A LangChain chat model from an object or a spec (module docs); ``ModelLoadError`` or
+    ``MissingDependencyError`` (naming the extra) when it cannot be made.
 
     >>> from grapheval_plugins.testing import ScriptedChatModel
     >>> llm = ScriptedChatModel(responses=["ok"])
     >>> resolve_llm(llm) is llm
     True
-
-    Raises:
-        ModelLoadError: unknown spec, or the model could not be loaded.
-        MissingDependencyError: the extra that provides this kind of model is not installed.
     """
     if spec is None:
         spec = DEFAULT_LLM
@@ -210,9 +199,7 @@ def resolve_llm(spec: Any = None, **options: Any) -> Any:
     if prefix == "py":
         return resolve_llm(_from_python(rest, options))
     if prefix in _LLM_FACTORIES:
-        if not rest:
-            raise ModelLoadError(f"chat model spec {spec!r} names no model after {prefix!r}:")
-        return _load(_LLM_FACTORIES[prefix])(rest, **options)
+        return _made(_LLM_FACTORIES, prefix, rest, spec, "chat model", options)
     if prefix:
         try:
             from langchain.chat_models import init_chat_model
@@ -232,16 +219,12 @@ def resolve_llm(spec: Any = None, **options: Any) -> Any:
 
 
 def resolve_scorer(spec: Any = None, **options: Any) -> Scorer:
-    """A :class:`~grapheval_plugins.check.Scorer` from an object or a spec string (see the module docs).
+    """A :class:`~grapheval_plugins.check.Scorer` from an object or a spec, as :func:`resolve_llm` does.
 
     >>> from grapheval_plugins.testing import KeywordScorer
     >>> s = KeywordScorer()
     >>> resolve_scorer(s) is s
     True
-
-    Raises:
-        ModelLoadError: unknown spec, or the model could not be loaded.
-        MissingDependencyError: the extra that provides this kind of scorer is not installed.
     """
     if spec is None:
         spec = DEFAULT_SCORER
@@ -272,12 +255,11 @@ def resolve_scorer(spec: Any = None, **options: Any) -> Scorer:
     prefix, rest = _split(spec)
     if prefix == "py":
         return resolve_scorer(_from_python(rest, options))
-    if prefix in _SCORER_FACTORIES:
-        if not rest:
-            raise ModelLoadError(f"scorer spec {spec!r} names no model after {prefix!r}:")
-        return _made_scorer(_load(_SCORER_FACTORIES[prefix])(rest, **options), spec)
-    if not prefix:  # a bare hub name or path: read its kind from its config
-        return _made_scorer(_load(_SCORER_FACTORIES["hf"])(rest, **options), spec)
+    if prefix in _SCORER_FACTORIES or not prefix:  # a bare hub name or path: its kind read from its config
+        made = _made(_SCORER_FACTORIES, prefix or "hf", rest, spec, "scorer", options)
+        if not isinstance(made, Scorer):
+            raise ModelLoadError(f"the factory for scorer spec {spec!r} returned {type(made).__name__}, not a Scorer")
+        return made
     raise ModelLoadError(
         f"unknown scorer spec {spec!r}: use one of {sorted(SCORER_ALIASES)} or a prefix of {sorted(_SCORER_FACTORIES)}"
     )
