@@ -1,49 +1,12 @@
-"""One door for model names: chat models and scorers from objects or specs.
+"""One door for model names: chat models (:func:`resolve_llm`) and scorers (:func:`resolve_scorer`) from objects
+or specs.
 
-Chat models (:func:`resolve_llm`):
-
-========================================  =====================================================================
-``None``                                  the offline default, :data:`DEFAULT_LLM`
-a ``BaseChatModel``                       used as is (any LangChain provider)
-``"local:qwen2.5-coder-1.5b"``            llama.cpp over embedded GGUF weights (``local`` extra)
-``"local:/path/to/model.gguf"``           any GGUF file
-``"bedrock:<model id>"``                  Amazon Bedrock Converse (``aws`` extra)
-``"<provider>:<model>"``                  ``langchain.chat_models.init_chat_model`` (needs ``langchain``)
-``"py:package.module:factory"``           your own factory, called with no arguments (plugins, tests)
-========================================  =====================================================================
-
-Which scorer an engine uses (:func:`scorer_for`, the one rule every host, the CLI and Ray follow):
-
-* ``scorer=`` given: that scorer;
-* else a model given (``llm=``, a host's ``model=`` or its LLM): an LLM judge over that same model, so one model
-  extracts, judges and corrects;
-* else (no model at all): the offline local pair, :data:`DEFAULT_LLM` and :data:`DEFAULT_SCORER`.
-
-Scorers (:func:`resolve_scorer`):
-
-========================================  =====================================================================
-``None``                                  the offline default, :data:`DEFAULT_SCORER` (see :func:`scorer_for`)
-a :class:`~grapheval_plugins.check.Scorer`  used as is
-``"hhem"``                                HHEM-2.1-Open (``vectara/hallucination_evaluation_model``; ``hf`` extra)
-``"true"`` / ``"trueteacher"``            the TRUE / TrueTeacher T5 NLI models
-``"minicheck"``                           MiniCheck-Flan-T5-Large (``lytang/MiniCheck-Flan-T5-Large``)
-``"minicheck:<variant, name or path>"``   ``flan-t5-large``, ``roberta-large``, ``deberta-v3-large``, any folder
-``"hhem:<name or path>"``                 an HHEM-layout checkpoint
-``"t5:<name or path>"``                   a T5 model answering "1"/"0"
-``"nli:<name or path>"``                  an MNLI-style sequence-classification cross-encoder
-``"hf:<name or path>"`` or ``"org/name"``  a HuggingFace model, its kind read from its config
-a LangChain chat model                    an :class:`~grapheval_plugins.check.llm_judge.LLMJudge` over it
-``"judge:local:<name or path>"``          the llama.cpp judge, e.g. ``"judge:local:qwen2.5-coder-1.5b"``
-``"judge:<chat model spec>"``             an LLM judge over any chat model :func:`resolve_llm` resolves, e.g.
-                                          ``"judge:bedrock:<model id>"``, ``"judge:openai:gpt-4o-mini"``
-``"py:package.module:factory"``           your own factory, called with no arguments (plugins, tests)
-========================================  =====================================================================
-
-A HuggingFace scorer spec (``hhem``, ``t5``, ``nli``, ``hf``, ``minicheck``, their aliases, a bare hub name) takes a
-revision after ``@``: ``"hhem@8e4a2e6e96c708cc76c2344f7e4757df2515292c"``,
-``"nli:cross-encoder/nli-deberta-v3-base@<commit>"``, or the keyword ``revision=``. It goes to the config,
-the weights and the model's own tokenizer alike. The ``@`` is read as a revision only when what precedes it is
-not an existing path.
+Chat models: ``None`` (:data:`DEFAULT_LLM`), a LangChain chat model, ``"local:<name or .gguf path>"``,
+``"bedrock:<model id>"``, ``"<provider>:<model>"`` (``init_chat_model``, needs ``langchain``) or
+``"py:package.module:factory"``. Scorers: the specs of ``docs/scorers.md`` (``"hhem"``, ``"minicheck[:…]"``,
+``"true"``, ``"nli:…"``, ``"hf:…"`` or a bare hub name, ``"judge:local:…"``, ``"judge:<chat model spec>"``,
+``"py:…"``), a Scorer, or a chat model (an LLM judge). A HuggingFace spec takes a revision after ``@`` (read as
+one only when what precedes it is not an existing path). :func:`scorer_for` is the one rule for the default.
 """
 
 from __future__ import annotations
