@@ -19,16 +19,8 @@ from typing import Any
 from .check.base import Scorer
 from .exceptions import ModelLoadError
 
-__all__ = [
-    "DEFAULT_LLM",
-    "DEFAULT_SCORER",
-    "SCORER_ALIASES",
-    "load_judge",
-    "resolve_llm",
-    "resolve_scorer",
-    "scorer_for",
-    "split_revision",
-]
+__all__ = ["DEFAULT_LLM", "DEFAULT_SCORER", "SCORER_ALIASES", "load_judge", "resolve_llm", "resolve_scorer",
+    "scorer_for", "split_revision"]
 
 DEFAULT_LLM = "local:qwen2.5-coder-1.5b"
 

@@ -22,15 +22,8 @@ from .pipeline import GraphEval
 from .shared import LOCK, clear, scorer_key, shared_scorer
 from .types import Mode
 
-__all__ = [
-    "EngineOptions",
-    "clear_shared",
-    "engine_options",
-    "scorer_key",
-    "shared_adapter",
-    "shared_engine",
-    "shared_scorer",
-]
+__all__ = ["EngineOptions", "clear_shared", "engine_options", "scorer_key", "shared_adapter", "shared_engine",
+    "shared_scorer"]
 
 T = TypeVar("T")
 

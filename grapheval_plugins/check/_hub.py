@@ -12,16 +12,8 @@ from typing import Any
 from ..exceptions import ModelLoadError
 from ._runtime import _torch, _transformers
 
-__all__ = [
-    "PINNED_REVISIONS",
-    "HubOptions",
-    "find_weights",
-    "load_error",
-    "looks_like_path",
-    "pinned_revision",
-    "read_config_dict",
-    "read_state_dict",
-]
+__all__ = ["PINNED_REVISIONS", "HubOptions", "find_weights", "load_error", "looks_like_path",
+    "pinned_revision", "read_config_dict", "read_state_dict"]
 
 PINNED_REVISIONS: dict[str, str] = {
     "vectara/hallucination_evaluation_model": "8e4a2e6e96c708cc76c2344f7e4757df2515292c",

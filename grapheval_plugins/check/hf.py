@@ -45,22 +45,9 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedTokenizerBase
 
-__all__ = [
-    "FLAN_T5_BASE",
-    "FLAN_T5_BASE_REVISION",
-    "HHEM_MAX_TOKENS",
-    "HHEM_MODEL",
-    "HHEM_PROMPT",
-    "HHEM_REVISION",
-    "CrossEncoderNLIScorer",
-    "HFScorer",
-    "HHEMScorer",
-    "T5NLIScorer",
-    "first_answer_token",
-    "load_hf_scorer",
-    "model_kind",
-    "select_device",
-]
+__all__ = ["FLAN_T5_BASE", "FLAN_T5_BASE_REVISION", "HHEM_MAX_TOKENS", "HHEM_MODEL", "HHEM_PROMPT",
+    "HHEM_REVISION", "CrossEncoderNLIScorer", "HFScorer", "HHEMScorer", "T5NLIScorer", "first_answer_token",
+    "load_hf_scorer", "model_kind", "select_device"]
 
 HHEM_MODEL = "vectara/hallucination_evaluation_model"
 HHEM_REVISION = "8e4a2e6e96c708cc76c2344f7e4757df2515292c"

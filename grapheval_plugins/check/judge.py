@@ -24,17 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 from ..exceptions import InputError, ScoringError
 from .base import ClaimScore, Scorer
 
-__all__ = [
-    "JUDGE_LABELS",
-    "JUDGE_RUBRIC",
-    "VERDICT_P_UNSUPPORTED",
-    "JudgeCalibration",
-    "JudgeScorer",
-    "LabelLogits",
-    "LabelReading",
-    "label_distribution",
-    "p_supported",
-]
+__all__ = ["JUDGE_LABELS", "JUDGE_RUBRIC", "VERDICT_P_UNSUPPORTED", "JudgeCalibration", "JudgeScorer",
+    "LabelLogits", "LabelReading", "label_distribution", "p_supported"]
 
 JUDGE_LABELS: tuple[str, str, str] = ("supported", "contradicted", "unknown")
 """The judge's label words; the first means "supported"."""

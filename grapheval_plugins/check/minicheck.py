@@ -28,14 +28,8 @@ from .hf import CrossEncoderNLIScorer, HFScorer, T5NLIScorer, model_kind
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = [
-    "MINICHECK_MODELS",
-    "MiniCheckEncoderScorer",
-    "MiniCheckT5Scorer",
-    "load_minicheck",
-    "minicheck_chunks",
-    "split_sentences",
-]
+__all__ = ["MINICHECK_MODELS", "MiniCheckEncoderScorer", "MiniCheckT5Scorer", "load_minicheck",
+    "minicheck_chunks", "split_sentences"]
 
 MINICHECK_MODELS: dict[str, str] = {
     "flan-t5-large": "lytang/MiniCheck-Flan-T5-Large",

@@ -31,16 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from ..messages import describe_llm, message_text
 from ..usage import COST_KEY
 
-__all__ = [
-    "ClaimVerdict",
-    "Costed",
-    "JudgeAnswer",
-    "ExtractedTriple",
-    "KnowledgeGraphAnswer",
-    "PromptChatModel",
-    "StructuredTriplesChatModel",
-    "render_prompt",
-]
+__all__ = ["ClaimVerdict", "Costed", "JudgeAnswer", "ExtractedTriple", "KnowledgeGraphAnswer",
+    "PromptChatModel", "StructuredTriplesChatModel", "render_prompt"]
 
 
 def render_prompt(messages: Sequence[BaseMessage]) -> str:

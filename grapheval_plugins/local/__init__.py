@@ -29,26 +29,7 @@ from .weights import (
     resolve_model_path,
 )
 
-__all__ = [
-    "JUDGE_CALIBRATIONS",
-    "JUDGE_PROMPT",
-    "JUDGE_PROMPTS",
-    "KNOWN_MODELS",
-    "QUESTION_FIRST_PROMPT",
-    "ChatLocalLlama",
-    "ContextOverflowError",
-    "GGUFModel",
-    "JudgeCalibration",
-    "JudgePrompt",
-    "LlamaSession",
-    "LocalJudgeScorer",
-    "ResolvedWeights",
-    "assemble_parts",
-    "cache_dir",
-    "clear_sessions",
-    "get_session",
-    "load_judge_scorer",
-    "load_local_chat_model",
-    "resolve_model",
-    "resolve_model_path",
-]
+__all__ = ["JUDGE_CALIBRATIONS", "JUDGE_PROMPT", "JUDGE_PROMPTS", "KNOWN_MODELS", "QUESTION_FIRST_PROMPT",
+    "ChatLocalLlama", "ContextOverflowError", "GGUFModel", "JudgeCalibration", "JudgePrompt", "LlamaSession",
+    "LocalJudgeScorer", "ResolvedWeights", "assemble_parts", "cache_dir", "clear_sessions", "get_session",
+    "load_judge_scorer", "load_local_chat_model", "resolve_model", "resolve_model_path"]

@@ -40,17 +40,8 @@ from .weights import (
     validate_reference,
 )
 
-__all__ = [
-    "JUDGE_CALIBRATIONS",
-    "JUDGE_PROMPT",
-    "JUDGE_PROMPTS",
-    "QUESTION_FIRST_PROMPT",
-    "JudgeCalibration",
-    "JudgePrompt",
-    "LocalJudgeScorer",
-    "load_judge_scorer",
-    "weights_identity",
-]
+__all__ = ["JUDGE_CALIBRATIONS", "JUDGE_PROMPT", "JUDGE_PROMPTS", "QUESTION_FIRST_PROMPT", "JudgeCalibration",
+    "JudgePrompt", "LocalJudgeScorer", "load_judge_scorer", "weights_identity"]
 
 _SYSTEM = JUDGE_RUBRIC + "\nAnswer with one word: supported, contradicted or unknown."
 

@@ -27,17 +27,8 @@ from typing import Any
 from .._imports import require
 from ..exceptions import InputError, ModelLoadError
 
-__all__ = [
-    "LOCK",
-    "SNAPSHOT_MIN_TOKENS",
-    "ContextOverflowError",
-    "LlamaSession",
-    "SessionStats",
-    "clear_sessions",
-    "free_cores",
-    "get_session",
-    "load_llama",
-]
+__all__ = ["LOCK", "SNAPSHOT_MIN_TOKENS", "ContextOverflowError", "LlamaSession", "SessionStats",
+    "clear_sessions", "free_cores", "get_session", "load_llama"]
 
 logger = logging.getLogger(__name__)
 

@@ -32,25 +32,9 @@ from .._progress import progress_bar
 from ..exceptions import ModelLoadError, WeightsIntegrityError
 from .hub import default_hub_fetch, hub_enabled
 
-__all__ = [
-    "KNOWN_MODELS",
-    "GGUFModel",
-    "HubFetcher",
-    "ResolvedWeights",
-    "WeightPart",
-    "assemble_parts",
-    "cache_dir",
-    "canonical_name",
-    "env_var_for",
-    "file_sha256",
-    "part_paths",
-    "resolve_model",
-    "resolve_model_path",
-    "locate_weights",
-    "strip_spec_prefix",
-    "validate_reference",
-    "WeightsStatus",
-]
+__all__ = ["KNOWN_MODELS", "GGUFModel", "HubFetcher", "ResolvedWeights", "WeightPart", "assemble_parts",
+    "cache_dir", "canonical_name", "env_var_for", "file_sha256", "part_paths", "resolve_model",
+    "resolve_model_path", "locate_weights", "strip_spec_prefix", "validate_reference", "WeightsStatus"]
 
 logger = logging.getLogger(__name__)
 
