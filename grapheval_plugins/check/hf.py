@@ -3,10 +3,11 @@
 Each loads lazily from a hub name or a folder, on cuda → mps → cpu, and declares its token window so that long
 contexts are chunked rather than cut (``pip install 'grapheval-plugins[hf]'``; importing imports no torch)::
 
-    from grapheval_plugins.check.hf import HHEMScorer, load_hf_scorer
+    from grapheval_plugins.check.hf import HHEMScorer, T5NLIScorer, load_hf_scorer
 
     scorer = HHEMScorer()                                   # vectara/hallucination_evaluation_model, pinned
     scorer.predict_support([("The capital of France is Paris.", "Paris is in France.")])   # [0.9...]
+    T5NLIScorer("google/t5_11b_trueteacher_and_anli")       # TrueTeacher, 11B parameters
     nli = load_hf_scorer("/path/to/an/mnli-cross-encoder")  # the kind is read from its config.json
 
 Offline: pass the path of a folder holding ``config.json``, the weights and the tokenizer (for HHEM, the tokenizer
@@ -133,11 +134,6 @@ class HHEMScorer(HFScorer):
         tokenizer: default: the folder's own tokenizer, else the config's ``foundation`` (pinned flan-t5-base).
         tokenizer_revision: commit of a hub ``tokenizer`` (and of the foundation config).
         max_length: default :data:`HHEM_MAX_TOKENS`.
-
-    Example (needs the weights):
-        >>> scorer = HHEMScorer()  # doctest: +SKIP
-        >>> scorer.predict_support([("The capital of France is Berlin.", "The capital of France is Paris.")])  # doctest: +SKIP
-        [0.011...]
     """
 
     kind = "hhem"
@@ -275,11 +271,6 @@ class T5NLIScorer(HFScorer):
         label_tokens: the (supported, unsupported) answers; their first tokens must differ.
         answer_softmax: ``"vocab"`` (softmax over the whole vocabulary, the TrueTeacher card's scoring) or
             ``"pair"`` (two-way softmax between the answers' first tokens, as MiniCheck reads its Flan-T5).
-
-    Example (needs the weights; 11B parameters):
-        >>> scorer = T5NLIScorer("google/t5_11b_trueteacher_and_anli")  # doctest: +SKIP
-        >>> scorer.predict_support([("Paris is the capital of France.", "Paris is in France.")])  # doctest: +SKIP
-        [0.98...]
     """
 
     kind = "t5"
@@ -401,11 +392,6 @@ class CrossEncoderNLIScorer(HFScorer):
         entailment_label: the index or name of the "supported" class when no label says "entailment".
         single_output: read a one-output model's sigmoid as P(supported) (refused by default: such models are
             mostly rerankers, whose score is relevance, not entailment).
-
-    Example (needs the weights):
-        >>> scorer = CrossEncoderNLIScorer("path/to/roberta-large-mnli")  # doctest: +SKIP
-        >>> scorer.predict_support([("A man is eating pizza.", "A man eats something.")])  # doctest: +SKIP
-        [0.97...]
     """
 
     kind = "nli"

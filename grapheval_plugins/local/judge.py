@@ -112,12 +112,6 @@ class LocalJudgeScorer(Scorer):
         prompt, calibration: default :data:`JUDGE_PROMPTS` / :data:`JUDGE_CALIBRATIONS` for known models.
         hub, cache_dir: passed to :func:`~grapheval_plugins.local.weights.resolve_model`.
         session: an explicit :class:`~grapheval_plugins.local.runtime.LlamaSession` (tests, custom runtimes).
-
-    Example::
-
-        judge = LocalJudgeScorer("qwen2.5-coder-1.5b")
-        judge.check(["The Eiffel Tower is in Paris."] * 2, ["Eiffel Tower located in Paris",
-                                                             "Eiffel Tower located in Rome"])
     """
 
     fingerprint_fields = ("session.n_ctx",)
