@@ -15,7 +15,6 @@ Example (downloads nothing: the weights come from the pinned ``weights-*`` packa
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +29,11 @@ from ..exceptions import InputError, ModelLoadError
 from .chatml import tokenize_segments
 from .runtime import ContextOverflowError, LlamaSession, get_session
 from .weights import (
-    GENERIC_PATH_ENV,
     KNOWN_MODELS,
     HubFetcher,
     ResolvedWeights,
     canonical_name,
+    env_path,
     resolve_model,
     strip_spec_prefix,
     validate_reference,
@@ -230,7 +229,7 @@ class LocalJudgeScorer(Scorer):
         for index, (premise, _) in enumerate(pairs):
             groups.setdefault(premise, []).append(index)
         out: list[tuple[float, float, float] | str | None] = [None] * len(pairs)
-        bar = _bar(len(pairs), self.show_progress)
+        bar = progress_bar(len(pairs), "judge", unit="claim", enabled=self.show_progress and len(pairs) >= 2)
         try:
             with self.session.lock:
                 for premise, indices in groups.items():
@@ -290,8 +289,8 @@ def weights_identity(model: str, session: LlamaSession | None = None) -> str:
     name = canonical_name(model)
     if path is None and name is not None:
         known = KNOWN_MODELS[name]
-        given = next((os.environ[v] for v in (known.env_var, GENERIC_PATH_ENV) if os.environ.get(v)), None)
-        return _file_stamp(Path(given).expanduser()) if given else f"sha256:{known.sha256}"
+        given = env_path(known)
+        return _file_stamp(Path(given[1]).expanduser()) if given else f"sha256:{known.sha256}"
     if path is None and Path(model).expanduser().is_file():
         return _file_stamp(Path(model).expanduser())
     return f"ref:{model}"
@@ -303,10 +302,6 @@ def _file_stamp(path: Path) -> str:
     except OSError:
         return f"file:{path}"
     return f"file:{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
-
-
-def _bar(total: int, enabled: bool) -> Any:
-    return progress_bar(total, "judge", unit="claim", enabled=enabled and total >= 2)
 
 
 def load_judge_scorer(spec: str, **options: Any) -> LocalJudgeScorer:

@@ -33,7 +33,7 @@ from ..exceptions import ModelLoadError, WeightsIntegrityError
 from .hub import default_hub_fetch, hub_enabled
 
 __all__ = ["KNOWN_MODELS", "GGUFModel", "HubFetcher", "ResolvedWeights", "WeightPart", "assemble_parts",
-    "cache_dir", "canonical_name", "env_var_for", "file_sha256", "part_paths", "resolve_model",
+    "cache_dir", "canonical_name", "env_path", "env_var_for", "file_sha256", "part_paths", "resolve_model",
     "resolve_model_path", "locate_weights", "strip_spec_prefix", "validate_reference", "WeightsStatus"]
 
 logger = logging.getLogger(__name__)
@@ -74,6 +74,11 @@ class GGUFModel:
     @property
     def env_var(self) -> str:
         return env_var_for(self.name)
+
+
+def env_path(model: GGUFModel) -> tuple[str, str] | None:
+    """The first of ``model.env_var`` and ``GRAPHEVAL_LOCAL_MODEL_PATH`` that is set, with its value."""
+    return next(((var, os.environ[var]) for var in (model.env_var, GENERIC_PATH_ENV) if os.environ.get(var)), None)
 
 
 def env_var_for(name: str) -> str:
@@ -489,14 +494,12 @@ def resolve_model(
         )
 
     model = KNOWN_MODELS[name]
-    # 1. explicit path
-    for var in (model.env_var, GENERIC_PATH_ENV):
-        value = os.environ.get(var)
-        if value:
-            path = Path(value).expanduser()
-            if not path.is_file():
-                raise ModelLoadError(f"{var}={value!r} does not name an existing file")
-            return ResolvedWeights(path, "env", detail=var)
+    given = env_path(model)  # 1. explicit path
+    if given is not None:
+        var, value = given
+        if not Path(value).expanduser().is_file():
+            raise ModelLoadError(f"{var}={value!r} does not name an existing file")
+        return ResolvedWeights(Path(value).expanduser(), "env", detail=var)
     # 2. local caches (no network)
     target = folder / model.filename
     if _verified_file(target, model.sha256, model.size):
@@ -581,13 +584,13 @@ def locate_weights(
     def check(path: Path) -> bool | None:
         return file_sha256(path) == model.sha256 if verify else None
 
-    for var in (model.env_var, GENERIC_PATH_ENV):
-        value = os.environ.get(var)
-        if value:
-            path = Path(value).expanduser()
-            if not path.is_file():
-                return WeightsStatus(model.name, "env", path, False, f"{var}={value!r} does not name a file")
-            return WeightsStatus(model.name, "env", path, check(path), f"{var}={value}")
+    given = env_path(model)
+    if given is not None:
+        var, value = given
+        path = Path(value).expanduser()
+        if not path.is_file():
+            return WeightsStatus(model.name, "env", path, False, f"{var}={value!r} does not name a file")
+        return WeightsStatus(model.name, "env", path, check(path), f"{var}={value}")
     target = folder / model.filename
     if _verified_file(target, model.sha256, model.size, rehash=False):  # check() hashes it when asked to
         return WeightsStatus(model.name, "cache", target, check(target), _recorded_origin(target))
