@@ -1,13 +1,9 @@
-"""Sessions: a ``llama_cpp.Llama`` that reuses its evaluated token prefix, shared process-wide, one call at a time.
+"""Sessions: a ``llama_cpp.Llama`` that reuses its evaluated token prefix, shared process-wide (:func:`get_session`,
+one per file, role and settings), one evaluation at a time (:data:`LOCK`) on the cores other processes leave free.
 
-:func:`get_session` keeps one :class:`LlamaSession` per (GGUF file, role, settings); the chat model and the judge
-have separate KV caches. One process-wide lock (:data:`LOCK`) runs one evaluation at a time, on the cores other
-processes leave free (:func:`free_cores`) unless ``n_threads`` is given (``benchmarks/bench_threads.py``).
-
-Saved prefixes, the one place below ``Llama``'s own methods (llama-cpp-python's public low-level binding on
-``Llama.ctx``): a prefill of at least :data:`SNAPSHOT_MIN_TOKENS` new tokens copies its sequence's KV cells out
-(``llama_state_seq_get_data``; ``Llama.save_state`` would also copy ``n_batch`` rows of logits, some 300 MB), so the
-judge returns to a row's context after the fidelity pass without evaluating it again (same logits: integration-tested).
+Saved prefixes are the one place below ``Llama``'s own methods (the public low-level binding on ``Llama.ctx``): a
+prefill of :data:`SNAPSHOT_MIN_TOKENS` new tokens or more copies its KV cells out (``Llama.save_state`` would also
+copy ``n_batch`` rows of logits, some 300 MB), so the judge returns to a row's context without evaluating it again.
 Weights load with ``use_extra_bufts=False`` (llama.cpp's AMX repack path crashes on some CPUs).
 """
 
@@ -111,12 +107,7 @@ def llama_without_extra_buffers(base: type) -> type:
 
 
 def load_llama(path: str | Path, *, n_ctx: int, n_threads: int, n_batch: int, seed: int) -> Any:
-    """``llama_cpp.Llama`` over ``path``, without extra buffer types, refused unless its chat template is ChatML.
-
-    Raises:
-        MissingDependencyError: llama-cpp-python is not installed.
-        ModelLoadError: llama.cpp refuses the file (not a complete GGUF, ...), or its chat template is not ChatML.
-    """
+    """``llama_cpp.Llama`` over ``path`` without extra buffer types (``ModelLoadError`` when llama.cpp refuses it)."""
     llama_cpp = require("llama_cpp", "local", "local llama.cpp models", package="llama-cpp-python")
     fields = {f[0] for f in getattr(getattr(llama_cpp, "llama_model_params", None), "_fields_", ())}
     if "use_extra_bufts" not in fields:
@@ -269,11 +260,7 @@ class LlamaSession:
         return self._llama is not None
 
     def load(self) -> Any:
-        """Resolve the weights and load the model (once); return the ``Llama`` object.
-
-        Raises:
-            ModelLoadError: the weights cannot be resolved or loaded, or are not a ChatML GGUF.
-        """
+        """Resolve the weights and load the model (once; ``ModelLoadError`` unless a ChatML GGUF); the ``Llama``."""
         if self._llama is not None:
             return self._llama
         with self.lock:

