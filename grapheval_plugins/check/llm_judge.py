@@ -159,10 +159,7 @@ class ChatLabelLogits:
             if takes_logprobs(llm):
                 self._bound = llm.bind(logprobs=True, top_logprobs=AUTO_TOP_LOGPROBS)
         elif isinstance(request_logprobs, int):
-            options: dict[str, Any] = {"logprobs": True}
-            if request_logprobs > 0:
-                options["top_logprobs"] = request_logprobs
-            self._bound = llm.bind(**options)
+            self._bound = llm.bind(logprobs=True, **({"top_logprobs": request_logprobs} if request_logprobs else {}))
 
     @property
     def _runnable(self) -> Any:
