@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from typing_extensions import Unpack
 
 from .._template import fill
 from ..exceptions import InputError
@@ -41,8 +42,8 @@ from .judge import (
 )
 from .verdicts import label_logprobs_at, parse_verdicts
 
-__all__ = ["AUTO_TOP_LOGPROBS", "CHAT_JUDGE_PROMPT", "ChatJudgePrompt", "ChatLabelLogits", "LLMJudge", "is_chat_model",
-           "takes_logprobs"]
+__all__ = ["AUTO_TOP_LOGPROBS", "CHAT_JUDGE_PROMPT", "ChatJudgePrompt", "ChatLabelLogits", "ChatOptions", "LLMJudge",
+           "is_chat_model", "takes_logprobs"]
 
 AUTO_TOP_LOGPROBS = 5
 
@@ -263,6 +264,15 @@ def _logprob_tokens(message: Any) -> list[Mapping[str, Any]] | None:
     return None
 
 
+class ChatOptions(TypedDict, total=False):
+    """The options of :class:`ChatLabelLogits`, which :class:`LLMJudge` passes through."""
+
+    prompt: ChatJudgePrompt
+    request_logprobs: int | str | None
+    max_context_tokens: int | None
+    name: str | None
+
+
 class LLMJudge(JudgeScorer):
     """A :class:`~grapheval_plugins.check.judge.JudgeScorer` over :class:`ChatLabelLogits` (see the module docs);
     ``GraphEval(scorer=chat_model)`` and ``"judge:<provider>:<model>"`` specs build one."""
@@ -271,18 +281,14 @@ class LLMJudge(JudgeScorer):
         self,
         llm: Any,
         *,
-        prompt: ChatJudgePrompt = CHAT_JUDGE_PROMPT,
-        request_logprobs: int | str | None = "auto",
-        max_context_tokens: int | None = None,
         calibration: JudgeCalibration | None = None,
         verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
         labels: Sequence[str] = JUDGE_LABELS,
         retries: int = 1,
         max_concurrency: int = 4,
-        name: str | None = None,
+        **chat: Unpack[ChatOptions],
     ) -> None:
-        backend = ChatLabelLogits(llm, prompt=prompt, request_logprobs=request_logprobs,
-                                  max_context_tokens=max_context_tokens, name=name)
+        backend = ChatLabelLogits(llm, **chat)
         super().__init__(backend, labels=labels, calibration=calibration, verdict_p_unsupported=verdict_p_unsupported,
                          retries=retries, max_concurrency=max_concurrency, name=backend.name)
         self.llm = llm
