@@ -147,8 +147,6 @@ class HHEMScorer(HFScorer):
         tokenizer_revision: str | None = None,
         **options: Unpack[HFScorerOptions],
     ) -> None:
-        if options.get("revision") is None and isinstance(model, str) and model.strip() == HHEM_MODEL:
-            options["revision"] = HHEM_REVISION
         options.setdefault("max_length", HHEM_MAX_TOKENS)
         super().__init__(model, **options)
         self.tokenizer_revision = tokenizer_revision
