@@ -172,9 +172,8 @@ class Scorer(ABC):
         """Score ``claims[i]`` against ``contexts[i]`` (a string or passages, each chunked on its own) in one
         batched pass; each claim keeps its best chunk (highest P(supported)).
 
-        Raises:
-            ScoringError: a context could not be chunked, the backend raised, or it returned an invalid number.
-        """
+        Raises ``ScoringError`` when a context could not be chunked, the backend raised, or it returned an
+        invalid number."""
         if len(contexts) != len(claims):
             raise ValueError("contexts and claims must have the same length")
         if not claims:

@@ -250,9 +250,7 @@ def first_answer_token(tokenizer: PreTrainedTokenizerBase, text: str, model_name
     """The first id of ``text`` without special tokens: what a seq2seq model emits first when it answers ``text``
     (T5: "1" is ``[209]``, "0" is ``[3, 632]``, so the first-step choice is 209 against 3).
 
-    Raises:
-        ModelLoadError: ``text`` encodes to no token at all.
-    """
+    Raises ``ModelLoadError`` when ``text`` encodes to no token at all."""
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     if not ids:
         raise ModelLoadError(f"the tokenizer of {model_name!r} encodes the answer {text!r} as no token")
@@ -466,9 +464,7 @@ def model_kind(config: Mapping[str, Any]) -> str:
     >>> model_kind({"model_type": "roberta", "architectures": ["RobertaForSequenceClassification"]})
     'nli'
 
-    Raises:
-        ModelLoadError: none fits.
-    """
+    Raises ``ModelLoadError`` when none fits."""
     model_type = str(config.get("model_type") or "").lower()
     architectures = [str(a) for a in config.get("architectures") or []]
     if (model_type.startswith("hhem") or any(a.upper().startswith("HHEM") for a in architectures)
@@ -494,9 +490,7 @@ def load_hf_scorer(name: str | os.PathLike[str], **kwargs: Any) -> HFScorer:
     """The scorer that fits the HuggingFace model ``name`` (:func:`model_kind` of its ``config.json``; the weights
     load on first use), built with ``kwargs``.
 
-    Raises:
-        ModelLoadError: the config cannot be read, or no scorer fits the model.
-    """
+    Raises ``ModelLoadError`` when the config cannot be read, or no scorer fits the model."""
     if not isinstance(name, (str, os.PathLike)) or not os.fspath(name).strip():
         raise InputError("name", "give a hub name or a local folder path")
     name = os.fspath(name).strip()

@@ -141,9 +141,7 @@ def p_supported(
     >>> p_supported(LabelReading(verdict="unknown"))
     0.19999999999999996
 
-    Raises:
-        ValueError: the reading has no usable log-probabilities and no known verdict.
-    """
+    Raises ``ValueError`` when the reading has no usable log-probabilities and no known verdict."""
     if reading.error is not None:
         raise ValueError(reading.error)
     if reading.logprobs is not None and any(math.isfinite(v) for v in reading.logprobs.values()):
@@ -360,9 +358,7 @@ class JudgeScorer(Scorer):
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """P(supported) per ``(context, claim)`` pair, through :meth:`check`.
 
-        Raises:
-            ScoringError: some claim got no verdict after the retries.
-        """
+        Raises ``ScoringError`` when some claim got no verdict after the retries."""
         scores = self.check([p for p, _ in pairs], [h for _, h in pairs]) if pairs else []
         bad = [s.error for s in scores if s.error is not None]
         if bad:

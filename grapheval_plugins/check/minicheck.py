@@ -149,9 +149,8 @@ def load_minicheck(name: str | os.PathLike[str] = "flan-t5-large", **kwargs: Any
     >>> load_minicheck("roberta-large").name
     'minicheck:lytang/MiniCheck-RoBERTa-Large'
 
-    Raises:
-        ModelLoadError: the config of a model given by path or other hub name cannot be read or fits no variant.
-    """
+    Raises ``ModelLoadError`` when the config of a model given by path or other hub name cannot be read or
+    fits no variant."""
     if not isinstance(name, (str, os.PathLike)) or not os.fspath(name).strip():
         raise InputError("name", "give a MiniCheck short name, a hub name or a local folder path")
     text = os.fspath(name).strip()

@@ -84,11 +84,9 @@ def default_hub_fetch(repo_id: str, filename: str | None, local_only: bool) -> P
     """Fetch ``filename`` (or the repository's Q4_K_M GGUF) with ``huggingface_hub``, once the probe reached it;
     ``local_only``: its cache only.
 
-    Raises:
-        ImportError: ``huggingface_hub`` is not installed.
-        ConnectionError: the hub is unreachable.
-        FileNotFoundError: not in the hub cache (``local_only``), or no GGUF file in the repository.
-    """
+    Raises ``ImportError`` when ``huggingface_hub`` is not installed; ``ConnectionError`` when the hub is
+    unreachable; ``FileNotFoundError`` when not in the hub cache (``local_only``), or no GGUF file in the
+    repository."""
     import huggingface_hub as hub  # imported lazily; absent -> ImportError, caught by the caller
 
     if local_only:

@@ -263,9 +263,7 @@ class LocalJudgeScorer(Scorer):
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """Calibrated P(supported) per pair (:func:`~grapheval_plugins.check.judge.p_supported`).
 
-        Raises:
-            ContextOverflowError: a context + claim does not fit the window.
-        """
+        Raises ``ContextOverflowError`` when a context + claim does not fit the window."""
         labels = self.prompt.labels
         return [
             p_supported(LabelReading(logprobs=dict(zip(labels, row))), labels, self.calibration)
@@ -307,10 +305,8 @@ def _file_stamp(path: Path) -> str:
 def load_judge_scorer(spec: str, **options: Any) -> LocalJudgeScorer:
     """The factory behind ``judge:local:<name or path>`` specs (a bare name or path too).
 
-    Raises:
-        MissingDependencyError: ``llama-cpp-python`` is not installed (extra ``local``).
-        ModelLoadError: the spec does not name a local model.
-    """
+    Raises ``MissingDependencyError`` when ``llama-cpp-python`` is not installed (extra ``local``);
+    ``ModelLoadError`` when the spec does not name a local model."""
     if canonical_name(spec) is not None:  # an embedded model: the weights packages are needed too
         require("llama_cpp", "offline", "the offline default judge; or give your own model as scorer=, e.g. "
                 "scorer='judge:openai:gpt-4o-mini' with the 'openai' extra", package="llama-cpp-python")

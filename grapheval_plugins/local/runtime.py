@@ -344,9 +344,7 @@ class LlamaSession:
         """Evaluate ``tokens``, reusing the longest prefix in the KV cache (or a saved one); return the tokens
         reused. ``logits=False``: a fully cached sequence is not evaluated again to refresh :meth:`logits`.
 
-        Raises:
-            ContextOverflowError: ``tokens`` do not fit the context window.
-        """
+        Raises ``ContextOverflowError`` when ``tokens`` do not fit the context window."""
         tokens = [int(t) for t in tokens]
         if not tokens:
             raise InputError(what, "nothing to evaluate (empty token sequence)")

@@ -409,9 +409,8 @@ class ResolvedWeights:
 def _verify_hub_file(path: Path, model: GGUFModel, folder: Path) -> str:
     """The pinned digest of a hub file once its size and sha256 match (a marker in the cache remembers it).
 
-    Raises:
-        WeightsIntegrityError: the file is not the pinned one (it is left in place: it is the hub cache's file).
-    """
+    Raises ``WeightsIntegrityError`` when the file is not the pinned one (it is left in place: it is the hub
+    cache's file)."""
     size = path.stat().st_size
     marker = folder / f"{model.filename}.hub.sha256"
     stamp = f"{model.sha256} {size} {path.resolve()} {path.stat().st_mtime_ns}"  # a file changed since: hash again
