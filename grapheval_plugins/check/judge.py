@@ -328,12 +328,10 @@ class JudgeScorer(Scorer):
             return []
         outcome: dict[tuple[str, str], float | str] = {}
         with self.lock:
-            for _, chunk, group in self._jobs(chunked, grouped):
-                missing = self._merge(outcome, chunk, group, self._call(chunk, group))
-                for _ in range(self.retries):
-                    if not missing:
-                        break
-                    missing = self._merge(outcome, chunk, missing, self._call(chunk, missing))
+            for _, chunk, missing in self._jobs(chunked, grouped):
+                for _ in range(1 + self.retries):  # the claims still without a verdict are asked again
+                    if missing:
+                        missing = self._merge(outcome, chunk, missing, self._call(chunk, missing))
         return self._assemble(contexts, claims, chunked, failed, outcome)
 
     async def acheck(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
@@ -345,12 +343,10 @@ class JudgeScorer(Scorer):
         outcome: dict[tuple[str, str], float | str] = {}
         semaphore = asyncio.Semaphore(self.max_concurrency)
 
-        async def judge(chunk: str, group: list[str]) -> None:
-            missing = self._merge(outcome, chunk, group, await self._acall(chunk, group, semaphore))
-            for _ in range(self.retries):
-                if not missing:
-                    break
-                missing = self._merge(outcome, chunk, missing, await self._acall(chunk, missing, semaphore))
+        async def judge(chunk: str, missing: list[str]) -> None:
+            for _ in range(1 + self.retries):
+                if missing:
+                    missing = self._merge(outcome, chunk, missing, await self._acall(chunk, missing, semaphore))
 
         await asyncio.gather(*(judge(chunk, group) for _, chunk, group in self._jobs(chunked, grouped)))
         return self._assemble(contexts, claims, chunked, failed, outcome)
