@@ -86,15 +86,8 @@ class EngineOptions:
         )
 
 
-def engine_options(
-    grapheval: Any = None,
-    *,
-    llm: Any = None,
-    scorer: Any = None,
-    mode: Any = None,
-    method: Any = None,
-    hallucination_threshold: Any = None,
-    fields: dict[str, str] | None = None,
+def engine_options(grapheval: Any = None, *, llm: Any = None, scorer: Any = None, mode: Any = None,
+        method: Any = None, hallucination_threshold: Any = None, fields: dict[str, str] | None = None
 ) -> EngineOptions:
     """Validate the shared options of a host adapter (the one place): an engine ``grapheval``, or ``llm`` /
     ``scorer`` to build one; ``None`` options are the engine's own; a different threshold gives a view of the

@@ -82,24 +82,13 @@ class HFScorer(Scorer):
     allow_fp16: bool = True
     fingerprint_fields: ClassVar[tuple[str, ...]] = ("hub.revision", "tokenizer_source", "max_length", "hypothesis_tokens")
 
-    def __init__(
-        self,
-        model: str | os.PathLike[str],
-        *,
-        revision: str | None = None,
-        tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
-        device: DeviceLike = None,
-        dtype: DTypeLike = None,
-        model_kwargs: Mapping[str, Any] | None = None,
-        tokenizer_kwargs: Mapping[str, Any] | None = None,
-        batch_size: int = 16,
-        max_length: int = 512,
-        hypothesis_tokens: int = 64,
-        local_files_only: bool | None = None,
-        token: str | bool | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        show_progress: bool = False,
-    ) -> None:
+    def __init__(self, model: str | os.PathLike[str], *, revision: str | None = None,
+            tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
+            device: DeviceLike = None, dtype: DTypeLike = None, model_kwargs: Mapping[str, Any] | None = None,
+            tokenizer_kwargs: Mapping[str, Any] | None = None, batch_size: int = 16, max_length: int = 512,
+            hypothesis_tokens: int = 64, local_files_only: bool | None = None,
+            token: str | bool | None = None, cache_dir: str | os.PathLike[str] | None = None,
+            show_progress: bool = False) -> None:
         super().__init__()
         if not isinstance(model, (str, os.PathLike)) or not os.fspath(model).strip():
             raise InputError("model", "give a hub name or a local folder path")

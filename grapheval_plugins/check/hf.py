@@ -140,13 +140,8 @@ class HHEMScorer(HFScorer):
     fingerprint_fields = (*HFScorer.fingerprint_fields, "tokenizer_revision")
     allow_fp16 = False
 
-    def __init__(
-        self,
-        model: str | os.PathLike[str] = HHEM_MODEL,
-        *,
-        tokenizer_revision: str | None = None,
-        **options: Unpack[HFScorerOptions],
-    ) -> None:
+    def __init__(self, model: str | os.PathLike[str] = HHEM_MODEL, *, tokenizer_revision: str | None = None,
+            **options: Unpack[HFScorerOptions]) -> None:
         options.setdefault("max_length", HHEM_MAX_TOKENS)
         super().__init__(model, **options)
         self.tokenizer_revision = tokenizer_revision
@@ -273,14 +268,8 @@ class T5NLIScorer(HFScorer):
     fingerprint_fields = (*HFScorer.fingerprint_fields, "template", "label_tokens", "answer_softmax")
     allow_fp16 = False
 
-    def __init__(
-        self,
-        model: str | os.PathLike[str],
-        *,
-        label_tokens: tuple[str, str] = ("1", "0"),
-        answer_softmax: str = "vocab",
-        **options: Unpack[HFScorerOptions],
-    ) -> None:
+    def __init__(self, model: str | os.PathLike[str], *, label_tokens: tuple[str, str] = ("1", "0"),
+            answer_softmax: str = "vocab", **options: Unpack[HFScorerOptions]) -> None:
         super().__init__(model, **options)
         if (not isinstance(label_tokens, (tuple, list)) or len(label_tokens) != 2
                 or not all(isinstance(t, str) and t.strip() for t in label_tokens)):
@@ -395,14 +384,8 @@ class CrossEncoderNLIScorer(HFScorer):
     allow_fp16 = True
     cap_max_length = True  # off for models with relative positions
 
-    def __init__(
-        self,
-        model: str | os.PathLike[str],
-        *,
-        entailment_label: int | str | None = None,
-        single_output: bool = False,
-        **options: Unpack[HFScorerOptions],
-    ) -> None:
+    def __init__(self, model: str | os.PathLike[str], *, entailment_label: int | str | None = None,
+            single_output: bool = False, **options: Unpack[HFScorerOptions]) -> None:
         if not isinstance(single_output, bool):
             raise InputError("single_output", "must be True or False")
         self.single_output = single_output

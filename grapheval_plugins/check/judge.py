@@ -122,12 +122,9 @@ def label_distribution(logprobs: Mapping[str, float], labels: Sequence[str]) -> 
     return [w / total for w in weights]
 
 
-def p_supported(
-    reading: LabelReading,
-    labels: Sequence[str] = JUDGE_LABELS,
-    calibration: JudgeCalibration | None = None,
-    verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
-) -> float:
+def p_supported(reading: LabelReading, labels: Sequence[str] = JUDGE_LABELS,
+        calibration: JudgeCalibration | None = None,
+        verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED) -> float:
     """P(supported) of one reading: the (calibrated) softmax over the label log-probabilities; else the stated
     probability (above 1/2 beside a label other than the first: the confidence in that label); else the verdict's
     fixed probability.
@@ -181,17 +178,10 @@ class JudgeScorer(Scorer):
         max_concurrency: backend calls in flight at once in :meth:`acheck`.
     """
 
-    def __init__(
-        self,
-        backend: LabelLogits,
-        *,
-        labels: Sequence[str] = JUDGE_LABELS,
-        calibration: JudgeCalibration | None = None,
-        verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
-        retries: int = 1,
-        max_concurrency: int = 4,
-        name: str | None = None,
-    ) -> None:
+    def __init__(self, backend: LabelLogits, *, labels: Sequence[str] = JUDGE_LABELS,
+            calibration: JudgeCalibration | None = None,
+            verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED, retries: int = 1,
+            max_concurrency: int = 4, name: str | None = None) -> None:
         super().__init__()
         if not callable(getattr(backend, "label_logprobs", None)):
             raise InputError("backend", f"{type(backend).__name__} has no label_logprobs(context, claims, labels)")
@@ -298,10 +288,8 @@ class JudgeScorer(Scorer):
                 missing.append(claim)
         return missing
 
-    def _assemble(
-        self, contexts: Sequence[str], claims: Sequence[str], chunked: Mapping[str, list[str]],
-        failed: Mapping[str, str], outcome: Mapping[tuple[str, str], float | str],
-    ) -> list[ClaimScore]:
+    def _assemble(self, contexts: Sequence[str], claims: Sequence[str], chunked: Mapping[str, list[str]],
+            failed: Mapping[str, str], outcome: Mapping[tuple[str, str], float | str]) -> list[ClaimScore]:
         results: list[ClaimScore] = []
         for context, claim in zip(contexts, claims):
             if context in failed:

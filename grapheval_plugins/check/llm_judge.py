@@ -132,15 +132,9 @@ class ChatLabelLogits:
         max_context_tokens: chunk contexts longer than this (in :meth:`count_tokens` units); ``None``: whole.
     """
 
-    def __init__(
-        self,
-        llm: Any,
-        *,
-        prompt: ChatJudgePrompt = CHAT_JUDGE_PROMPT,
-        request_logprobs: int | str | None = "auto",
-        max_context_tokens: int | None = None,
-        name: str | None = None,
-    ) -> None:
+    def __init__(self, llm: Any, *, prompt: ChatJudgePrompt = CHAT_JUDGE_PROMPT,
+            request_logprobs: int | str | None = "auto", max_context_tokens: int | None = None,
+            name: str | None = None) -> None:
         if not (hasattr(llm, "invoke") and hasattr(llm, "ainvoke")):
             raise InputError("llm", f"{type(llm).__name__} is not a LangChain chat model")
         if request_logprobs != "auto" and request_logprobs is not None and (
@@ -277,17 +271,10 @@ class LLMJudge(JudgeScorer):
     """A :class:`~grapheval_plugins.check.judge.JudgeScorer` over :class:`ChatLabelLogits` (see the module docs);
     ``GraphEval(scorer=chat_model)`` and ``"judge:<provider>:<model>"`` specs build one."""
 
-    def __init__(
-        self,
-        llm: Any,
-        *,
-        calibration: JudgeCalibration | None = None,
-        verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
-        labels: Sequence[str] = JUDGE_LABELS,
-        retries: int = 1,
-        max_concurrency: int = 4,
-        **chat: Unpack[ChatOptions],
-    ) -> None:
+    def __init__(self, llm: Any, *, calibration: JudgeCalibration | None = None,
+            verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
+            labels: Sequence[str] = JUDGE_LABELS, retries: int = 1, max_concurrency: int = 4,
+            **chat: Unpack[ChatOptions]) -> None:
         backend = ChatLabelLogits(llm, **chat)
         super().__init__(backend, labels=labels, calibration=calibration, verdict_p_unsupported=verdict_p_unsupported,
                          retries=retries, max_concurrency=max_concurrency, name=backend.name)

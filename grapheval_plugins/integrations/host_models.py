@@ -175,13 +175,8 @@ class _HostChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage(self._text_of(result),
                                                                         response_metadata=metadata))])
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+            run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         arguments = self._arguments(render_prompt(messages))
         if self.complete is None:
             from .. import run_sync
@@ -190,13 +185,8 @@ class _HostChatModel(BaseChatModel):
             return self._answer(run_sync(_awaited(self.acomplete(*arguments))))
         return self._answer(self.complete(*arguments))
 
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+            run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         arguments = self._arguments(render_prompt(messages))
         if self.acomplete is None:
             assert self.complete is not None

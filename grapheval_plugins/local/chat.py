@@ -180,22 +180,13 @@ class ChatLocalLlama(BaseChatModel):
             },
         }
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+            run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         # (BaseChatModel._agenerate runs this in a worker thread: the event loop stays free.)
         return generate_from_stream(self._stream(messages, stop, run_manager, **kwargs))
 
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+            run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any
     ) -> Iterator[ChatGenerationChunk]:
         for piece, info in self._run(messages, stop, **kwargs):
             if info:

@@ -53,12 +53,8 @@ class HubProbe:
     detail: str
 
 
-def probe_hub(
-    *,
-    timeout: float = PROBE_TIMEOUT_S,
-    connect: Callable[..., Any] = socket.create_connection,
-    env: Mapping[str, str] | None = None,
-) -> HubProbe:
+def probe_hub(*, timeout: float = PROBE_TIMEOUT_S, connect: Callable[..., Any] = socket.create_connection,
+        env: Mapping[str, str] | None = None) -> HubProbe:
     """One TCP connection attempt to the hub endpoint (no HTTP, no retries); ``connect`` is injectable for tests."""
     if not hub_enabled(env):
         return HubProbe(False, "skipped: HF_HUB_OFFLINE / GRAPHEVAL_NO_HUB set")

@@ -115,20 +115,11 @@ class LocalJudgeScorer(Scorer):
 
     fingerprint_fields = ("session.n_ctx",)
 
-    def __init__(
-        self,
-        model: str = "qwen2.5-coder-1.5b",
-        *,
-        n_ctx: int = 4096,
-        n_threads: int | None = None,
-        claim_budget_tokens: int = 320,
-        prompt: JudgePrompt | None = None,
-        calibration: JudgeCalibration | None = None,
-        hub: HubFetcher | bool | None = True,
-        cache_dir: str | Path | None = None,
-        session: LlamaSession | None = None,
-        show_progress: bool = False,
-    ) -> None:
+    def __init__(self, model: str = "qwen2.5-coder-1.5b", *, n_ctx: int = 4096, n_threads: int | None = None,
+            claim_budget_tokens: int = 320, prompt: JudgePrompt | None = None,
+            calibration: JudgeCalibration | None = None, hub: HubFetcher | bool | None = True,
+            cache_dir: str | Path | None = None, session: LlamaSession | None = None,
+            show_progress: bool = False) -> None:
         super().__init__()
         if claim_budget_tokens < 16 or claim_budget_tokens >= n_ctx // 2:
             raise InputError("claim_budget_tokens", f"must be in [16, n_ctx/2), got {claim_budget_tokens}")

@@ -222,18 +222,10 @@ class LlamaSession:
         prefix_slots: how many evaluated prefixes are kept to return to (``0``: none).
     """
 
-    def __init__(
-        self,
-        model_path: str | Path | Callable[[], Any],
-        *,
-        n_ctx: int = 4096,
-        n_threads: int | None = None,
-        n_batch: int = 512,
-        seed: int = 0,
-        factory: Callable[..., Any] | None = None,
-        lock: threading.RLock | None = None,
-        prefix_slots: int = 2,
-    ) -> None:
+    def __init__(self, model_path: str | Path | Callable[[], Any], *, n_ctx: int = 4096,
+            n_threads: int | None = None, n_batch: int = 512, seed: int = 0,
+            factory: Callable[..., Any] | None = None, lock: threading.RLock | None = None,
+            prefix_slots: int = 2) -> None:
         if n_ctx < 64:
             raise InputError("n_ctx", f"must be at least 64, got {n_ctx}")
         self._model_path = model_path
@@ -456,17 +448,9 @@ _SESSIONS: dict[tuple[Any, ...], LlamaSession] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def get_session(
-    key: str,
-    model_path: str | Path | Callable[[], Any],
-    *,
-    role: str,
-    n_ctx: int = 4096,
-    n_threads: int | None = None,
-    n_batch: int = 512,
-    seed: int = 0,
-    factory: Callable[..., Any] | None = None,
-) -> LlamaSession:
+def get_session(key: str, model_path: str | Path | Callable[[], Any], *, role: str, n_ctx: int = 4096,
+        n_threads: int | None = None, n_batch: int = 512, seed: int = 0,
+        factory: Callable[..., Any] | None = None) -> LlamaSession:
     """The process-wide session for ``(key, role, settings)``, created (not loaded) on first request; ``role``
     (``"chat"``, ``"judge"``) separates KV caches."""
     threads = n_threads or None

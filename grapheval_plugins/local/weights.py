@@ -261,15 +261,8 @@ def _verified_file(path: Path, sha256: str, size: int | None, *, rehash: bool = 
     return True
 
 
-def assemble_parts(
-    parts: Sequence[str | Path],
-    target: str | Path,
-    *,
-    sha256: str,
-    size: int | None = None,
-    show_progress: bool = True,
-    description: str | None = None,
-    part_sha256: Sequence[str] | None = None,
+def assemble_parts(parts: Sequence[str | Path], target: str | Path, *, sha256: str, size: int | None = None,
+        show_progress: bool = True, description: str | None = None, part_sha256: Sequence[str] | None = None
 ) -> Path:
     """Concatenate ``parts`` into ``target`` under ``<target>.lock``, through a temporary file renamed into place
     only when the whole (and each part, given ``part_sha256``) matches its digest and ``size``: else
@@ -443,13 +436,8 @@ def _recorded_origin(path: Path) -> str:
     return f"cache (assembled from {fields[2]})" if len(fields) > 2 else "cache"
 
 
-def resolve_model(
-    ref: str,
-    *,
-    cache: str | Path | None = None,
-    hub: HubFetcher | bool | None = True,
-    show_progress: bool = True,
-) -> ResolvedWeights:
+def resolve_model(ref: str, *, cache: str | Path | None = None, hub: HubFetcher | bool | None = True,
+        show_progress: bool = True) -> ResolvedWeights:
     """A GGUF file for ``ref`` and where it came from (see the module docs and :func:`resolve_model_path`)."""
     ref = validate_reference(ref)
     fetch: HubFetcher | None = default_hub_fetch if hub is True else (hub or None)
@@ -511,13 +499,8 @@ def resolve_model(
     return ResolvedWeights(path, "parts", model.sha256)
 
 
-def resolve_model_path(
-    ref: str,
-    *,
-    cache: str | Path | None = None,
-    hub: HubFetcher | bool | None = True,
-    show_progress: bool = True,
-) -> Path:
+def resolve_model_path(ref: str, *, cache: str | Path | None = None, hub: HubFetcher | bool | None = True,
+        show_progress: bool = True) -> Path:
     """A GGUF file for ``ref`` (a known name, a path or a hub id), found in the module docs' order.
 
     ``hub``: ``True`` tries the model hub last, ``False`` never, or a fetch function ``(repo_id, filename,
@@ -544,13 +527,8 @@ class WeightsStatus:
         return self.source in ("env", "cache", "hub-cache", "parts") and self.verified is not False
 
 
-def locate_weights(
-    name: str,
-    *,
-    cache: str | Path | None = None,
-    hub_cache: HubFetcher | None = default_hub_fetch,
-    verify: bool = True,
-) -> WeightsStatus:
+def locate_weights(name: str, *, cache: str | Path | None = None,
+        hub_cache: HubFetcher | None = default_hub_fetch, verify: bool = True) -> WeightsStatus:
     """Where ``name``'s weights resolve from (:func:`resolve_model`'s order), touching no network; with
     ``verify``, hashed against the pins."""
     model = KNOWN_MODELS[canonical_name(name) or name]
