@@ -106,7 +106,7 @@ def _from_python(target: str, options: dict[str, Any]) -> Any:
     if not sep or not module or not name:
         raise ModelLoadError(f"'py:' specs take 'package.module:factory', got {target!r}")
     try:
-        factory = getattr(importlib.import_module(module), name)
+        factory = _load(target)
     except (ImportError, AttributeError) as exc:
         raise ModelLoadError(f"cannot import {target!r}: {exc}") from exc
     return factory(**options) if callable(factory) else factory

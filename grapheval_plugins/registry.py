@@ -12,7 +12,7 @@ True
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,8 +27,8 @@ __all__ = ["EngineOptions", "clear_shared", "engine_options", "scorer_key", "sha
 
 T = TypeVar("T")
 
-_ADAPTERS: weakref.WeakValueDictionary[tuple[str, int], Any] = weakref.WeakValueDictionary()
-_ADAPTERS_BY_NAME: dict[tuple[str, str], Any] = {}
+_ADAPTERS: weakref.WeakValueDictionary[tuple[str, Any], Any] = weakref.WeakValueDictionary()
+_ADAPTERS_BY_NAME: dict[tuple[str, Any], Any] = {}
 
 
 shared_engine = GraphEval.shared
@@ -38,17 +38,13 @@ shared_engine = GraphEval.shared
 def shared_adapter(kind: str, host_object: Any, factory: Callable[[Any], T]) -> T:
     """One adapter per host (``kind``) model object or name: ``factory(host_object)`` on the first request, the same
     after, so the copies a host makes of a metric reach one engine. An object's adapter lives while it is held."""
+    named = isinstance(host_object, str)
+    store: MutableMapping[tuple[str, Any], Any] = _ADAPTERS_BY_NAME if named else _ADAPTERS
+    key = (kind, host_object if named else id(host_object))  # an adapter holds its object: the id stays its own
     with LOCK:
-        if isinstance(host_object, str):
-            hit = _ADAPTERS_BY_NAME.get((kind, host_object))
-            if hit is None:
-                hit = _ADAPTERS_BY_NAME[(kind, host_object)] = factory(host_object)
-            return hit
-        key = (kind, id(host_object))  # the adapter holds the object: its id stays its own while the entry lives
-        hit = _ADAPTERS.get(key)
+        hit = store.get(key)
         if hit is None:
-            hit = factory(host_object)
-            _ADAPTERS[key] = hit
+            hit = store[key] = factory(host_object)
         return hit
 
 

@@ -65,8 +65,6 @@ T5_NLI_TEMPLATE = "premise: {premise} hypothesis: {hypothesis}"
 _HHEM_PREFIX = "t5."
 _SHARED = "transformer.shared.weight"
 _ENCODER_EMBED = "transformer.encoder.embed_tokens.weight"
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "spiece.model")
-_T5_TYPES = {"t5", "mt5", "umt5"}
 
 
 # --------------------------------------------------------------------------- embedding ties
@@ -175,7 +173,8 @@ class HHEMScorer(HFScorer):
         source: Any = self.tokenizer_source
         if source is None:
             folder = Path(self.model_name).expanduser()
-            has_own = looks_like_path(self.model_name) and any((folder / f).is_file() for f in _TOKENIZER_FILES)
+            has_own = looks_like_path(self.model_name) and any(
+                (folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "spiece.model"))
             source = self.model_name if has_own else self._foundation()
         if isinstance(source, (str, os.PathLike)):
             revision = self._hub_revision_for(os.fspath(source))
@@ -455,7 +454,7 @@ def model_kind(config: Mapping[str, Any]) -> str:
         return "hhem"
     if any(a.endswith("ForSequenceClassification") for a in architectures):
         return "nli"
-    if model_type in _T5_TYPES and (not architectures or any("ForConditionalGeneration" in a for a in architectures)):
+    if model_type in ("t5", "mt5", "umt5") and (not architectures or any("ForConditionalGeneration" in a for a in architectures)):
         return "t5"
     id2label = config.get("id2label")
     if isinstance(id2label, Mapping) and any("entail" in str(v).lower() for v in id2label.values()):

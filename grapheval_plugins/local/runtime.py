@@ -203,12 +203,7 @@ class _Snapshot:
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if int(x) != y:
-            break
-        n += 1
-    return n
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if int(x) != y), min(len(a), len(b)))
 
 
 # ---------------------------------------------------------------------- sessions
