@@ -5,19 +5,14 @@ figure, else the verdict (:func:`~grapheval_plugins.check.judge.p_supported`).
 
 Example (any chat model; here a fake that always answers the same)::
 
-    >>> from grapheval_plugins import GraphEval
     >>> from grapheval_plugins.check.llm_judge import LLMJudge
     >>> from grapheval_plugins.testing import ScriptedChatModel
     >>> judge = LLMJudge(ScriptedChatModel(responses=["1: supported 95\\n2: contradicted 3"]))
     >>> [round(s.p_unsupported, 2) for s in judge.check(["Paris is in France."] * 2, ["Paris in France", "Paris in Spain"])]
     [0.05, 0.97]
 
-Any chat model judges; nothing needs to be set for log-probabilities::
-
-    from langchain_openai import ChatOpenAI
-    GraphEval(llm=ChatOpenAI(model="gpt-4o-mini"))       # the same model extracts and judges (log-probabilities on)
-    GraphEval(llm="local:qwen2.5-coder-1.5b", scorer=LLMJudge(ChatOpenAI(model="gpt-4o-mini", temperature=0)))
-    GraphEval(scorer="judge:openai:gpt-4o-mini")         # by spec (needs the `langchain` package)
+Any chat model judges: ``GraphEval(llm=ChatOpenAI(...))`` (it extracts and judges), ``scorer=LLMJudge(model)``, or
+``scorer="judge:openai:gpt-4o-mini"``.
 """
 
 from __future__ import annotations
