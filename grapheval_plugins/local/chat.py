@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -29,7 +30,7 @@ from .._imports import require
 from ..exceptions import InputError
 from .chatml import chatml_segments, message_role, message_text, tokenize_segments
 from .runtime import ContextOverflowError, LlamaSession, get_session
-from .weights import ResolvedWeights, canonical_name, resolve_model, strip_spec_prefix, validate_reference
+from .weights import canonical_name, resolve_model, strip_spec_prefix, validate_reference
 
 __all__ = ["LOOP_MAX_CHARS", "LOOP_MIN_CHARS", "ChatLocalLlama", "ends_in_loop", "load_local_chat_model"]
 
@@ -101,14 +102,9 @@ class ChatLocalLlama(BaseChatModel):
     @property
     def session(self) -> LlamaSession:
         if self._session is None:
-            key = canonical_name(self.model) or self.model
-            model, cache, hub = self.model, self.cache_dir, self.hub
-
-            def weights() -> ResolvedWeights:
-                return resolve_model(model, cache=cache, hub=hub)
-
-            self._session = get_session(key, weights, role="chat", n_ctx=self.n_ctx, n_threads=self.n_threads,
-                                        seed=self.seed)
+            weights = partial(resolve_model, self.model, cache=self.cache_dir, hub=self.hub)
+            self._session = get_session(canonical_name(self.model) or self.model, weights, role="chat",
+                                        n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
         return self._session
 
     def load(self) -> ChatLocalLlama:

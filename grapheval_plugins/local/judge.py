@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,6 @@ from .runtime import ContextOverflowError, LlamaSession, get_session
 from .weights import (
     KNOWN_MODELS,
     HubFetcher,
-    ResolvedWeights,
     canonical_name,
     env_path,
     resolve_model,
@@ -132,12 +132,8 @@ class LocalJudgeScorer(Scorer):
         self.calibration = calibration or JUDGE_CALIBRATIONS.get(self.model_key, JudgeCalibration())
         self.claim_budget_tokens = claim_budget_tokens
         self.show_progress = show_progress
-        if session is None:
-            def weights() -> ResolvedWeights:
-                return resolve_model(model, cache=cache_dir, hub=hub)
-
-            session = get_session(self.model_key, weights, role="judge", n_ctx=n_ctx, n_threads=n_threads)
-        self.session = session
+        self.session = session or get_session(self.model_key, partial(resolve_model, model, cache=cache_dir, hub=hub),
+                                              role="judge", n_ctx=n_ctx, n_threads=n_threads)
         self._label_ids: tuple[int, int, int] | None = None
         self._frame_tokens: int | None = None
 
@@ -150,10 +146,8 @@ class LocalJudgeScorer(Scorer):
         """Resolve the weights and load the model now (otherwise done on first use)."""
         self.session.load()
         self._label_ids = self._first_tokens(self.prompt.labels)
-        frame = tokenize_segments(
-            self.prompt.prefix_segments("") + self.prompt.claim_segments(""), self._tokenize
-        )
-        self._frame_tokens = len(frame)
+        frame = self.prompt.prefix_segments("") + self.prompt.claim_segments("")
+        self._frame_tokens = len(tokenize_segments(frame, self._tokenize))
         return self
 
     def _tokenize(self, text: str, special: bool) -> list[int]:
@@ -174,11 +168,9 @@ class LocalJudgeScorer(Scorer):
 
     @property
     def label_ids(self) -> tuple[int, int, int]:
-        ids = self._label_ids
-        if ids is None:
+        if self._label_ids is None:
             self.load()
-            ids = self._label_ids
-        return ids  # type: ignore[return-value]
+        return self._label_ids  # type: ignore[return-value]
 
     @property
     def max_premise_tokens(self) -> int:  # type: ignore[override]
