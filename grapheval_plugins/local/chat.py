@@ -118,8 +118,21 @@ class ChatLocalLlama(BaseChatModel):
         return tokenize_segments(segments, lambda text, special: session.tokenize(text, special=special))
 
     # ------------------------------------------------------------------ generation
-    def _run(self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Yield text pieces as they are decoded; the last item carries the final metadata (with piece '')."""
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+            run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        # (BaseChatModel._agenerate runs this in a worker thread: the event loop stays free.)
+        return generate_from_stream(self._stream(messages, stop, run_manager, **kwargs))
+
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+            run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        """Text pieces as they are decoded; the last chunk carries the usage and response metadata."""
+
+        def piece(text: str) -> ChatGenerationChunk:
+            if run_manager is not None:
+                run_manager.on_llm_new_token(text)
+            return ChatGenerationChunk(message=AIMessageChunk(content=text))
+
         max_tokens = int(kwargs.get("max_tokens", self.max_tokens))
         temperature = float(kwargs.get("temperature", self.temperature))
         stops = [s for s in (stop or []) if s]
@@ -152,20 +165,21 @@ class ChatLocalLlama(BaseChatModel):
                     break
                 safe = len(text) - hold
                 if safe > emitted:
-                    yield text[emitted:safe], {}
+                    yield piece(text[emitted:safe])
                     emitted = safe
             else:
                 if len(generated) < max_tokens and len(prompt) + len(generated) < session.n_ctx:
                     finish = "stop"
             if len(text) > emitted:
-                yield text[emitted:], {}
+                yield piece(text[emitted:])
             ended = time.perf_counter()
             reused = session.stats.reused_tokens - before
         first = first_token_at or ended
-        yield "", {
-            "usage_metadata": {"input_tokens": len(prompt), "output_tokens": len(generated),
-                               "total_tokens": len(prompt) + len(generated)},
-            "response_metadata": {
+        yield ChatGenerationChunk(message=AIMessageChunk(
+            content="", chunk_position="last",
+            usage_metadata={"input_tokens": len(prompt), "output_tokens": len(generated),
+                            "total_tokens": len(prompt) + len(generated)},
+            response_metadata={
                 "model_name": self.model_label,
                 "weights": session.describe_weights(),
                 "finish_reason": finish,
@@ -174,26 +188,7 @@ class ChatLocalLlama(BaseChatModel):
                 "prompt_seconds": round(first - started, 4),
                 "total_seconds": round(ended - started, 4),
             },
-        }
-
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-            run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        # (BaseChatModel._agenerate runs this in a worker thread: the event loop stays free.)
-        return generate_from_stream(self._stream(messages, stop, run_manager, **kwargs))
-
-    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-            run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any
-    ) -> Iterator[ChatGenerationChunk]:
-        for piece, info in self._run(messages, stop, **kwargs):
-            if info:
-                chunk = AIMessageChunk(content="", usage_metadata=info["usage_metadata"],
-                                       response_metadata=info["response_metadata"], chunk_position="last")
-            else:
-                chunk = AIMessageChunk(content=piece)
-                if run_manager is not None:
-                    run_manager.on_llm_new_token(piece)
-            yield ChatGenerationChunk(message=chunk)
-
+        ))
 
 LOOP_MIN_CHARS = 8
 """The shortest and longest stretch of text whose repeats :attr:`ChatLocalLlama.loop_repeats` counts."""
