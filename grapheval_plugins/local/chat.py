@@ -23,6 +23,7 @@ from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.chat_models import generate_from_stream
 from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
@@ -177,8 +178,8 @@ class ChatLocalLlama(BaseChatModel):
         first = first_token_at or ended
         yield ChatGenerationChunk(message=AIMessageChunk(
             content="", chunk_position="last",
-            usage_metadata={"input_tokens": len(prompt), "output_tokens": len(generated),
-                            "total_tokens": len(prompt) + len(generated)},
+            usage_metadata=UsageMetadata(input_tokens=len(prompt), output_tokens=len(generated),
+                                         total_tokens=len(prompt) + len(generated)),
             response_metadata={
                 "model_name": self.model_label,
                 "weights": session.describe_weights(),
