@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -178,8 +178,8 @@ class ChatLocalLlama(BaseChatModel):
         first = first_token_at or ended
         yield ChatGenerationChunk(message=AIMessageChunk(
             content="", chunk_position="last",
-            usage_metadata=UsageMetadata(input_tokens=len(prompt), output_tokens=len(generated),
-                                         total_tokens=len(prompt) + len(generated)),
+            usage_metadata=cast(UsageMetadata, {"input_tokens": len(prompt), "output_tokens": len(generated),
+                                                "total_tokens": len(prompt) + len(generated)}),
             response_metadata={
                 "model_name": self.model_label,
                 "weights": session.describe_weights(),
