@@ -125,13 +125,8 @@ class HHEMScorer(HFScorer):
     transformers 5, leaves the encoder's embedding untied and scores silently wrong); the tie is verified.
 
     P(supported) is the softmax over the two labels at the first position of :data:`HHEM_PROMPT` (or the config's
-    ``prompt``). Options as for :class:`~._hf_common.HFScorer`.
-
-    Args:
-        model: hub name or folder of an HHEM-layout checkpoint; :data:`HHEM_MODEL` loads :data:`HHEM_REVISION`.
-        tokenizer: default: the folder's own tokenizer, else the config's ``foundation`` (pinned flan-t5-base).
-        tokenizer_revision: commit of a hub ``tokenizer`` (and of the foundation config).
-        max_length: default :data:`HHEM_MAX_TOKENS`.
+    ``prompt``). Options as for :class:`~._hf_common.HFScorer`; ``max_length`` defaults to :data:`HHEM_MAX_TOKENS`,
+    ``tokenizer`` to the folder's own, else the config's ``foundation`` (at ``tokenizer_revision``, or pinned).
     """
 
     kind = "hhem"

@@ -169,13 +169,8 @@ def _error_score(message: str) -> ClaimScore:
 class JudgeScorer(Scorer):
     """A :class:`~grapheval_plugins.check.Scorer` over any :class:`LabelLogits` backend: one call per context
     chunk with all its claims, ``retries`` more for the claims without a verdict, then a per-claim ``error``
-    (never one for the whole batch); a claim's score is its best chunk's.
-
-    Args:
-        labels: the label words; the first means "supported".
-        calibration: recalibration of P(supported) read from log-probabilities.
-        verdict_p_unsupported: P(unsupported) per verdict when neither log-probabilities nor a stated figure came.
-        max_concurrency: backend calls in flight at once in :meth:`acheck`.
+    (never one for the whole batch); a claim's score is its best chunk's. The first of ``labels`` means
+    "supported"; ``calibration`` applies to log-probabilities; ``max_concurrency`` bounds :meth:`acheck`'s calls.
     """
 
     def __init__(self, backend: LabelLogits, *, labels: Sequence[str] = JUDGE_LABELS,

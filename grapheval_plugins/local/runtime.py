@@ -208,14 +208,9 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 # ---------------------------------------------------------------------- sessions
 class LlamaSession:
-    """One ``llama_cpp.Llama`` over a GGUF file, with prefix reuse, saved prefixes and the process-wide lock.
-
-    Args:
-        model_path: the GGUF file, or a function returning it or a ``ResolvedWeights`` (called on first load).
-        n_threads: CPU threads, fixed; ``None``: at each call, :func:`free_cores`.
-        factory: builds the ``Llama`` object (default :func:`load_llama`; tests pass a fake).
-        prefix_slots: how many evaluated prefixes are kept to return to (``0``: none).
-    """
+    """One ``llama_cpp.Llama`` over a GGUF file (``model_path``, or a function returning it or a ``ResolvedWeights``,
+    called on first load), with prefix reuse, ``prefix_slots`` saved prefixes and the process-wide lock; ``n_threads``
+    ``None``: :func:`free_cores` at each call; ``factory`` builds the ``Llama`` (default :func:`load_llama`)."""
 
     def __init__(self, model_path: str | Path | Callable[[], Any], *, n_ctx: int = 4096,
             n_threads: int | None = None, n_batch: int = 512, seed: int = 0,
