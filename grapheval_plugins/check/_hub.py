@@ -61,17 +61,9 @@ class HubOptions:
         >>> HubOptions(revision="abc").kwargs("def", same_revision=False)
         {'revision': 'def'}
         """
-        kw: dict[str, Any] = {}
-        rev = self.revision if same_revision else revision
-        if rev is not None:
-            kw["revision"] = rev
-        if self.local_files_only is not None:
-            kw["local_files_only"] = self.local_files_only
-        if self.token is not None:
-            kw["token"] = self.token
-        if self.cache_dir is not None:
-            kw["cache_dir"] = os.fspath(self.cache_dir)
-        return kw
+        kw = {"revision": self.revision if same_revision else revision, "local_files_only": self.local_files_only,
+              "token": self.token, "cache_dir": None if self.cache_dir is None else os.fspath(self.cache_dir)}
+        return {key: value for key, value in kw.items() if value is not None}
 
 
 def looks_like_path(name: str) -> bool:

@@ -157,19 +157,14 @@ def load_minicheck(name: str | os.PathLike[str] = "flan-t5-large", **kwargs: Any
     short = text.lower()
     if short not in MINICHECK_MODELS:
         short = next((k for k, v in MINICHECK_MODELS.items() if v.lower() == short), "")
-    if short:
-        model = MINICHECK_MODELS[short]
-        window, chunk = _SETTINGS[short]
-    else:
-        model = text
+    model = MINICHECK_MODELS[short] if short else text
+    if not short:  # another model: its variant read from its config
         hub = HubOptions(kwargs.get("revision"), kwargs.get("local_files_only"), kwargs.get("token"),
                          kwargs.get("cache_dir"))
         config = read_config_dict(model, hub)
-        if model_kind(config) == "t5":
-            short = "flan-t5-large"
-        else:
-            short = "deberta-v3-large" if "deberta" in str(config.get("model_type", "")).lower() else "roberta-large"
-        window, chunk = _SETTINGS[short]
+        deberta = "deberta" in str(config.get("model_type", "")).lower()
+        short = "flan-t5-large" if model_kind(config) == "t5" else "deberta-v3-large" if deberta else "roberta-large"
+    window, chunk = _SETTINGS[short]
     kwargs.setdefault("max_length", window)
     kwargs.setdefault("chunk_size", chunk)
     if short == "flan-t5-large":

@@ -160,10 +160,7 @@ def canonical_name(ref: str) -> str | None:
     ('qwen2.5-coder-1.5b', None)
     """
     key = strip_spec_prefix(ref).lower()
-    for model in KNOWN_MODELS.values():
-        if key == model.name or key in model.aliases:
-            return model.name
-    return None
+    return next((model.name for model in KNOWN_MODELS.values() if key in (model.name, *model.aliases)), None)
 
 
 def cache_dir() -> Path:
