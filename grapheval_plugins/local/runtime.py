@@ -249,11 +249,9 @@ class LlamaSession:
             if self._llama is not None:
                 return self._llama
             resolved = self._model_path() if callable(self._model_path) else self._model_path
-            if isinstance(resolved, (str, Path)):
-                self.path = Path(resolved)
-            else:  # ResolvedWeights
-                self.weights = resolved
-                self.path = Path(resolved.path)
+            if not isinstance(resolved, (str, Path)):  # ResolvedWeights
+                self.weights, resolved = resolved, resolved.path
+            self.path = Path(resolved)
             started = time.perf_counter()
             options = dict(n_ctx=self.n_ctx, n_threads=self.n_threads, n_batch=self.n_batch, seed=self.seed)
             if self._factory is None:

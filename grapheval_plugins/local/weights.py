@@ -116,12 +116,7 @@ def _qwen(size: str, sha256: str, nbytes: int) -> GGUFModel:
         hub_repo=repo,
         parts=_PARTS[name],
         extra=f"weights-{size.lower().replace('.', '_')}",
-        aliases=(
-            f"{name}-instruct",
-            f"{name}-instruct-q4_k_m",
-            repo.lower(),
-            f"qwen/qwen2.5-coder-{size.lower()}-instruct",
-        ),
+        aliases=(f"{name}-instruct", f"{name}-instruct-q4_k_m", repo.lower(), f"qwen/qwen2.5-coder-{size.lower()}-instruct"),
     )
 
 
