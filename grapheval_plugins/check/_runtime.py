@@ -78,13 +78,9 @@ def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = 
         return named
     if dtype is not None and not isinstance(dtype, str):
         raise TypeError(f"dtype must be a torch.dtype, a name or None, not {type(dtype).__name__}")
-    if device.type == "cuda":
-        if torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float16 if allow_fp16 else torch.float32
-    if device.type == "mps":
-        return torch.float16 if allow_fp16 else torch.float32
-    return torch.float32
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float16 if device.type in ("cuda", "mps") and allow_fp16 else torch.float32
 
 
 def pad_batch(features: Sequence[Features], pad_token_id: int) -> dict[str, torch.Tensor]:

@@ -244,13 +244,9 @@ class ChatLabelLogits:
 
 def _logprob_tokens(message: Any) -> list[Mapping[str, Any]] | None:
     metadata = getattr(message, "response_metadata", None)
-    if not isinstance(metadata, Mapping):
-        return None
-    logprobs = metadata.get("logprobs")
+    logprobs = metadata.get("logprobs") if isinstance(metadata, Mapping) else None
     content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
-    if isinstance(content, list) and content:
-        return content
-    return None
+    return content if isinstance(content, list) and content else None
 
 
 class ChatOptions(TypedDict, total=False):
