@@ -157,11 +157,7 @@ class HHEMScorer(HFScorer):
     def _hub_revision_for(self, source: str) -> str | None:
         if self.tokenizer_revision is not None:
             return self.tokenizer_revision
-        if source == FLAN_T5_BASE:
-            return FLAN_T5_BASE_REVISION
-        if source == self.model_name:
-            return self.hub.revision
-        return None
+        return {self.model_name: self.hub.revision, FLAN_T5_BASE: FLAN_T5_BASE_REVISION}.get(source)
 
     def _load_tokenizer(self) -> PreTrainedTokenizerBase:
         self._hhem_config()

@@ -141,11 +141,8 @@ class ChatLocalLlama(BaseChatModel):
         with session.lock:
             prompt = self.prompt_tokens(messages)
             if len(prompt) >= session.n_ctx:
-                raise ContextOverflowError(
-                    "messages",
-                    f"the prompt has {len(prompt)} tokens and the model's context window is {session.n_ctx}: "
-                    "shorten the input or raise n_ctx",
-                )
+                raise ContextOverflowError("messages", f"the prompt has {len(prompt)} tokens and the model's context "
+                                           f"window is {session.n_ctx}: shorten the input or raise n_ctx")
             before = session.stats.reused_tokens
             started = time.perf_counter()
             generated: list[int] = []

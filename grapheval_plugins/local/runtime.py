@@ -264,12 +264,8 @@ class LlamaSession:
                     raise ModelLoadError(f"llama.cpp could not load {self.path}: {exc}") from exc
             check_chatml(llama, self.path)
             self.stats.load_seconds += time.perf_counter() - started
-            stop = {int(llama.token_eos())}
-            for text in END_OF_TURN:
-                ids = llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-                if len(ids) == 1:
-                    stop.add(int(ids[0]))
-            self._stop_ids = frozenset(stop)
+            ends = [llama.tokenize(text.encode("utf-8"), add_bos=False, special=True) for text in END_OF_TURN]
+            self._stop_ids = frozenset({int(llama.token_eos()), *(int(ids[0]) for ids in ends if len(ids) == 1)})
             self._llama = llama
             logger.info("loaded %s (n_ctx=%d) in %.1f s", self.path, self.n_ctx, self.stats.load_seconds)
             return llama
