@@ -57,9 +57,10 @@ class GraphEvalEvaluator(RunEvaluator):
 
     Args:
         grapheval: the engine to score with (its models, cache and threshold), shared by reference.
-        llm, scorer: models or specs when no engine is given: the process-wide engine for them
-            (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`, the one a DeepEval or Ragas metric or a
-            Runnable over the same models uses); neither: the offline default.
+        llm: the chat model or spec when no engine is given; with ``scorer``, the process-wide engine for them
+            is used (``GraphEval.shared(llm, scorer)``, the one a DeepEval or Ragas metric or a Runnable over the
+            same models uses); neither: the offline default.
+        scorer: the scorer or spec when no engine is given (``None``: the ``llm`` judges too).
         key: the feedback key LangSmith shows.
         answer_keys: where the answer is in the run's outputs (LangSmith puts a target's string result under
             ``"output"``).
@@ -95,7 +96,7 @@ class GraphEvalEvaluator(RunEvaluator):
 
     @property
     def engine(self) -> GraphEval:
-        """The engine runs are scored with (models load on first use)."""
+        """The engine that scores the runs (its models load on first use)."""
         return self.grapheval if self.grapheval is not None else GraphEval.shared(self.llm, self.scorer)
 
     @property
