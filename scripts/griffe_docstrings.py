@@ -7,6 +7,8 @@ doctest, rendered as Markdown.
 * reST leftovers: ``.. code-block:: lang`` and ``Title::`` literal blocks become fenced code blocks; roles such as
   ``:class:`~grapheval_plugins.types.Report``` become code spans (``Report``).
 * An ``Args:`` item whose names wrap onto a second line (``a, b, c,`` / ``d: as for ...``) is joined into one.
+* reST simple tables (rows between ``====  ====`` borders) become Markdown tables; a row whose first cell is empty
+  continues the row above.
 
 Nothing here changes the source files: the rewrite applies to the docstrings griffe has loaded.
 """
@@ -22,6 +24,7 @@ _ROLE = re.compile(r":(?:py:)?(?:class|func|meth|data|mod|attr|exc|obj|const|typ
 _EXAMPLE = re.compile(r"^(?P<indent>\s*)Examples?(?:\s*\((?P<note>[^)]*)\))?:\s*$")
 _CODE_BLOCK = re.compile(r"^(?P<indent>\s*)\.\. code-block::\s*(?P<lang>[\w+-]*)\s*$")
 _LITERAL = re.compile(r"^(?P<indent>\s*)(?P<text>\S.*?)::\s*$")
+_TABLE_BORDER = re.compile(r"^\s*=+(?:\s+=+)+\s*$")
 
 
 def _indent(line: str) -> int:
@@ -48,8 +51,45 @@ def _fence(block: list[str], indent: str, lang: str) -> list[str]:
     return [f"{indent}```{lang}", *[indent + x[deepest:] if x.strip() else "" for x in block], f"{indent}```"]
 
 
+def _simple_table(lines: list[str], start: int) -> tuple[list[str], int] | None:
+    """The reST simple table whose top border is ``lines[start]`` as Markdown lines, and the index after it.
+
+    ``lines`` are the docstring's own (roles not yet rewritten: the columns are where the source puts them)."""
+    border = lines[start]
+    columns = [m.start() for m in re.finditer(r"=+", border)]
+    borders = [start]
+    i = start + 1
+    while i < len(lines) and len(borders) < 3:
+        if _TABLE_BORDER.match(lines[i]) and lines[i].strip() == border.strip():
+            borders.append(i)
+            if i + 1 >= len(lines) or not lines[i + 1].strip():
+                break
+        i += 1
+    if len(borders) < 2:
+        return None
+
+    def rows(first: int, last: int) -> list[list[str]]:
+        out: list[list[str]] = []
+        for line in lines[first:last]:
+            if not line.strip():
+                continue
+            cells = [_ROLE.sub(_role, line[a:b]).strip() for a, b in zip(columns, [*columns[1:], None])]
+            if out and not cells[0]:
+                out[-1] = [f"{old} {new}".strip() for old, new in zip(out[-1], cells)]
+            else:
+                out.append(cells)
+        return [[cell.replace("|", "\\|") for cell in row] for row in out]
+
+    indent = border[: _indent(border)]
+    header = rows(borders[0] + 1, borders[1]) if len(borders) == 3 else [[""] * len(columns)]
+    body = rows(borders[-2] + 1, borders[-1]) if len(borders) == 3 else rows(borders[0] + 1, borders[1])
+    table = [header[0], ["---"] * len(columns), *body]
+    return ["", *[indent + "| " + " | ".join(row) + " |" for row in table], ""], borders[-1] + 1
+
+
 def to_markdown(text: str) -> str:
     """The docstring ``text`` with the rewrites of this module's docstring applied."""
+    raw = text.splitlines()
     lines = _ROLE.sub(_role, text).splitlines()
     out: list[str] = []
     i = 0
@@ -70,6 +110,10 @@ def to_markdown(text: str) -> str:
             in_section_at = _indent(line)
             out.append(line)
             i += 1
+            continue
+        if _TABLE_BORDER.match(line) and (table := _simple_table(raw, i)) is not None:
+            out += table[0]
+            i = table[1]
             continue
         if (match := _CODE_BLOCK.match(line)) is not None:
             j = i + 1
