@@ -39,3 +39,17 @@ After."""
     assert '| ``"judge:<spec>"`` | an LLM judge over the model, e.g. ``"judge:openai:gpt-4o-mini"`` |' in lines
     assert not any(line.startswith("=") for line in lines)
     assert lines[-1] == "After."
+
+
+def test_an_item_naming_several_parameters_becomes_one_per_name() -> None:
+    text = "Thing.\n\nArgs:\n    a, b: the pair.\n        More.\n    c, d,\n        e: as for X.\n    f: plain.\n"
+    lines = _extension().to_markdown(text).splitlines()
+    assert lines[3:] == ["    a: the pair.", "        More.", "    b: as for `a`.", "    c: as for X.",
+                         "    d: as for X.", "    e: as for X.", "    f: plain."]
+
+
+def test_options_outside_the_signature_have_no_default_column() -> None:
+    text = "Thing.\n\nArgs:\n    model: the model.\n    revision: a hub revision.\n        Pinned.\n\nReturns:\n    x"
+    moved = _extension()._keyword_options_apart(text, {"model", "options"})
+    assert moved.splitlines() == ["Thing.", "", "Args:", "    model: the model.", "", "Other Parameters:",
+                                  "    revision: a hub revision.", "        Pinned.", "", "Returns:", "    x"]
