@@ -76,6 +76,7 @@ __all__ = [
     "GraphEvalFaithfulnessWithLLM",
     "GraphEvalRagasMetric",
     "ragas_chat_model",
+    "reasons",
     "report_value",
 ]
 
@@ -532,6 +533,24 @@ class GraphEvalRagasMetric(BaseMetric):
     def __repr__(self) -> str:
         how = repr(self.grapheval) if self.grapheval is not None else f"llm={self.extraction_llm!r}, scorer={self.scorer!r}"
         return f"{type(self).__name__}({how}, binary={self.binary}, name={self.name!r})"
+
+
+# --------------------------------------------------------------------------- the reasons of an evaluate() result
+def reasons(result: Any, name: str = DEFAULT_NAME) -> list[str | None]:
+    """Each sample's reason from a ``ragas.evaluate()`` result, in the order of its table (Ragas's table holds
+    floats only): ``result.to_pandas().assign(reason=reasons(result))``. ``None`` for a sample the metric gave no
+    report (no response or contexts). ``name``: the metric's column.
+
+    The same trace (``result.traces[i][name]["grapheval"]["output"]``) holds ``"unsupported"`` and the whole
+    ``"report"`` as JSON.
+    """
+    out: list[str | None] = []
+    for trace in result.traces:
+        try:
+            out.append(trace[name]["grapheval"]["output"]["reason"])
+        except (KeyError, TypeError):
+            out.append(None)
+    return out
 
 
 def __getattr__(name: str) -> Any:
