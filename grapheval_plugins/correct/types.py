@@ -21,8 +21,9 @@ __all__ = [
     "TripleChange",
 ]
 
-CorrectionMethod = Literal["graph", "evidence", "direct", "constrained"]
-"""``"graph"``: GraphCorrect as published (prompts B then C per flagged triple). ``"evidence"``: GraphCorrect with
+CorrectionMethod = Literal["paper", "graph", "evidence", "direct", "constrained"]
+"""``"paper"``: GraphCorrect as published (prompts B then C per flagged triple; ``"graph"`` is its old name, which
+reports written before the rename hold). ``"evidence"``: GraphCorrect with
 step 1 told why the triple failed and shown the closest sentences of the deciding passage, plus one follow-up when
 it repeats the triple (not from the paper). ``"direct"``: the Direct Prompt baseline (D). ``"constrained"``:
 ``evidence``'s step 1 with its answer held to the context (new words must be the context's; a wrong number or date

@@ -211,7 +211,7 @@ def report_from_detection_row(
         fallback=not triples,
     )
     return Report(
-        output=output, mode="graph", method=rule.name, threshold=threshold, hallucinated=decision.hallucinated,
+        output=output, mode="graph", method=rule.name, hallucination_threshold=threshold, hallucinated=decision.hallucinated,
         score=1.0 - decision.p_hallucination, decision=decision, claims=claims, whole_output=whole,
         extraction=extraction, llm=row.get("llm"), scorer=row.get("scorer"),
         id=None if row.get("id") is None else str(row["id"]),

@@ -481,7 +481,8 @@ def test_batched_step1_falls_back_to_one_call_per_triple_on_a_count_mismatch() -
 def test_constructor_validates_its_options() -> None:
     grapheval = GraphEval(llm=World().llm, scorer=KeywordScorer())
     for kwargs, field in [
-        ({"method": "rewrite"}, "method"),
+        ({"strategy": "rewrite"}, "strategy"),
+        ({"method": "rewrite"}, "method"),  # the deprecated name names itself
         ({"max_rounds": 0}, "max_rounds"),
         ({"guard": "maybe"}, "guard"),
         ({"max_growth": 0.9}, "max_growth"),
@@ -706,12 +707,12 @@ def test_cli_correct_writes_reports_and_a_summary(tmp_path: Path, monkeypatch: p
         r"pass after correction\s*│\s*1\b", result.output
     )
     assert "mean rougeL (flagged rows)" in result.output and "line 3: invalid JSON" in result.output
-    again = CliRunner().invoke(app, ["correct", str(src), "-o", str(out), *fakes, "--method", "direct"])
+    again = CliRunner().invoke(app, ["correct", str(src), "-o", str(out), *fakes, "--strategy", "direct"])
     assert again.exit_code == 0 and len(out.read_text().splitlines()) == 3  # resumed: nothing redone
-    bad = CliRunner().invoke(app, ["correct", str(src), "-o", str(out), "--method", "rewrite"])
+    bad = CliRunner().invoke(app, ["correct", str(src), "-o", str(out), "--strategy", "rewrite"])
     assert bad.exit_code == 2
     constrained = tmp_path / "constrained.jsonl"
-    done = CliRunner().invoke(app, ["correct", str(src), "-o", str(constrained), *fakes, "--method", "constrained"])
+    done = CliRunner().invoke(app, ["correct", str(src), "-o", str(constrained), *fakes, "--strategy", "constrained"])
     assert done.exit_code == 0, done.output
     first = json.loads(constrained.read_text().splitlines()[0])
     assert (first["method"], first["status"], first["corrected"]) == ("constrained", "corrected", FIXED)
