@@ -810,7 +810,7 @@ def test_a_detection_row_is_decided_by_the_rule_in_force_not_always_the_papers()
     assert report.method == "hybrid" and report.decision is not None and report.decision.rule == "hybrid"
     assert report.score == pytest.approx(1.0 - weights.probability(0.5, [0.45]))
     assert report.hallucinated is True and report.whole_output is not None
-    paper = report_from_detection_row(_STUDY_ROW, "Ann won gold.", method="paper")
+    paper = report_from_detection_row(_STUDY_ROW, "Ann won gold.", rule="paper")
     assert (paper.method, paper.hallucinated, paper.score) == ("paper", False, pytest.approx(0.55))
     unfitted = report_from_detection_row({**_STUDY_ROW, "scorer": "nli:my-model"}, "Ann won gold.")
     assert unfitted.method == "paper" and unfitted.hallucinated is False  # no weights: the paper's rule, as the engine
