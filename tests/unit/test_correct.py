@@ -32,7 +32,7 @@ from grapheval_plugins.correct import text as correct_text
 from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel, keyword_support
 
 ROOT = Path(__file__).resolve().parents[2]
-PaperCorrect = functools.partial(GraphCorrect, method="graph")  # this module tests the paper's procedure
+PaperCorrect = functools.partial(GraphCorrect, strategy="paper")  # this module tests the paper's procedure
 
 CONTEXT = "Marie Curie was born in Warsaw. She won two Nobel Prizes. She died in 1934."
 OUTPUT = "Marie Curie was born in Paris. She won three Nobel Prizes. She died in 1934."
@@ -373,7 +373,7 @@ def test_direct_prompt_is_one_call_and_its_wrapper_is_stripped() -> None:
     world = World(
         direct=lambda summary, ctx: "Here is the corrected summary:\n<summary>" + FIXED + "</summary>"
     )
-    result = make(world, method="direct").correct(CONTEXT, OUTPUT)
+    result = make(world, strategy="direct").correct(CONTEXT, OUTPUT)
     assert world.kinds() == ["A", "D", "A"]
     d = [t for k, t in world.log if k == "D"][0]
     assert "<summary>" + OUTPUT + "</summary>" in d and "<context>" + CONTEXT + "</context>" in d
@@ -394,7 +394,7 @@ def test_direct_prompt_is_one_call_and_its_wrapper_is_stripped() -> None:
     ],
 )
 def test_direct_prompt_failures_keep_the_original(answer: str, reason: str) -> None:
-    result = make(World(direct=lambda s, c: answer), method="direct").correct(CONTEXT, OUTPUT)
+    result = make(World(direct=lambda s, c: answer), strategy="direct").correct(CONTEXT, OUTPUT)
     assert result.corrected == OUTPUT and result.status == "unchanged"
     assert result.changes[0].reason is not None and result.changes[0].reason.startswith(reason)
 
