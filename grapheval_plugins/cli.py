@@ -493,12 +493,11 @@ def correct(
 ) -> None:
     """Detect and correct hallucinations in every row of INPUT; write a correction report per row to OUTPUT."""
     from .correct import GraphCorrect
+    from .correct.corrector import STRATEGIES
     from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
     _refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
-    from .correct.corrector import STRATEGIES
-
     strategy = _renamed_option(strategy, method, "--strategy", "constrained")
     if strategy == "graph":
         console.print("[yellow]--strategy graph is deprecated: the paper's procedure is --strategy paper[/yellow]")
