@@ -57,8 +57,9 @@ def shared_engine(
     scorer: Any = None,
     *,
     mode: Mode = "graph",
-    method: aggregate.RuleLike = "hybrid",
+    rule: aggregate.RuleLike = "hybrid",
     hallucination_threshold: float | None = None,
+    method: aggregate.RuleLike | None = None,
 ) -> GraphEval:
     """The process-wide :class:`~grapheval_plugins.GraphEval` for these models and options.
 
@@ -72,11 +73,13 @@ def shared_engine(
         llm: the extraction chat model or spec (``None``: the offline default).
         scorer: the scorer or spec (``None``: the offline default).
         mode: ``"graph"`` or ``"raw"``.
-        method: the decision rule, a registered name (``"hybrid"``, default, ``"paper"``, or one added with
+        rule: the decision rule, a registered name (``"hybrid"``, default, ``"paper"``, or one added with
             :func:`~grapheval_plugins.aggregate.register_rule`) or a rule; engines with different rules are distinct.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5).
+        method: deprecated alias of ``rule`` (warns).
     """
-    return GraphEval.shared(llm, scorer, mode=mode, method=method, hallucination_threshold=hallucination_threshold)
+    rule = aggregate.rule_argument(rule, method, "shared_engine") or aggregate.HYBRID
+    return GraphEval.shared(llm, scorer, mode=mode, rule=rule, hallucination_threshold=hallucination_threshold)
 
 
 def shared_adapter(kind: str, host_object: Any, factory: Callable[[Any], T]) -> T:
@@ -121,7 +124,7 @@ class EngineOptions:
     llm: Any = None
     scorer: Any = None
     mode: Mode | None = None
-    method: aggregate.DecisionRule | None = None
+    rule: aggregate.DecisionRule | None = None
     hallucination_threshold: float | None = None
 
     def engine(self, llm: Any = None) -> GraphEval:
@@ -136,7 +139,7 @@ class EngineOptions:
             self.llm if llm is None else llm,
             self.scorer,
             mode=self.mode or "graph",
-            method=self.method or aggregate.HYBRID,
+            rule=self.rule or aggregate.HYBRID,
             hallucination_threshold=self.hallucination_threshold,
         )
 
@@ -147,7 +150,7 @@ def engine_options(
     llm: Any = None,
     scorer: Any = None,
     mode: Any = None,
-    method: Any = None,
+    rule: Any = None,
     hallucination_threshold: Any = None,
     fields: dict[str, str] | None = None,
 ) -> EngineOptions:
@@ -157,7 +160,7 @@ def engine_options(
         grapheval: an engine to score with (passed by reference), or ``None``.
         llm, scorer: models or specs for an engine built here (refused together with ``grapheval``).
         mode: ``"graph"``, ``"raw"`` or ``None`` (the engine's own; ``"graph"`` for a built one).
-        method: the decision rule, a registered name (``"hybrid"``, ``"paper"`` …), a
+        rule: the decision rule, a registered name (``"hybrid"``, ``"paper"`` …), a
             :class:`~grapheval_plugins.aggregate.DecisionRule`, or ``None`` (the engine's own; ``"hybrid"`` for a
             built one).
         hallucination_threshold: the P(unsupported) above which a claim is unsupported, in [0, 1], or ``None``
@@ -176,16 +179,16 @@ def engine_options(
     grapheval_plugins.exceptions.InputError: mode: must be 'graph' or 'raw', got 'fast'
     """
 
-    names = {"grapheval": "grapheval", "llm": "llm", "scorer": "scorer", "mode": "mode", "method": "method",
+    names = {"grapheval": "grapheval", "llm": "llm", "scorer": "scorer", "mode": "mode", "rule": "rule",
              "hallucination_threshold": "hallucination_threshold", **(fields or {})}
     if mode is not None and mode not in ("graph", "raw"):
         raise InputError(names["mode"], f"must be 'graph' or 'raw', got {mode!r}")
-    rule = None if method is None else aggregate.get_rule(method, names["method"])
+    decision_rule = None if rule is None else aggregate.get_rule(rule, names["rule"])
     value = None
     if hallucination_threshold is not None:
         value = aggregate.check_threshold(hallucination_threshold, names["hallucination_threshold"])
     if grapheval is None:
-        return EngineOptions(llm=llm, scorer=scorer, mode=mode, method=rule, hallucination_threshold=value)
+        return EngineOptions(llm=llm, scorer=scorer, mode=mode, rule=decision_rule, hallucination_threshold=value)
     if not isinstance(grapheval, GraphEval):
         raise InputError(names["grapheval"], f"expected a GraphEval engine, got {type(grapheval).__name__}", reason="type")
     if llm is not None or scorer is not None:
@@ -196,10 +199,11 @@ def engine_options(
         raise InputError(
             names["mode"], f"{mode!r} differs from the engine's mode {grapheval.mode!r}: set it on the engine"
         )
-    if rule is not None and rule is not grapheval.rule:
+    if decision_rule is not None and decision_rule is not grapheval.rule:
         raise InputError(
-            names["method"], f"{rule.name!r} differs from the engine's method {grapheval.rule.name!r}: set it on the engine"
+            names["rule"],
+            f"{decision_rule.name!r} differs from the engine's rule {grapheval.rule.name!r}: set it on the engine",
         )
     # Another threshold than the engine's: every adapter scores with a view of the engine at that threshold (same
     # models, cache and scorer passes; :meth:`GraphEval.with_options`), never by changing the shared engine.
-    return EngineOptions(grapheval=grapheval, mode=grapheval.mode, method=grapheval.rule, hallucination_threshold=value)
+    return EngineOptions(grapheval=grapheval, mode=grapheval.mode, rule=grapheval.rule, hallucination_threshold=value)

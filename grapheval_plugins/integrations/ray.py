@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..aggregate import RuleLike
+from ..aggregate import RuleLike, rule_argument
 from ..exceptions import InputError, MissingDependencyError
 from ..extract.prompts import KG_PROMPT, KGPrompt
 from ..pipeline import GraphEval
@@ -91,7 +91,7 @@ class EngineSpec:
     scorer: Any = None
     hallucination_threshold: float = 0.5
     mode: Mode = "graph"
-    method: RuleLike = "hybrid"
+    rule: RuleLike = "hybrid"
     prompt: KGPrompt = KG_PROMPT
     max_retries: int = 2
     cache: str | None = None
@@ -120,7 +120,7 @@ class EngineSpec:
         """A :class:`~grapheval_plugins.GraphEval` with these settings over already-built models."""
         return GraphEval(
             llm=llm, scorer=scorer, hallucination_threshold=self.hallucination_threshold, mode=self.mode,
-            method=self.method, prompt=self.prompt,
+            rule=self.rule, prompt=self.prompt,
             max_retries=self.max_retries, cache=self.cache if self.cache is not None else True,
             render_triple=self.render_triple, locate=self.locate, show_progress=False, **options,
         )
@@ -243,7 +243,8 @@ def build_dataset(
     hallucination_threshold: float | None = None,
     threshold: float | None = None,
     mode: Mode = "graph",
-    method: RuleLike = "hybrid",
+    rule: RuleLike = "hybrid",
+    method: RuleLike | None = None,
     prompt: KGPrompt = KG_PROMPT,
     max_retries: int = 2,
     cache: str | Path | None = None,
@@ -279,9 +280,10 @@ def build_dataset(
         llm, scorer: spec strings (or picklable zero-argument factories); each actor builds its own model.
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5);
             ``threshold``: its deprecated alias (warns).
-        mode, method: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, ``"paper"``, or a rule
+        mode, rule: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, ``"paper"``, or a rule
             registered in a module the workers import): the
-            same reports as :class:`~grapheval_plugins.GraphEval` with these options.
+            same reports as :class:`~grapheval_plugins.GraphEval` with these options. ``method``: deprecated
+            alias of ``rule`` (warns).
         cache: SQLite file for the knowledge-graph cache, on storage all workers reach (see ``docs/ray.md``);
             ``None``: an in-memory cache per extraction actor.
         extract_actors: extraction actors (one chat model each); ``extract_concurrency``: calls in flight per
@@ -308,7 +310,7 @@ def build_dataset(
         hallucination_threshold = threshold
     spec = EngineSpec(
         llm=llm, scorer=scorer, hallucination_threshold=0.5 if hallucination_threshold is None else hallucination_threshold,
-        mode=mode, method=method, prompt=prompt, max_retries=max_retries,
+        mode=mode, rule=rule_argument(rule, method, "build_pipeline") or "hybrid", prompt=prompt, max_retries=max_retries,
         cache=None if cache is None else str(Path(cache).resolve()), render_triple=render_triple, locate=locate,
     )
     limits = _Limits(
@@ -507,13 +509,14 @@ def report_schema() -> Any:
     ])
     error = pa.struct([("stage", pa.string()), ("type", pa.string()), ("message", pa.string())])
     decision = pa.struct([
-        ("rule", pa.string()), ("p_hallucination", pa.float64()), ("threshold", pa.float64()), ("case", pa.string()),
+        ("rule", pa.string()), ("p_hallucination", pa.float64()), ("hallucination_threshold", pa.float64()),
+        ("case", pa.string()),
         ("deciding", pa.int64()), ("why", pa.string()),
     ])
     usage = pa.struct([("calls", pa.int64()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64()),
                        ("cost", pa.float64())])
     return pa.schema([
-        ("output", pa.string()), ("mode", pa.string()), ("threshold", pa.float64()),
+        ("output", pa.string()), ("mode", pa.string()), ("hallucination_threshold", pa.float64()),
         ("hallucinated", pa.bool_()), ("score", pa.float64()), ("method", pa.string()),
         ("claims", pa.list_(claim)), ("whole_output", claim), ("extraction", extraction), ("llm", pa.string()), ("scorer", pa.string()),
         ("timings", pa.map_(pa.string(), pa.float64())), ("errors", pa.list_(error)), ("id", pa.string()),

@@ -5,7 +5,7 @@ output and data never become markup.
 
 >>> from grapheval_plugins.types import ClaimCheck, Report, Triple
 >>> t = Triple(subject="Ann", relation="won", object="gold")
->>> r = Report(output="Ann won gold.", mode="graph", threshold=0.5, hallucinated=True, score=0.2,
+>>> r = Report(output="Ann won gold.", mode="graph", hallucination_threshold=0.5, hallucinated=True, score=0.2,
 ...            claims=[ClaimCheck(claim=t.sentence(), triple=t, p_unsupported=0.8, unsupported=True, span=(0, 12))])
 >>> view = row_view(r)
 >>> view.status, [(s.text, s.verdict) for s in view.segments]
@@ -382,7 +382,7 @@ def row_view(
     status: Status = "error" if not report.ok else "hallucinated" if report.hallucinated else "faithful"
     view = RowView(
         anchor=anchor, id=report.id, status=status, output=output, score=report.score,
-        threshold=report.threshold, mode=report.mode, llm=report.llm, scorer=report.scorer, usage=dict(report.usage),
+        threshold=report.hallucination_threshold, mode=report.mode, llm=report.llm, scorer=report.scorer, usage=dict(report.usage),
     )
     view.problems = [f"{e.stage} stage failed: {e.type}: {e.message}" for e in report.errors]
     extraction = report.extraction
@@ -494,6 +494,7 @@ class CorrectionView:
 
 
 _METHOD_TEXT = {
+    "paper": "GraphCorrect",
     "graph": "GraphCorrect",
     "evidence": "GraphCorrect (evidence)",
     "constrained": "GraphCorrect (constrained)",
