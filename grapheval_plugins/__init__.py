@@ -79,6 +79,7 @@ _LAZY: dict[str, str] = {
     "GraphEvalMetric": "grapheval_plugins.integrations.deepeval",
     "GraphEvalFaithfulness": "grapheval_plugins.integrations.ragas",
     "GraphEvalRagasMetric": "grapheval_plugins.integrations.ragas",
+    "GraphEvalEvaluator": "grapheval_plugins.integrations.langsmith",
 }
 
 # Plumbing that left ``__all__``: importable from its own module; still served here for one release.
@@ -117,6 +118,7 @@ __all__ = [
     "GraphCorrectRunnable",
     "GraphEval",
     "GraphEvalError",
+    "GraphEvalEvaluator",
     "GraphEvalFaithfulness",
     "GraphEvalMetric",
     "GraphEvalRagasMetric",

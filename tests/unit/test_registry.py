@@ -311,6 +311,7 @@ _EXTRA_MODULES = {  # a lazily exported module -> the third-party modules its ex
     "grapheval_plugins.integrations.langchain": (),
     "grapheval_plugins.integrations.deepeval": ("deepeval",),
     "grapheval_plugins.integrations.ragas": ("ragas",),
+    "grapheval_plugins.integrations.langsmith": ("langsmith",),
 }
 
 
