@@ -1,22 +1,13 @@
 """GraphEval on a Ray cluster: millions of rows, the same reports as one machine (``ray`` extra).
 
-A Ray Data pipeline in three stages, each running the core's own stage functions, so the reports are those of
-:meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>`:
-
-1. **read** JSONL or Parquet (or rows / a ``ray.data.Dataset`` you already have);
-2. **extract**: a pool of ``extract_actors`` actors, each holding one chat model, calls it with at most
-   ``extract_concurrency`` requests in flight and under its share of the ``requests_per_minute`` /
-   ``tokens_per_minute`` limits (:meth:`GraphEval.extract_rows <grapheval_plugins.GraphEval.extract_rows>`);
-3. **check + aggregate**: a pool of ``check_actors`` actors, each holding one loaded scorer (one GPU each when the
-   cluster has GPUs), scores large batches of claims and decides each row
-   (:meth:`GraphEval.check_rows <grapheval_plugins.GraphEval.check_rows>`);
-
-then the reports are written as JSONL (one ``Report.model_dump(mode="json")`` per line, as ``grapheval evaluate``
-writes) or Parquet. Models are given as spec strings (or picklable zero-argument factories) and each actor builds
-its own. A SQLite knowledge-graph cache path shared by the workers makes a re-run cost no chat-model call.
-
-Fault tolerance is Ray's: a batch whose worker dies is retried (``max_task_retries``) on a restarted actor
-(``max_restarts``); Ray Data keeps only the output of the attempt that finished, so no row is lost or duplicated.
+A Ray Data pipeline over the core's own stage functions, so the reports are those of
+:meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>`: read JSONL / Parquet (or rows, or a
+``ray.data.Dataset``); **extract** on a pool of actors, each with one rate-limited chat model
+(:meth:`GraphEval.extract_rows <grapheval_plugins.GraphEval.extract_rows>`); **check + decide** on a pool of actors,
+each with one loaded scorer (a GPU each when the cluster has them; :meth:`GraphEval.check_rows
+<grapheval_plugins.GraphEval.check_rows>`); write JSONL (as ``grapheval evaluate`` does) or Parquet. Models are
+spec strings (or picklable zero-argument factories) built by each actor. Fault tolerance is Ray's: a batch whose
+worker dies is retried on a restarted actor, and only the attempt that finished is kept (``docs/ray.md``).
 
 Example (a local Ray is started, and stopped, when none is running)::
 
@@ -29,7 +20,6 @@ Example (a local Ray is started, and stopped, when none is running)::
 from __future__ import annotations
 
 import contextlib
-import importlib
 import itertools
 import json
 import logging
@@ -40,20 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._imports import require
 from ..aggregate import RuleLike
-from ..exceptions import InputError, MissingDependencyError
+from ..exceptions import InputError
 from ..extract.prompts import KG_PROMPT, KGPrompt
 from ..pipeline import GraphEval
 from ..types import ExtractedRow, Mode, Report, StageUsage, Triple, total_usage
-
-
-def _require(module: str, extra: str, purpose: str) -> Any:
-    """Import ``module`` or raise :class:`MissingDependencyError` naming the extra that installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingDependencyError(module.split(".")[0], extra, purpose) from exc
-
 
 __all__ = [
     "EngineSpec",
@@ -74,7 +56,7 @@ _POSITION = "__grapheval_position__"
 
 
 def _ray() -> Any:
-    return _require("ray", "ray", _PURPOSE)
+    return require("ray", "ray", _PURPOSE)
 
 
 # --------------------------------------------------------------------------------------------- engine settings
@@ -126,63 +108,35 @@ class EngineSpec:
         )
 
 
-@dataclass(frozen=True)
-class _Columns:
-    context: str = "context"
-    output: str = "output"
-    id: str = "id"
-
-
-@dataclass(frozen=True)
-class _Limits:
-    requests_per_minute: float | None = None
-    tokens_per_minute: float | None = None
-    expected_completion_tokens: int = 256
-
-
 # --------------------------------------------------------------------------------------------- the two actors
 def _report_json(report: Report) -> str:
-    """One report as ``grapheval evaluate`` writes it (a line of its JSONL output)."""
+    """One report as a line of ``grapheval evaluate``'s JSONL output."""
     return json.dumps(report.model_dump(mode="json"), ensure_ascii=False)
 
 
 class _ExtractStage:
     """Actor: one chat model, rate-limited; rows → ``(id, kind, payload)`` (a final report, or the pending row)."""
 
-    def __init__(self, spec: EngineSpec, columns: _Columns, limits: _Limits, concurrency: int) -> None:
+    def __init__(self, spec: EngineSpec, keys: dict[str, str], limits: dict[str, Any], concurrency: int) -> None:
         llm: Any = None
         if spec.mode == "graph":
             llm = spec.build_llm()
-            if limits.requests_per_minute or limits.tokens_per_minute:
+            if limits["requests_per_minute"] or limits["tokens_per_minute"]:
                 from ..ratelimit import RateLimitedChatModel
 
-                llm = RateLimitedChatModel(
-                    llm, requests_per_minute=limits.requests_per_minute,
-                    tokens_per_minute=limits.tokens_per_minute,
-                    expected_completion_tokens=limits.expected_completion_tokens,
-                )
+                llm = RateLimitedChatModel(llm, **limits)
         self.engine = spec.engine(llm=llm, max_concurrency=concurrency)
-        self.columns = columns
+        self.keys = keys
 
     def __call__(self, batch: Any) -> dict[str, list[str | None]]:
         rows = batch.to_pylist()
         positions = [row.pop(_POSITION) for row in rows] if _POSITION in batch.column_names else None
-        results = self.engine.extract_rows(
-            rows, context_key=self.columns.context, output_key=self.columns.output, id_key=self.columns.id,
-            positions=positions,
-        )
-        ids: list[str | None] = []
-        kinds: list[str | None] = []
-        payloads: list[str | None] = []
-        for result in results:
-            ids.append(result.id)
-            if isinstance(result, Report):
-                kinds.append("report")
-                payloads.append(_report_json(result))
-            else:
-                kinds.append("pending")
-                payloads.append(result.model_dump_json())
-        return {"id": ids, "kind": kinds, "payload": payloads}
+        results = self.engine.extract_rows(rows, positions=positions, **self.keys)
+        return {
+            "id": [r.id for r in results],
+            "kind": ["report" if isinstance(r, Report) else "pending" for r in results],
+            "payload": [_report_json(r) if isinstance(r, Report) else r.model_dump_json() for r in results],
+        }
 
 
 class _CheckStage:
@@ -193,13 +147,12 @@ class _CheckStage:
         self.engine.scorer  # noqa: B018 - load before the first batch
 
     def __call__(self, batch: Any) -> dict[str, list[str | None]]:
-        ids = batch.column("id").to_pylist()
         kinds = batch.column("kind").to_pylist()
         payloads = batch.column("payload").to_pylist()
         pending = [ExtractedRow.model_validate_json(p) for k, p in zip(kinds, payloads) if k == "pending"]
         checked = iter(self.engine.check_rows(pending))
         reports = [p if k == "report" else _report_json(next(checked)) for k, p in zip(kinds, payloads)]
-        return {"id": ids, "report": reports}
+        return {"id": batch.column("id").to_pylist(), "report": reports}
 
 
 # --------------------------------------------------------------------------------------------- the pipeline
@@ -311,36 +264,24 @@ def build_dataset(
         mode=mode, method=method, prompt=prompt, max_retries=max_retries,
         cache=None if cache is None else str(Path(cache).resolve()), render_triple=render_triple, locate=locate,
     )
-    limits = _Limits(
-        None if requests_per_minute is None else requests_per_minute / extract_actors,
-        None if tokens_per_minute is None else tokens_per_minute / extract_actors,
-        expected_completion_tokens,
-    )
+    limits = {
+        "requests_per_minute": None if requests_per_minute is None else requests_per_minute / extract_actors,
+        "tokens_per_minute": None if tokens_per_minute is None else tokens_per_minute / extract_actors,
+        "expected_completion_tokens": expected_completion_tokens,
+    }
     # Ray Data's actor pools restart dead actors and retry their tasks without bound by default; pass only changes.
     retries = {k: v for k, v in (("max_restarts", max_restarts), ("max_task_retries", max_task_retries)) if v != -1}
-    ds = _read(source, parallelism, read_num_cpus)
-    ds = ds.map_batches(
-        _ExtractStage,
-        fn_constructor_kwargs={
-            "spec": spec, "columns": _Columns(context_key, output_key, id_key), "limits": limits,
-            "concurrency": extract_concurrency,
-        },
-        batch_size=extract_batch_rows,
-        batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=extract_actors),
-        num_cpus=extract_num_cpus,
-        **retries,
-    )
-    ds = ds.map_batches(
-        _CheckStage,
-        fn_constructor_kwargs={"spec": spec, "check_batch_rows": check_batch_rows},
-        batch_size=check_batch_rows,
-        batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=check_actors),
-        num_cpus=check_num_cpus,
-        num_gpus=_auto_gpus(check_num_gpus),
-        **retries,
-    )
+
+    def stage(ds: Any, actor: type, kwargs: dict[str, Any], rows: int, actors: int, **resources: Any) -> Any:
+        return ds.map_batches(actor, fn_constructor_kwargs=kwargs, batch_size=rows, batch_format="pyarrow",
+                              compute=ray.data.ActorPoolStrategy(size=actors), **resources, **retries)
+
+    keys = {"context_key": context_key, "output_key": output_key, "id_key": id_key}
+    ds = stage(_read(source, parallelism, read_num_cpus), _ExtractStage,
+               {"spec": spec, "keys": keys, "limits": limits, "concurrency": extract_concurrency},
+               extract_batch_rows, extract_actors, num_cpus=extract_num_cpus)
+    ds = stage(ds, _CheckStage, {"spec": spec, "check_batch_rows": check_batch_rows}, check_batch_rows,
+               check_actors, num_cpus=check_num_cpus, num_gpus=_auto_gpus(check_num_gpus))
     assert isinstance(ds, ray.data.Dataset)
     return ds
 
@@ -494,7 +435,7 @@ def evaluate_to_file(
 # --------------------------------------------------------------------------------------------- Parquet
 def report_schema() -> Any:
     """The Arrow schema of a report row in Parquet output: the fields of ``Report.model_dump()``, typed."""
-    pa = _require("pyarrow", "ray", _PURPOSE)
+    pa = require("pyarrow", "ray", _PURPOSE)
     triple = pa.struct([("subject", pa.string()), ("relation", pa.string()), ("object", pa.string())])
     claim = pa.struct([
         ("claim", pa.string()), ("triple", triple), ("p_unsupported", pa.float64()), ("unsupported", pa.bool_()),
@@ -533,8 +474,8 @@ def report_record(report: Report) -> dict[str, Any]:
 def _write_parquet(path: Path, reports: Iterable[Report], rows_per_group: int = 4096) -> None:
     """Write ``reports`` to ``.<name>.partial`` beside ``path``, renamed over ``path`` only once every report is
     written: a failed or killed run leaves an old ``path`` as it was."""
-    pa = _require("pyarrow", "ray", _PURPOSE)
-    pq = _require("pyarrow.parquet", "ray", _PURPOSE)
+    pa = require("pyarrow", "ray", _PURPOSE)
+    pq = require("pyarrow.parquet", "ray", _PURPOSE)
     schema = report_schema()
     partial = path.with_name(f".{path.name}.partial")
     try:
@@ -557,7 +498,7 @@ def read_reports(path: str | Path) -> list[Report]:
     """Read back reports written by :func:`evaluate_to_file` (JSONL or Parquet) or ``grapheval evaluate``."""
     path = Path(path)
     if path.suffix.lower() in (".parquet", ".pq"):
-        pq = _require("pyarrow.parquet", "ray", _PURPOSE)
+        pq = require("pyarrow.parquet", "ray", _PURPOSE)
         out = []
         for data in pq.read_table(str(path)).to_pylist():
             data["timings"] = dict(data["timings"] or [])
