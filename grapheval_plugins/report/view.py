@@ -26,7 +26,7 @@ from ..types import ClaimCheck, Report, StageUsage, Triple, total_usage
 from .layout import layout
 
 if TYPE_CHECKING:
-    from ..correct.types import CorrectionReport
+    from ..correct.types import CorrectionReport, TripleChange
 
 __all__ = [
     "ClaimView",
@@ -446,18 +446,6 @@ def row_view(
 
 # ------------------------------------------------------------------------------------ corrections
 @dataclass
-class ChangeView:
-    round: int
-    kind: str
-    old: Triple | None
-    new: Triple | None
-    p_unsupported: float | None
-    applied: bool
-    reason: str | None
-    guard_lost: list[Triple]
-
-
-@dataclass
 class CorrectionView:
     anchor: str
     id: str | None
@@ -469,7 +457,7 @@ class CorrectionView:
     original: str
     corrected: str
     diff: list[tuple[Literal["same", "del", "ins"], str]]
-    changes: list[ChangeView]
+    changes: list[TripleChange]
     detection: RowView | None
     recheck: RowView | None
     rouge: dict[str, float] | None
@@ -541,8 +529,7 @@ def correction_view(
         anchor=anchor, id=result.id, status=result.status, summary=_STATUS_TEXT.get(result.status, result.status),
         method=result.method, flagged=result.flagged, passed=result.passed, original=result.original,
         corrected=result.corrected, diff=diff, excerpt=diff_excerpt(diff),
-        changes=[ChangeView(c.round, c.kind, c.old, c.new, c.p_unsupported, c.applied, c.reason, c.guard_lost)
-                 for c in result.changes],
+        changes=list(result.changes),
         detection=detection, recheck=recheck,
         rouge=result.rouge.model_dump() if result.rouge is not None else None, llm=result.llm,
         problems=[f"{e.stage} stage failed: {e.type}: {e.message}" for e in result.errors],
