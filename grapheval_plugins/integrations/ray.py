@@ -62,12 +62,8 @@ def _ray() -> Any:
 # --------------------------------------------------------------------------------------------- engine settings
 @dataclass(frozen=True)
 class EngineSpec:
-    """Everything an actor needs to build its own :class:`~grapheval_plugins.GraphEval` (sent to the workers).
-
-    ``llm`` and ``scorer`` are spec strings (``"bedrock:<id>"``, ``"hhem"``, ``"py:pkg.mod:factory"`` …) or
-    picklable zero-argument callables returning a chat model / scorer. ``cache``: a SQLite file path on storage
-    every worker reaches (``None``: each actor keeps an in-memory cache).
-    """
+    """What an actor needs to build its own :class:`~grapheval_plugins.GraphEval`: ``llm`` and ``scorer`` are spec
+    strings or picklable zero-argument factories."""
 
     llm: Any = None
     scorer: Any = None
@@ -86,20 +82,17 @@ class EngineSpec:
         return resolve(spec)
 
     def build_llm(self) -> Any:
-        """The chat model, resolved in the calling process."""
         from ..models import resolve_llm
 
         return self._model(self.llm, resolve_llm)
 
     def build_scorer(self) -> Any:
-        """The scorer, resolved (and so loaded) in the calling process: ``scorer``, else an LLM judge over ``llm``,
-        else the offline default (:func:`~grapheval_plugins.models.scorer_for`)."""
+        """``scorer``, else a judge over ``llm``, else the default (:func:`~grapheval_plugins.models.scorer_for`)."""
         from ..models import resolve_scorer, scorer_for
 
         return self._model(scorer_for(self.llm, self.scorer), resolve_scorer)
 
     def engine(self, *, llm: Any = None, scorer: Any = None, **options: Any) -> GraphEval:
-        """A :class:`~grapheval_plugins.GraphEval` with these settings over already-built models."""
         return GraphEval(
             llm=llm, scorer=scorer, hallucination_threshold=self.hallucination_threshold, mode=self.mode,
             method=self.method, prompt=self.prompt,
@@ -221,35 +214,22 @@ def build_dataset(
     render_triple: Callable[[Triple], str] = Triple.sentence,
     locate: bool = True,
 ) -> Any:
-    """The lazy Ray Data pipeline: a ``ray.data.Dataset`` of ``{"id", "report"}`` rows (``report``: one JSON line).
-
-    Nothing runs until the dataset is consumed (:func:`iter_report_json`, ``ds.write_*``, …). Ray must be
-    initialised (``ray.init``); :func:`evaluate_dataset` and :func:`evaluate_to_file` do that for you.
+    """The lazy Ray Data pipeline (run once consumed, with Ray initialised): a ``ray.data.Dataset`` of ``{"id",
+    "report"}`` rows, ``report`` one JSON line.
 
     Args:
-        source: JSONL / Parquet path(s), a list of row dicts, or a ``ray.data.Dataset``. Rows carry
-            ``context_key``, ``output_key`` and (for resuming and de-duplication) ``id_key``.
-        llm, scorer: spec strings (or picklable zero-argument factories); each actor builds its own model.
-        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5);
-            ``threshold``: its deprecated alias (warns).
+        source: JSONL / Parquet path(s), a list of row dicts, or a ``ray.data.Dataset``.
+        hallucination_threshold: as :class:`~grapheval_plugins.GraphEval`'s; ``threshold``: its deprecated alias.
         mode, method: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, ``"paper"``, or a rule
             registered in a module the workers import): the
             same reports as :class:`~grapheval_plugins.GraphEval` with these options.
-        cache: SQLite file for the knowledge-graph cache, on storage all workers reach (see ``docs/ray.md``);
-            ``None``: an in-memory cache per extraction actor.
-        extract_actors: extraction actors (one chat model each); ``extract_concurrency``: calls in flight per
-            actor; ``extract_batch_rows``: rows per extraction task; ``extract_num_cpus``: CPUs reserved per
-            actor (API models wait on the network: a fraction; a local model: its threads).
-        requests_per_minute, tokens_per_minute: the account's limits for the whole run; each extraction actor
-            keeps under ``1 / extract_actors`` of them.
-        check_actors: scoring actors (one loaded scorer each); ``check_batch_rows``: rows whose claims go to the
-            scorer in one pass; ``check_num_gpus``: GPUs per scoring actor (``None``: 1 when the cluster has
-            GPUs, else 0).
-        max_restarts, max_task_retries: Ray's actor restarts and task retries (-1: unbounded, Ray Data's
-            default for actor pools).
-        parallelism: blocks to split the input into (default: Ray's choice); ``read_num_cpus``: CPUs reserved per
-            read task. The actor pools hold their CPUs for the whole run: on a small cluster leave at least one CPU
-            free for Ray Data's file listing (Parquet), or the reads wait forever.
+        cache: an SQLite knowledge-graph cache on storage every worker reaches (``None``: in memory per actor).
+        extract_actors, extract_concurrency: chat models, and calls in flight per model.
+        requests_per_minute, tokens_per_minute: the account's limits, shared out between the extraction actors.
+        check_actors, check_batch_rows, check_num_gpus: scorers, rows a pass, GPUs each (``None``: 1 if any).
+        max_restarts, max_task_retries: Ray's (-1: unbounded, Ray Data's default for actor pools).
+        parallelism: input blocks. The actor pools hold their CPUs for the whole run: leave a CPU free for Ray
+            Data's file listing (Parquet), or the reads wait forever (``docs/ray.md``).
     """
     ray = _ray()
     if extract_actors < 1 or check_actors < 1 or extract_concurrency < 1:
@@ -333,13 +313,9 @@ def evaluate_dataset(
     show_progress: bool = False,
     **options: Any,
 ) -> list[Report]:
-    """Check every row of ``source`` on Ray and return the reports (in the order of the rows).
-
-    Options are those of :func:`build_dataset`. With no Ray running, connects to ``address`` (e.g.
-    ``"ray://head:10001"`` or ``"auto"``) or starts a local Ray with ``num_cpus`` CPUs, and stops it afterwards.
-    The reports equal what :meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>` returns
-    on the same rows and models (except the wall times in ``timings``). For millions of rows, stream to a file
-    with :func:`evaluate_to_file` instead of holding every report in memory.
+    """The reports of every row of ``source``, in order, checked on Ray with the options of :func:`build_dataset`
+    (those of ``evaluate_many`` but for ``timings``). With no Ray running, connects to ``address`` (``"auto"``,
+    ``"ray://head:10001"``) or starts a local one with ``num_cpus`` CPUs, stopped afterwards.
     """
     with _ray_session(address, num_cpus, ray_init), _ordered(preserve_order, show_progress):
         ds = build_dataset(source, **options)
@@ -348,7 +324,7 @@ def evaluate_dataset(
 
 @dataclass
 class RayEvalSummary:
-    """What :func:`evaluate_to_file` wrote: row counts by verdict, and the problems met."""
+    """What :func:`evaluate_to_file` wrote: rows by verdict, the problems met, the chat-model usage."""
 
     path: Path
     rows: int = 0
@@ -357,7 +333,6 @@ class RayEvalSummary:
     errors: int = 0
     problems: list[str] = field(default_factory=list)
     usage: StageUsage = field(default_factory=StageUsage)
-    """Every row's chat-model calls and tokens added up."""
 
     def add(self, report: Report) -> None:
         self.rows += 1
@@ -384,14 +359,11 @@ def evaluate_to_file(
     on_report: Callable[[Report], None] | None = None,
     **options: Any,
 ) -> RayEvalSummary:
-    """Check every row of ``source`` on Ray and write one report per row to ``output`` as the results come.
-
-    ``output`` ending in ``.parquet`` is written as Parquet (:func:`report_schema`), anything else as JSONL,
-    line for line what ``grapheval evaluate`` writes, through a :class:`~grapheval_plugins.jsonl.JsonlStore`:
-    ``append=True`` adds to an existing JSONL file (resuming: a torn last line is dropped); otherwise the new file
-    replaces ``output`` only once every report is written (a failed or killed run leaves the old one). Either way
-    an existing ``output`` of other content is refused (``NotAStoreError``, before Ray starts), not overwritten. A
-    repeated id is written once (the others are listed in ``problems``). Options are those of :func:`build_dataset`; Ray is started as in :func:`evaluate_dataset`.
+    """Check every row of ``source`` on Ray (as :func:`evaluate_dataset`) and write its report to ``output`` as it
+    comes: Parquet for ``.parquet`` (:func:`report_schema`), else JSONL as ``grapheval evaluate`` writes it, through
+    a :class:`~grapheval_plugins.jsonl.JsonlStore` (``append=True`` resumes an existing file). Otherwise the new
+    file replaces ``output`` only once every report is written; an ``output`` of other content is refused before
+    Ray starts. A repeated id is written once (the others are listed in ``problems``).
     """
     from ..jsonl import JsonlStore
 
