@@ -31,8 +31,7 @@ def _one_passage(item: Any) -> str | None:
 
 
 def _passage_text(item: Any, field: str) -> str:
-    text = _one_passage(item)
-    if text is not None:
+    if (text := _one_passage(item)) is not None:
         return text
     if isinstance(item, Mapping):
         raise InputError(field, f"a mapping passage needs a 'page_content' string; got keys {sorted(map(str, item))[:5]}")

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_exponential, wait_random
 
 from .exceptions import InputError, MissingDependencyError, ModelLoadError
@@ -111,11 +111,6 @@ class RetryPolicy:
     def _elapsed(state: RetryCallState) -> float:
         return state.seconds_since_start or 0.0  # None only before the first attempt ends
 
-    def _stop(self, state: RetryCallState) -> bool:
-        if state.attempt_number >= self.attempts:
-            return True
-        return self.deadline_s is not None and self._elapsed(state) >= self.deadline_s
-
     def _wait(self, state: RetryCallState) -> float:
         outcome = state.outcome
         if outcome is not None and isinstance(outcome.exception(), Reprompt):
@@ -138,7 +133,10 @@ class RetryPolicy:
 
     def retrying(self) -> AsyncRetrying:
         """A ``tenacity.AsyncRetrying`` with this policy; when attempts run out, the last error is raised as it is."""
-        return AsyncRetrying(stop=self._stop, wait=self._wait, retry=retry_if_exception(is_retryable),
+        stop = stop_after_attempt(self.attempts)
+        if self.deadline_s is not None:
+            stop = stop | stop_after_delay(self.deadline_s)
+        return AsyncRetrying(stop=stop, wait=self._wait, retry=retry_if_exception(is_retryable),
                              before_sleep=self._log, sleep=_sleep, reraise=True)
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
