@@ -134,10 +134,9 @@ class RetryPolicy:
     def retrying(self) -> AsyncRetrying:
         """A ``tenacity.AsyncRetrying`` with this policy; when attempts run out, the last error is raised as it is."""
         stop = stop_after_attempt(self.attempts)
-        if self.deadline_s is not None:
-            stop = stop | stop_after_delay(self.deadline_s)
-        return AsyncRetrying(stop=stop, wait=self._wait, retry=retry_if_exception(is_retryable),
-                             before_sleep=self._log, sleep=_sleep, reraise=True)
+        return AsyncRetrying(
+            stop=stop if self.deadline_s is None else stop | stop_after_delay(self.deadline_s), wait=self._wait,
+            retry=retry_if_exception(is_retryable), before_sleep=self._log, sleep=_sleep, reraise=True)
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """``await fn()``, made again on a retryable error; the last error is raised when attempts run out."""

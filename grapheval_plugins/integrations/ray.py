@@ -110,7 +110,7 @@ def _report_json(report: Report) -> str:
 class _ExtractStage:
     """Actor: one chat model, rate-limited; rows → ``(id, kind, payload)`` (a final report, or the pending row)."""
 
-    def __init__(self, spec: EngineSpec, keys: dict[str, str], limits: dict[str, Any], concurrency: int) -> None:
+    def __init__(self, spec: EngineSpec, keys: dict[str, Any], limits: dict[str, Any], concurrency: int) -> None:
         llm: Any = None
         if spec.mode == "graph":
             llm = spec.build_llm()
