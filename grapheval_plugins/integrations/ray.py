@@ -20,6 +20,7 @@ Example (a local Ray is started, and stopped, when none is running)::
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import json
 import logging
@@ -30,12 +31,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._imports import require
 from ..aggregate import RuleLike
-from ..exceptions import InputError
+from ..exceptions import InputError, MissingDependencyError
 from ..extract.prompts import KG_PROMPT, KGPrompt
 from ..pipeline import GraphEval
 from ..types import ExtractedRow, Mode, Report, StageUsage, Triple, total_usage
+
+
+def _require(module: str, extra: str, purpose: str) -> Any:  # the adapters import only the package's public modules
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependencyError(module.split(".")[0], extra, purpose) from exc
+
 
 __all__ = [
     "EngineSpec",
@@ -56,7 +64,7 @@ _POSITION = "__grapheval_position__"
 
 
 def _ray() -> Any:
-    return require("ray", "ray", _PURPOSE)
+    return _require("ray", "ray", _PURPOSE)
 
 
 # --------------------------------------------------------------------------------------------- engine settings
@@ -407,7 +415,7 @@ def evaluate_to_file(
 # --------------------------------------------------------------------------------------------- Parquet
 def report_schema() -> Any:
     """The Arrow schema of a report row in Parquet output: the fields of ``Report.model_dump()``, typed."""
-    pa = require("pyarrow", "ray", _PURPOSE)
+    pa = _require("pyarrow", "ray", _PURPOSE)
     triple = pa.struct([("subject", pa.string()), ("relation", pa.string()), ("object", pa.string())])
     claim = pa.struct([
         ("claim", pa.string()), ("triple", triple), ("p_unsupported", pa.float64()), ("unsupported", pa.bool_()),
@@ -446,8 +454,8 @@ def report_record(report: Report) -> dict[str, Any]:
 def _write_parquet(path: Path, reports: Iterable[Report], rows_per_group: int = 4096) -> None:
     """Write ``reports`` to ``.<name>.partial`` beside ``path``, renamed over ``path`` only once every report is
     written: a failed or killed run leaves an old ``path`` as it was."""
-    pa = require("pyarrow", "ray", _PURPOSE)
-    pq = require("pyarrow.parquet", "ray", _PURPOSE)
+    pa = _require("pyarrow", "ray", _PURPOSE)
+    pq = _require("pyarrow.parquet", "ray", _PURPOSE)
     schema = report_schema()
     partial = path.with_name(f".{path.name}.partial")
     try:
@@ -470,7 +478,7 @@ def read_reports(path: str | Path) -> list[Report]:
     """Read back reports written by :func:`evaluate_to_file` (JSONL or Parquet) or ``grapheval evaluate``."""
     path = Path(path)
     if path.suffix.lower() in (".parquet", ".pq"):
-        pq = require("pyarrow.parquet", "ray", _PURPOSE)
+        pq = _require("pyarrow.parquet", "ray", _PURPOSE)
         out = []
         for data in pq.read_table(str(path)).to_pylist():
             data["timings"] = dict(data["timings"] or [])
