@@ -695,11 +695,11 @@ def run_view(rows: Sequence[RowView], title: str = "GraphEval run", notes: Seque
     relations: dict[str, Ranked] = {}
     kinds: dict[str, Ranked] = {}
 
-    def tally(table: dict[str, Ranked], key: str, label: str, r: RowView) -> None:
+    def tally(table: dict[str, Ranked], key: str, label: str, r: RowView, again: bool = False) -> None:
         entry = table.setdefault(key, Ranked(label, 0, []))
         entry.count += 1
         place = (r.anchor, r.id if r.id is not None else r.anchor)
-        if len(entry.anchors) < 3 and place not in entry.anchors:
+        if len(entry.anchors) < 3 and (again or place not in entry.anchors):
             entry.anchors.append(place)
 
     for r in rows:
@@ -712,7 +712,7 @@ def run_view(rows: Sequence[RowView], title: str = "GraphEval run", notes: Seque
         if r.fallback:
             row_kinds.append("fallback: whole output checked as one claim")
         for kind in dict.fromkeys(row_kinds):
-            tally(kinds, kind, kind, r)
+            tally(kinds, kind, kind, r, again=True)
     models = sorted({f"{r.llm or 'raw'} + {r.scorer or '?'}" for r in ok})
     usage: dict[str, StageUsage] = {}
     for r in rows:
