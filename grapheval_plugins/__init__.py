@@ -16,11 +16,9 @@ from __future__ import annotations
 import importlib as _importlib
 from typing import Any as _Any
 
-from . import registry
-from ._async import run_sync
 from ._version import __version__
-from .aggregate import DecisionRule, HybridWeights, Needs, RuleLike, register_rule
-from .cache import CachedKG, KGCache, MemoryKGCache, SQLiteKGCache
+from .aggregate import DecisionRule, HybridWeights, register_rule
+from .cache import KGCache, MemoryKGCache, SQLiteKGCache
 from .check.base import ClaimScore, Scorer
 from .exceptions import (
     CorrectionError,
@@ -33,7 +31,6 @@ from .exceptions import (
     WeightsIntegrityError,
 )
 from .extract.prompts import KG_PROMPT, KG_PROMPT_PAPER, KGPrompt
-from .inputs import normalize_context, normalize_output, normalize_passages
 from .models import DEFAULT_LLM, DEFAULT_SCORER, resolve_llm, resolve_scorer
 from .pipeline import GraphEval
 from .retry import RetryPolicy
@@ -44,8 +41,6 @@ from .types import (
     Explanation,
     ExtractedRow,
     Extraction,
-    Method,
-    Mode,
     Report,
     StageError,
     StageUsage,
@@ -84,11 +79,25 @@ _LAZY: dict[str, str] = {
     "GraphEvalMetric": "grapheval_plugins.integrations.deepeval",
     "GraphEvalFaithfulness": "grapheval_plugins.integrations.ragas",
     "GraphEvalRagasMetric": "grapheval_plugins.integrations.ragas",
+    "GraphEvalEvaluator": "grapheval_plugins.integrations.langsmith",
+}
+
+# Plumbing that left ``__all__``: importable from its own module; still served here for one release.
+_MOVED: dict[str, str] = {
+    "run_sync": "grapheval_plugins._async",
+    "registry": "grapheval_plugins.registry",
+    "Needs": "grapheval_plugins.aggregate",
+    "RuleLike": "grapheval_plugins.aggregate",
+    "CachedKG": "grapheval_plugins.cache",
+    "normalize_context": "grapheval_plugins.inputs",
+    "normalize_output": "grapheval_plugins.inputs",
+    "normalize_passages": "grapheval_plugins.inputs",
+    "Method": "grapheval_plugins.types",
+    "Mode": "grapheval_plugins.types",
 }
 
 __all__ = [
     "CORRECTION_PROMPTS",
-    "CachedKG",
     "CachedScorer",
     "ChatLocalLlama",
     "ClaimCheck",
@@ -109,6 +118,7 @@ __all__ = [
     "GraphCorrectRunnable",
     "GraphEval",
     "GraphEvalError",
+    "GraphEvalEvaluator",
     "GraphEvalFaithfulness",
     "GraphEvalMetric",
     "GraphEvalRagasMetric",
@@ -124,15 +134,11 @@ __all__ = [
     "LocalJudgeScorer",
     "MemoryKGCache",
     "MemoryScoreCache",
-    "Method",
     "MissingDependencyError",
-    "Mode",
     "ModelLoadError",
-    "Needs",
     "Report",
     "RetryPolicy",
     "RougeScores",
-    "RuleLike",
     "SQLiteKGCache",
     "SQLiteScoreCache",
     "ScoreCache",
@@ -145,19 +151,18 @@ __all__ = [
     "TripleChange",
     "WeightsIntegrityError",
     "__version__",
-    "normalize_context",
-    "normalize_output",
-    "normalize_passages",
     "register_rule",
-    "registry",
     "resolve_llm",
     "resolve_scorer",
     "route_on_hallucination",
-    "run_sync",
 ]
 
 
 def __getattr__(name: str) -> _Any:
     if name in _LAZY:
         return getattr(_importlib.import_module(_LAZY[name]), name)
+    if name == "registry":
+        return _importlib.import_module(_MOVED[name])
+    if name in _MOVED:
+        return getattr(_importlib.import_module(_MOVED[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

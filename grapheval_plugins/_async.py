@@ -1,15 +1,10 @@
 """One async code path, called from sync code: :func:`run_sync` on one persistent background event loop.
 
-Every synchronous method of the package (``GraphEval.evaluate``, ``GraphCorrect.correct``, the metrics' sync
-``measure`` …) runs its coroutine on a single event loop per process, started lazily in a daemon thread and kept
-for the life of the process. Async resources that bind to the loop of their first use (the connection pools of
-``httpx``/``openai`` clients inside LangChain chat models, ``asyncio`` locks and queues) therefore stay usable
-from one sync call to the next; a fresh loop per call (``asyncio.run``) would leave them bound to a closed loop
-("Event loop is closed").
-
-It works the same whether or not the calling thread runs a loop of its own (Jupyter, FastAPI endpoints,
-pytest-asyncio tests): the caller's thread blocks until the result is ready, and the work runs on the background
-loop. Context variables (LangChain callbacks, tracing) are copied from the caller into the coroutine.
+Every sync method of the package runs its coroutine on one event loop per process, kept in a daemon thread, so
+async resources bound to the loop of their first use (``httpx`` pools of LangChain chat models, asyncio locks)
+stay usable from one sync call to the next (a fresh ``asyncio.run`` per call leaves them on a closed loop). It works
+whether or not the calling thread runs a loop (Jupyter, FastAPI); context variables (LangChain callbacks, tracing)
+reach the coroutine.
 
 >>> import asyncio
 >>> async def answer() -> int:
@@ -102,14 +97,8 @@ atexit.register(_shutdown)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from synchronous code, on the background loop, and return its result.
-
-    Safe to call with or without an event loop running in the calling thread. Called from a coroutine that runs
-    on the background loop itself (a sync API used inside an async callback of this package), it cannot wait on
-    that loop without deadlocking, so it runs the coroutine on a fresh loop in a worker thread instead.
-
-    An exception raised by ``coro`` is raised here; a ``KeyboardInterrupt`` while waiting cancels ``coro``.
-    """
+    """Run ``coro`` on the background loop and return its result (a ``KeyboardInterrupt`` cancels it). Called from
+    the background loop itself, it runs ``coro`` on a fresh loop in a worker thread instead of deadlocking."""
     loop = background_loop()
     try:
         running = asyncio.get_running_loop()

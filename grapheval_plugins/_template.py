@@ -1,17 +1,9 @@
-"""The one way the package fills a prompt template: ``{name}`` placeholders, replaced in a single pass.
+"""The one way the package fills a prompt template: ``{identifier}`` placeholders, replaced in a single pass.
 
-Every prompt (extraction, the judges, correction) is filled by :func:`fill`. Two properties matter because the
-values are untrusted text (the LLM output under test, a retrieved context):
-
-* **one pass** — a value is inserted as it is and never scanned again, so a claim that contains ``{context}`` stays
-  the literal text ``{context}`` instead of being expanded into the whole context;
-* **delimiters stay delimiters** — a template that wraps a value in tags (``<input>{input}</input>``) has those tags
-  neutralised inside the values (``</input>`` becomes ``&lt;/input&gt;``), so an output cannot close the tag early
-  and have the rest of it read as instructions. Text without such tags is inserted byte for byte, so prompts (and
-  the cache keys hashed from them) are unchanged for ordinary inputs.
-
-Only ``{identifier}`` is a placeholder: other braces (JSON, code) are left exactly as written, and a placeholder
-with no value is left in place. There is no escape for a literal ``{name}`` in a template (none is needed).
+Values are untrusted text (the output under test, a retrieved context), so a value is never scanned again (a
+claim holding ``{context}`` stays that text), and a tag the template wraps a value in (``<input>{input}</input>``)
+is neutralised inside the values (``&lt;/input&gt;``), so an output cannot close it early. Other braces (JSON,
+code) and placeholders with no value are left as written.
 
 >>> fill("Claim: {claim}\\nContext: {context}", claim="see {context}", context="Paris is in France.")
 'Claim: see {context}\\nContext: Paris is in France.'
@@ -56,10 +48,7 @@ def _neutralise(value: str, tags: frozenset[str]) -> str:
 
 
 def fill(template: str, /, **values: str) -> str:
-    """``template`` with each ``{name}`` that has a value replaced by it, in one pass.
-
-    Values are inserted literally, except that any tag the template uses as a delimiter is neutralised inside them
-    (see the module docstring). Placeholders without a value are left as they are.
+    """``template`` with each ``{name}`` that has a value replaced by it, in one pass (see the module docstring).
 
     >>> fill("{a}{b}", a="{b}", b="{a}")
     '{b}{a}'

@@ -6,7 +6,7 @@ and its own account of the verdict (the claim that decided; whether another term
 threshold, or flagged the output with none above), from which every host's explanation is built. The output is a
 hallucination iff P(hallucination) exceeds the *hallucination threshold* (0.5): the one threshold concept of the
 core, ``GraphEval(hallucination_threshold=...)``. Rules are looked up by name in :data:`RULES`
-(``GraphEval(method="paper")``); :func:`register_rule` adds one.
+(``GraphEval(rule="paper")``); :func:`register_rule` adds one.
 
 - ``"paper"`` (:class:`PaperRule`): the largest P(unsupported) over the triples' claims (the paper's rule).
 - ``"hybrid"`` (:class:`HybridRule`, the default): a logistic combination of the whole output's P(unsupported) and
@@ -66,6 +66,7 @@ __all__ = [
     "max_unsupported",
     "p_hallucination",
     "register_rule",
+    "rule_argument",
     "sigmoid",
     "threshold_for_min_score",
 ]
@@ -323,7 +324,7 @@ class DecisionRule:
     """A named decision rule: a row's claims in, its :class:`~grapheval_plugins.types.Decision` out.
 
     Subclass it, set :attr:`name` (and :attr:`needs`), implement :meth:`decide`, and :func:`register_rule` an
-    instance; ``GraphEval(method=name)`` then decides by it. ``decide`` gets the row's claims (the triples' claims,
+    instance; ``GraphEval(rule=name)`` then decides by it. ``decide`` gets the row's claims (the triples' claims,
     or the whole output as the one claim when nothing was extracted), each with its P(unsupported), and returns
     :meth:`Decision.of <grapheval_plugins.types.Decision.of>` of its P(hallucination), so the explanation every
     host shows is built from it; ``why`` names, in the rule's words, what outweighs or combines the claims.
@@ -393,14 +394,14 @@ PAPER = PaperRule()
 HYBRID = HybridRule()
 
 RULES: dict[str, DecisionRule] = {PAPER.name: PAPER, HYBRID.name: HYBRID}
-"""The registered decision rules by name (``GraphEval(method=name)``); :func:`register_rule` adds one."""
+"""The registered decision rules by name (``GraphEval(rule=name)``); :func:`register_rule` adds one."""
 
 RuleLike: TypeAlias = str | DecisionRule
 """A decision rule, or the name of a registered one."""
 
 
 def register_rule(rule: DecisionRule, *, replace: bool = False) -> DecisionRule:
-    """Register ``rule`` under its :attr:`~DecisionRule.name`, so that ``GraphEval(method=name)`` decides by it;
+    """Register ``rule`` under its :attr:`~DecisionRule.name`, so that ``GraphEval(rule=name)`` decides by it;
     returns it. A name already taken by another rule is refused unless ``replace=True``.
 
     >>> class Mean(DecisionRule):
@@ -414,15 +415,15 @@ def register_rule(rule: DecisionRule, *, replace: bool = False) -> DecisionRule:
     >>> del RULES["doc-mean"]
     """
     if not isinstance(rule, DecisionRule) or not isinstance(rule.name, str) or not rule.name:
-        raise InputError("method", f"a decision rule is a DecisionRule with a name, got {rule!r}", reason="type")
+        raise InputError("rule", f"a decision rule is a DecisionRule with a name, got {rule!r}", reason="type")
     if not replace and RULES.get(rule.name, rule) is not rule:
-        raise InputError("method", f"a rule named {rule.name!r} is registered already (replace=True replaces it)")
+        raise InputError("rule", f"a rule named {rule.name!r} is registered already (replace=True replaces it)")
     RULES[rule.name] = rule
     return rule
 
 
-def get_rule(method: object, field: str = "method") -> DecisionRule:
-    """The decision rule ``method`` names (a registered name), or ``method`` itself when it is a
+def get_rule(rule: object, field: str = "rule") -> DecisionRule:
+    """The decision rule ``rule`` names (a registered name), or ``rule`` itself when it is a
     :class:`DecisionRule`; else :class:`~grapheval_plugins.InputError` naming ``field``.
 
     >>> get_rule("paper") is PAPER
@@ -430,15 +431,37 @@ def get_rule(method: object, field: str = "method") -> DecisionRule:
     >>> get_rule("vote")
     Traceback (most recent call last):
     ...
-    grapheval_plugins.exceptions.InputError: method: must be a registered decision rule ('hybrid', 'paper'), got 'vote'
+    grapheval_plugins.exceptions.InputError: rule: must be a registered decision rule ('hybrid', 'paper'), got 'vote'
     """
-    if isinstance(method, DecisionRule):
-        return method
-    rule = RULES.get(method) if isinstance(method, str) else None
-    if rule is None:
+    if isinstance(rule, DecisionRule):
+        return rule
+    found = RULES.get(rule) if isinstance(rule, str) else None
+    if found is None:
         names = ", ".join(repr(n) for n in sorted(RULES))
-        raise InputError(field, f"must be a registered decision rule ({names}), got {method!r}")
-    return rule
+        raise InputError(field, f"must be a registered decision rule ({names}), got {rule!r}")
+    return found
+
+
+def rule_argument(rule: RuleLike | None, method: RuleLike | None, owner: str, *, default: RuleLike | None = "hybrid",
+                  stacklevel: int = 3) -> RuleLike | None:
+    """The decision rule given to ``owner`` as ``rule=``, or as ``method=``, its deprecated old name (warns);
+    ``default`` when neither. ``rule`` equal to ``default`` counts as not given.
+
+    >>> rule_argument("paper", None, "GraphEval")
+    'paper'
+    >>> rule_argument("paper", "hybrid", "GraphEval")
+    Traceback (most recent call last):
+    ...
+    grapheval_plugins.exceptions.InputError: method: give rule= (method= is its deprecated old name), not both
+    """
+    if method is None:
+        return default if rule is None else rule
+    warnings.warn(f"{owner}(method=...) is deprecated: pass rule=..., the decision rule (GraphCorrect's correction "
+                  "strategy is strategy=...)", DeprecationWarning, stacklevel=stacklevel)
+    given = get_rule(method, "method")
+    if rule is not None and rule != default and get_rule(rule).name != given.name:
+        raise InputError("method", "give rule= (method= is its deprecated old name), not both")
+    return method
 
 
 FIDELITY_THRESHOLD = 0.5

@@ -1,34 +1,6 @@
-"""Amazon Bedrock chat models (the host of the paper's Claude) through the Converse API.
-
-:func:`chat_bedrock` builds a ``langchain_aws.ChatBedrockConverse`` for knowledge-graph extraction and
-correction; it is what the spec ``"bedrock:<model id>"`` resolves to
-(:func:`~grapheval_plugins.models.resolve_llm`). Needs the ``aws`` extra (``langchain-aws``, ``boto3``) and AWS
-credentials with ``bedrock:InvokeModel`` permission.
-
-Setup::
-
-    pip install 'grapheval-plugins[aws]'
-    export AWS_REGION=us-east-1          # plus credentials: a profile, env variables or an instance role
-
-Instantiate::
-
-    from grapheval_plugins import GraphEval
-    from grapheval_plugins.bedrock import PAPER_SAMPLING, chat_bedrock
-
-    # the paper's setup: Claude on Bedrock with its sampling settings (temperature 1, top_p 1, top_k 250)
-    llm = chat_bedrock("anthropic.claude-v2", sampling=PAPER_SAMPLING, region_name="us-east-1")
-    grapheval = GraphEval(llm=llm, scorer="hhem")
-
-    # or by spec, with the same options
-    grapheval = GraphEval(llm="bedrock:anthropic.claude-3-haiku-20240307-v1:0", scorer="hhem")
-
-Throttling (``ThrottlingException``, HTTP 429/503) is retried by botocore with exponential backoff and jitter:
-the client is created with ``retries={"mode": "adaptive", "total_max_attempts": 8}`` unless you pass your own
-``client`` (a ``config`` you pass is merged over it: its ``retries`` win). On top of that, the extractor retries
-a failed call ``max_retries`` times.
-
-Offline, the request this module builds can be checked without AWS (no network is touched when the client is
-created):
+"""Amazon Bedrock chat models through the Converse API (``aws`` extra): what the spec ``"bedrock:<model id>"``
+resolves to. Throttling is retried by botocore (``retries={"mode": "adaptive", "total_max_attempts": 8}`` unless
+you pass your own ``client``; a ``config`` you pass is merged over it). No network is touched to build one:
 
 >>> import os
 >>> os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # doctest: +ELLIPSIS
@@ -69,28 +41,20 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TOKENS = 2048
-"""Output-token limit sent by default: room for a long list of triples, and within every Bedrock text model's
-output limit (a knowledge graph cut off at ``max_tokens`` cannot be parsed)."""
+"""Room for a long list of triples, within every Bedrock text model's output limit."""
 
 DEFAULT_MAX_ATTEMPTS = 8
 """botocore attempts per call (first try included) when throttled or on transient errors."""
 
 # Where each Bedrock model provider takes top-k in a Converse request (``additionalModelRequestFields``).
-_TOP_K_FIELD: dict[str, str] = {
-    "anthropic": "top_k",
-    "mistral": "top_k",
-    "cohere": "k",
-}
+_TOP_K_FIELD: dict[str, str] = {"anthropic": "top_k", "mistral": "top_k", "cohere": "k"}
 _GEO_PREFIXES = frozenset({"eu", "us", "us-gov", "apac", "sa", "amer", "global", "jp", "au", "ca"})
 
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling settings for a Bedrock chat model. ``None`` leaves a setting to the model's default.
-
-    ``temperature`` and ``top_p`` go to the Converse ``inferenceConfig``; ``top_k`` is not a Converse inference
-    parameter and goes to ``additionalModelRequestFields`` under the provider's own name
-    (:func:`top_k_request_fields`).
+    """Sampling settings for a Bedrock chat model (``None``: the model's default); ``top_k`` goes to
+    ``additionalModelRequestFields`` under the provider's own name (:func:`top_k_request_fields`).
 
     >>> Sampling(temperature=0.0).as_dict()
     {'temperature': 0.0}
@@ -109,15 +73,12 @@ class Sampling:
             raise InputError("top_k", f"must be a positive integer, got {self.top_k!r}")
 
     def as_dict(self) -> dict[str, float | int]:
-        """The settings that are set."""
         return {k: v for k, v in vars(self).items() if v is not None}
 
 
 PAPER_SAMPLING = Sampling(temperature=1.0, top_p=1.0, top_k=250)
-"""The paper's settings for Claude 2 on Bedrock: temperature 1, top_p 1, top_k 250.
-
-Newer Claude models (Sonnet 4.5 and later) reject a request that sets both ``temperature`` and ``top_p``; use
-``Sampling(temperature=1.0, top_k=250)`` there (``top_p=1`` changes nothing in sampling)."""
+"""The paper's settings for Claude 2. Claude Sonnet 4.5 and later refuse both ``temperature`` and ``top_p``: use
+``Sampling(temperature=1.0, top_k=250)`` there (``top_p=1`` changes nothing)."""
 
 REPEATABLE_SAMPLING = Sampling(temperature=0.0)
 """The default of :func:`chat_bedrock`: greedy decoding, so the same output gives the same knowledge graph."""
@@ -131,15 +92,13 @@ def _provider(model_id: str) -> str:
 
 
 def top_k_request_fields(model_id: str, top_k: int, provider: str | None = None) -> dict[str, Any]:
-    """The ``additionalModelRequestFields`` entry that sets top-k for this model's provider.
+    """The ``additionalModelRequestFields`` entry that sets top-k for this model's provider (``InputError``: the
+    provider takes none).
 
     >>> top_k_request_fields("anthropic.claude-v2", 250)
     {'top_k': 250}
     >>> top_k_request_fields("us.amazon.nova-lite-v1:0", 50)
     {'inferenceConfig': {'topK': 50}}
-
-    Raises:
-        InputError: the provider takes no top-k (Meta Llama, AI21 …) or is unknown.
     """
     name = (provider or _provider(model_id)).lower()
     if name == "amazon" and "nova" in model_id.lower():
@@ -199,23 +158,15 @@ def chat_bedrock(
     """A ``ChatBedrockConverse`` chat model for ``model_id`` (a Bedrock model id, inference profile or ARN).
 
     Args:
-        model_id: e.g. ``"anthropic.claude-v2"``, ``"us.anthropic.claude-3-5-haiku-20241022-v1:0"``.
-        sampling: a :class:`Sampling`, a mapping with ``temperature``/``top_p``/``top_k``, or a preset name:
-            ``"paper"`` (:data:`PAPER_SAMPLING`), ``"repeatable"`` (:data:`REPEATABLE_SAMPLING`, the default),
-            ``"default"`` (send nothing: the model's own defaults).
+        sampling: a :class:`Sampling`, a mapping of its fields, or a preset: ``"paper"`` (:data:`PAPER_SAMPLING`),
+            ``"repeatable"`` (:data:`REPEATABLE_SAMPLING`, the default), ``"default"`` (the model's own).
         temperature, top_p, top_k: override single settings of ``sampling``.
-        max_tokens: output-token limit (``None``: the model's default).
-        region_name: AWS region (default: ``AWS_REGION`` / ``AWS_DEFAULT_REGION`` / the profile's region).
-        max_attempts: botocore attempts per call, the first included (ignored when ``client`` is given, or
-            when ``config`` sets ``retries``).
-        retry_mode: botocore retry mode; ``"adaptive"`` also slows the client down after throttling.
-        client: a ready ``bedrock-runtime`` client (its own retry settings apply).
-        config: a ``botocore.config.Config`` for the client created here (its ``retries`` win).
-        **kwargs: passed to ``ChatBedrockConverse`` (``credentials_profile_name``, ``endpoint_url``,
-            ``additional_model_request_fields``, ``provider``, ``guardrail_config`` …).
+        max_attempts, retry_mode: botocore's retries of the client created here (not of a ``client`` you pass,
+            nor when your ``config`` sets ``retries``).
+        **kwargs: passed to ``ChatBedrockConverse`` (``credentials_profile_name``, ``endpoint_url`` …).
 
     Raises:
-        MissingDependencyError: ``langchain-aws`` / ``boto3`` are not installed (extra ``aws``).
+        MissingDependencyError: the ``aws`` extra is not installed.
         InputError: a sampling setting is out of range, or top-k is set for a provider that takes none.
         ModelLoadError: the client could not be created (no region, bad credentials configuration …).
     """
@@ -243,14 +194,8 @@ def chat_bedrock(
         retry_config = Config(retries={"mode": retry_mode, "total_max_attempts": max_attempts})
         config = retry_config if config is None else retry_config.merge(config)
     params: dict[str, Any] = {
-        "model": model_id,
-        "temperature": settings.temperature,
-        "top_p": settings.top_p,
-        "max_tokens": max_tokens,
-        "region_name": region_name,
-        "client": client,
-        "config": config,
-        **kwargs,
+        "model": model_id, "temperature": settings.temperature, "top_p": settings.top_p, "max_tokens": max_tokens,
+        "region_name": region_name, "client": client, "config": config, **kwargs,
     }
     if fields:
         params["additional_model_request_fields"] = fields

@@ -1,12 +1,7 @@
-"""Caches of extracted knowledge graphs, so a re-run (or a new scorer) costs no LLM call.
-
-A key is ``(llm id, prompt id, output text)``. The prompt id the extractor passes is
-:attr:`~grapheval_plugins.extract.prompts.KGPrompt.cache_id`: the prompt's readable version label and a hash of
-the messages it renders and of the parser version, so editing a prompt never serves graphs of the old one. Two
-implementations:
-
-* :class:`MemoryKGCache` — per process, the default of :class:`~grapheval_plugins.GraphEval`;
-* :class:`SQLiteKGCache` — on disk, shared between runs and processes (benchmarks, the CLI's ``--cache``).
+"""Caches of extracted knowledge graphs, so a re-run (or a new scorer) costs no LLM call: in memory
+(:class:`MemoryKGCache`, the engine's default) or in an SQLite file shared by runs and processes
+(:class:`SQLiteKGCache`). A key is ``(llm id, prompt id, output text)``, the prompt id a hash of the messages the
+prompt renders and of the parser version (:attr:`~grapheval_plugins.extract.prompts.KGPrompt.cache_id`).
 
 >>> cache = MemoryKGCache()
 >>> cache.set("llm", "v1", "text", CachedKG(triples=[["a", "b", "c"]], raw_text="<python>...</python>"))
@@ -68,11 +63,8 @@ class LRU(Generic[V]):
 
 @contextmanager
 def sqlite_transaction(path: Path) -> Iterator[sqlite3.Connection]:
-    """One connection to the SQLite file ``path`` for one operation: committed (or rolled back) and then closed.
-
-    ``with sqlite3.connect(...)`` alone only commits; the connection stays open until garbage-collected, so a long
-    run would hold one open file handle per call. The caches open one of these per operation.
-    """
+    """One connection to ``path`` for one operation, committed (or rolled back) and closed (``with
+    sqlite3.connect(...)`` alone leaves it open until garbage-collected: a file handle per call)."""
     conn = sqlite3.connect(path, timeout=30)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
@@ -84,8 +76,7 @@ def sqlite_transaction(path: Path) -> Iterator[sqlite3.Connection]:
 
 
 class SQLiteStore:
-    """One table (``TABLE``, of ``COLUMNS``) in one SQLite file, safe across threads and processes: the base of the
-    on-disk caches. Each operation opens its own connection (:func:`sqlite_transaction`)."""
+    """One table (``TABLE``, of ``COLUMNS``) in one SQLite file, a connection per operation: the on-disk caches."""
 
     TABLE: ClassVar[str]
     COLUMNS: ClassVar[str]
@@ -112,10 +103,10 @@ class CachedKG:
     raw_text: str | None = None
 
 
-def cache_key(llm_id: str, prompt_version: str, text: str) -> str:
-    """A stable hex digest for ``(llm id, prompt id, text)``."""
+def cache_key(*parts: str) -> str:
+    """A stable hex digest of ``parts`` (e.g. ``(llm id, prompt id, text)``)."""
     h = hashlib.sha256()
-    for part in (llm_id, prompt_version, text):
+    for part in parts:
         h.update(part.encode("utf-8"))
         h.update(b"\x00")
     return h.hexdigest()
@@ -148,7 +139,7 @@ class MemoryKGCache:
 
 
 class SQLiteKGCache(SQLiteStore):
-    """A persistent cache in one SQLite file; safe across threads and processes.
+    """A persistent cache in one SQLite file, shared by threads and processes.
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "kg.sqlite")

@@ -1,8 +1,5 @@
-"""Judging a detector on labelled rows, and fitting its decision threshold: balanced accuracy, ROC AUC and the
-threshold that maximises balanced accuracy (fit it on one data set, apply it to another).
-
-Labels are 1 for a hallucination (the positive class) and 0 for a faithful output; scores are higher for "more
-likely a hallucination", e.g. ``1 - report.score`` (the largest P(unsupported)). Pure Python: no extra needed.
+"""Judging a detector on labelled rows (1: a hallucination, the positive class) and fitting its decision rule:
+balanced accuracy, ROC AUC of scores higher for "more likely a hallucination", the best threshold, hybrid weights.
 
 >>> balanced_accuracy([1, 1, 0, 0], [True, False, False, False])
 0.75
@@ -84,17 +81,11 @@ def roc_auc(labels: Sequence[int], scores: Sequence[float]) -> float:
 
 
 def fit_threshold(labels: Sequence[int], scores: Sequence[float]) -> float:
-    """The threshold t that maximises balanced accuracy of ``score > t`` on these rows.
-
-    Candidates are the midpoints between consecutive distinct scores (and just below the smallest, and the
-    largest); among equally good thresholds the one closest to 0.5 wins, so the result is deterministic. When a
-    class is absent no threshold is better than another, and 0.5 is returned. The result is clipped to [0, 1].
+    """The threshold t, between two distinct scores, that maximises balanced accuracy of ``score > t`` (the closest
+    to 0.5 on a tie; 0.5 when a class is absent), clipped to [0, 1].
 
     >>> round(fit_threshold([0, 1, 0, 1], [0.2, 0.6, 0.3, 0.7]), 6)
     0.45
-
-    Raises:
-        ValueError: no rows, or labels and scores of different lengths.
     """
     y, s = _columns(labels, scores)
     if not s:
@@ -131,22 +122,15 @@ def fit_hybrid(
     l2: float = 1.0,
     max_iter: int = 100,
 ) -> HybridWeights:
-    """Fit the ``hybrid`` rule's weights (:class:`~grapheval_plugins.aggregate.HybridWeights`) on labelled rows.
-
-    A class-balanced logistic regression of the label on ``logit(p_whole)`` and ``logit(p_claims)`` (the row's
-    largest P(unsupported) over its triples), with an L2 penalty ``l2 / 2 · (whole² + claims²)`` (the bias is not
-    penalised), solved by Newton's method. Class-balanced: each class weighs half the loss whatever its share of
-    the rows, so the fitted rule's 0.5 is the balanced-accuracy threshold and travels between data sets with
-    different shares of hallucinations. This is scikit-learn's ``LogisticRegression(C=1 / l2,
-    class_weight="balanced")`` objective.
+    """Fit the ``hybrid`` rule's weights (:class:`~grapheval_plugins.aggregate.HybridWeights`): a class-balanced
+    logistic regression of the label on ``logit(p_whole)`` and ``logit(p_claims)`` with an L2 penalty on both
+    weights, by Newton's method (scikit-learn's ``LogisticRegression(C=1 / l2, class_weight="balanced")``), so the
+    fitted rule's 0.5 is the balanced-accuracy threshold whatever the share of hallucinations.
 
     >>> w = fit_hybrid([0, 0, 0, 1, 1, 1], [0.1, 0.3, 0.6, 0.4, 0.7, 0.9], [0.2, 0.6, 0.5, 0.5, 0.9, 0.8],
     ...                fitted_on="six rows")
     >>> w.whole > 0 and w.claims > 0
     True
-
-    Raises:
-        ValueError: the inputs differ in length, or one class is absent.
     """
     from .aggregate import HybridWeights, logit, sigmoid
 

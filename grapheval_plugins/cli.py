@@ -307,6 +307,17 @@ def _process_in_batches(
             out.discard()  # --no-resume: a run stopped at a bad record is not complete; the old output stays
 
 
+def _renamed_option(value: str, old: str | None, flag: str, default: str) -> str:
+    """An option's value, or that of ``--method``, its deprecated old name (a warning is printed); both, differently:
+    an error."""
+    if old is None:
+        return value
+    console.print(f"[yellow]--method is deprecated: use {flag}[/yellow]")
+    if value != default and value != old:
+        raise typer.BadParameter(f"give {flag} (--method is its deprecated old name), not both")
+    return old
+
+
 @app.command()
 def evaluate(
     input: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL or CSV file of rows.")],
@@ -320,9 +331,10 @@ def evaluate(
         help="The P(unsupported) above which a claim is unsupported and P(hallucination) above which a row is "
              "flagged (--threshold: the same, older name).")] = 0.5,
     mode: Annotated[str, typer.Option(help="graph (GraphEval) or raw (whole output as one claim).")] = "graph",
-    method: Annotated[str, typer.Option(help="Graph mode's decision rule: hybrid (default: whole output and triples "
-                                             "combined, for scorers with fitted weights), paper (the paper's rule), or "
-                                             "the name of a registered rule.")] = "hybrid",
+    rule: Annotated[str, typer.Option(help="Graph mode's decision rule: hybrid (default: whole output and triples "
+                                           "combined, for scorers with fitted weights), paper (the paper's rule), or "
+                                           "the name of a registered rule.")] = "hybrid",
+    method: Annotated[Optional[str], typer.Option(hidden=True, help="Deprecated: --rule.")] = None,
     context_field: Annotated[str, typer.Option(help="Field holding the grounding context.")] = "context",
     output_field: Annotated[str, typer.Option(help="Field holding the LLM output to check.")] = "output",
     id_field: Annotated[str, typer.Option(help="Field holding the row id (default: the line number).")] = "id",
@@ -351,12 +363,12 @@ def evaluate(
     if engine_name not in ("process", "ray"):
         raise typer.BadParameter("engine must be 'process' or 'ray'")
     try:
-        rule = get_rule(method)
+        decision_rule = get_rule(_renamed_option(rule, method, "--rule", "hybrid"), "--rule")
     except InputError as exc:
         raise typer.BadParameter(str(exc)) from None
     checked_mode: Mode = "graph" if mode == "graph" else "raw"
     engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=checked_mode,
-                       cache=cache or True, method=rule)
+                       cache=cache or True, rule=decision_rule)
     pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
                        stop_on_error=stop_on_error)
     counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": pending.skipped}
@@ -365,7 +377,7 @@ def evaluate(
         counts["skipped (unreadable)"] = pending.unreadable
         _evaluate_on_ray(
             rows, output, counts, pending.problems, append=resume, llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
-            method=rule, cache=cache, context_key=context_field, output_key=output_field, id_key=id_field, address=address,
+            rule=decision_rule, cache=cache, context_key=context_field, output_key=output_field, id_key=id_field, address=address,
             extract_actors=extract_actors, check_actors=check_actors, requests_per_minute=requests_per_minute,
             tokens_per_minute=tokens_per_minute,
         )
@@ -453,11 +465,12 @@ def correct(
     output: Annotated[Path, typer.Option("-o", "--output", dir_okay=False, help="Where to write one JSON correction report per line.")] = Path(
         "grapheval-corrections.jsonl"
     ),
-    method: Annotated[
-        str, typer.Option(help="constrained (the default: evidence held to the context, edits in place), graph "
-                          "(GraphCorrect as published), evidence (with reason, evidence and follow-up) or direct "
-                          "(the Direct Prompt baseline).")
+    strategy: Annotated[
+        str, typer.Option(help="The correction strategy: constrained (the default: evidence held to the context, "
+                          "edits in place), paper (GraphCorrect as published), evidence (with reason, evidence and "
+                          "follow-up) or direct (the Direct Prompt baseline).")
     ] = "constrained",
+    method: Annotated[Optional[str], typer.Option(hidden=True, help="Deprecated: --strategy.")] = None,
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec (extraction and correction).")] = None,
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, nli:<model>, judge:local:<name> (default: an LLM judge over --llm, else the offline local judge).")] = None,
     threshold: Annotated[float, typer.Option(
@@ -480,23 +493,25 @@ def correct(
 ) -> None:
     """Detect and correct hallucinations in every row of INPUT; write a correction report per row to OUTPUT."""
     from .correct import GraphCorrect
+    from .correct.corrector import STRATEGIES
     from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
     _refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
-    if method not in ("graph", "evidence", "direct", "constrained"):
-        raise typer.BadParameter("method must be 'graph', 'evidence', 'direct' or 'constrained'")
+    strategy = _renamed_option(strategy, method, "--strategy", "constrained")
+    if strategy == "graph":
+        console.print("[yellow]--strategy graph is deprecated: the paper's procedure is --strategy paper[/yellow]")
+        strategy = "paper"
+    if strategy not in STRATEGIES:
+        raise typer.BadParameter(f"--strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     if guard not in ("off", "reject", "flag"):
         raise typer.BadParameter("guard must be 'off', 'reject' or 'flag'")
-    checked_method: CorrectionMethod = (
-        "graph" if method == "graph" else "evidence" if method == "evidence"
-        else "constrained" if method == "constrained" else "direct"
-    )
+    checked_strategy: CorrectionMethod = next(s for s in STRATEGIES if s == strategy)
     checked_guard: GuardMode = False if guard == "off" else "reject" if guard == "reject" else "flag"
     try:
         engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, cache=cache or True)
         fixer = GraphCorrect(
-            engine, method=checked_method, max_rounds=max_rounds, guard=checked_guard,
+            engine, strategy=checked_strategy, max_rounds=max_rounds, guard=checked_guard,
             batch_step1=batch_step1, show_progress=False,
         )
     except GraphEvalError as exc:
@@ -540,7 +555,7 @@ def correct(
     counts["skipped (already done)"] = pending.skipped
     counts["skipped (unreadable)"] = pending.unreadable
     counts.update(_usage_counts(usage[0]))
-    title = f"{'Direct Prompt' if method == 'direct' else 'GraphCorrect'} ({fixer.describe() if counts['rows'] else method})"
+    title = f"{'Direct Prompt' if strategy == 'direct' else 'GraphCorrect'} ({fixer.describe() if counts['rows'] else strategy})"
     console.print(_summary_table(title, counts))
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")

@@ -1,18 +1,8 @@
-"""``grapheval doctor``: can the main job run on this machine, and if not, why.
+"""``grapheval doctor``: can the main job (``grapheval demo``) run on this machine, and if not, why.
 
-:func:`run_doctor` collects, without importing torch or llama.cpp into this process:
-
-* the package version and which extras are installed; Python; torch / transformers / llama-cpp-python versions;
-* the machine and its cores;
-* for each offline model, where its weights resolve from (environment variable, cache, hub cache, installed
-  weight packages, or only the hub) and whether the sha256 matches the pin;
-* whether the model hub is reachable (one TCP connection attempt with a short timeout; skipped when
-  ``HF_HUB_OFFLINE`` is set);
-* one tiny real decode **in a child process** (:func:`decode_in_child`): OK, or the error (a crash with its
-  signal) and the last lines of output.
-
-:attr:`DoctorReport.ok` is true only if the main job (``grapheval demo``: the default local models) can run.
-Every probe is injectable, so the tests run offline and without models::
+:func:`run_doctor` reports the versions and extras installed, the cores, where each offline model's weights
+resolve from (and whether their sha256 matches), whether the model hub is reachable, and one tiny decode in a child
+process, without importing torch or llama.cpp here. Every probe is injectable::
 
     >>> report = run_doctor(decode=False, verify=False, hub_probe=lambda: HubProbe(False, "skipped in a test"))
     >>> [c.name for c in report.checks][:3]
@@ -47,7 +37,7 @@ LIBRARIES = ("torch", "transformers", "llama-cpp-python", "huggingface-hub", "la
 
 @dataclass(frozen=True)
 class Check:
-    """One line of the doctor's report. ``blocking`` failures mean the main job cannot run."""
+    """One line of the report; a ``blocking`` failure means the main job cannot run."""
 
     name: str
     status: Status
@@ -57,14 +47,13 @@ class Check:
 
 @dataclass
 class DoctorReport:
-    """All checks, and the raw facts behind them (:meth:`as_dict` is what ``--json`` prints)."""
+    """The checks, and the facts behind them (:meth:`as_dict` is what ``--json`` prints)."""
 
     checks: list[Check] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        """True when no blocking check failed: the main job can run."""
         return not any(c.status == "fail" and c.blocking for c in self.checks)
 
     def add(self, name: str, status: Status, detail: str, blocking: bool = False) -> Check:
@@ -163,16 +152,9 @@ def run_doctor(
     decode_runner: Callable[[str], DecodeResult] | None = None,
     weights_locator: Callable[[str], WeightsStatus] | None = None,
 ) -> DoctorReport:
-    """Check the machine for the main job; see the module docstring. Every probe can be replaced.
-
-    Args:
-        model: the model to decode with (default: the main job's, :data:`DEFAULT_MODEL`).
-        decode: run the child-process decode.
-        verify: hash the weights and compare them with the pinned sha256 (a few seconds per GB).
-        hub_probe: replaces :func:`~grapheval_plugins.local.hub.probe_hub`.
-        decode_runner: replaces :func:`decode_in_child` (``(model)``).
-        weights_locator: replaces :func:`~grapheval_plugins.local.weights.locate_weights`.
-    """
+    """Check the machine for the main job with ``model`` (``verify``: hash the weights, a few seconds per GB); the
+    probes replace :func:`~grapheval_plugins.local.hub.probe_hub`, :func:`decode_in_child` and
+    :func:`~grapheval_plugins.local.weights.locate_weights`."""
     from ._version import __version__
 
     report = DoctorReport()
@@ -245,11 +227,8 @@ def render(report: DoctorReport) -> Any:
     from rich.table import Table
 
     colours = {"ok": "green", "warn": "yellow", "fail": "red", "info": "cyan"}
-    table = Table(title="grapheval doctor", show_lines=False)
-    table.add_column("check")
-    table.add_column("status")
+    table = Table("check", "status", title="grapheval doctor", show_lines=False)
     table.add_column("detail", overflow="fold")
-    for check in report.checks:
-        colour = colours[check.status]
-        table.add_row(check.name, f"[{colour}]{check.status}[/{colour}]", check.detail)
+    for c in report.checks:
+        table.add_row(c.name, f"[{colours[c.status]}]{c.status}[/{colours[c.status]}]", c.detail)
     return table

@@ -11,9 +11,6 @@ Hierarchy::
     │   └── WeightsIntegrityError     assembled weights do not match the pinned digest
     └── MissingDependencyError (ImportError)
                                       an optional extra is not installed; the message names it
-
-Third-party errors are translated at the boundary where they occur with ``raise ... from``, so the original
-traceback stays attached.
 """
 
 from __future__ import annotations
@@ -40,16 +37,9 @@ INPUT_ERROR_REASONS = ("missing", "empty", "type", "too_long", "invalid")
 
 
 class InputError(GraphEvalError, ValueError):
-    """The caller passed an unusable value.
-
-    ``field`` names the offending argument (``"context"``, ``"output"``, ``"rows[3].context"`` …); ``reason`` says
-    what is wrong with it, for code that must tell cases apart without reading the message:
-
-    * ``"missing"`` — ``None`` where a value is needed;
-    * ``"empty"`` — an empty or blank text (or a context whose passages are all blank);
-    * ``"type"`` — a value of the wrong type;
-    * ``"too_long"`` — the value does not fit (a prompt longer than the model's context window);
-    * ``"invalid"`` — anything else (the default).
+    """The caller passed an unusable value: ``field`` names it (``"rows[3].context"`` …), ``reason`` says what is
+    wrong: ``"missing"`` (``None``), ``"empty"`` (blank), ``"type"``, ``"too_long"`` (over a model's context window)
+    or ``"invalid"`` (anything else, the default).
 
     >>> err = InputError("context", "is empty", reason="empty")
     >>> err.field, err.reason, str(err)
@@ -57,7 +47,6 @@ class InputError(GraphEvalError, ValueError):
     """
 
     default_reason = "invalid"
-    """The reason of an error raised without one (a subclass may set its own)."""
 
     def __init__(self, field: str, message: str, *, reason: str | None = None) -> None:
         reason = reason or self.default_reason

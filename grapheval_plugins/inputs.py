@@ -11,8 +11,7 @@ from .exceptions import InputError
 __all__ = ["PASSAGE_SEPARATOR", "ContextLike", "Sample", "normalize_context", "normalize_output", "normalize_passages", "to_sample"]
 
 ContextLike = Union[str, Any, Sequence[Any]]
-"""A grounding context: a string, a LangChain ``Document`` (anything with a ``page_content`` string), a mapping with
-a ``"page_content"`` string, or a list of those (one passage each, e.g. a retriever's output)."""
+"""A string, a ``Document`` (anything with a ``page_content`` string), a mapping with one, or a list of those."""
 
 PASSAGE_SEPARATOR = "\n\n"
 
@@ -32,8 +31,7 @@ def _one_passage(item: Any) -> str | None:
 
 
 def _passage_text(item: Any, field: str) -> str:
-    text = _one_passage(item)
-    if text is not None:
+    if (text := _one_passage(item)) is not None:
         return text
     if isinstance(item, Mapping):
         raise InputError(field, f"a mapping passage needs a 'page_content' string; got keys {sorted(map(str, item))[:5]}")
@@ -41,20 +39,15 @@ def _passage_text(item: Any, field: str) -> str:
 
 
 def normalize_passages(context: Any, field: str = "context") -> tuple[str, ...]:
-    """The context's passages, stripped, empty ones dropped: each is chunked and scored on its own.
+    """The context's passages (each chunked and scored on its own), stripped, empty ones dropped.
 
     >>> from langchain_core.documents import Document
     >>> normalize_passages([Document(page_content="First."), {"page_content": "Second."}, "  ", "Third."])
     ('First.', 'Second.', 'Third.')
-    >>> normalize_passages(Document(page_content="One document."))
-    ('One document.',)
     >>> normalize_passages({"text": "no page_content"})
     Traceback (most recent call last):
     ...
     grapheval_plugins.exceptions.InputError: context: a mapping passage needs a 'page_content' string; got keys ['text']
-
-    Raises:
-        InputError: the context is missing, empty, or of another type (bytes, a set, a number, a nested list…).
     """
     if context is None:
         raise InputError(field, "is missing (None)", reason="missing")
@@ -108,10 +101,8 @@ def normalize_output(output: Any, field: str = "output") -> str:
 
 @dataclass(frozen=True)
 class Sample:
-    """A validated ``(context, output)`` pair with an optional id.
-
-    ``context`` is the whole text (passages joined by a blank line); ``passages`` holds them apart, as the scorer
-    reads them (each chunked on its own). A sample made from a string alone has that string as its one passage.
+    """A validated ``(context, output)`` pair with an optional id; ``context`` is the ``passages`` joined by a blank
+    line (a string alone is one passage).
 
     >>> Sample("A.\\n\\nB.", "out").passages
     ('A.\\n\\nB.',)

@@ -1,15 +1,5 @@
-"""Resumable JSONL output: one JSON object per line, keyed by an id, appended as each row is done.
-
-:class:`JsonlStore` is what the ``grapheval`` command line and the benchmark harness write their per-row results
-with. The file is append-only: opening it only reads it, and the store never rewrites a line it did not write.
-Reading it back, a row to redo (the caller's ``redo``) does not count as done, and for an id written twice the
-last line wins. The one line dropped is a torn *last* line (an interrupted write, cut anywhere, even inside a
-multi-byte character): it is cut off just before the next append. A file with any other line the store cannot
-key (not a JSON object, no id, not UTF-8) is someone else's: :class:`NotAStoreError`, and the file stays as it is.
-Each append is written and flushed at once; ``fsync`` runs at most every ``fsync_every_s`` seconds (and on
-:meth:`JsonlStore.close`), so a crash loses at most that much of what the OS had not yet stored, while a long run
-does not pay for a disk sync per row. ``replace=True`` starts afresh without touching the old file until the
-new one is complete: the rows go to a temporary file beside it, renamed over it by :meth:`JsonlStore.close`.
+"""Resumable JSONL output (:class:`JsonlStore`): one JSON object per line, keyed by an id, appended as each row is
+done; what the command line and the benchmark harness write their per-row results with.
 
 >>> import os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "out.jsonl")
@@ -24,6 +14,7 @@ new one is complete: the rows go to a temporary file beside it, renamed over it 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -41,8 +32,7 @@ logger = logging.getLogger(__name__)
 
 
 class NotAStoreError(InputError):
-    """An output file holds a line a :class:`JsonlStore` cannot key: it is not a file the store wrote, and it is
-    refused (left as it is) rather than appended to or replaced."""
+    """An output file holds a line a :class:`JsonlStore` cannot key: refused (left as it is), never written to."""
 
 
 class SameFileError(InputError):
@@ -57,10 +47,8 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def refuse_same_files(reads: Mapping[str, Path | None], writes: Mapping[str, Path | None]) -> None:
-    """Raise :class:`SameFileError` when a file to write is a file to read or another file to write.
-
-    Compared as the files they are (``os.path.samefile``: hard links and symbolic links too), else by resolved path
-    when one does not exist yet. Call it before anything is opened for writing.
+    """Raise :class:`SameFileError` when a file to write is a file to read or another file to write (compared with
+    ``os.path.samefile``, links too, else by resolved path). Call it before anything is opened for writing.
 
     >>> from pathlib import Path
     >>> refuse_same_files({"INPUT": Path("rows.jsonl")}, {"--output": Path("./rows.jsonl")})
@@ -77,10 +65,8 @@ def refuse_same_files(reads: Mapping[str, Path | None], writes: Mapping[str, Pat
 
 
 def numbered_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    """``(line number, row, problem)`` for each non-blank line of a JSONL file: the row, or why there is none.
-
-    The one JSONL reader of the package. Each line is decoded on its own, so one bad byte costs its line, not the
-    file; a UTF-8 byte-order mark on the first line is dropped.
+    """``(line number, row, problem)`` for each non-blank line of a JSONL file: the row, or why there is none (one bad
+    byte costs its line, not the file; a UTF-8 byte-order mark on the first line is dropped).
 
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "rows.jsonl"
@@ -115,10 +101,7 @@ def _parse(raw: bytes, *, bom: bool = False) -> tuple[dict[str, Any] | None, str
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSONL file, in order; unreadable lines (a torn last line) and non-objects skipped.
-
-    A missing file yields nothing.
-    """
+    """The JSON objects of a JSONL file (none when it is missing), in order; unreadable lines are skipped."""
     if not Path(path).exists():
         return
     for _, row, _problem in numbered_rows(path):
@@ -127,42 +110,30 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
 
 
 def _fsync_dir(folder: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # not on every platform
         fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # not on every platform
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 class JsonlStore:
     """An append-only JSONL file of rows, at most one per id, that a re-run resumes.
 
+    Opening it only reads it; for an id written twice the last line wins. A torn *last* line (an interrupted write,
+    cut anywhere) is cut off just before the next append; any other line it cannot key (not a JSON object, no id,
+    not UTF-8) raises :class:`NotAStoreError` and the file stays as it is. Each append is flushed at once and
+    ``fsync``-ed at most every ``fsync_every_s`` seconds (and on :meth:`close`).
+
     Args:
         path: the file (created with its folder when missing).
-        key: the field holding each row's id (ids are compared as strings), or a function giving a row's id
-            (``None`` for a row without one), for files keyed by several fields.
-        redo: rows of the existing file for which this returns true do not count as done, so they are done
-            again (e.g. rows that recorded an error); the new row is appended and wins. ``None``: every row
-            counts as done.
-        fsync_every_s: the longest time between a write and the ``fsync`` that makes it durable (0: every row).
-        keep_rows: hold every row in :attr:`rows` (the benchmark harness reads them back). ``False`` keeps only the
-            ids, so a long run's memory does not grow with what it has written (the command line's choice);
-            :attr:`rows` is then empty.
-        replace: start with no row done and write to ``.<name>.partial`` beside ``path``, which :meth:`close`
-            renames over ``path`` (leaving the context with an exception, or a killed process, leaves ``path``
-            as it was). An existing ``path`` must still be a store's file.
-
-    Raises:
-        NotAStoreError: a complete line of the existing file is not a JSON object with an id (the file is left
-            as it is).
-
-    For an id written twice in an existing file, the last row wins. :meth:`append` refuses an id that is already
-    there.
+        key: the field holding each row's id (compared as strings), or a function giving a row's id (``None``: none).
+        redo: rows of the existing file for which this is true do not count as done (the new row is appended).
+        keep_rows: hold every row in :attr:`rows`; ``False`` keeps only the ids, so memory does not grow with a run.
+        replace: start with no row done, writing ``.<name>.partial`` beside ``path``, which :meth:`close` renames
+            over it (an exception inside the ``with``, or a killed process, leaves ``path`` as it was). An existing
+            ``path`` must still be a store's file.
     """
 
     def __init__(
@@ -202,7 +173,6 @@ class JsonlStore:
 
     @property
     def partial(self) -> Path:
-        """Where ``replace=True`` writes until :meth:`close`."""
         return self.path.with_name(f".{self.path.name}.partial")
 
     def _load(self, redo: Callable[[Mapping[str, Any]], bool] | None) -> None:
@@ -277,11 +247,7 @@ class JsonlStore:
         return fh
 
     def append(self, row: Mapping[str, Any]) -> None:
-        """Write ``row`` as one line and flush it (``fsync`` at the bounded interval).
-
-        Raises:
-            ValueError: the row has no id, or its id is already in the file.
-        """
+        """Write ``row`` as one line and flush it (``ValueError``: it has no id, or its id is already there)."""
         rid = self._key(row)
         if rid is None:
             raise ValueError(f"row has no id ({self.key!r})")
@@ -300,7 +266,6 @@ class JsonlStore:
             self._last_sync = now
 
     def extend(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        """:meth:`append` each row."""
         for row in rows:
             self.append(row)
 
@@ -313,7 +278,7 @@ class JsonlStore:
 
     def close(self) -> None:
         """``fsync`` and close the file (appending again reopens it); with ``replace=True``, the new file (empty
-        when nothing was appended) then replaces ``path``."""
+        when nothing was appended) replaces ``path``."""
         if self.replace:
             self._open()
         if self._fh is not None:
@@ -351,10 +316,8 @@ class JsonlStore:
     def __del__(self) -> None:  # a store dropped without close() still closes its file
         fh = self.__dict__.get("_fh")
         if fh is not None:
-            try:
+            with contextlib.suppress(Exception):  # never raise from a finaliser
                 fh.close()
-            except Exception:  # noqa: BLE001 - never raise from a finaliser
-                pass
 
     def __repr__(self) -> str:
         return f"JsonlStore({str(self.path)!r}, rows={len(self._ids)})"

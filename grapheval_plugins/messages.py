@@ -1,7 +1,4 @@
-"""Reading chat models and their answers: a model's stable name, an answer's text whatever the provider's shape.
-
-The lowest layer of the package, used by extraction, scoring, rate limiting and correction alike.
-"""
+"""Reading chat models and their answers: a model's stable name, an answer's text whatever the provider's shape."""
 
 from __future__ import annotations
 
@@ -29,10 +26,8 @@ def describe_llm(llm: Any) -> str:
     return type(llm).__name__
 
 
-
 class NamedChatModel(BaseChatModel):
-    """A LangChain chat model of this package whose standard tracing parameters name it as reports do
-    (``ls_model_name``: :func:`describe_llm`)."""
+    """A chat model of this package, named in tracing (``ls_model_name``) as reports name it."""
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         params = super()._get_ls_params(stop=stop, **kwargs)
@@ -65,10 +60,8 @@ _NORMAL_STOPS = frozenset({"end_turn", "stop", "stop_sequence", "eos", "tool_use
 
 
 def stop_reason(message: Any) -> str | None:
-    """Why the provider ended an answer, when not in the normal way: ``"refusal"`` (Anthropic),
-    ``"content_filtered"`` (Bedrock), ``"content_filter"`` (OpenAI), ``"max_tokens"`` / ``"length"`` (cut off) …;
-    ``None`` for a normal end or when the answer does not say. An OpenAI answer that holds a ``refusal`` gives
-    ``"refusal"``.
+    """Why the provider ended an answer, when not in the normal way (``"refusal"``, ``"content_filter"``,
+    ``"max_tokens"`` …); ``None`` for a normal end or when the answer does not say.
 
     >>> from langchain_core.messages import AIMessage
     >>> stop_reason(AIMessage(content="", response_metadata={"stop_reason": "refusal"}))

@@ -203,9 +203,9 @@ class GraphEval:
     1. **Extract**: one chat-model call turns the output (never the context) into ``[entity, relation, entity]``
        triples (prompt A).
     2. **Check**: each triple, read as a sentence, is scored against the context: P(unsupported). Under the default
-       ``method="hybrid"`` the whole output is scored too, as one more claim against the same context.
+       ``rule="hybrid"`` the whole output is scored too, as one more claim against the same context.
     3. **Aggregate**: a named decision rule (:mod:`grapheval_plugins.aggregate`) gives the row's P(hallucination)
-       and its account of the verdict (``report.decision``): under ``method="paper"`` (the paper's rule), the
+       and its account of the verdict (``report.decision``): under ``rule="paper"`` (the paper's rule), the
        largest triple's P(unsupported); under ``hybrid``, a combination of the whole output's and the largest
        triple's, weighted for the scorer, prompt and fidelity setting
        (:data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS`, fitted on labelled data sets). The output is a
@@ -228,13 +228,14 @@ class GraphEval:
             (DeepEval's minimum score ``t`` becomes ``1 − t``).
         threshold: deprecated alias of ``hallucination_threshold`` (warns).
         mode: ``"graph"`` (GraphEval) or ``"raw"`` (whole output as one hypothesis).
-        method: graph mode's decision rule, a registered name (:data:`~grapheval_plugins.aggregate.RULES`) or a
+        rule: graph mode's decision rule, a registered name (:data:`~grapheval_plugins.aggregate.RULES`) or a
             :class:`~grapheval_plugins.aggregate.DecisionRule`: ``"hybrid"`` (default; with the offline default
             scorer measured at least level with raw on ROC AUC on every benchmark set, docs/benchmarks.md) or
             ``"paper"`` (the paper's procedure). A rule that needs fitted weights (``hybrid``) takes
             ``hybrid_weights``, else those fitted for the scorer, ``prompt.version`` and ``fidelity``
             (:func:`~grapheval_plugins.aggregate.fitted_weights`); an engine without any is decided by the paper's
             rule.
+        method: deprecated alias of ``rule`` (warns; ``GraphCorrect``'s correction strategy is ``strategy=``).
         hybrid_weights: the hybrid rule's weights for this engine, e.g. fitted on your labelled rows with
             :func:`~grapheval_plugins.calibrate.fit_hybrid` (default: the entry of
             :data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS` for the scorer's name, the prompt's version and
@@ -291,7 +292,8 @@ class GraphEval:
         threshold: float | None = None,
         hallucination_threshold: float | None = None,
         mode: Mode = "graph",
-        method: aggregate.RuleLike = "hybrid",
+        rule: aggregate.RuleLike = "hybrid",
+        method: aggregate.RuleLike | None = None,
         hybrid_weights: aggregate.HybridWeights | None = None,
         prompt: KGPrompt = KG_PROMPT,
         max_retries: int = 2,
@@ -309,7 +311,7 @@ class GraphEval:
     ) -> None:
         if mode not in ("graph", "raw"):
             raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
-        rule = aggregate.get_rule(method)
+        decision_rule = aggregate.get_rule(aggregate.rule_argument(rule, method, "GraphEval"))
         if fidelity not in ("auto", "off", "drop"):
             raise InputError("fidelity", f"must be 'auto', 'off' or 'drop', got {fidelity!r}")
         if threshold is not None:
@@ -331,7 +333,7 @@ class GraphEval:
         self._scorer_spec = scorer
         self._hallucination_threshold = value
         self.mode: Mode = mode
-        self.rule: aggregate.DecisionRule = rule
+        self.rule: aggregate.DecisionRule = decision_rule
         self.hybrid_weights = hybrid_weights
         self.prompt = prompt
         self.max_retries = max_retries
@@ -364,24 +366,26 @@ class GraphEval:
         scorer: Any = None,
         *,
         mode: Mode = "graph",
-        method: aggregate.RuleLike = "hybrid",
+        rule: aggregate.RuleLike = "hybrid",
         hallucination_threshold: float | None = None,
+        method: aggregate.RuleLike | None = None,
     ) -> GraphEval:
         """The process-wide engine for these models and this decision rule (also
         :func:`~grapheval_plugins.registry.shared_engine`).
 
         Every host adapter builds its engine here: a DeepEval metric, a Ragas metric and a Runnable over the same
         specs and rule score with one engine, and its models load once. Nothing loads until first use.
+        ``method`` is a deprecated alias of ``rule`` (warns).
 
         >>> GraphEval.shared(scorer="hhem") is GraphEval.shared(scorer="hhem:vectara/hallucination_evaluation_model")
         True
         """
         if mode not in ("graph", "raw"):
             raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
-        rule = aggregate.get_rule(method)
+        decision_rule = aggregate.get_rule(aggregate.rule_argument(rule, method, "GraphEval.shared"))
         value = aggregate.check_threshold(0.5 if hallucination_threshold is None else hallucination_threshold)
         engine = shared.engine_slot(
-            llm, scorer, (mode, rule), lambda: cls(llm=llm, scorer=scorer, mode=mode, method=rule)
+            llm, scorer, (mode, decision_rule), lambda: cls(llm=llm, scorer=scorer, mode=mode, rule=decision_rule)
         )
         return engine.with_options(hallucination_threshold=value)
 
@@ -557,13 +561,10 @@ class GraphEval:
 
     @property
     def method(self) -> str:
-        """The name of the rule that decides this engine's rows, as its reports give it: :attr:`rule`'s, or
-        ``"paper"`` where that rule needs fitted weights this setting lacks, and in raw mode
-        (:meth:`decision_rule`).
-
-        >>> GraphEval(scorer="hhem").method, GraphEval(scorer="hhem").rule.name
-        ('paper', 'hybrid')
-        """
+        """Deprecated (warns): the name of the rule that decides this engine's rows, as its reports give it,
+        ``decision_rule()[0].name`` (:attr:`rule` is the rule asked for)."""
+        warnings.warn("GraphEval.method is deprecated: read engine.decision_rule()[0].name (the rule that decides) "
+                      "or engine.rule.name (the rule asked for)", DeprecationWarning, stacklevel=2)
         return self.decision_rule()[0].name
 
     def decision_rule(self) -> tuple[aggregate.DecisionRule, aggregate.HybridWeights | None]:
@@ -616,7 +617,7 @@ class GraphEval:
         (the paper's procedure, raw mode, your own ``hybrid_weights``, a scorer without such weights). Nothing
         loads.
 
-        >>> GraphEval().fidelity_in_force(), GraphEval(method="paper").fidelity_in_force()
+        >>> GraphEval().fidelity_in_force(), GraphEval(rule="paper").fidelity_in_force()
         ('drop', 'off')
         >>> GraphEval(scorer="hhem").fidelity_in_force(), GraphEval(fidelity="drop", scorer="hhem").fidelity_in_force()
         ('off', 'drop')
@@ -1065,7 +1066,7 @@ class GraphEval:
             output=sample.output,
             mode=self.mode,
             method=None if self.mode == "raw" else rule.name,
-            threshold=self.hallucination_threshold,
+            hallucination_threshold=self.hallucination_threshold,
             hallucinated=hallucinated,
             score=None if hallucinated is None else 1.0 - decision.p_hallucination,
             decision=None if hallucinated is None else decision,
@@ -1085,7 +1086,7 @@ class GraphEval:
         return Report(
             output=output if isinstance(output, str) else "",
             mode=self.mode,
-            threshold=self.hallucination_threshold,
+            hallucination_threshold=self.hallucination_threshold,
             id=None if rid is None else str(rid),
             errors=[StageError(stage="input", type="InputError", message=str(exc))],
         )
@@ -1099,7 +1100,7 @@ class GraphEval:
         return Report(
             output=sample.output,
             mode=self.mode,
-            threshold=self.hallucination_threshold,
+            hallucination_threshold=self.hallucination_threshold,
             extraction=extraction,
             llm=llm,
             scorer=scorer,
@@ -1109,5 +1110,5 @@ class GraphEval:
         )
 
     def __repr__(self) -> str:
-        return (f"GraphEval(mode={self.mode!r}, method={self.rule.name!r}, "
+        return (f"GraphEval(mode={self.mode!r}, rule={self.rule.name!r}, "
                 f"hallucination_threshold={self.hallucination_threshold})")

@@ -1,14 +1,8 @@
-"""Client-side rate limits for a chat model: requests per minute and tokens per minute.
+"""Client-side rate limits for a chat model: requests and tokens per minute (:class:`RateLimitedChatModel`).
 
-Providers bound a key's traffic by requests and by tokens per minute; a batch run that ignores the bounds gets
-throttled (HTTP 429) and retries blindly. :class:`RateLimitedChatModel` wraps any LangChain chat model and waits
-before each call until both budgets allow it. It keeps the wrapped model's name, so the knowledge-graph cache keys
-(and the reports' ``llm`` field) are the same with or without limits.
-
-A token budget is charged twice: before the call with an estimate (prompt characters / 4 + the expected completion),
-then corrected with the tokens the provider reports (``usage_metadata``) once the answer arrives. The balance may go
-negative after a long answer; later calls then wait until it is paid back. That post-hoc charge, and requests larger
-than one minute's budget, are why this is a small token bucket of its own rather than a leaky-bucket library.
+A token budget is charged before a call with an estimate (prompt characters / 4 + the expected completion), then
+corrected with the tokens the provider reports; it may go into debt after a long answer, which later calls pay
+back. That post-hoc charge is why this is a small token bucket of its own rather than a leaky-bucket library.
 
 >>> import asyncio
 >>> from grapheval_plugins.testing import ScriptedChatModel
@@ -52,20 +46,15 @@ def estimate_tokens(messages: Any) -> int:
 
 
 class TokenBucket:
-    """A thread-safe token bucket refilled continuously at ``per_minute`` units a minute, holding at most ``burst``.
-
-    ``acquire(n)`` waits until the bucket holds ``n`` units (or is full, for ``n`` above the burst) and takes them;
-    ``charge(n)`` takes ``n`` more at once, possibly into debt (negative: later acquires wait for it).
-    Safe across threads and event loops (no asyncio primitive is bound to a loop).
+    """A token bucket refilled at ``per_minute`` units a minute, holding at most ``burst``; safe across threads and
+    event loops (no asyncio primitive is bound to a loop).
 
     >>> bucket = TokenBucket(per_minute=60, burst=2)
     >>> asyncio.run(bucket.acquire(2)); bucket.level < 1
     True
     """
 
-    def __init__(
-        self, per_minute: float, burst: float | None = None, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, per_minute: float, burst: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         if per_minute <= 0:
             raise ValueError("per_minute must be > 0")
         self.rate = per_minute / 60.0
@@ -122,27 +111,16 @@ def _usage_tokens(answer: Any) -> int | None:
 
 
 class RateLimitedChatModel(NamedChatModel):
-    """A LangChain chat model that keeps another under requests-per-minute and tokens-per-minute budgets.
+    """A LangChain chat model, named as the one it wraps, that keeps it under requests-per-minute and
+    tokens-per-minute budgets (``None``: unbounded); ``burst_seconds`` of budget may be spent at once.
 
-    It is a chat model itself (``bind``, callbacks, use as an LLM judge), named as the model it wraps.
-
-    Args:
-        llm: any LangChain chat model (``ainvoke`` / ``invoke``).
-        requests_per_minute: calls a minute (``None``: unbounded).
-        tokens_per_minute: prompt + completion tokens a minute (``None``: unbounded).
-        expected_completion_tokens: the completion length charged up front, corrected by the reported usage.
-        burst_seconds: how many seconds of budget may be spent at once (default: one minute's worth).
-
-    The budgets are per instance: a run spread over N processes gives each 1/N of the account's limits
-    (:func:`grapheval_plugins.integrations.ray.evaluate_dataset` does this for its extraction actors). For a limit on
-    requests alone, LangChain's own ``rate_limiter=`` (``InMemoryRateLimiter``) on the model does the same; this
-    wrapper adds the token budget, charged with the usage the provider reports.
+    The budgets are per instance: N processes each take 1/N of the account's limits (as the Ray extraction actors
+    do). For requests alone, LangChain's ``rate_limiter=`` (``InMemoryRateLimiter``) does the same.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     llm: Any
-    """The wrapped chat model."""
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     expected_completion_tokens: int = 256
@@ -162,31 +140,22 @@ class RateLimitedChatModel(NamedChatModel):
 
     @property
     def requests(self) -> TokenBucket | None:
-        """The requests budget (``None``: unbounded)."""
         return self._requests
 
     @property
     def tokens(self) -> TokenBucket | None:
-        """The tokens budget (``None``: unbounded)."""
         return self._tokens
 
     @property
-    def model_label(self) -> str:
-        """The wrapped model's name, so cache keys and reports are the same with or without limits."""
+    def model_label(self) -> str:  # the wrapped model's: cache keys and reports read the same with limits
         return describe_llm(self.llm)
 
     @property
     def _llm_type(self) -> str:
         return "rate-limited"
 
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        """Wait for the budgets, then call the wrapped model; charge the reported usage afterwards."""
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         estimate = estimate_tokens(messages) + self.expected_completion_tokens
         if self._requests is not None:
             await self._requests.acquire(1.0)
@@ -199,13 +168,8 @@ class RateLimitedChatModel(NamedChatModel):
                 self._tokens.charge(used - estimate)
         return ChatResult(generations=[ChatGeneration(message=answer)])
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         return run_sync(self._agenerate(messages, stop=stop, **kwargs))
 
     def __repr__(self) -> str:

@@ -65,7 +65,7 @@ class EngineOptions:
     llm: Any = None
     scorer: Any = None
     mode: Mode | None = None
-    method: aggregate.DecisionRule | None = None
+    rule: aggregate.DecisionRule | None = None
     hallucination_threshold: float | None = None
 
     def engine(self, llm: Any = None) -> GraphEval:
@@ -77,13 +77,13 @@ class EngineOptions:
             self.llm if llm is None else llm,
             self.scorer,
             mode=self.mode or "graph",
-            method=self.method or aggregate.HYBRID,
+            rule=self.rule or aggregate.HYBRID,
             hallucination_threshold=self.hallucination_threshold,
         )
 
 
 def engine_options(grapheval: Any = None, *, llm: Any = None, scorer: Any = None, mode: Any = None,
-        method: Any = None, hallucination_threshold: Any = None, fields: dict[str, str] | None = None
+        rule: Any = None, hallucination_threshold: Any = None, fields: dict[str, str] | None = None
 ) -> EngineOptions:
     """Validate the shared options of a host adapter (the one place): an engine ``grapheval``, or ``llm`` /
     ``scorer`` to build one; ``None`` options are the engine's own; a different threshold gives a view of the
@@ -95,16 +95,16 @@ def engine_options(grapheval: Any = None, *, llm: Any = None, scorer: Any = None
     grapheval_plugins.exceptions.InputError: mode: must be 'graph' or 'raw', got 'fast'
     """
 
-    names = {"grapheval": "grapheval", "llm": "llm", "scorer": "scorer", "mode": "mode", "method": "method",
+    names = {"grapheval": "grapheval", "llm": "llm", "scorer": "scorer", "mode": "mode", "rule": "rule",
              "hallucination_threshold": "hallucination_threshold", **(fields or {})}
     if mode is not None and mode not in ("graph", "raw"):
         raise InputError(names["mode"], f"must be 'graph' or 'raw', got {mode!r}")
-    rule = None if method is None else aggregate.get_rule(method, names["method"])
+    decision_rule = None if rule is None else aggregate.get_rule(rule, names["rule"])
     value = None
     if hallucination_threshold is not None:
         value = aggregate.check_threshold(hallucination_threshold, names["hallucination_threshold"])
     if grapheval is None:
-        return EngineOptions(llm=llm, scorer=scorer, mode=mode, method=rule, hallucination_threshold=value)
+        return EngineOptions(llm=llm, scorer=scorer, mode=mode, rule=decision_rule, hallucination_threshold=value)
     if not isinstance(grapheval, GraphEval):
         raise InputError(names["grapheval"], f"expected a GraphEval engine, got {type(grapheval).__name__}", reason="type")
     if llm is not None or scorer is not None:
@@ -115,8 +115,7 @@ def engine_options(grapheval: Any = None, *, llm: Any = None, scorer: Any = None
         raise InputError(
             names["mode"], f"{mode!r} differs from the engine's mode {grapheval.mode!r}: set it on the engine"
         )
-    if rule is not None and rule is not grapheval.rule:
-        raise InputError(
-            names["method"], f"{rule.name!r} differs from the engine's method {grapheval.rule.name!r}: set it on the engine"
-        )
-    return EngineOptions(grapheval=grapheval, mode=grapheval.mode, method=grapheval.rule, hallucination_threshold=value)
+    if decision_rule is not None and decision_rule is not grapheval.rule:
+        raise InputError(names["rule"],
+                         f"{decision_rule.name!r} differs from the engine's rule {grapheval.rule.name!r}: set it on the engine")
+    return EngineOptions(grapheval=grapheval, mode=grapheval.mode, rule=grapheval.rule, hallucination_threshold=value)

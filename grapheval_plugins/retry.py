@@ -1,9 +1,5 @@
-"""Retries of chat-model calls (extraction and correction), on ``tenacity``.
-
-One policy, :class:`RetryPolicy`: bounded attempts, exponential backoff with jitter between them (never after the
-last one), an optional total deadline, and no retry of errors that cannot succeed on a second try
-(:func:`is_retryable`): bad input such as a prompt over the model's context window (:class:`InputError`), a
-missing extra, a model that cannot load, a provider's 4xx answer other than a timeout, conflict or rate limit.
+"""Retries of chat-model calls on ``tenacity``: bounded attempts, exponential backoff with jitter (never after the
+last attempt), an optional deadline, and no retry of an error a second call cannot cure (:func:`is_retryable`).
 
 >>> import asyncio
 >>> calls = []
@@ -26,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_exponential, wait_random
 
 from .exceptions import InputError, MissingDependencyError, ModelLoadError
@@ -38,11 +34,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 NON_RETRYABLE: tuple[type[BaseException], ...] = (
-    InputError,
-    MissingDependencyError,
-    ModelLoadError,
-    NotImplementedError,
-    TypeError,
+    InputError, MissingDependencyError, ModelLoadError, NotImplementedError, TypeError,
 )
 """Errors a second identical call cannot cure: they are raised (or recorded) after the first attempt."""
 
@@ -67,12 +59,9 @@ def _status_code(exc: BaseException) -> int | None:
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """Whether a chat-model call that raised ``exc`` may succeed when made again.
-
-    Not retried: :data:`NON_RETRYABLE` errors, and provider errors carrying an HTTP status (``status_code`` on
-    the error or its ``response``, or botocore's ``response["ResponseMetadata"]["HTTPStatusCode"]``) in 400–499 other than 408, 409, 425 and 429: bad requests, authentication,
-    unknown models, prompts over the context length. Everything else (timeouts, connection resets, 5xx,
-    throttling) is retried.
+    """Whether a call that raised ``exc`` may succeed when made again: not for :data:`NON_RETRYABLE` errors nor a
+    provider's HTTP 4xx (on the error, its ``response``, or botocore's ``ResponseMetadata``) other than 408, 409,
+    425 and 429; yes for timeouts, connection resets, 5xx and throttling.
 
     >>> is_retryable(TimeoutError())
     True
@@ -85,23 +74,15 @@ def is_retryable(exc: BaseException) -> bool:
     return not (code is not None and 400 <= code < 500 and code not in _RETRYABLE_STATUS)
 
 
-async def _sleep(seconds: float) -> None:
+async def _sleep(seconds: float) -> None:  # asyncio.sleep looked up at each call (tests replace it)
     await asyncio.sleep(seconds)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often, and how patiently, a failing chat-model call is made again.
-
-    Args:
-        attempts: calls in all (1 = no retry).
-        initial_s: the first backoff; each next one doubles, up to ``max_wait_s``.
-        max_wait_s: the longest backoff.
-        jitter_s: a uniform random ``[0, jitter_s]`` added to each backoff, so parallel callers spread out.
-        deadline_s: no new attempt starts after this many seconds since the first, and no backoff runs past it
-            (``None``: no deadline).
-
-    There is never a backoff after the last attempt, and a :class:`Reprompt` is retried without backoff.
+    """How often, and how patiently, a failing chat-model call is made again: ``attempts`` calls in all, backoffs
+    from ``initial_s`` doubling up to ``max_wait_s`` plus a random ``[0, jitter_s]``, no attempt nor backoff past
+    ``deadline_s`` since the first; a :class:`Reprompt` is retried without backoff.
 
     >>> RetryPolicy.from_retries(2).attempts
     3
@@ -124,18 +105,11 @@ class RetryPolicy:
 
     @classmethod
     def from_retries(cls, max_retries: int, **kwargs: Any) -> RetryPolicy:
-        """The policy of ``max_retries`` extra attempts (the ``max_retries`` argument of the public classes)."""
         return cls(attempts=max_retries + 1, **kwargs)
 
-    # ---------------------------------------------------------------- tenacity pieces
     @staticmethod
     def _elapsed(state: RetryCallState) -> float:
         return state.seconds_since_start or 0.0  # None only before the first attempt ends
-
-    def _stop(self, state: RetryCallState) -> bool:
-        if state.attempt_number >= self.attempts:
-            return True
-        return self.deadline_s is not None and self._elapsed(state) >= self.deadline_s
 
     def _wait(self, state: RetryCallState) -> float:
         outcome = state.outcome
@@ -158,16 +132,11 @@ class RetryPolicy:
             )
 
     def retrying(self) -> AsyncRetrying:
-        """A ``tenacity.AsyncRetrying`` with this policy (``async for attempt in policy.retrying(): with attempt:
-        ...``); when attempts run out, the last error is re-raised as it is."""
+        """A ``tenacity.AsyncRetrying`` with this policy; when attempts run out, the last error is raised as it is."""
+        stop = stop_after_attempt(self.attempts)
         return AsyncRetrying(
-            stop=self._stop,
-            wait=self._wait,
-            retry=retry_if_exception(is_retryable),
-            before_sleep=self._log,
-            sleep=_sleep,
-            reraise=True,
-        )
+            stop=stop if self.deadline_s is None else stop | stop_after_delay(self.deadline_s), wait=self._wait,
+            retry=retry_if_exception(is_retryable), before_sleep=self._log, sleep=_sleep, reraise=True)
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """``await fn()``, made again on a retryable error; the last error is raised when attempts run out."""

@@ -1,24 +1,9 @@
-"""Caches of claim scores, so re-deciding, re-filtering or re-rendering a run only scores what changed.
+"""Caches of claim scores (:class:`CachedScorer` in front of any scorer; ``GraphEval(score_cache=...)``), so
+re-deciding or re-rendering a run only scores what changed.
 
-A key is ``(scorer name, scorer fingerprint, premise hash, claim text)``:
-
-* the scorer's :attr:`~grapheval_plugins.check.Scorer.name` and its
-  :meth:`~grapheval_plugins.check.Scorer.fingerprint` (a digest of its prompt, calibration, labels, chunking
-  settings, model revision, token window and, for the local judge, the GGUF file it reads), so a changed judge
-  prompt, calibration, revision, window or weights file never serves the old numbers;
-* :func:`premise_hash`, a digest of the premise the claim is scored against (the context's passages, or the output
-  itself for the fidelity pass);
-* the claim text as given to the scorer (the rendered triple, or the whole output).
-
-The value is the claim's whole :class:`~grapheval_plugins.check.ClaimScore` (P(unsupported), the deciding chunk,
-its index and passage). A claim the scorer could not judge (``error`` set) is never stored: it is scored again next
-time. Two stores:
-
-* :class:`MemoryScoreCache` — per process, bounded (least recently used entries go first);
-* :class:`SQLiteScoreCache` — on disk, shared between runs and processes (benchmarks, ``--cache``); one
-  connection per operation, closed after it (as :class:`~grapheval_plugins.cache.SQLiteKGCache`).
-
-:class:`CachedScorer` puts a cache in front of any scorer; ``GraphEval(score_cache=...)`` does that for the engine.
+A key is the scorer's name and :meth:`~grapheval_plugins.check.Scorer.fingerprint` (its prompt, calibration,
+revision, window, weights file …), the :func:`premise_hash` and the claim text; the value the whole
+:class:`~grapheval_plugins.check.ClaimScore`. A claim the scorer could not judge (``error`` set) is never stored.
 
 >>> from grapheval_plugins.testing import KeywordScorer
 >>> scorer = CachedScorer(KeywordScorer(), MemoryScoreCache())
@@ -38,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from .cache import LRU, SQLiteStore
+from .cache import LRU, SQLiteStore, cache_key
 from .check.base import ClaimScore, Scorer
 
 __all__ = [
@@ -53,7 +38,7 @@ __all__ = [
 
 
 def premise_hash(premise: str | Sequence[str]) -> str:
-    """A stable hex digest of a premise: a string, or a sequence of passages (each passage counts on its own).
+    """A stable hex digest of a premise: a string, or a sequence of passages (each counts on its own).
 
     >>> premise_hash("A.") == premise_hash(["A."])
     True
@@ -75,12 +60,7 @@ class ScoreKey:
     claim: str
 
     def digest(self) -> str:
-        """A stable hex digest of the four parts (the on-disk primary key)."""
-        h = hashlib.sha256()
-        for part in (self.scorer, self.fingerprint, self.premise, self.claim):
-            h.update(part.encode("utf-8"))
-            h.update(b"\x00")
-        return h.hexdigest()
+        return cache_key(self.scorer, self.fingerprint, self.premise, self.claim)
 
 
 @runtime_checkable
@@ -113,7 +93,7 @@ class MemoryScoreCache:
 
 
 class SQLiteScoreCache(SQLiteStore):
-    """A persistent cache of claim scores in one SQLite file; safe across threads and processes.
+    """A persistent cache of claim scores in one SQLite file, shared by threads and processes.
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "scores.sqlite")
@@ -179,14 +159,8 @@ def make_score_cache(cache: ScoreCache | str | Path | bool | None) -> ScoreCache
 
 
 class CachedScorer(Scorer):
-    """A scorer that serves claim scores from ``cache`` and asks ``inner`` only for the claims it lacks.
-
-    It keeps ``inner``'s :attr:`name`, chunking and token counting, so reports and the hybrid rule's weights read
-    the same. The fingerprint is read on every call, so changing ``inner``'s prompt or calibration in place is
-    seen at once. ``hits`` and ``misses`` count claims served and scored. A scorer that judges the claims of one
-    context together (a chat judge answering all of them in one message) gives each claim the score of the pass it
-    was first scored in.
-    """
+    """A scorer that serves claim scores from ``cache`` and asks ``inner`` (whose name, chunking and fingerprint it
+    keeps, read on every call) only for the claims it lacks; ``hits`` and ``misses`` count them."""
 
     def __init__(self, inner: Scorer, cache: ScoreCache) -> None:
         super().__init__()
@@ -210,7 +184,7 @@ class CachedScorer(Scorer):
         return self.inner.fingerprint()
 
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        """``inner``'s P(supported), uncached (the cache holds whole claim scores; see :meth:`check`)."""
+        """``inner``'s, uncached (the cache holds whole claim scores)."""
         return self.inner.predict_support(pairs)
 
     def _keys(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ScoreKey]:
@@ -229,7 +203,7 @@ class CachedScorer(Scorer):
     def _plan(
         self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]
     ) -> tuple[list[ScoreKey], dict[ScoreKey, ClaimScore], list[int]]:
-        """The keys, the scores found, and the positions still to score (one per distinct missing key)."""
+        """The keys, the scores found, and the positions to score (one per missing key)."""
         keys = self._keys(contexts, claims)
         found = self.cache.get_many(list(dict.fromkeys(keys)))
         todo: dict[ScoreKey, int] = {}
@@ -249,13 +223,11 @@ class CachedScorer(Scorer):
         return [merged[key] for key in keys]
 
     def check(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
-        """``inner.check`` for the claims not in the cache; the rest from the cache, in input order."""
         keys, found, todo = self._plan(contexts, claims)
         scored = self.inner.check([contexts[i] for i in todo], [claims[i] for i in todo]) if todo else []
         return self._finish(keys, found, todo, scored)
 
     async def acheck(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
-        """:meth:`check` over ``inner.acheck`` (the store is read and written in a worker thread)."""
         keys, found, todo = await asyncio.to_thread(self._plan, contexts, claims)
         scored = await self.inner.acheck([contexts[i] for i in todo], [claims[i] for i in todo]) if todo else []
         return await asyncio.to_thread(self._finish, keys, found, todo, scored)

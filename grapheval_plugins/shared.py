@@ -1,10 +1,5 @@
-"""The process-wide stores under the engine: loaded scorers by spec, and the slots that hold shared engines.
-
-:func:`shared_scorer` is how every :class:`~grapheval_plugins.GraphEval` resolves a scorer spec, so engines over
-the same spec load its model once. :func:`engine_slot` keeps one engine per ``(llm, scorer, options)``; the engine is
-built by the caller (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`), so this module knows nothing
-of the engine and sits below it. :mod:`grapheval_plugins.registry`, above the engine, adds the host adapters and
-re-exports what is here.
+"""The process-wide stores under the engine: loaded scorers by spec (:func:`shared_scorer`, so engines over one
+spec load its model once) and one engine per ``(llm, scorer, options)`` (:func:`engine_slot`, built by the caller).
 """
 
 from __future__ import annotations
@@ -49,15 +44,8 @@ def scorer_key(spec: str | None) -> str:
 
 
 def shared_scorer(spec: Any = None) -> Scorer:
-    """The process-wide scorer for ``spec``: loaded on the first request, then reused.
-
-    A :class:`~grapheval_plugins.check.Scorer` object is returned as it is; a spec string (or ``None``, the
-    default) goes through :func:`~grapheval_plugins.models.resolve_scorer` once per canonical spec
-    (:func:`scorer_key`). Loads of different specs may run at once; two requests for one spec load it once.
-
-    Raises:
-        ModelLoadError, MissingDependencyError: as :func:`~grapheval_plugins.models.resolve_scorer`.
-    """
+    """The process-wide scorer for ``spec`` (a scorer object as it is): resolved once per canonical spec
+    (:func:`scorer_key`); loads of different specs may run at once."""
     from . import models
 
     if not is_spec(spec):
@@ -91,13 +79,8 @@ def _scorer_part(scorer: Any) -> Hashable:
 
 
 def engine_slot(llm: Any, scorer: Any, options: Hashable, build: Callable[[], T]) -> T:
-    """The engine kept for ``(llm, scorer, options)`` (``options``: the engine's mode and decision rule), made by
-    ``build()`` on the first request.
-
-    Spec strings compare by value (``"hhem"`` and its long form are one), model objects by identity; engines over
-    spec strings live as long as the process (or until :func:`clear`), engines over model objects as long as
-    something holds them.
-    """
+    """The engine kept for ``(llm, scorer, options)``, made by ``build()`` on the first request: over spec strings
+    (compared by value) for the process, over model objects (by identity) as long as something holds them."""
     from .models import scorer_for
 
     key = (_llm_key(llm), _scorer_part(scorer_for(llm, scorer)), options)

@@ -18,7 +18,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.messages import AIMessage, BaseMessage
@@ -45,31 +45,54 @@ __all__ = [
 Responder = Callable[[list[BaseMessage]], str]
 
 
-class ScriptedChatModel(NamedChatModel):
-    """A LangChain chat model that answers from a script and records every call.
-
-    Args:
-        responses: answers returned in turn (the last one repeats once the list is used up). An ``Exception``
-            instance in the list is raised instead of answered.
-        respond: alternatively, a function of the messages that returns the answer (or raises).
-        latency_s: seconds each call takes (``asyncio.sleep`` on the async path, so concurrent calls overlap as they
-            would with a provider's API).
-
-    ``calls`` holds the message list of every call, in order.
-    """
+class _FakeChatModel(NamedChatModel):
+    """A chat model answering through :meth:`_result`, after ``latency_s`` seconds (``asyncio.sleep`` on the async
+    path, so concurrent calls overlap as they would with a provider's API)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    responses: list[Any] = Field(default_factory=list)
-    respond: Responder | None = None
-    model_label: str = "scripted"
+    kind: ClassVar[str]
     latency_s: float = 0.0
-    _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @property
     def _llm_type(self) -> str:
-        return "scripted-chat-model"
+        return self.kind
+
+    def _result(self, messages: list[BaseMessage]) -> ChatResult:
+        raise NotImplementedError
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        return self._result(messages)
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        return self._result(messages)
+
+
+def _chat_result(text: str, **metadata: Any) -> ChatResult:
+    return ChatResult(generations=[ChatGeneration(message=AIMessage(text, response_metadata=metadata))])
+
+
+class ScriptedChatModel(_FakeChatModel):
+    """A LangChain chat model that answers from a script and records every call (``calls``: each call's messages).
+
+    Args:
+        responses: answers returned in turn (the last one repeats); an ``Exception`` in the list is raised.
+        respond: alternatively, a function of the messages that returns the answer (or raises).
+        latency_s: seconds each call takes.
+    """
+
+    kind = "scripted-chat-model"
+    responses: list[Any] = Field(default_factory=list)
+    respond: Responder | None = None
+    model_label: str = "scripted"
+    _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
 
     @property
     def calls(self) -> list[list[BaseMessage]]:
@@ -88,27 +111,8 @@ class ScriptedChatModel(NamedChatModel):
             raise answer
         return str(answer)
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        if self.latency_s:
-            time.sleep(self.latency_s)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(self._answer(messages)))])
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        if self.latency_s:
-            await asyncio.sleep(self.latency_s)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(self._answer(messages)))])
+    def _result(self, messages: list[BaseMessage]) -> ChatResult:
+        return _chat_result(self._answer(messages))
 
 
 class FunctionScorer(Scorer):
@@ -183,10 +187,8 @@ def _naive_triples(messages: list[BaseMessage]) -> str:
 
 
 def naive_triples_chat_model(latency_s: float = 0.0) -> ScriptedChatModel:
-    """A fake chat model that answers prompt A with crude triples cut from each sentence of the input.
-
-    For demos and tests of the plumbing (CLI, adapters) without a real model: the spec
-    ``"py:grapheval_plugins.testing:naive_triples_chat_model"`` selects it.
+    """A fake chat model answering prompt A with crude triples cut from each sentence of the input (the spec
+    ``"py:grapheval_plugins.testing:naive_triples_chat_model"``).
 
     >>> from grapheval_plugins.extract.prompts import KG_PROMPT
     >>> naive_triples_chat_model().invoke(KG_PROMPT.messages("The cat sat on the mat.")).content
@@ -227,25 +229,12 @@ def _chaos_draw(seed: int, *parts: object) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def _messages_key(messages: list[BaseMessage]) -> str:
-    return hashlib.sha256("\x1f".join(str(m.content) for m in messages).encode()).hexdigest()
+class ChaosChatModel(_FakeChatModel):
+    """A chat model that fails a share ``failure_rate`` of its calls with one of ``faults``, reproducibly.
 
-
-class ChaosChatModel(NamedChatModel):
-    """A chat model that fails a chosen share of its calls, reproducibly: for fault-injection tests.
-
-    Each call draws, from ``seed``, the text of its messages and how often those exact messages were sent before,
-    whether it fails (probability ``failure_rate``) and how (one of ``faults``, uniformly). The draws do not depend
-    on the order or concurrency of calls, so the same rows fail the same way in any runner. Calls that do not
-    fail are answered by ``respond`` (default: the crude triples of :func:`naive_triples_chat_model`).
-
-    Args:
-        failure_rate: the share of calls that fail, in [0, 1].
-        faults: the kinds of failure, from :data:`CHAOS_LLM_FAULTS`.
-        seed: the seed of the draws.
-        respond: the answer of a call that does not fail.
-
-    ``faults_injected`` counts the injected faults by kind; ``calls`` counts all calls.
+    Whether and how a call fails is drawn from ``seed``, its messages and how often they were sent before, never
+    from the order of calls; the others are answered by ``respond`` (default: :func:`naive_triples_chat_model`'s).
+    ``faults_injected`` counts the faults by kind, ``calls`` all calls.
 
     >>> from grapheval_plugins.extract.prompts import KG_PROMPT
     >>> llm = ChaosChatModel(failure_rate=1.0, faults=("empty",))
@@ -257,8 +246,7 @@ class ChaosChatModel(NamedChatModel):
     '<python>[["The cat", "sat", "on the mat"]]</python>'
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
+    kind = "chaos-chat-model"
     failure_rate: float = 0.3
     faults: tuple[str, ...] = CHAOS_LLM_FAULTS
     seed: int = 0
@@ -267,18 +255,12 @@ class ChaosChatModel(NamedChatModel):
     _seen: dict[str, int] = PrivateAttr(default_factory=dict)
     _injected: dict[str, int] = PrivateAttr(default_factory=dict)
     _calls: int = PrivateAttr(default=0)
-    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def model_post_init(self, context: Any) -> None:
         if not 0.0 <= self.failure_rate <= 1.0:
             raise ValueError(f"failure_rate must be in [0, 1], got {self.failure_rate!r}")
-        unknown = set(self.faults) - set(CHAOS_LLM_FAULTS)
-        if unknown or not self.faults:
+        if not self.faults or set(self.faults) - set(CHAOS_LLM_FAULTS):
             raise ValueError(f"faults must be a non-empty subset of {CHAOS_LLM_FAULTS}, got {self.faults!r}")
-
-    @property
-    def _llm_type(self) -> str:
-        return "chaos-chat-model"
 
     @property
     def calls(self) -> int:
@@ -288,13 +270,12 @@ class ChaosChatModel(NamedChatModel):
     def faults_injected(self) -> dict[str, int]:
         return dict(self._injected)
 
-    def _answer(self, messages: list[BaseMessage]) -> tuple[str, dict[str, Any]]:
-        key = _messages_key(messages)
+    def _result(self, messages: list[BaseMessage]) -> ChatResult:
+        key = hashlib.sha256("\x1f".join(str(m.content) for m in messages).encode()).hexdigest()
         with self._lock:
             self._calls += 1
-            nth = self._seen.get(key, 0)
-            self._seen[key] = nth + 1
-        rng = _chaos_draw(self.seed, key, nth)
+            nth = self._seen[key] = self._seen.get(key, 0) + 1
+        rng = _chaos_draw(self.seed, key, nth - 1)
         fault = rng.choice(self.faults) if rng.random() < self.failure_rate else None
         if fault is not None:
             with self._lock:
@@ -306,46 +287,21 @@ class ChaosChatModel(NamedChatModel):
         if fault == "server_error":
             raise ChaosServerError("injected: 503 Service Unavailable")
         if fault == "empty":
-            return "", {"finish_reason": "stop"}
+            return _chat_result("", finish_reason="stop")
         answer = self.respond(list(messages))
         if fault == "truncated":
-            return answer[: max(1, len(answer) // 2)], {"finish_reason": "length"}
+            return _chat_result(answer[: max(1, len(answer) // 2)], finish_reason="length")
         if fault == "wrong_format":
-            return "Sure! Here is what I found: " + answer.replace("<python>", "").replace("[", "(").replace(
-                "]", ")"
-            ).replace("</python>", ""), {"finish_reason": "stop"}
-        return answer, {"finish_reason": "stop"}
-
-    def _result(self, messages: list[BaseMessage]) -> ChatResult:
-        text, metadata = self._answer(messages)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(text, response_metadata=metadata))])
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return self._result(messages)
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return self._result(messages)
+            answer = answer.replace("<python>", "").replace("</python>", "").translate(str.maketrans("[]", "()"))
+            answer = "Sure! Here is what I found: " + answer
+        return _chat_result(answer, finish_reason="stop")
 
 
 class ChaosScorer(Scorer):
-    """A scorer that fails on a chosen share of its claims, reproducibly: for fault-injection tests.
+    """A scorer that fails on a share ``failure_rate`` of its pairs, drawn from ``seed`` and the pair alone.
 
-    Whether a ``(premise, hypothesis)`` pair fails, and how (one of ``faults``), is drawn from ``seed`` and the
-    pair alone, so a poisoned claim fails in every batch it is part of. ``raise`` and ``oom`` fail the whole call
-    (a ``RuntimeError``, a ``MemoryError`` worded like a device out of memory); ``nan`` and ``out_of_range``
-    return NaN or 1.5 for that pair. Other pairs get ``inner``'s score (default :class:`KeywordScorer`).
+    ``raise`` and ``oom`` fail the whole call, ``nan`` and ``out_of_range`` give that pair NaN or 1.5; other pairs
+    get ``inner``'s score (default :class:`KeywordScorer`).
 
     >>> ChaosScorer(failure_rate=0.0).check(["The sky is blue."], ["The sky is blue"])[0].p_unsupported
     0.0

@@ -1,10 +1,5 @@
 """Plain-text helpers shared by the explanations: sentences of a passage, the one that bears on a claim, the few that
-bear on a triple, and a word diff.
-
-The explanations (DeepEval's reason, the HTML report) show, for a long deciding passage, the sentence that shares the
-most words with the claim; a correction shows what it changed as a word diff. One implementation of each serves
-every renderer.
-"""
+bear on a triple, and a word diff."""
 
 from __future__ import annotations
 
@@ -20,9 +15,7 @@ DiffOp = Literal["same", "del", "ins"]
 _TOKEN = re.compile(r"^\s+|\S+\s*")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_SENTENCE_BREAK = re.compile(r"[.!?][\"')\]]*(\s+)|(\n+)")
-"""Where one sentence ends and the next begins: the space after ``.``, ``!`` or ``?`` (and a closing quote or
-bracket), or a line break. A full stop inside a word or a number ("1.2 million", "gov.uk") ends nothing."""
+_SENTENCE_BREAK = re.compile(r"[.!?][\"')\]]*(\s+)|(\n+)")  # a full stop in "1.2" or "gov.uk" ends nothing
 
 
 def words(text: str) -> set[str]:
@@ -118,10 +111,8 @@ def _content_words(text: str) -> set[str]:
 
 
 def closest_sentences(passage: str, triple: TripleLike, k: int = 3) -> str:
-    """The ``k`` sentences of ``passage`` that share the most content words with ``triple``, in passage order.
-
-    The subject and object count double (they are what a correction usually changes or anchors on). Sentences
-    sharing no word are left out; an empty string comes back when none shares one.
+    """The ``k`` sentences of ``passage`` sharing the most content words with ``triple`` (subject and object count
+    double), in passage order; sentences sharing none are left out.
 
     >>> from grapheval_plugins.types import Triple
     >>> closest_sentences("A cat sat. Paris is big. Rome is old.", Triple(subject="Paris", relation="is", object="old"), k=2)
@@ -145,11 +136,8 @@ def closest_sentences(passage: str, triple: TripleLike, k: int = 3) -> str:
 
 
 def diff_words(before: str, after: str) -> list[tuple[DiffOp, str]]:
-    """Pieces of a word-level diff of ``before`` → ``after``, whitespace kept (joined, the ``same`` and ``del``
-    pieces give ``before`` back, the ``same`` and ``ins`` pieces ``after``, up to whitespace).
-
-    Words are compared without their surrounding whitespace, so a word that only moved to the end of a line is
-    still the same word.
+    """Pieces of a word-level diff of ``before`` → ``after``, whitespace kept but not compared (the ``same`` and
+    ``del`` pieces give ``before`` back, the ``same`` and ``ins`` pieces ``after``).
 
     >>> diff_words("Ann won gold in Rio.", "Ann won silver in Paris.")
     [('same', 'Ann won '), ('del', 'gold '), ('ins', 'silver '), ('same', 'in '), ('del', 'Rio.'), ('ins', 'Paris.')]

@@ -7,10 +7,11 @@ Every model here is a pydantic model: ``report.model_dump()`` gives plain JSON-r
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field
 
 __all__ = [
     "TRIPLE_RENDERERS",
@@ -240,7 +241,7 @@ class ClaimCheck(BaseModel):
     p_unsupported: float
     """Probability in [0, 1] that the context does not support the claim."""
     unsupported: bool
-    """``p_unsupported > threshold``."""
+    """``p_unsupported > hallucination_threshold``."""
     evidence: str | None = None
     """The context passage (chunk) that decided the score: the one that best supports the claim."""
     evidence_index: int | None = None
@@ -249,6 +250,17 @@ class ClaimCheck(BaseModel):
     """Index of the passage (the document, for a context given as a list) that chunk comes from."""
     span: tuple[int, int] | None = None
     """Character span ``[start, end)`` of the claim in the output, when it could be located."""
+
+
+_THRESHOLD_NAMES = AliasChoices("hallucination_threshold", "threshold")
+"""The names the hallucination threshold reads from: JSON written before the field was renamed calls it
+``threshold``."""
+
+
+def _deprecated_threshold(owner: str, value: float) -> float:
+    warnings.warn(f"{owner}.threshold is deprecated: read {owner}.hallucination_threshold", DeprecationWarning,
+                  stacklevel=3)
+    return value
 
 
 def _plural(n: int, word: str) -> str:
@@ -287,7 +299,9 @@ class Decision(BaseModel):
     rule: str
     """The rule that decided (its registered name)."""
     p_hallucination: float
-    threshold: float
+    hallucination_threshold: float = Field(validation_alias=_THRESHOLD_NAMES)
+    """The P(hallucination) above which the verdict is a hallucination (and the P(unsupported) above which a claim
+    is unsupported)."""
     case: Case
     deciding: int | None = None
     """Index in the report's ``claims`` of the claim that decided, or weighed most (the likeliest unsupported);
@@ -298,8 +312,13 @@ class Decision(BaseModel):
 
     @property
     def hallucinated(self) -> bool:
-        """``p_hallucination > threshold``."""
-        return self.p_hallucination > self.threshold
+        """``p_hallucination > hallucination_threshold``."""
+        return self.p_hallucination > self.hallucination_threshold
+
+    @property
+    def threshold(self) -> float:
+        """Deprecated alias of :attr:`hallucination_threshold` (warns)."""
+        return _deprecated_threshold("Decision", self.hallucination_threshold)
 
     @classmethod
     def of(cls, rule: str, p_hallucination: float, claims: list[ClaimCheck], threshold: float,
@@ -311,15 +330,15 @@ class Decision(BaseModel):
             hallucinated = p_hallucination > threshold
         case = _case(hallucinated, any(c.p_unsupported > threshold for c in claims))
         deciding = max(range(len(claims)), key=lambda i: claims[i].p_unsupported) if claims else None
-        return cls(rule=rule, p_hallucination=p_hallucination, threshold=threshold, case=case, deciding=deciding,
-                   why=why)
+        return cls(rule=rule, p_hallucination=p_hallucination, hallucination_threshold=threshold, case=case,
+                   deciding=deciding, why=why)
 
 
 class Explanation(BaseModel):
     """The one explanation of a verdict, built by :meth:`Report.explanation` from the rule's :class:`Decision`;
     every host formats it (``Report.explain()``, DeepEval's reason, Ragas's and LangChain's).
 
-    >>> r = Report(output="x", mode="raw", threshold=0.5, hallucinated=False, score=0.9)
+    >>> r = Report(output="x", mode="raw", hallucination_threshold=0.5, hallucinated=False, score=0.9)
     >>> r.explanation().summary
     '0 claims checked, none unsupported'
     """
@@ -342,15 +361,17 @@ class Report(BaseModel):
     """GraphEval's verdict on one ``(context, output)`` pair.
 
     ``score`` follows the convention of DeepEval and Ragas: 1 = faithful, ``1 − P(hallucination)``.
-    ``hallucinated`` is ``P(hallucination) > threshold``; P(hallucination) is, under the paper's rule
-    (``method="paper"``, and in raw mode), the largest ``p_unsupported`` over the claims, and under ``hybrid`` a
+    ``hallucinated`` is ``P(hallucination) > hallucination_threshold``; P(hallucination) is, under the paper's rule
+    (``GraphEval(rule="paper")``, and in raw mode), the largest ``p_unsupported`` over the claims, and under ``hybrid`` a
     fitted combination of the whole output's and the triples' (:mod:`grapheval_plugins.aggregate`). Both are
     ``None`` when the sample errored.
     """
 
     output: str
     mode: Mode
-    threshold: float
+    hallucination_threshold: float = Field(validation_alias=_THRESHOLD_NAMES)
+    """The P(unsupported) above which a claim is unsupported, and the P(hallucination) above which the output is a
+    hallucination (JSON written before this field was renamed calls it ``threshold``; it still reads)."""
     hallucinated: bool | None = None
     score: float | None = None
     """``1 − P(hallucination)`` (``None`` on error)."""
@@ -359,7 +380,7 @@ class Report(BaseModel):
     raw mode, or a report written before rules were named, which used the paper's)."""
     claims: list[ClaimCheck] = Field(default_factory=list)
     whole_output: ClaimCheck | None = None
-    """Under ``method="hybrid"``, the whole output scored as one claim: the rule's other input beside ``claims``
+    """Under the ``hybrid`` rule, the whole output scored as one claim: the rule's other input beside ``claims``
     (``None`` in raw mode, under the paper's rule, and when nothing was extracted: then the whole output is the
     one claim in ``claims``)."""
     extraction: Extraction | None = None
@@ -380,6 +401,11 @@ class Report(BaseModel):
     """The chat-model calls and tokens of each stage this row ran (``extract``, ``check``, ``fidelity``), from the
     answers' ``usage_metadata``; a scorer pass shared by several rows is shared among them by their claims (the
     totals are exact). A scorer that is no chat model (the local judge, HHEM, NLI) makes no calls."""
+
+    @property
+    def threshold(self) -> float:
+        """Deprecated alias of :attr:`hallucination_threshold` (warns)."""
+        return _deprecated_threshold("Report", self.hallucination_threshold)
 
     def cost(self, prices: Mapping[str, float] | None = None) -> float | None:
         """US dollars of this row's calls (:func:`usage_cost`): the cost the model reported, else the tokens at
@@ -415,12 +441,12 @@ class Report(BaseModel):
             msg = "; ".join(f"{e.stage}: {e.message}" for e in self.errors) or "no verdict"
             return Explanation(verdict="error", summary=msg)
         decision = self.decision or Decision.of(
-            self.method or "paper", 1.0 - (self.score or 0.0), self.claims, self.threshold,
+            self.method or "paper", 1.0 - (self.score or 0.0), self.claims, self.hallucination_threshold,
             why="the whole output's score" if self.whole_output is not None else "", hallucinated=self.hallucinated)
         n = len(self.claims)
         if min_score is None:
             flagged = bool(self.hallucinated)
-            above = [c for c in self.claims if c.p_unsupported > decision.threshold]
+            above = [c for c in self.claims if c.p_unsupported > decision.hallucination_threshold]
         else:
             flagged = (self.score or 0.0) < min_score
             above = [c for c in self.claims if 1.0 - c.p_unsupported < min_score]
@@ -449,7 +475,7 @@ class Report(BaseModel):
     def explain(self, max_claims: int = 10) -> str:
         """A short human-readable explanation of the verdict: :meth:`explanation` as text.
 
-        >>> r = Report(output="x", mode="raw", threshold=0.5, hallucinated=False, score=0.9)
+        >>> r = Report(output="x", mode="raw", hallucination_threshold=0.5, hallucinated=False, score=0.9)
         >>> r.explain()
         'faithful (score 0.900): 0 claims checked, none unsupported'
         """
@@ -468,7 +494,7 @@ class Report(BaseModel):
         """A self-contained HTML page: the output with each claim's span highlighted by verdict, the knowledge
         graph drawn, and ``context`` (when given) with the deciding passages marked. Needs the ``report`` extra.
 
-        >>> r = Report(output="<b>x</b>", mode="raw", threshold=0.5, hallucinated=False, score=0.9)
+        >>> r = Report(output="<b>x</b>", mode="raw", hallucination_threshold=0.5, hallucinated=False, score=0.9)
         >>> "&lt;b&gt;x&lt;/b&gt;" in r.to_html()
         True
         """

@@ -1,14 +1,7 @@
-"""Metering chat-model calls per stage, with LangChain's own callback machinery.
-
-:func:`metered` opens a :class:`StageMeter` (a ``langchain_core`` :class:`~langchain_core.callbacks.
-UsageMetadataCallbackHandler`) for the code inside it: every chat-model call made there, in this task, in the tasks
-and worker threads it starts, reaches it through the configure hook LangChain's own ``get_usage_metadata_callback``
-uses, whatever callbacks the call's ``RunnableConfig`` carries. A meter opened inside another adds what it counts
-to the outer one too (a correction's re-check counts in the correction), unless it is ``detached`` (a scorer pass
-shared by several rows, whose usage is shared out among them by the pipeline).
-
-A model that reports the dollars a call cost puts them in ``response_metadata["cost_usd"]`` (the adapter over
-DeepEval's models does, from the ``(text, cost)`` they return).
+"""Metering chat-model calls per stage with LangChain's usage callback: every call made inside :func:`metered`
+(in this task, and the tasks and threads it starts) reaches its :class:`StageMeter` through LangChain's configure
+hook. A meter opened inside another counts in the outer one too, unless ``detached``. A model that reports what a
+call cost puts the dollars in ``response_metadata["cost_usd"]``.
 
 >>> from langchain_core.language_models import GenericFakeChatModel
 >>> from langchain_core.messages import AIMessage
@@ -42,8 +35,7 @@ COST_KEY = "cost_usd"
 
 
 class StageMeter(UsageMetadataCallbackHandler):
-    """Counts the chat-model calls that end while it is open, their tokens (``usage_metadata``; also per model in
-    ``usage_metadata``, as its LangChain base class keeps them) and their reported cost."""
+    """Counts the chat-model calls that end while it is open, their tokens and their reported cost."""
 
     run_inline = True  # counting is cheap: no executor hop on async runs
 
@@ -68,7 +60,6 @@ class StageMeter(UsageMetadataCallbackHandler):
                 ))
 
     def add(self, usage: StageUsage) -> None:
-        """Count ``usage`` here (and in the meters this one is open inside)."""
         if not usage.calls:
             return
         with self._count_lock:
@@ -77,7 +68,6 @@ class StageMeter(UsageMetadataCallbackHandler):
             self.parent.add(usage)
 
     def usage(self) -> StageUsage:
-        """What was counted so far."""
         with self._count_lock:
             return self._total.model_copy()
 
@@ -88,8 +78,7 @@ register_configure_hook(_meter, inheritable=True)
 
 @contextmanager
 def metered(*, detached: bool = False) -> Iterator[StageMeter]:
-    """A :class:`StageMeter` open for the code inside (see the module docs); ``detached``: it adds nothing to an
-    outer meter."""
+    """A :class:`StageMeter` open for the code inside (``detached``: it adds nothing to an outer meter)."""
     meter = StageMeter(parent=None if detached else _meter.get())
     token = _meter.set(meter)
     try:

@@ -1,7 +1,7 @@
 """GraphCorrect: fix the triples GraphEval flags, then check the result again. And the Direct Prompt baseline.
 
-The facade of the correction package: options, detection, the correct → re-check rounds and the report. The two
-methods are strategies (:mod:`.strategies`), the guard its own module (:mod:`.guard`), and a failed row's report
+The facade of the correction package: options, detection, the correct → re-check rounds and the report. The
+correction strategies live in :mod:`.strategies`, the guard its own module (:mod:`.guard`), and a failed row's report
 (:mod:`.batch`). One async code path (:meth:`GraphCorrect.acorrect`); the sync methods call it through
 ``run_sync``. Detection and re-check go through the public :class:`~grapheval_plugins.pipeline.GraphEval` API.
 """
@@ -12,6 +12,7 @@ import asyncio
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
@@ -33,7 +34,7 @@ from .strategies import Editor, Round, strategy_for
 from .text import _rouge_scorer, rouge_scores, word_diff
 from .types import CorrectionMethod, CorrectionReport, CorrectionRound, CorrectionStatus, TripleChange
 
-__all__ = ["GraphCorrect", "GuardMode"]
+__all__ = ["STRATEGIES", "GraphCorrect", "GuardMode", "strategy_argument"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +43,12 @@ class GraphCorrect:
     """Hallucination correction guided by GraphEval's knowledge graph (GraphCorrect, Sansford et al. 2024).
 
     For an output GraphEval flags, each unsupported triple is corrected in turn. By default
-    (``method="constrained"``) the chat model proposes a corrected triple from the triple and the context sentences
+    (``strategy="constrained"``) the chat model proposes a corrected triple from the triple and the context sentences
     closest to it; only a corrected value made of the context's words, and supported by the scorer, is taken, and the
     changed words are replaced in the output in place; the engine then checks the corrected output again. The
-    paper's procedure is ``method="graph"``: (1) a corrected triple (prompt B), (2) the old triple's information
-    substituted in the output with the new one (prompt C). ``method="direct"`` is the paper's baseline: one call with
-    the output and the context (prompt D). ``method="evidence"`` (not from the paper) is ``graph`` with a step 1
+    paper's procedure is ``strategy="paper"``: (1) a corrected triple (prompt B), (2) the old triple's information
+    substituted in the output with the new one (prompt C). ``strategy="direct"`` is the paper's baseline: one call
+    with the output and the context (prompt D). ``strategy="evidence"`` (not from the paper) is ``paper`` with a step 1
     that is told why the triple failed (its P(unsupported)) and shown the closest sentences of the deciding passage,
     ending with prompt D when no triple change could be applied (``direct_fallback``).
 
@@ -58,19 +59,20 @@ class GraphCorrect:
         grapheval: the detector used to find what to correct and to re-check the result (default: ``GraphEval()``).
         llm: the chat model that corrects (a model or a spec for
             :func:`~grapheval_plugins.models.resolve_llm`); default: ``grapheval.llm``.
-        method: ``"constrained"`` (the default: ``evidence``'s step 1 held to the context, answers that are not a
+        strategy: the correction strategy: ``"constrained"`` (the default: ``evidence``'s step 1 held to the context, answers that are not a
             corrected value refused, a wrong number or date chosen among the closest sentences' values; the changed
             words are replaced in the output in place, with no rewrite call, and only on the scorer's word; the
             re-check is the engine's check of the triples the output then states, without extracting again),
-            ``"graph"`` (GraphCorrect as published: prompts B and C), ``"evidence"`` (GraphCorrect with the reason
+            ``"paper"`` (GraphCorrect as published: prompts B and C; ``"graph"``, its old name, still reads), ``"evidence"`` (GraphCorrect with the reason
             and the evidence in step 1 and a follow-up when it repeats the triple) or ``"direct"`` (the Direct
             Prompt baseline). On planted errors drawn apart from those it was designed on,
             ``"constrained"`` restored 15 of 49 with edits beyond the error on 3, ``"direct"`` 5 with 14
             (``docs/benchmarks.md``).
-        evidence_sentences: with ``method="evidence"`` or ``"constrained"``, how many sentences of the deciding
+        method: deprecated alias of ``strategy`` (warns; ``GraphEval``'s decision rule is ``rule=``).
+        evidence_sentences: with ``strategy="evidence"`` or ``"constrained"``, how many sentences of the deciding
             passage step 1 is shown (and, for ``"constrained"``, where the candidate numbers and dates come from).
         direct_fallback: a round in which no triple change could be applied (or the output has no triple) ends
-            with the Direct Prompt on the output. With ``method="evidence"`` (on by default) its rewrite is taken
+            with the Direct Prompt on the output. With ``strategy="evidence"`` (on by default) its rewrite is taken
             as it is; with ``"constrained"`` (off by default) only one changed place of it is made, held to the
             same rules as a corrected triple and supported by the scorer. ``False`` keeps the output as it is then.
         max_rounds: correct → re-check rounds; ``1`` is the paper's procedure. With ``k > 1`` an output that the
@@ -109,7 +111,7 @@ class GraphCorrect:
         ...         return '<python>[["Marie Curie", "won", "two Nobel Prizes"]]</python>'
         ...     return '<python>[["Marie Curie", "won", "three Nobel Prizes"]]</python>'
         >>> grapheval = GraphEval(llm=ScriptedChatModel(respond=respond), scorer=KeywordScorer())
-        >>> fixer = GraphCorrect(grapheval, rouge=False, method="graph")   # the paper's procedure
+        >>> fixer = GraphCorrect(grapheval, rouge=False, strategy="paper")   # the paper's procedure
         >>> result = fixer.correct(context="Marie Curie won two Nobel Prizes.",
         ...                        output="Marie Curie won three Nobel Prizes.")
         >>> result.corrected, result.status, result.passed, result.llm_calls
@@ -123,7 +125,7 @@ class GraphCorrect:
         grapheval: GraphEval | None = None,
         llm: Any = None,
         *,
-        method: CorrectionMethod = "constrained",
+        strategy: CorrectionMethod = "constrained",
         max_rounds: int = 1,
         guard: GuardMode = False,
         batch_step1: bool = False,
@@ -137,11 +139,11 @@ class GraphCorrect:
         max_concurrency: int | None = None,
         show_progress: bool | None = None,
         retry: RetryPolicy | None = None,
+        method: CorrectionMethod | None = None,
     ) -> None:
-        if method not in ("graph", "evidence", "direct", "constrained"):
-            raise InputError("method", f"must be 'graph', 'evidence', 'direct' or 'constrained', got {method!r}")
-        if batch_step1 and method != "graph":
-            raise InputError("batch_step1", f"applies to method='graph' only, not {method!r}")
+        strategy = strategy_argument(strategy, method)
+        if batch_step1 and strategy != "paper":
+            raise InputError("batch_step1", f"applies to strategy='paper' only, not {strategy!r}")
         if isinstance(evidence_sentences, bool) or not isinstance(evidence_sentences, int) or evidence_sentences < 1:
             raise InputError("evidence_sentences", f"must be an integer >= 1, got {evidence_sentences!r}")
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
@@ -161,12 +163,12 @@ class GraphCorrect:
         self._llm_spec = llm
         self._llm: Any = None
         self._resolve_lock = threading.Lock()
-        self.method: CorrectionMethod = method
+        self.strategy: CorrectionMethod = strategy
         self.max_rounds = max_rounds
         self.guard: Literal["reject", "flag"] | None = guard_mode
         self.batch_step1 = batch_step1
         self.evidence_sentences = evidence_sentences
-        self.direct_fallback = (method == "evidence") if direct_fallback is None else bool(direct_fallback)
+        self.direct_fallback = (strategy == "evidence") if direct_fallback is None else bool(direct_fallback)
         self.max_growth = float(max_growth)
         self.min_similarity = float(min_similarity)
         self.max_retries = max_retries
@@ -176,6 +178,12 @@ class GraphCorrect:
         self._rouge_on: bool | None = rouge
         self.max_concurrency = max_concurrency
         self.show_progress = show_progress
+
+    @property
+    def method(self) -> CorrectionMethod:
+        """Deprecated alias of :attr:`strategy` (warns)."""
+        warnings.warn("GraphCorrect.method is deprecated: read GraphCorrect.strategy", DeprecationWarning, stacklevel=2)
+        return self.strategy
 
     # ----------------------------------------------------------------- models
     @property
@@ -196,8 +204,8 @@ class GraphCorrect:
         return describe_llm(self.llm)
 
     def describe(self) -> str:
-        """``"<method> by <llm>; checked by <grapheval.describe()>"``: every model a correction depends on."""
-        return f"{self.method} by {self.llm_id}; checked by {self.grapheval.describe()}"
+        """``"<strategy> by <llm>; checked by <grapheval.describe()>"``: every model a correction depends on."""
+        return f"{self.strategy} by {self.llm_id}; checked by {self.grapheval.describe()}"
 
     # ----------------------------------------------------------------- public API
     def correct(
@@ -268,7 +276,7 @@ class GraphCorrect:
         rid = id if id is not None else report.id
         common: dict[str, Any] = {
             "original": original,
-            "method": self.method,
+            "method": self.strategy,
             "detection": report,
             "detection_llm_calls": extraction_calls(report),
             "prompt_version": self.prompts.version,
@@ -295,7 +303,7 @@ class GraphCorrect:
 
         tally = Tally()
         strategy = strategy_for(
-            self.method, batch_step1=self.batch_step1, evidence_sentences=self.evidence_sentences,
+            _STRATEGY_MODULE_NAMES.get(self.strategy, self.strategy), batch_step1=self.batch_step1, evidence_sentences=self.evidence_sentences,
             direct_fallback=self.direct_fallback,
         )
         editor = await asyncio.to_thread(self._editor)  # resolving a correction model never blocks the loop
@@ -426,7 +434,7 @@ class GraphCorrect:
         async def one(index: int, row: Any, detection: Report) -> CorrectionReport:
             try:
                 if not detection.ok:
-                    return error_report(self.method, self.prompts.version, row, output_key, detection, None)
+                    return error_report(self.strategy, self.prompts.version, row, output_key, detection, None)
                 sample = to_sample(row, index, context_key, output_key, id_key)
                 async with semaphore:
                     return await self.acorrect(
@@ -437,7 +445,7 @@ class GraphCorrect:
             except Exception as exc:  # noqa: BLE001 - one failing row never stops the batch
                 logger.warning("correction of row %d failed: %s", index, exc)
                 error = StageError(stage="correct", type=type(exc).__name__, message=str(exc))
-                return error_report(self.method, self.prompts.version, row, output_key, detection, error)
+                return error_report(self.strategy, self.prompts.version, row, output_key, detection, error)
             finally:
                 bar.update(1)
 
@@ -500,9 +508,45 @@ class GraphCorrect:
 
     def __repr__(self) -> str:
         return (
-            f"GraphCorrect(method={self.method!r}, max_rounds={self.max_rounds}, guard={self.guard!r}, "
+            f"GraphCorrect(strategy={self.strategy!r}, max_rounds={self.max_rounds}, guard={self.guard!r}, "
             f"batch_step1={self.batch_step1})"
         )
+
+
+STRATEGIES: tuple[CorrectionMethod, ...] = ("constrained", "paper", "evidence", "direct")
+"""The correction strategies, by name (``GraphCorrect(strategy=...)``)."""
+
+_STRATEGY_MODULE_NAMES: dict[str, CorrectionMethod] = {"paper": "graph"}
+"""The name :func:`~.strategies.strategy_for` knows a strategy by, where it differs."""
+
+
+def strategy_argument(strategy: Any, method: Any = None, owner: str = "GraphCorrect") -> CorrectionMethod:
+    """The correction strategy given to ``owner`` as ``strategy=``, or as ``method=``, its deprecated old name
+    (warns), checked; ``"graph"``, the old name of ``"paper"``, reads as ``"paper"`` (warns).
+
+    >>> strategy_argument("paper"), strategy_argument("constrained", "constrained")
+    ('paper', 'constrained')
+    """
+    field = "strategy"
+    if method is not None:
+        field = "method"
+        warnings.warn(f"{owner}(method=...) is deprecated: pass strategy=..., the correction strategy (GraphEval's "
+                      "decision rule is rule=...)", DeprecationWarning, stacklevel=3)
+        if strategy != "constrained" and _canonical(strategy) != _canonical(method):
+            raise InputError("method", "give strategy= (method= is its deprecated old name), not both")
+        strategy = method
+    if strategy == "graph":
+        warnings.warn(f"{owner}(strategy='graph') is deprecated: the paper's procedure is strategy='paper'",
+                      DeprecationWarning, stacklevel=3)
+    name = _canonical(strategy)
+    for known in STRATEGIES:
+        if name == known:
+            return known
+    raise InputError(field, f"must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}")
+
+
+def _canonical(strategy: Any) -> Any:
+    return "paper" if strategy == "graph" else strategy
 
 
 def _without(spent: StageUsage, part: StageUsage) -> StageUsage:

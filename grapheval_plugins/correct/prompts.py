@@ -10,11 +10,11 @@ The wording is the paper's (``shared/paper/PROMPTS.md``):
 :data:`BATCH_TRIPLE_CORRECTION_PROMPT` is not from the paper: prompt B's wording adapted to correct all flagged
 triples of one output in a single call (``GraphCorrect(batch_step1=True)``).
 
-:data:`CHOICE_PROMPT` (``method="constrained"``) is not from the paper: a wrong number or date of the triple and the
+:data:`CHOICE_PROMPT` (``strategy="constrained"``) is not from the paper: a wrong number or date of the triple and the
 values of its kind in the closest sentences of the context, answered by the option's number.
 
 :data:`EVIDENCE_TRIPLE_CORRECTION_PROMPT` and :data:`FOLLOW_UP_PROMPT` are not from the paper either: they are step 1
-of ``GraphCorrect(method="evidence")``. The first is prompt B told why the triple failed (``{reason}``) and shown
+of ``GraphCorrect(strategy="evidence")``. The first is prompt B told why the triple failed (``{reason}``) and shown
 the sentences of the deciding passage closest to it (``{evidence}``), with the context first so that the flagged
 triples of one output share the prompt's prefix (a local model evaluates the context once); the second is the one
 follow-up message sent when the model answers with the flagged triple unchanged.
@@ -188,17 +188,17 @@ BATCH_TRIPLE_CORRECTION_PROMPT = TextPrompt(
 EVIDENCE_TRIPLE_CORRECTION_PROMPT = TextPrompt(
     version="correct-b-evidence/1", template=_B_EVIDENCE, fields=("triple", "context", "evidence", "reason")
 )
-"""Step 1 of ``method="evidence"``: prompt B with ``{reason}`` (why the triple failed) and ``{evidence}`` (the
+"""Step 1 of ``strategy="evidence"``: prompt B with ``{reason}`` (why the triple failed) and ``{evidence}`` (the
 sentences of the deciding passage closest to the triple). Not from the paper."""
 
 FOLLOW_UP_PROMPT = TextPrompt(version="correct-b-followup/1", template=_FOLLOW_UP, fields=("triple",))
-"""The follow-up sent (after the model's own answer) when step 1 of ``method="evidence"`` returned the flagged
+"""The follow-up sent (after the model's own answer) when step 1 of ``strategy="evidence"`` returned the flagged
 triple unchanged. Not from the paper."""
 
 CHOICE_PROMPT = TextPrompt(
     version="correct-choice/1", template=_CHOICE, fields=("context", "triple", "evidence", "value", "options")
 )
-"""Step 1 of ``method="constrained"`` when the free answer did not do: a number or date of the flagged triple
+"""Step 1 of ``strategy="constrained"`` when the free answer did not do: a number or date of the flagged triple
 (``{value}``) and the values of the same kind in the closest sentences (``{options}``, numbered, ``0`` for none),
 answered with a number. Not from the paper."""
 
@@ -265,7 +265,7 @@ class CorrectionPrompts:
         return self.batch.messages(triples=listed, context=context)
 
     def evidence_triple_messages(self, triple: Triple, context: str, evidence: str, reason: str) -> list[BaseMessage]:
-        """Step 1 of ``method="evidence"``: prompt B with the reason the triple failed and the evidence sentences."""
+        """Step 1 of ``strategy="evidence"``: prompt B with the reason the triple failed and the evidence sentences."""
         return self.evidence_triple.messages(
             triple=render_triple_list(triple), context=context, evidence=evidence, reason=reason
         )

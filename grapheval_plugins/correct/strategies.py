@@ -318,7 +318,7 @@ class EvidenceStrategy(GraphStrategy):
 
     async def _step1_one(self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck) -> Step1:
         evidence = closest_sentences(deciding_passage(claim, job.ctx), old, k=self.evidence_sentences)
-        reason = failure_reason(claim.p_unsupported, job.report.threshold)
+        reason = failure_reason(claim.p_unsupported, job.report.hallucination_threshold)
         messages = editor.prompts.evidence_triple_messages(old, job.ctx, evidence or NO_EVIDENCE, reason)
         answer, error, calls = await editor.call(messages, job.config)
         if answer is None:
@@ -680,7 +680,7 @@ class ConstrainedStrategy:
         shown = job.ctx
         if self.context_sentences is not None:
             shown = closest_sentences(passage, old, k=self.context_sentences) or job.ctx
-        reason = failure_reason(claim.p_unsupported, job.report.threshold)
+        reason = failure_reason(claim.p_unsupported, job.report.hallucination_threshold)
         messages = editor.prompts.evidence_triple_messages(old, shown, evidence or NO_EVIDENCE, reason)
         answer = await self._ask(editor, job, messages, change)
         if answer is None and change.reason is not None:  # the chat model raised (retries spent): say so, stop

@@ -21,8 +21,9 @@ __all__ = [
     "TripleChange",
 ]
 
-CorrectionMethod = Literal["graph", "evidence", "direct", "constrained"]
-"""``"graph"``: GraphCorrect as published (prompts B then C per flagged triple). ``"evidence"``: GraphCorrect with
+CorrectionMethod = Literal["paper", "graph", "evidence", "direct", "constrained"]
+"""``"paper"``: GraphCorrect as published (prompts B then C per flagged triple; ``"graph"`` is its old name, which
+reports written before the rename hold). ``"evidence"``: GraphCorrect with
 step 1 told why the triple failed and shown the closest sentences of the deciding passage, plus one follow-up when
 it repeats the triple (not from the paper). ``"direct"``: the Direct Prompt baseline (D). ``"constrained"``:
 ``evidence``'s step 1 with its answer held to the context (new words must be the context's; a wrong number or date
@@ -63,7 +64,7 @@ class TripleChange(BaseModel):
     """Chat-model calls made for this change (steps 1 and 2, or the direct prompt)."""
     follow_up: bool = False
     """True when step 1 answered with the triple unchanged and the follow-up message was sent
-    (``method="evidence"``)."""
+    (``strategy="evidence"``)."""
     raw_answers: list[str] = Field(default_factory=list)
     """The chat model's answers, verbatim, in call order."""
 
@@ -96,7 +97,7 @@ class CorrectionReport(BaseModel):
     The corrected text is ``corrected``; it equals ``original`` whenever nothing could be (or needed to be)
     changed. ``passed`` is the re-check verdict on ``corrected`` (True: no unsupported claim left).
 
-    >>> r = CorrectionReport(original="a", corrected="a", method="graph", status="unflagged", flagged=False,
+    >>> r = CorrectionReport(original="a", corrected="a", method="paper", status="unflagged", flagged=False,
     ...                      passed=True)
     >>> r.changed, r.explain()
     (False, 'unflagged: nothing to correct')

@@ -26,18 +26,9 @@ logger = logging.getLogger(__name__)
 
 
 class TripleExtractor:
-    """Prompt A + a chat model + the safe parser, with bounded retries and an optional cache.
-
-    Args:
-        llm: any LangChain chat model.
-        prompt: the prompt set (default :data:`~grapheval_plugins.extract.prompts.KG_PROMPT`).
-        max_retries: extra calls made when an answer cannot be parsed or the call raises (0 = one call only).
-        cache: a :class:`~grapheval_plugins.cache.KGCache`; ``None`` disables caching. Entries are keyed on the
-            model identity (:func:`describe_llm`), the prompt's :attr:`~KGPrompt.cache_id` (a hash of its rendered
-            messages and the parser version) and the text.
-        retry: the backoff between calls that raised (default: :class:`~grapheval_plugins.retry.RetryPolicy`
-            with ``max_retries + 1`` attempts). An unparseable answer is asked again at once; an error no retry
-            can cure (a prompt over the context window, a missing extra) is not retried.
+    """Prompt A + a chat model + the safe parser, with ``max_retries`` extra calls (an unparseable answer is asked
+    again at once, a call that raised after ``retry``'s backoff) and an optional cache
+    (:class:`~grapheval_plugins.cache.KGCache`, keyed on the model's name, the prompt's ``cache_id`` and the text).
 
     Example:
         >>> from grapheval_plugins.testing import ScriptedChatModel
@@ -64,7 +55,6 @@ class TripleExtractor:
         self.cache = cache
         self.llm_id = describe_llm(llm)
         self.prompt_id = prompt.cache_id
-        """The prompt's part of the cache key (:attr:`KGPrompt.cache_id`): its label and a hash of its messages."""
 
     def extract(self, text: str, config: RunnableConfig | None = None) -> Extraction:
         """Synchronous :meth:`aextract`."""
@@ -73,16 +63,8 @@ class TripleExtractor:
         return run_sync(self.aextract(text, config=config))
 
     async def aextract(self, text: str, config: RunnableConfig | None = None) -> Extraction:
-        """Extract the knowledge graph of ``text``.
-
-        Returns an :class:`~grapheval_plugins.types.Extraction`; ``fallback=True`` with no triples when no answer
-        could be parsed after the retries (the caller then checks the whole text as one claim). With a cache,
-        a parsed graph is stored, and so is a fallback whose every attempt answered (as an empty graph, so a re-run
-        makes no call); a fallback in which a call raised is not stored.
-
-        Raises:
-            ExtractionError: every call to the chat model raised.
-        """
+        """The knowledge graph of ``text``: ``fallback=True`` with no triples when no answer parsed (cached as an
+        empty graph when every call answered); :class:`ExtractionError` when every call raised."""
         if self.cache is not None:
             hit = await asyncio.to_thread(self.cache.get, self.llm_id, self.prompt_id, text)
             if hit is not None:

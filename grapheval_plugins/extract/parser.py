@@ -137,12 +137,9 @@ def _collect(items: list[Any], result: ParseResult, pairs: bool) -> None:
 
 
 def parse_triples(text: str, *, pairs: bool = True) -> ParseResult:
-    """Read the triples in a chat model's answer. Never raises on any string input; never executes code.
-
-    Keeps items of three non-empty strings (extra strings are appended to the object), with whitespace
-    collapsed, de-duplicated (case-insensitively) in order of appearance. An answer made only of
-    ``[subject, predicate]`` pairs is read pair by pair (see :func:`_pair_as_triple`), and a flat list of 3k strings
-    as k triples. ``pairs=False``: pairs are dropped as malformed (an answer that must be one whole triple).
+    """Read the triples in a chat model's answer; never raises on a string, never executes code. Items of three or
+    more strings, de-duplicated case-insensitively; an answer of ``[subject, predicate]`` pairs only is read pair by
+    pair (unless ``pairs=False``), a flat list of 3k strings as k triples.
 
     >>> [t.as_list() for t in parse_triples('<python>[["Sofia", "revealed she was bullied"]]</python>').triples]
     [['Sofia', 'revealed', 'she was bullied']]

@@ -179,15 +179,9 @@ class KGPrompt:
 
     def messages(self, text: str) -> list[BaseMessage]:
         """The chat messages for ``text`` (the LLM output to turn into a knowledge graph)."""
-        system = SystemMessage(self.system)
-        ask = HumanMessage(fill(self.instruction, input=text))
-        tips = HumanMessage(self.tips)
-        if not self.examples:
-            return [system, tips, ask] if self.examples_first else [system, ask, tips]
-        shots = HumanMessage(self.examples_text())
-        if self.examples_first:
-            return [system, tips, shots, ask]
-        return [system, ask, tips, shots]
+        system, ask = SystemMessage(self.system), HumanMessage(fill(self.instruction, input=text))
+        fixed = [HumanMessage(self.tips), *([HumanMessage(self.examples_text())] if self.examples else [])]
+        return [system, *fixed, ask] if self.examples_first else [system, ask, *fixed]
 
     def retry_message(self, reason: str) -> HumanMessage:
         """The follow-up message sent after an answer that could not be parsed."""

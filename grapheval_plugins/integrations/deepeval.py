@@ -55,18 +55,15 @@ from .. import (
     GraphEvalError,
     InputError,
     MissingDependencyError,
-    Mode,
     Report,
-    RuleLike,
     ScoringError,
-    normalize_output,
-    normalize_passages,
     registry,
-    run_sync,
 )
-from ..aggregate import check_threshold, threshold_for_min_score
+from .._async import run_sync
+from ..aggregate import RuleLike, check_threshold, rule_argument, threshold_for_min_score
+from ..inputs import normalize_output, normalize_passages
 from ..text import best_sentence
-from ..types import claim_text, usage_cost
+from ..types import Mode, claim_text, usage_cost
 from ..usage import metered
 from .host_models import Costed, PromptChatModel
 
@@ -220,9 +217,10 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             ``llm``: the offline local pair (:func:`~grapheval_plugins.models.scorer_for`).
         scorer: scorer, spec or ``DeepEvalBaseLLM`` (an LLM judge over it) when no engine is given.
         mode: ``"graph"`` (default) or ``"raw"`` (the whole output scored as one claim: the paper's baseline).
-        method: the decision rule when no engine is given: ``"hybrid"`` (default), ``"paper"`` (the paper's rule,
+        rule: the decision rule when no engine is given: ``"hybrid"`` (default), ``"paper"`` (the paper's rule,
             the largest triple's P(unsupported)) or a registered rule's name; an engine's own applies otherwise.
-            With an engine, ``None`` or the engine's own mode.
+            With an engine, ``None`` or the engine's own rule.
+        method: deprecated alias of ``rule`` (warns).
         context_field: ``"auto"`` (default), ``"context"`` or ``"retrieval_context"``.
         include_reason: put the unsupported triples, their probabilities and evidence in ``reason``.
         strict_mode: DeepEval's strict mode: the threshold becomes 1 and the score is 1 or 0: 1 only when every
@@ -270,7 +268,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         llm: Any = None,
         scorer: Any = None,
         mode: Mode | None = None,
-        method: RuleLike | None = None,
+        rule: RuleLike | None = None,
         context_field: ContextField = "auto",
         include_reason: bool = True,
         strict_mode: bool = False,
@@ -278,6 +276,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         verbose_mode: bool = False,
         suggest_correction: Any = False,
         prices: dict[str, float] | None = None,
+        method: RuleLike | None = None,
     ) -> None:
         # DeepEval copies a metric by calling this constructor with ``vars(metric)``: every argument is stored
         # under its own name, and the engine travels by reference.
@@ -288,12 +287,13 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             raise InputError("model", "give either model= (DeepEval's) or llm= (a LangChain chat model or spec)")
         if model is not None and grapheval is not None:
             raise InputError("model", "give either grapheval= or model=, not both (the engine has its own)")
+        rule = rule_argument(rule, method, "GraphEvalMetric", default=None)
         options = registry.engine_options(
             grapheval,
             llm=deepeval_chat_model(model) if model is not None else llm,
             scorer=deepeval_chat_model(scorer) if isinstance(scorer, DeepEvalBaseLLM) else scorer,  # judges
             mode=mode,
-            method=method,
+            rule=rule,
             hallucination_threshold=None if strict_mode else threshold_for_min_score(min_score),
             fields={"hallucination_threshold": "threshold", "llm": "model" if model is not None else "llm"},
         )
@@ -303,7 +303,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         self.llm = llm
         self.scorer = scorer
         self.mode = mode
-        self.method = method
+        self.rule = rule
         self.context_field: ContextField = context_field
         self.include_reason = include_reason
         self.strict_mode = strict_mode
@@ -432,7 +432,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         score = float(report.score or 0.0)  # not None: checked by _raise_for_report
         shown = threshold  # the minimum score the claims are shown against
         if self.strict_mode:
-            shown = round(1.0 - report.threshold, 12)
+            shown = round(1.0 - report.hallucination_threshold, 12)
             score = 1.0 if _every_claim_supported(report) else 0.0
         self.score = score
         self.success = score >= threshold
@@ -444,7 +444,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             self.reason += "\n" + correction
         steps = [
             _format_graph(report, shown, source),
-            (f"Score: {score:.0f} (strict mode: 1 only when every claim has P(unsupported) <= {report.threshold:.3f}; "
+            (f"Score: {score:.0f} (strict mode: 1 only when every claim has P(unsupported) <= {report.hallucination_threshold:.3f}; "
              f"1 - P(hallucination) = {float(report.score or 0.0):.3f}, {report.method or 'raw'} rule)"
              if self.strict_mode else f"Score: {score:.3f} = 1 - P(hallucination) ({report.method or 'raw'} rule)")
             + f"; threshold {threshold:.3f} -> {'pass' if self.success else 'fail'}\nReason: {self.reason}",

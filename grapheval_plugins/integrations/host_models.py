@@ -179,7 +179,7 @@ class _HostChatModel(BaseChatModel):
             run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         arguments = self._arguments(render_prompt(messages))
         if self.complete is None:
-            from .. import run_sync
+            from .._async import run_sync
 
             assert self.acomplete is not None
             return self._answer(run_sync(_awaited(self.acomplete(*arguments))))

@@ -53,14 +53,13 @@ from .. import (
     GraphCorrect,
     GraphEval,
     InputError,
-    Mode,
     Report,
-    RuleLike,
-    normalize_output,
-    normalize_passages,
     registry,
-    run_sync,
 )
+from .._async import run_sync
+from ..aggregate import RuleLike, rule_argument
+from ..inputs import normalize_output, normalize_passages
+from ..types import Mode
 
 __all__ = ["GraphCorrectRunnable", "GraphEvalRunnable", "route_on_hallucination"]
 
@@ -225,8 +224,9 @@ class GraphEvalRunnable(_RowRunnable):
             (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`: Runnables, DeepEval and Ragas metrics
             over the same specs share it, and its models load once).
         llm, scorer: models or specs for that shared engine (they resolve on first use).
-        mode, method: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, ``"paper"``, or a
+        mode, rule: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, ``"paper"``, or a
             registered rule's name), for that shared engine (an engine's own apply otherwise).
+        method: deprecated alias of ``rule`` (warns).
         hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
             0.5). With a given engine, the Runnable scores with a view of it at this threshold (same models, cache
             and scorer passes), as every adapter does; the engine itself is not changed.
@@ -263,12 +263,14 @@ class GraphEvalRunnable(_RowRunnable):
         llm: Any = None,
         scorer: Any = None,
         mode: Mode | None = None,
-        method: RuleLike | None = None,
+        rule: RuleLike | None = None,
         hallucination_threshold: float | None = None,
+        method: RuleLike | None = None,
         **kwargs: Any,
     ) -> None:
+        rule = rule_argument(rule, method, "GraphEvalRunnable", default=None)
         grapheval = registry.engine_options(
-            grapheval, llm=llm, scorer=scorer, mode=mode, method=method, hallucination_threshold=hallucination_threshold
+            grapheval, llm=llm, scorer=scorer, mode=mode, rule=rule, hallucination_threshold=hallucination_threshold
         ).engine()
         self._check_options(kwargs)
         super().__init__(grapheval=grapheval, **kwargs)  # type: ignore[call-arg]

@@ -8,9 +8,11 @@
   ``abatch_score`` return ``MetricResult(value, reason)``, the unsupported triples in the reason. (Its old name
   here, ``GraphEvalMetric``, is a deprecated alias: ``grapheval_plugins.GraphEvalMetric`` is the DeepEval metric.)
 
-The score is ``1 − P(hallucination)`` (the engine's decision rule over the triples extracted from the response,
-see :mod:`grapheval_plugins.aggregate`), or with ``binary=True`` the verdict: 0 when P(hallucination) exceeds the
-threshold, else 1.
+The score is continuous, like Ragas's own ``Faithfulness``: ``1 − P(hallucination)`` (the engine's decision rule
+over the triples extracted from the response, see :mod:`grapheval_plugins.aggregate`), 1 = faithful, with no
+threshold in it; with ``binary=True`` it is the verdict instead: 0 when P(hallucination) exceeds the engine's
+hallucination threshold, else 1. Both classes take the same parameters, all by keyword: ``grapheval``, ``llm``,
+``scorer``, ``binary``, ``check_mode``, ``rule``, ``name``.
 
 Both take a :class:`~grapheval_plugins.GraphEval` engine by reference as ``grapheval=`` (its models load once and
 are shared by every sample and every copy of the metric; ``engine=`` is its deprecated old name), or models from
@@ -49,13 +51,12 @@ from .. import (
     GraphEval,
     InputError,
     MissingDependencyError,
-    Mode,
     Report,
-    RuleLike,
-    normalize_output,
-    normalize_passages,
     registry,
 )
+from ..aggregate import RuleLike, rule_argument
+from ..inputs import normalize_output, normalize_passages
+from ..types import Mode
 from .host_models import PromptChatModel, StructuredTriplesChatModel
 
 try:
@@ -76,6 +77,7 @@ __all__ = [
     "GraphEvalFaithfulnessWithLLM",
     "GraphEvalRagasMetric",
     "ragas_chat_model",
+    "reasons",
     "report_value",
 ]
 
@@ -94,7 +96,7 @@ def report_value(report: Report, binary: bool = False) -> float:
     the verdict; NaN when the report has no verdict (a stage failed).
 
     >>> from grapheval_plugins import Report
-    >>> report = Report(output="x", mode="raw", threshold=0.5, hallucinated=True, score=0.3)
+    >>> report = Report(output="x", mode="raw", hallucination_threshold=0.5, hallucinated=True, score=0.3)
     >>> report_value(report), report_value(report, binary=True)
     (0.3, 0.0)
     """
@@ -128,29 +130,43 @@ def _engine_alias(grapheval: Any, engine: Any, owner: str, stacklevel: int) -> A
 
 
 def _engine_options(
-    grapheval: Any, llm: Any, scorer: Any, mode: Any, threshold: Any, binary: Any, mode_field: str = "mode",
-    method: Any = None,
+    grapheval: Any, llm: Any, scorer: Any, check_mode: Any, threshold: Any, binary: Any, rule: Any = None,
 ) -> registry.EngineOptions:
     if not isinstance(binary, bool):
         raise InputError("binary", f"must be True or False, got {binary!r}")
     return registry.engine_options(
-        grapheval, llm=llm, scorer=scorer, mode=mode, method=method, hallucination_threshold=threshold,
-        fields={"mode": mode_field},
+        grapheval, llm=llm, scorer=scorer, mode=check_mode, rule=rule, hallucination_threshold=threshold,
+        fields={"mode": "check_mode"},
     )
 
 
 def _threshold_alias(hallucination_threshold: Any, threshold: Any, owner: str, stacklevel: int) -> Any:
-    """``hallucination_threshold=``, or the deprecated ``threshold=`` it replaces (warns; both equal is fine, as a
-    ``dataclasses.replace`` of a metric carries both along)."""
-    if threshold is None or threshold == hallucination_threshold:
-        return hallucination_threshold
-    if hallucination_threshold is not None:
+    """``hallucination_threshold=`` (or ``threshold=``, its older name): deprecated in the Ragas metrics (warns),
+    still applied for this release. A Ragas score is continuous and has no threshold; ``binary=True`` decides at the
+    engine's hallucination threshold (``GraphEval(hallucination_threshold=...)``). Both equal is fine, as a
+    ``dataclasses.replace`` of a metric carries both along."""
+    if threshold is not None and hallucination_threshold is not None and threshold != hallucination_threshold:
         raise InputError("threshold", "give hallucination_threshold= (threshold= is its deprecated old name), not both")
-    warnings.warn(
-        f"{owner}(threshold=...) is deprecated: pass hallucination_threshold=..., the P(unsupported) above which a "
-        "claim is unsupported", DeprecationWarning, stacklevel=stacklevel,
-    )
-    return threshold
+    value = hallucination_threshold if hallucination_threshold is not None else threshold
+    if value is not None:
+        warnings.warn(
+            f"{owner}(hallucination_threshold=...) is deprecated: the Ragas score is continuous (1 - P(hallucination))"
+            " and no threshold changes it; for binary=True's verdict, give the engine its threshold: "
+            "grapheval=GraphEval(hallucination_threshold=...)", DeprecationWarning, stacklevel=stacklevel,
+        )
+    return value
+
+
+def _mode_alias(check_mode: Any, mode: Any, owner: str, stacklevel: int) -> Any:
+    """``check_mode=``, or ``mode=``, its deprecated old name in :class:`GraphEvalRagasMetric` (warns)."""
+    if mode is None:
+        return check_mode
+    warnings.warn(f"{owner}(mode=...) is deprecated: pass check_mode=... (the name GraphEvalFaithfulness takes: "
+                  "ragas.evaluate() renames the column of a metric with a `mode` attribute)", DeprecationWarning,
+                  stacklevel=stacklevel)
+    if check_mode is not None and check_mode != mode:
+        raise InputError("mode", "give check_mode= (mode= is its deprecated old name), not both")
+    return mode
 
 
 def _ragas_text(result: Any) -> str:
@@ -235,8 +251,9 @@ class GraphEvalFaithfulness(SingleTurnMetric):
     """GraphEval as a Ragas metric for ``ragas.evaluate()``: 1 = faithful, 0 = a hallucination for certain.
 
     Reads ``response`` and ``retrieved_contexts`` (``user_input`` is optional and unused: GraphEval checks the
-    response alone against the contexts). The score is ``1 − P(hallucination)`` from the engine's decision rule;
-    ``binary=True`` gives the verdict instead (0.0 if P(hallucination) > hallucination_threshold, else 1.0).
+    response alone against the contexts). The score is ``1 − P(hallucination)`` from the engine's decision rule, with
+    no threshold in it (as Ragas's ``Faithfulness``); ``binary=True`` gives the verdict instead (0.0 if
+    P(hallucination) > the engine's hallucination threshold, else 1.0).
 
     Which model extracts the triples (and, without ``scorer=``, judges them):
 
@@ -249,21 +266,21 @@ class GraphEvalFaithfulness(SingleTurnMetric):
     its ``llm=`` nor builds an OpenAI model for it; :class:`GraphEvalFaithfulnessWithLLM` takes that ``llm=``.
 
     Args:
-        grapheval: a :class:`~grapheval_plugins.GraphEval` to score with; its mode and threshold apply.
+        grapheval: a :class:`~grapheval_plugins.GraphEval` to score with; its mode, rule and threshold apply.
         engine: deprecated name of ``grapheval`` (warns).
         llm: the extraction model or spec when no engine is given.
         scorer: the scorer or scorer spec when no engine is given (``None``: an LLM judge over the model, or the
             offline default when there is no model).
-        binary: return the paper's 0/1 verdict instead of the continuous score.
+        binary: return the paper's 0/1 verdict (at the engine's hallucination threshold) instead of the
+            continuous score.
         check_mode: ``"graph"`` (default) or ``"raw"`` (whole response as one claim) when no engine is given.
             (Not ``mode``: ``ragas.evaluate()`` renames the result column of any metric with a ``mode`` attribute
             to ``"<name>(mode=...)"``.)
-        method: the decision rule when no engine is given: ``"hybrid"`` (default), ``"paper"`` or a registered
+        rule: the decision rule when no engine is given: ``"hybrid"`` (default), ``"paper"`` or a registered
             rule's name.
-        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
-            0.5). With ``grapheval=``, the metric scores with a view of that engine at this threshold (same models,
-            cache and scorer passes); the engine itself is not changed.
-        threshold: deprecated name of ``hallucination_threshold`` (warns).
+        method: deprecated name of ``rule`` (warns).
+        hallucination_threshold, threshold: deprecated (warn; still applied for this release): the continuous
+            score has no threshold; ``binary=True`` decides at the engine's (``GraphEval(hallucination_threshold=)``).
         name: the column name in Ragas's result table.
 
     ``EvaluationResult.traces[i][name]["grapheval"]["output"]`` holds each sample's unsupported triples and
@@ -294,14 +311,15 @@ class GraphEvalFaithfulness(SingleTurnMetric):
     scorer: Any = None
     binary: bool = False
     check_mode: Mode | None = None
-    method: RuleLike | None = None
+    rule: RuleLike | None = None
+    method: InitVar[RuleLike | None] = None
     hallucination_threshold: float | None = None
     threshold: float | None = None
     output_type: MetricOutputType | None = field(default=None, init=False, repr=False)
     """``BINARY`` with ``binary=True``, else ``CONTINUOUS`` (as Ragas's LLM metrics declare it)."""
     _options: registry.EngineOptions | None = field(default=None, repr=False, compare=False)
 
-    def __post_init__(self, engine: GraphEval | None = None) -> None:
+    def __post_init__(self, engine: GraphEval | None = None, method: RuleLike | None = None) -> None:
         if isinstance(self.llm, GraphEval):
             raise TypeError(
                 f"{type(self).__name__} takes its engine as grapheval=GraphEval(...) "
@@ -310,13 +328,14 @@ class GraphEvalFaithfulness(SingleTurnMetric):
         if engine is not None:
             self.grapheval = _engine_alias(self.grapheval, engine, type(self).__name__, stacklevel=4)
         super().__post_init__()  # type: ignore[no-untyped-call]  # Ragas's metric base is untyped
+        self.rule = rule_argument(self.rule, method, type(self).__name__, default=None, stacklevel=4)
         self.hallucination_threshold = _threshold_alias(
             self.hallucination_threshold, self.threshold, type(self).__name__, stacklevel=4
         )
         self.threshold = self.hallucination_threshold  # the deprecated name still reads
         self._options = _engine_options(
             self.grapheval, self.llm, self.scorer, self.check_mode, self.hallucination_threshold, self.binary,
-            mode_field="check_mode", method=self.method,
+            self.rule,
         )
         if self.grapheval is None:
             _extraction_model(self.llm, self.name)  # refuse an unusable model now, not at the first sample
@@ -331,7 +350,7 @@ class GraphEvalFaithfulness(SingleTurnMetric):
         if self._options is None:
             self._options = _engine_options(
                 self.grapheval, self.llm, self.scorer, self.check_mode, self.hallucination_threshold, self.binary,
-                mode_field="check_mode", method=self.method,
+                self.rule,
             )
         if self.grapheval is not None:
             return self._options.engine()  # the engine, seen at this metric's threshold when it gives one
@@ -392,18 +411,20 @@ class GraphEvalRagasMetric(BaseMetric):
     whose extraction or scoring failed, gets ``value=nan`` and the reason (logged as a warning too).
 
     Args:
-        grapheval: a :class:`~grapheval_plugins.GraphEval` to score with, shared by reference.
+        grapheval: a :class:`~grapheval_plugins.GraphEval` to score with, shared by reference; its mode, rule and
+            threshold apply. (Given positionally: deprecated, warns; every parameter is a keyword, as in
+            :class:`GraphEvalFaithfulness`.)
         engine: deprecated name of ``grapheval`` (warns).
         llm: the extraction model or spec when no engine is given (``None``: the offline default): a Ragas LLM
             (``llm_factory(...)``, ``LangchainLLMWrapper``), a LangChain chat model or a spec. Stored as
             ``extraction_llm``: Ragas reserves ``llm`` for its own LLM type.
         scorer: the scorer or scorer spec when no engine is given.
-        binary: the 0/1 verdict instead of ``1 − P(hallucination)``.
-        mode, method: for an engine built from specs (an engine's own apply otherwise); ``method`` is the decision
-            rule, ``"hybrid"`` (default), ``"paper"`` or a registered rule's name.
-        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
-            0.5); with ``grapheval=``, a view of that engine at this threshold.
-        threshold: deprecated name of ``hallucination_threshold`` (warns).
+        binary: the 0/1 verdict (at the engine's hallucination threshold) instead of ``1 − P(hallucination)``.
+        check_mode, rule: for an engine built from specs (an engine's own apply otherwise): ``"graph"`` (default) or
+            ``"raw"``, and the decision rule, ``"hybrid"`` (default), ``"paper"`` or a registered rule's name.
+        mode, method: deprecated names of ``check_mode`` and ``rule`` (warn).
+        hallucination_threshold, threshold: deprecated (warn; still applied for this release), as in
+            :class:`GraphEvalFaithfulness`.
         name: the metric name.
         max_reason_claims: unsupported claims listed in a reason at most.
 
@@ -413,7 +434,7 @@ class GraphEvalRagasMetric(BaseMetric):
         >>> from grapheval_plugins import GraphEval
         >>> from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
         >>> llm = ScriptedChatModel(responses=['<python>[["Marie Curie", "won", "three Nobel Prizes"]]</python>'])
-        >>> metric = GraphEvalRagasMetric(GraphEval(llm=llm, scorer=KeywordScorer()))
+        >>> metric = GraphEvalRagasMetric(grapheval=GraphEval(llm=llm, scorer=KeywordScorer()))
         >>> result = metric.score(response="Marie Curie won three Nobel Prizes.",
         ...                       retrieved_contexts=["Marie Curie won two Nobel Prizes."])
         >>> round(result.value, 3)
@@ -425,31 +446,44 @@ class GraphEvalRagasMetric(BaseMetric):
 
     def __init__(
         self,
-        grapheval: GraphEval | None = None,
+        positional_grapheval: GraphEval | None = None,
+        /,
         *,
+        grapheval: GraphEval | None = None,
         engine: GraphEval | None = None,
         llm: Any = None,
         scorer: Any = None,
         binary: bool = False,
-        mode: Mode | None = None,
-        method: RuleLike | None = None,
+        check_mode: Mode | None = None,
+        rule: RuleLike | None = None,
         hallucination_threshold: float | None = None,
         threshold: float | None = None,
         name: str = DEFAULT_NAME,
         max_reason_claims: int = 10,
+        mode: Mode | None = None,
+        method: RuleLike | None = None,
     ) -> None:
+        owner = type(self).__name__
+        if positional_grapheval is not None:
+            warnings.warn(f"{owner}(engine) is deprecated: pass the engine by keyword, grapheval=GraphEval(...), as "
+                          "GraphEvalFaithfulness takes it", DeprecationWarning, stacklevel=2)
+            if grapheval is not None:
+                raise InputError("grapheval", "give the engine once")
+            grapheval = positional_grapheval
         if engine is not None and grapheval is not None:
             raise InputError("grapheval", "give grapheval= (engine= is its deprecated old name), not both")
-        grapheval = _engine_alias(grapheval, engine, type(self).__name__, stacklevel=3)
-        hallucination_threshold = _threshold_alias(hallucination_threshold, threshold, type(self).__name__, 3)
-        self._options = _engine_options(grapheval, llm, scorer, mode, hallucination_threshold, binary, method=method)
+        grapheval = _engine_alias(grapheval, engine, owner, stacklevel=3)
+        check_mode = _mode_alias(check_mode, mode, owner, stacklevel=3)
+        rule = rule_argument(rule, method, owner, default=None)
+        hallucination_threshold = _threshold_alias(hallucination_threshold, threshold, owner, 3)
+        self._options = _engine_options(grapheval, llm, scorer, check_mode, hallucination_threshold, binary, rule)
         _extraction_model(llm, name)
         self.grapheval = grapheval
         self.extraction_llm = llm
         self.scorer = scorer
         self.binary = binary
-        self.mode = mode
-        self.method = method
+        self.check_mode = check_mode
+        self.rule = rule
         self.hallucination_threshold = hallucination_threshold
         self.threshold = hallucination_threshold  # the deprecated name still reads
         self.max_reason_claims = max_reason_claims
@@ -532,6 +566,24 @@ class GraphEvalRagasMetric(BaseMetric):
     def __repr__(self) -> str:
         how = repr(self.grapheval) if self.grapheval is not None else f"llm={self.extraction_llm!r}, scorer={self.scorer!r}"
         return f"{type(self).__name__}({how}, binary={self.binary}, name={self.name!r})"
+
+
+# --------------------------------------------------------------------------- the reasons of an evaluate() result
+def reasons(result: Any, name: str = DEFAULT_NAME) -> list[str | None]:
+    """Each sample's reason from a ``ragas.evaluate()`` result, in the order of its table (Ragas's table holds
+    floats only): ``result.to_pandas().assign(reason=reasons(result))``. ``None`` for a sample the metric gave no
+    report (no response or contexts). ``name``: the metric's column.
+
+    The same trace (``result.traces[i][name]["grapheval"]["output"]``) holds ``"unsupported"`` and the whole
+    ``"report"`` as JSON.
+    """
+    out: list[str | None] = []
+    for trace in result.traces:
+        try:
+            out.append(trace[name]["grapheval"]["output"]["reason"])
+        except (KeyError, TypeError):
+            out.append(None)
+    return out
 
 
 def __getattr__(name: str) -> Any:

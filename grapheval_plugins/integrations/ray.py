@@ -1,22 +1,13 @@
 """GraphEval on a Ray cluster: millions of rows, the same reports as one machine (``ray`` extra).
 
-A Ray Data pipeline in three stages, each running the core's own stage functions, so the reports are those of
-:meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>`:
-
-1. **read** JSONL or Parquet (or rows / a ``ray.data.Dataset`` you already have);
-2. **extract**: a pool of ``extract_actors`` actors, each holding one chat model, calls it with at most
-   ``extract_concurrency`` requests in flight and under its share of the ``requests_per_minute`` /
-   ``tokens_per_minute`` limits (:meth:`GraphEval.extract_rows <grapheval_plugins.GraphEval.extract_rows>`);
-3. **check + aggregate**: a pool of ``check_actors`` actors, each holding one loaded scorer (one GPU each when the
-   cluster has GPUs), scores large batches of claims and decides each row
-   (:meth:`GraphEval.check_rows <grapheval_plugins.GraphEval.check_rows>`);
-
-then the reports are written as JSONL (one ``Report.model_dump(mode="json")`` per line, as ``grapheval evaluate``
-writes) or Parquet. Models are given as spec strings (or picklable zero-argument factories) and each actor builds
-its own. A SQLite knowledge-graph cache path shared by the workers makes a re-run cost no chat-model call.
-
-Fault tolerance is Ray's: a batch whose worker dies is retried (``max_task_retries``) on a restarted actor
-(``max_restarts``); Ray Data keeps only the output of the attempt that finished, so no row is lost or duplicated.
+A Ray Data pipeline over the core's own stage functions, so the reports are those of
+:meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>`: read JSONL / Parquet (or rows, or a
+``ray.data.Dataset``); **extract** on a pool of actors, each with one rate-limited chat model
+(:meth:`GraphEval.extract_rows <grapheval_plugins.GraphEval.extract_rows>`); **check + decide** on a pool of actors,
+each with one loaded scorer (a GPU each when the cluster has them; :meth:`GraphEval.check_rows
+<grapheval_plugins.GraphEval.check_rows>`); write JSONL (as ``grapheval evaluate`` does) or Parquet. Models are
+spec strings (or picklable zero-argument factories) built by each actor. Fault tolerance is Ray's: a batch whose
+worker dies is retried on a restarted actor, and only the attempt that finished is kept (``docs/ray.md``).
 
 Example (a local Ray is started, and stopped, when none is running)::
 
@@ -40,15 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..aggregate import RuleLike
+from ..aggregate import RuleLike, rule_argument
 from ..exceptions import InputError, MissingDependencyError
 from ..extract.prompts import KG_PROMPT, KGPrompt
 from ..pipeline import GraphEval
 from ..types import ExtractedRow, Mode, Report, StageUsage, Triple, total_usage
 
 
-def _require(module: str, extra: str, purpose: str) -> Any:
-    """Import ``module`` or raise :class:`MissingDependencyError` naming the extra that installs it."""
+def _require(module: str, extra: str, purpose: str) -> Any:  # the adapters import only the package's public modules
     try:
         return importlib.import_module(module)
     except ImportError as exc:
@@ -80,18 +70,14 @@ def _ray() -> Any:
 # --------------------------------------------------------------------------------------------- engine settings
 @dataclass(frozen=True)
 class EngineSpec:
-    """Everything an actor needs to build its own :class:`~grapheval_plugins.GraphEval` (sent to the workers).
-
-    ``llm`` and ``scorer`` are spec strings (``"bedrock:<id>"``, ``"hhem"``, ``"py:pkg.mod:factory"`` …) or
-    picklable zero-argument callables returning a chat model / scorer. ``cache``: a SQLite file path on storage
-    every worker reaches (``None``: each actor keeps an in-memory cache).
-    """
+    """What an actor needs to build its own :class:`~grapheval_plugins.GraphEval`: ``llm`` and ``scorer`` are spec
+    strings or picklable zero-argument factories."""
 
     llm: Any = None
     scorer: Any = None
     hallucination_threshold: float = 0.5
     mode: Mode = "graph"
-    method: RuleLike = "hybrid"
+    rule: RuleLike = "hybrid"
     prompt: KGPrompt = KG_PROMPT
     max_retries: int = 2
     cache: str | None = None
@@ -104,85 +90,54 @@ class EngineSpec:
         return resolve(spec)
 
     def build_llm(self) -> Any:
-        """The chat model, resolved in the calling process."""
         from ..models import resolve_llm
 
         return self._model(self.llm, resolve_llm)
 
     def build_scorer(self) -> Any:
-        """The scorer, resolved (and so loaded) in the calling process: ``scorer``, else an LLM judge over ``llm``,
-        else the offline default (:func:`~grapheval_plugins.models.scorer_for`)."""
+        """``scorer``, else a judge over ``llm``, else the default (:func:`~grapheval_plugins.models.scorer_for`)."""
         from ..models import resolve_scorer, scorer_for
 
         return self._model(scorer_for(self.llm, self.scorer), resolve_scorer)
 
     def engine(self, *, llm: Any = None, scorer: Any = None, **options: Any) -> GraphEval:
-        """A :class:`~grapheval_plugins.GraphEval` with these settings over already-built models."""
         return GraphEval(
             llm=llm, scorer=scorer, hallucination_threshold=self.hallucination_threshold, mode=self.mode,
-            method=self.method, prompt=self.prompt,
+            rule=self.rule, prompt=self.prompt,
             max_retries=self.max_retries, cache=self.cache if self.cache is not None else True,
             render_triple=self.render_triple, locate=self.locate, show_progress=False, **options,
         )
 
 
-@dataclass(frozen=True)
-class _Columns:
-    context: str = "context"
-    output: str = "output"
-    id: str = "id"
-
-
-@dataclass(frozen=True)
-class _Limits:
-    requests_per_minute: float | None = None
-    tokens_per_minute: float | None = None
-    expected_completion_tokens: int = 256
-
-
 # --------------------------------------------------------------------------------------------- the two actors
 def _report_json(report: Report) -> str:
-    """One report as ``grapheval evaluate`` writes it (a line of its JSONL output)."""
+    """One report as a line of ``grapheval evaluate``'s JSONL output."""
     return json.dumps(report.model_dump(mode="json"), ensure_ascii=False)
 
 
 class _ExtractStage:
     """Actor: one chat model, rate-limited; rows → ``(id, kind, payload)`` (a final report, or the pending row)."""
 
-    def __init__(self, spec: EngineSpec, columns: _Columns, limits: _Limits, concurrency: int) -> None:
+    def __init__(self, spec: EngineSpec, keys: dict[str, Any], limits: dict[str, Any], concurrency: int) -> None:
         llm: Any = None
         if spec.mode == "graph":
             llm = spec.build_llm()
-            if limits.requests_per_minute or limits.tokens_per_minute:
+            if limits["requests_per_minute"] or limits["tokens_per_minute"]:
                 from ..ratelimit import RateLimitedChatModel
 
-                llm = RateLimitedChatModel(
-                    llm, requests_per_minute=limits.requests_per_minute,
-                    tokens_per_minute=limits.tokens_per_minute,
-                    expected_completion_tokens=limits.expected_completion_tokens,
-                )
+                llm = RateLimitedChatModel(llm, **limits)
         self.engine = spec.engine(llm=llm, max_concurrency=concurrency)
-        self.columns = columns
+        self.keys = keys
 
     def __call__(self, batch: Any) -> dict[str, list[str | None]]:
         rows = batch.to_pylist()
         positions = [row.pop(_POSITION) for row in rows] if _POSITION in batch.column_names else None
-        results = self.engine.extract_rows(
-            rows, context_key=self.columns.context, output_key=self.columns.output, id_key=self.columns.id,
-            positions=positions,
-        )
-        ids: list[str | None] = []
-        kinds: list[str | None] = []
-        payloads: list[str | None] = []
-        for result in results:
-            ids.append(result.id)
-            if isinstance(result, Report):
-                kinds.append("report")
-                payloads.append(_report_json(result))
-            else:
-                kinds.append("pending")
-                payloads.append(result.model_dump_json())
-        return {"id": ids, "kind": kinds, "payload": payloads}
+        results = self.engine.extract_rows(rows, positions=positions, **self.keys)
+        return {
+            "id": [r.id for r in results],
+            "kind": ["report" if isinstance(r, Report) else "pending" for r in results],
+            "payload": [_report_json(r) if isinstance(r, Report) else r.model_dump_json() for r in results],
+        }
 
 
 class _CheckStage:
@@ -193,13 +148,12 @@ class _CheckStage:
         self.engine.scorer  # noqa: B018 - load before the first batch
 
     def __call__(self, batch: Any) -> dict[str, list[str | None]]:
-        ids = batch.column("id").to_pylist()
         kinds = batch.column("kind").to_pylist()
         payloads = batch.column("payload").to_pylist()
         pending = [ExtractedRow.model_validate_json(p) for k, p in zip(kinds, payloads) if k == "pending"]
         checked = iter(self.engine.check_rows(pending))
         reports = [p if k == "report" else _report_json(next(checked)) for k, p in zip(kinds, payloads)]
-        return {"id": ids, "report": reports}
+        return {"id": batch.column("id").to_pylist(), "report": reports}
 
 
 # --------------------------------------------------------------------------------------------- the pipeline
@@ -243,7 +197,8 @@ def build_dataset(
     hallucination_threshold: float | None = None,
     threshold: float | None = None,
     mode: Mode = "graph",
-    method: RuleLike = "hybrid",
+    rule: RuleLike = "hybrid",
+    method: RuleLike | None = None,
     prompt: KGPrompt = KG_PROMPT,
     max_retries: int = 2,
     cache: str | Path | None = None,
@@ -268,35 +223,22 @@ def build_dataset(
     render_triple: Callable[[Triple], str] = Triple.sentence,
     locate: bool = True,
 ) -> Any:
-    """The lazy Ray Data pipeline: a ``ray.data.Dataset`` of ``{"id", "report"}`` rows (``report``: one JSON line).
-
-    Nothing runs until the dataset is consumed (:func:`iter_report_json`, ``ds.write_*``, …). Ray must be
-    initialised (``ray.init``); :func:`evaluate_dataset` and :func:`evaluate_to_file` do that for you.
+    """The lazy Ray Data pipeline (run once consumed, with Ray initialised): a ``ray.data.Dataset`` of ``{"id",
+    "report"}`` rows, ``report`` one JSON line.
 
     Args:
-        source: JSONL / Parquet path(s), a list of row dicts, or a ``ray.data.Dataset``. Rows carry
-            ``context_key``, ``output_key`` and (for resuming and de-duplication) ``id_key``.
-        llm, scorer: spec strings (or picklable zero-argument factories); each actor builds its own model.
-        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5);
-            ``threshold``: its deprecated alias (warns).
-        mode, method: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, ``"paper"``, or a rule
-            registered in a module the workers import): the
-            same reports as :class:`~grapheval_plugins.GraphEval` with these options.
-        cache: SQLite file for the knowledge-graph cache, on storage all workers reach (see ``docs/ray.md``);
-            ``None``: an in-memory cache per extraction actor.
-        extract_actors: extraction actors (one chat model each); ``extract_concurrency``: calls in flight per
-            actor; ``extract_batch_rows``: rows per extraction task; ``extract_num_cpus``: CPUs reserved per
-            actor (API models wait on the network: a fraction; a local model: its threads).
-        requests_per_minute, tokens_per_minute: the account's limits for the whole run; each extraction actor
-            keeps under ``1 / extract_actors`` of them.
-        check_actors: scoring actors (one loaded scorer each); ``check_batch_rows``: rows whose claims go to the
-            scorer in one pass; ``check_num_gpus``: GPUs per scoring actor (``None``: 1 when the cluster has
-            GPUs, else 0).
-        max_restarts, max_task_retries: Ray's actor restarts and task retries (-1: unbounded, Ray Data's
-            default for actor pools).
-        parallelism: blocks to split the input into (default: Ray's choice); ``read_num_cpus``: CPUs reserved per
-            read task. The actor pools hold their CPUs for the whole run: on a small cluster leave at least one CPU
-            free for Ray Data's file listing (Parquet), or the reads wait forever.
+        source: JSONL / Parquet path(s), a list of row dicts, or a ``ray.data.Dataset``.
+        hallucination_threshold: as :class:`~grapheval_plugins.GraphEval`'s; ``threshold``: its deprecated alias.
+        mode, rule: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, ``"paper"``, or a rule
+            registered in a module the workers import): the same reports as :class:`~grapheval_plugins.GraphEval`
+            with these options. ``method``: deprecated alias of ``rule`` (warns).
+        cache: an SQLite knowledge-graph cache on storage every worker reaches (``None``: in memory per actor).
+        extract_actors, extract_concurrency: chat models, and calls in flight per model.
+        requests_per_minute, tokens_per_minute: the account's limits, shared out between the extraction actors.
+        check_actors, check_batch_rows, check_num_gpus: scorers, rows a pass, GPUs each (``None``: 1 if any).
+        max_restarts, max_task_retries: Ray's (-1: unbounded, Ray Data's default for actor pools).
+        parallelism: input blocks. The actor pools hold their CPUs for the whole run: leave a CPU free for Ray
+            Data's file listing (Parquet), or the reads wait forever (``docs/ray.md``).
     """
     ray = _ray()
     if extract_actors < 1 or check_actors < 1 or extract_concurrency < 1:
@@ -308,39 +250,27 @@ def build_dataset(
         hallucination_threshold = threshold
     spec = EngineSpec(
         llm=llm, scorer=scorer, hallucination_threshold=0.5 if hallucination_threshold is None else hallucination_threshold,
-        mode=mode, method=method, prompt=prompt, max_retries=max_retries,
+        mode=mode, rule=rule_argument(rule, method, "build_pipeline") or "hybrid", prompt=prompt, max_retries=max_retries,
         cache=None if cache is None else str(Path(cache).resolve()), render_triple=render_triple, locate=locate,
     )
-    limits = _Limits(
-        None if requests_per_minute is None else requests_per_minute / extract_actors,
-        None if tokens_per_minute is None else tokens_per_minute / extract_actors,
-        expected_completion_tokens,
-    )
+    limits = {
+        "requests_per_minute": None if requests_per_minute is None else requests_per_minute / extract_actors,
+        "tokens_per_minute": None if tokens_per_minute is None else tokens_per_minute / extract_actors,
+        "expected_completion_tokens": expected_completion_tokens,
+    }
     # Ray Data's actor pools restart dead actors and retry their tasks without bound by default; pass only changes.
     retries = {k: v for k, v in (("max_restarts", max_restarts), ("max_task_retries", max_task_retries)) if v != -1}
-    ds = _read(source, parallelism, read_num_cpus)
-    ds = ds.map_batches(
-        _ExtractStage,
-        fn_constructor_kwargs={
-            "spec": spec, "columns": _Columns(context_key, output_key, id_key), "limits": limits,
-            "concurrency": extract_concurrency,
-        },
-        batch_size=extract_batch_rows,
-        batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=extract_actors),
-        num_cpus=extract_num_cpus,
-        **retries,
-    )
-    ds = ds.map_batches(
-        _CheckStage,
-        fn_constructor_kwargs={"spec": spec, "check_batch_rows": check_batch_rows},
-        batch_size=check_batch_rows,
-        batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=check_actors),
-        num_cpus=check_num_cpus,
-        num_gpus=_auto_gpus(check_num_gpus),
-        **retries,
-    )
+
+    def stage(ds: Any, actor: type, kwargs: dict[str, Any], rows: int, actors: int, **resources: Any) -> Any:
+        return ds.map_batches(actor, fn_constructor_kwargs=kwargs, batch_size=rows, batch_format="pyarrow",
+                              compute=ray.data.ActorPoolStrategy(size=actors), **resources, **retries)
+
+    keys = {"context_key": context_key, "output_key": output_key, "id_key": id_key}
+    ds = stage(_read(source, parallelism, read_num_cpus), _ExtractStage,
+               {"spec": spec, "keys": keys, "limits": limits, "concurrency": extract_concurrency},
+               extract_batch_rows, extract_actors, num_cpus=extract_num_cpus)
+    ds = stage(ds, _CheckStage, {"spec": spec, "check_batch_rows": check_batch_rows}, check_batch_rows,
+               check_actors, num_cpus=check_num_cpus, num_gpus=_auto_gpus(check_num_gpus))
     assert isinstance(ds, ray.data.Dataset)
     return ds
 
@@ -392,13 +322,9 @@ def evaluate_dataset(
     show_progress: bool = False,
     **options: Any,
 ) -> list[Report]:
-    """Check every row of ``source`` on Ray and return the reports (in the order of the rows).
-
-    Options are those of :func:`build_dataset`. With no Ray running, connects to ``address`` (e.g.
-    ``"ray://head:10001"`` or ``"auto"``) or starts a local Ray with ``num_cpus`` CPUs, and stops it afterwards.
-    The reports equal what :meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>` returns
-    on the same rows and models (except the wall times in ``timings``). For millions of rows, stream to a file
-    with :func:`evaluate_to_file` instead of holding every report in memory.
+    """The reports of every row of ``source``, in order, checked on Ray with the options of :func:`build_dataset`
+    (those of ``evaluate_many`` but for ``timings``). With no Ray running, connects to ``address`` (``"auto"``,
+    ``"ray://head:10001"``) or starts a local one with ``num_cpus`` CPUs, stopped afterwards.
     """
     with _ray_session(address, num_cpus, ray_init), _ordered(preserve_order, show_progress):
         ds = build_dataset(source, **options)
@@ -407,7 +333,7 @@ def evaluate_dataset(
 
 @dataclass
 class RayEvalSummary:
-    """What :func:`evaluate_to_file` wrote: row counts by verdict, and the problems met."""
+    """What :func:`evaluate_to_file` wrote: rows by verdict, the problems met, the chat-model usage."""
 
     path: Path
     rows: int = 0
@@ -416,7 +342,6 @@ class RayEvalSummary:
     errors: int = 0
     problems: list[str] = field(default_factory=list)
     usage: StageUsage = field(default_factory=StageUsage)
-    """Every row's chat-model calls and tokens added up."""
 
     def add(self, report: Report) -> None:
         self.rows += 1
@@ -443,14 +368,11 @@ def evaluate_to_file(
     on_report: Callable[[Report], None] | None = None,
     **options: Any,
 ) -> RayEvalSummary:
-    """Check every row of ``source`` on Ray and write one report per row to ``output`` as the results come.
-
-    ``output`` ending in ``.parquet`` is written as Parquet (:func:`report_schema`), anything else as JSONL,
-    line for line what ``grapheval evaluate`` writes, through a :class:`~grapheval_plugins.jsonl.JsonlStore`:
-    ``append=True`` adds to an existing JSONL file (resuming: a torn last line is dropped); otherwise the new file
-    replaces ``output`` only once every report is written (a failed or killed run leaves the old one). Either way
-    an existing ``output`` of other content is refused (``NotAStoreError``, before Ray starts), not overwritten. A
-    repeated id is written once (the others are listed in ``problems``). Options are those of :func:`build_dataset`; Ray is started as in :func:`evaluate_dataset`.
+    """Check every row of ``source`` on Ray (as :func:`evaluate_dataset`) and write its report to ``output`` as it
+    comes: Parquet for ``.parquet`` (:func:`report_schema`), else JSONL as ``grapheval evaluate`` writes it, through
+    a :class:`~grapheval_plugins.jsonl.JsonlStore` (``append=True`` resumes an existing file). Otherwise the new
+    file replaces ``output`` only once every report is written; an ``output`` of other content is refused before
+    Ray starts. A repeated id is written once (the others are listed in ``problems``).
     """
     from ..jsonl import JsonlStore
 
@@ -507,13 +429,14 @@ def report_schema() -> Any:
     ])
     error = pa.struct([("stage", pa.string()), ("type", pa.string()), ("message", pa.string())])
     decision = pa.struct([
-        ("rule", pa.string()), ("p_hallucination", pa.float64()), ("threshold", pa.float64()), ("case", pa.string()),
+        ("rule", pa.string()), ("p_hallucination", pa.float64()), ("hallucination_threshold", pa.float64()),
+        ("case", pa.string()),
         ("deciding", pa.int64()), ("why", pa.string()),
     ])
     usage = pa.struct([("calls", pa.int64()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64()),
                        ("cost", pa.float64())])
     return pa.schema([
-        ("output", pa.string()), ("mode", pa.string()), ("threshold", pa.float64()),
+        ("output", pa.string()), ("mode", pa.string()), ("hallucination_threshold", pa.float64()),
         ("hallucinated", pa.bool_()), ("score", pa.float64()), ("method", pa.string()),
         ("claims", pa.list_(claim)), ("whole_output", claim), ("extraction", extraction), ("llm", pa.string()), ("scorer", pa.string()),
         ("timings", pa.map_(pa.string(), pa.float64())), ("errors", pa.list_(error)), ("id", pa.string()),

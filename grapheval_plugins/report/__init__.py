@@ -8,7 +8,7 @@ or the data is escaped by the Jinja2 templates (autoescape). Needs the ``report`
 
 >>> from grapheval_plugins.types import ClaimCheck, Report, Triple
 >>> t = Triple(subject="Ann", relation="won", object="<script>gold</script>")
->>> r = Report(output="Ann won <script>gold</script>.", mode="graph", threshold=0.5, hallucinated=True,
+>>> r = Report(output="Ann won <script>gold</script>.", mode="graph", hallucination_threshold=0.5, hallucinated=True,
 ...            score=0.1, claims=[ClaimCheck(claim=t.sentence(), triple=t, p_unsupported=0.9, unsupported=True)])
 >>> page = report_html(r, context="Ann won silver.")
 >>> "<script>gold" in page, "&lt;script&gt;gold" in page
@@ -132,7 +132,7 @@ def _row_of(item: Any, index: int, context: str | None = None) -> RowView:
             view = RowView(anchor=anchor, id=item.id, status="unreadable", output=item.output,
                            problems=list(item.problems), line=item.line)
             if item.output:
-                view.segments = row_view(Report(output=item.output, mode="graph", threshold=0.5)).segments
+                view.segments = row_view(Report(output=item.output, mode="graph", hallucination_threshold=0.5)).segments
                 view.notes.append("The output is shown as read, without verdicts.")
             return view
         view = _row_of(item.report, index, item.context if context is None else context)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..aggregate import PAPER, HybridWeights, RuleLike, fitted_weights, get_rule
+from ..aggregate import PAPER, HybridWeights, RuleLike, fitted_weights, get_rule, rule_argument
 from ..exceptions import InputError
 from ..jsonl import numbered_rows
 from ..types import ClaimCheck, Extraction, Report, Triple
@@ -155,13 +155,13 @@ def load_rows(
 
 
 def report_from_detection_row(
-    row: Mapping[str, Any], output: str, threshold: float = 0.5, *, method: RuleLike = "hybrid",
-    weights: HybridWeights | None = None,
+    row: Mapping[str, Any], output: str, threshold: float = 0.5, *, rule: RuleLike = "hybrid",
+    weights: HybridWeights | None = None, method: RuleLike | None = None,
 ) -> Report:
     """GraphEval's report on ``output``, rebuilt from a detection-study result row (no model is called).
 
     The row holds every scored triple with its P(unsupported) and the whole output's (``p_raw``); it is decided as
-    ``GraphEval(method=method, fidelity="off")`` decides it: a rule that needs fitted weights takes ``weights``,
+    ``GraphEval(rule=rule, fidelity="off")`` decides it (``method``: the deprecated old name of ``rule``, warns): a rule that needs fitted weights takes ``weights``,
     else those fitted for the row's scorer and prompt without fidelity (the row holds every triple and no round
     trip), else, as in the engine, the paper's rule decides; so does a row without ``p_raw`` when the rule reads
     the whole output. ``report.method`` and ``report.decision`` name the rule that decided. A fallback row (no
@@ -194,16 +194,16 @@ def report_from_detection_row(
     else:
         p = float(row["p_graph"])
         claims = [ClaimCheck(claim=output, p_unsupported=p, unsupported=p > threshold)]
-    rule = get_rule(method)
-    if rule.needs.weights:
+    decider = get_rule(rule_argument(rule, method, "report_from_detection_row"))
+    if decider.needs.weights:
         weights = weights or fitted_weights(row.get("scorer"), row.get("prompt"), "off")
     whole = None
-    if rule.needs.whole_output and triples and row.get("p_raw") is not None:
+    if decider.needs.whole_output and triples and row.get("p_raw") is not None:
         p_raw = float(row["p_raw"])
         whole = ClaimCheck(claim=output, p_unsupported=p_raw, unsupported=p_raw > threshold)
-    if (rule.needs.weights and weights is None) or (rule.needs.whole_output and triples and whole is None):
-        rule, weights, whole = PAPER, None, None
-    decision = rule.decide(claims, threshold=threshold, whole_output=whole, weights=weights)
+    if (decider.needs.weights and weights is None) or (decider.needs.whole_output and triples and whole is None):
+        decider, weights, whole = PAPER, None, None
+    decision = decider.decide(claims, threshold=threshold, whole_output=whole, weights=weights)
     extraction = Extraction(
         triples=[t for t, _ in triples],
         attempts=int(row.get("llm_calls") or 0),
@@ -211,7 +211,8 @@ def report_from_detection_row(
         fallback=not triples,
     )
     return Report(
-        output=output, mode="graph", method=rule.name, threshold=threshold, hallucinated=decision.hallucinated,
+        output=output, mode="graph", method=decider.name, hallucination_threshold=threshold,
+        hallucinated=decision.hallucinated,
         score=1.0 - decision.p_hallucination, decision=decision, claims=claims, whole_output=whole,
         extraction=extraction, llm=row.get("llm"), scorer=row.get("scorer"),
         id=None if row.get("id") is None else str(row["id"]),

@@ -18,12 +18,9 @@ from .view import CorrectionRunView, CorrectionView, RowView, RunView
 __all__ = ["render_correction_page", "render_correction_run_page", "render_row_page", "render_run_page"]
 
 DEFAULT_INLINE_ROWS = 100
-"""Runs of up to this many rows draw every row view in the page (works without JavaScript); larger runs keep the
-views, gzip-compressed, in inert blocks, and draw one when its link is followed, so the page stays small and fast."""
-
+"""Runs of up to this many rows draw every row view in the page (no JavaScript needed); larger runs keep the views
+gzip-compressed in inert blocks of :data:`CHUNK_ROWS` and draw one when its link is followed."""
 CHUNK_ROWS = 100
-"""Row views per compressed block in a large run (one block is decompressed when one of its rows is opened)."""
-
 PAGE_ROWS = 100
 """Rows of the run table shown at a time (a large run's page carries only the first page as HTML)."""
 
@@ -58,29 +55,27 @@ def _markup(text: str) -> Any:
     return require("markupsafe", "report").Markup(text)
 
 
+def _single(row: RowView | None, correction: CorrectionView | None, document: bool, title: str) -> str:
+    return str(_env().get_template("single.html.j2").render(
+        row=row, correction=correction, document=document, css=_markup(_static("report.css")), version=_version(),
+        title=title))
+
+
 def render_row_page(row: RowView, *, document: bool = True, title: str | None = None) -> str:
     """A page (or, with ``document=False``, a fragment for a notebook) for one report."""
-    template = _env().get_template("single.html.j2")
-    return str(template.render(
-        row=row, correction=None, document=document, css=_markup(_static("report.css")), version=_version(),
-        title=title or f"GraphEval report{'' if row.id is None else ': ' + row.id}",
-    ))
+    return _single(row, None, document, title or f"GraphEval report{'' if row.id is None else ': ' + row.id}")
 
 
 def render_correction_page(view: CorrectionView, *, document: bool = True, title: str | None = None) -> str:
     """A page (or a fragment) for one correction report."""
-    template = _env().get_template("single.html.j2")
-    return str(template.render(
-        row=None, correction=view, document=document, css=_markup(_static("report.css")), version=_version(),
-        title=title or f"GraphCorrect report{'' if view.id is None else ': ' + view.id}",
-    ))
+    return _single(None, view, document, title or f"GraphCorrect report{'' if view.id is None else ': ' + view.id}")
 
 
 def render_correction_run_page(run: CorrectionRunView, *, source: str | None = None) -> str:
     """The page of a correction run: figures, a table of rows with what changed, each row's before/after with
     the word diff and the triples changed (no script)."""
-    template = _env().get_template("corrections.html.j2")
-    return str(template.render(run=run, css=_markup(_static("report.css")), version=_version(), source=source))
+    return str(_env().get_template("corrections.html.j2").render(
+        run=run, css=_markup(_static("report.css")), version=_version(), source=source))
 
 
 def _pack(data: Any) -> str:
@@ -131,8 +126,7 @@ def render_run_page(
     lazy = len(run.rows) > inline_rows
     blocks = _packed_views(run.rows) if lazy else []
     table_block = _packed_table(run.rows) if lazy else ""
-    template = _env().get_template("run.html.j2")
-    return str(template.render(
-        run=run, lazy=lazy, blocks=blocks, table_block=table_block, first_page=PAGE_ROWS, chunk_rows=CHUNK_ROWS, css=_markup(_static("report.css")), js=_markup(js),
-        script_hash=f"sha256-{digest}", version=_version(), source=source,
-    ))
+    return str(_env().get_template("run.html.j2").render(
+        run=run, lazy=lazy, blocks=blocks, table_block=table_block, first_page=PAGE_ROWS, chunk_rows=CHUNK_ROWS,
+        css=_markup(_static("report.css")), js=_markup(js), script_hash=f"sha256-{digest}", version=_version(),
+        source=source))

@@ -5,7 +5,7 @@ output and data never become markup.
 
 >>> from grapheval_plugins.types import ClaimCheck, Report, Triple
 >>> t = Triple(subject="Ann", relation="won", object="gold")
->>> r = Report(output="Ann won gold.", mode="graph", threshold=0.5, hallucinated=True, score=0.2,
+>>> r = Report(output="Ann won gold.", mode="graph", hallucination_threshold=0.5, hallucinated=True, score=0.2,
 ...            claims=[ClaimCheck(claim=t.sentence(), triple=t, p_unsupported=0.8, unsupported=True, span=(0, 12))])
 >>> view = row_view(r)
 >>> view.status, [(s.text, s.verdict) for s in view.segments]
@@ -26,7 +26,7 @@ from ..types import ClaimCheck, Report, StageUsage, Triple, total_usage
 from .layout import layout
 
 if TYPE_CHECKING:
-    from ..correct.types import CorrectionReport
+    from ..correct.types import CorrectionReport, TripleChange
 
 __all__ = [
     "ClaimView",
@@ -209,26 +209,30 @@ def _verdict(claim: ClaimCheck) -> Verdict:
     return "unsupported" if claim.unsupported else "supported"
 
 
+def _worst(verdicts: Sequence[Verdict]) -> Verdict | None:
+    return None if not verdicts else "unsupported" if "unsupported" in verdicts else "supported"
+
+
+Spans = Sequence[tuple[int, int, int]]
+
+
+def _stretches(length: int, *groups: Spans) -> list[tuple[int, int]]:
+    """``[start, end)`` of the stretches of a text cut at both ends of every span."""
+    points = sorted({0, length, *(x for spans in groups for s, e, _ in spans for x in (s, e))})
+    return list(zip(points, points[1:]))
+
+
+def _covering(spans: Spans, a: int, b: int) -> list[int]:
+    return [n for s, e, n in spans if s <= a and b <= e]
+
+
 def _segments(text: str, claims: Sequence[ClaimView]) -> list[Segment]:
-    spans = [(c.span, c) for c in claims if c.span is not None]
-    cuts = {0, len(text)}
-    for (start, end), _ in spans:
-        cuts.update((start, end))
-    points = sorted(cuts)
-    out: list[Segment] = []
-    for a, b in zip(points, points[1:]):
-        covering = [c for (s, e), c in spans if s <= a and b <= e]
-        verdict: Verdict | None = None
-        if covering:
-            verdict = "unsupported" if any(c.verdict == "unsupported" for c in covering) else "supported"
-        out.append(
-            Segment(
-                text=text[a:b],
-                claims=[c.number for c in covering],
-                verdict=verdict,
-                ends=[c.number for (s, e), c in spans if e == b],
-            )
-        )
+    spans = [(c.span[0], c.span[1], c.number) for c in claims if c.span is not None]
+    out = []
+    for a, b in _stretches(len(text), spans):
+        covering = _covering(spans, a, b)
+        out.append(Segment(text=text[a:b], claims=covering, verdict=_worst([claims[n - 1].verdict for n in covering]),
+                           ends=[n for _, e, n in spans if e == b]))
     return [s for s in out if s.text]
 
 
@@ -258,20 +262,13 @@ def _context_pieces(
                 span = best_sentence(context[start : start + p_len], claims[number - 1].claim)
                 if span is not None:
                     hits.append((start + span[0], start + span[1], number))
-    cuts = {0, len(context)}
-    for s, e, _ in (*marks, *hits):
-        cuts.update((s, e))
-    points = sorted(cuts)
-    pieces: list[ContextPiece] = []
-    for a, b in zip(points, points[1:]):
-        numbers = [n for s, e, n in marks if s <= a and b <= e]
-        covering = [n for s, e, n in hits if s <= a and b <= e]
-        verdict: Verdict | None = None
-        if covering:
-            bad = any(claims[n - 1].verdict == "unsupported" for n in covering)
-            verdict = "unsupported" if bad else "supported"
-        pieces.append(ContextPiece(text=context[a:b], passages=numbers, starts=[n for s, _, n in marks if s == a],
-                                   hits=covering, hit_starts=[n for s, _, n in hits if s == a], hit_verdict=verdict))
+    pieces = []
+    for a, b in _stretches(len(context), marks, hits):
+        covering = _covering(hits, a, b)
+        pieces.append(ContextPiece(
+            text=context[a:b], passages=_covering(marks, a, b), starts=[n for s, _, n in marks if s == a],
+            hits=covering, hit_starts=[n for s, _, n in hits if s == a],
+            hit_verdict=_worst([claims[n - 1].verdict for n in covering])))
     if len(context) <= max_chars:
         return [p for p in pieces if p.text]
     trimmed: list[ContextPiece] = []
@@ -382,7 +379,7 @@ def row_view(
     status: Status = "error" if not report.ok else "hallucinated" if report.hallucinated else "faithful"
     view = RowView(
         anchor=anchor, id=report.id, status=status, output=output, score=report.score,
-        threshold=report.threshold, mode=report.mode, llm=report.llm, scorer=report.scorer, usage=dict(report.usage),
+        threshold=report.hallucination_threshold, mode=report.mode, llm=report.llm, scorer=report.scorer, usage=dict(report.usage),
     )
     view.problems = [f"{e.stage} stage failed: {e.type}: {e.message}" for e in report.errors]
     extraction = report.extraction
@@ -449,18 +446,6 @@ def row_view(
 
 # ------------------------------------------------------------------------------------ corrections
 @dataclass
-class ChangeView:
-    round: int
-    kind: str
-    old: Triple | None
-    new: Triple | None
-    p_unsupported: float | None
-    applied: bool
-    reason: str | None
-    guard_lost: list[Triple]
-
-
-@dataclass
 class CorrectionView:
     anchor: str
     id: str | None
@@ -472,7 +457,7 @@ class CorrectionView:
     original: str
     corrected: str
     diff: list[tuple[Literal["same", "del", "ins"], str]]
-    changes: list[ChangeView]
+    changes: list[TripleChange]
     detection: RowView | None
     recheck: RowView | None
     rouge: dict[str, float] | None
@@ -494,6 +479,7 @@ class CorrectionView:
 
 
 _METHOD_TEXT = {
+    "paper": "GraphCorrect",
     "graph": "GraphCorrect",
     "evidence": "GraphCorrect (evidence)",
     "constrained": "GraphCorrect (constrained)",
@@ -534,6 +520,7 @@ def correction_view(
         else:
             changed.setdefault(ch.old, f"correction not applied ({ch.reason or 'no reason recorded'})")
     detection = recheck = None
+    diff = diff_words(result.original, result.corrected)
     if result.detection is not None:
         detection = row_view(result.detection, context=context, anchor=f"{anchor}-det", changed=changed,
                              max_context_chars=max_context_chars)
@@ -542,14 +529,12 @@ def correction_view(
     return CorrectionView(
         anchor=anchor, id=result.id, status=result.status, summary=_STATUS_TEXT.get(result.status, result.status),
         method=result.method, flagged=result.flagged, passed=result.passed, original=result.original,
-        corrected=result.corrected, diff=diff_words(result.original, result.corrected),
-        changes=[ChangeView(c.round, c.kind, c.old, c.new, c.p_unsupported, c.applied, c.reason, c.guard_lost)
-                 for c in result.changes],
+        corrected=result.corrected, diff=diff, excerpt=diff_excerpt(diff),
+        changes=list(result.changes),
         detection=detection, recheck=recheck,
         rouge=result.rouge.model_dump() if result.rouge is not None else None, llm=result.llm,
         problems=[f"{e.stage} stage failed: {e.type}: {e.message}" for e in result.errors],
         issues=list(result.issues),
-        excerpt=diff_excerpt(diff_words(result.original, result.corrected)),
         applied=sum(c.applied for c in result.changes), attempted=len(result.changes), llm_calls=result.llm_calls,
     )
 
@@ -708,38 +693,27 @@ def run_view(rows: Sequence[RowView], title: str = "GraphEval run", notes: Seque
     ok = [r for r in rows if r.status in ("hallucinated", "faithful")]
     flagged = sum(r.status == "hallucinated" for r in rows)
     thresholds = sorted({r.threshold for r in ok if r.threshold is not None})
-    relation_count: Counter[str] = Counter()
-    relation_rows: dict[str, list[tuple[str, str]]] = {}
-    relation_label: dict[str, str] = {}
-    kinds: Counter[str] = Counter()
-    kind_rows: dict[str, list[tuple[str, str]]] = {}
-    claims = unsupported = 0
+    relations: dict[str, Ranked] = {}
+    kinds: dict[str, Ranked] = {}
 
-    def row_label(r: RowView) -> str:
-        return r.id if r.id is not None else r.anchor
+    def tally(table: dict[str, Ranked], key: str, label: str, r: RowView, again: bool = False) -> None:
+        entry = table.setdefault(key, Ranked(label, 0, []))
+        entry.count += 1
+        place = (r.anchor, r.id if r.id is not None else r.anchor)
+        if len(entry.anchors) < 3 and (again or place not in entry.anchors):
+            entry.anchors.append(place)
 
     for r in rows:
-        claims += len(r.claims)
         for c in r.unsupported:
-            unsupported += 1
-            if c.triple is None:
-                continue
-            key = " ".join(c.triple.relation.casefold().split())
-            relation_label.setdefault(key, " ".join(c.triple.relation.split()))
-            relation_count[key] += 1
-            places = relation_rows.setdefault(key, [])
-            if len(places) < 3 and (r.anchor, row_label(r)) not in places:
-                places.append((r.anchor, row_label(r)))
+            if c.triple is not None:
+                tally(relations, " ".join(c.triple.relation.casefold().split()), " ".join(c.triple.relation.split()), r)
         # The kind of a problem: "extract stage failed", "unreadable: missing field", "unreadable: not valid JSON" …
         row_kinds = [":".join(p.split(":", 2)[:2]) if p.startswith("unreadable:") else p.split(":", 1)[0]
                      for p in r.problems]
         if r.fallback:
             row_kinds.append("fallback: whole output checked as one claim")
         for kind in dict.fromkeys(row_kinds):
-            kinds[kind] += 1
-            places = kind_rows.setdefault(kind, [])
-            if len(places) < 3:
-                places.append((r.anchor, row_label(r)))
+            tally(kinds, kind, kind, r, again=True)
     models = sorted({f"{r.llm or 'raw'} + {r.scorer or '?'}" for r in ok})
     usage: dict[str, StageUsage] = {}
     for r in rows:
@@ -751,8 +725,9 @@ def run_view(rows: Sequence[RowView], title: str = "GraphEval run", notes: Seque
         fallback=sum(r.fallback for r in rows), rate=flagged / len(ok) if ok else None,
         histogram=_histogram([r.score for r in ok if r.score is not None],
                              thresholds[0] if len(thresholds) == 1 else None),
-        relations=[Ranked(relation_label[k], n, relation_rows[k]) for k, n in relation_count.most_common(10)],
-        error_kinds=[Ranked(k, n, kind_rows[k]) for k, n in kinds.most_common()],
-        models=models, thresholds=thresholds, claims=claims, unsupported_claims=unsupported, notes=list(notes),
+        relations=sorted(relations.values(), key=lambda x: -x.count)[:10],
+        error_kinds=sorted(kinds.values(), key=lambda x: -x.count), models=models, thresholds=thresholds,
+        claims=sum(len(r.claims) for r in rows), unsupported_claims=sum(len(r.unsupported) for r in rows),
+        notes=list(notes),
         usage=usage,
     )

@@ -100,7 +100,7 @@ def test_langchain_openai_extracts_judges_with_logprobs_and_corrects(chat) -> No
     from grapheval_plugins.correct import GraphCorrect
 
     judge = LLMJudge(chat, request_logprobs=5)
-    engine = GraphEval(llm=chat, scorer=judge, method="paper")
+    engine = GraphEval(llm=chat, scorer=judge, rule="paper")
     report = engine.evaluate(context=CONTEXT, output=OUTPUT)
 
     assert report.extraction is not None and report.extraction.triples, report.extraction
@@ -109,7 +109,7 @@ def test_langchain_openai_extracts_judges_with_logprobs_and_corrects(chat) -> No
     # read from the label log-probabilities, not the fixed P(unsupported) of a bare verdict
     assert all(round(c.p_unsupported, 6) not in set(VERDICT_P_UNSUPPORTED.values()) for c in judged), judged
 
-    corrected = GraphCorrect(grapheval=engine, llm=chat, method="direct").correct(CONTEXT, OUTPUT, report=report)
+    corrected = GraphCorrect(grapheval=engine, llm=chat, strategy="direct").correct(CONTEXT, OUTPUT, report=report)
     assert not corrected.errors, corrected.errors
     assert corrected.corrected.strip()
 
@@ -123,7 +123,7 @@ def test_deepeval_local_model(openai_server: str, chat) -> None:  # type: ignore
 
     model = LocalModel(model=MODEL, base_url=openai_server, api_key="test", temperature=0,
                        generation_kwargs={"max_tokens": MAX_TOKENS})
-    metric = GraphEvalMetric(model=model, method="paper")
+    metric = GraphEvalMetric(model=model, rule="paper")
     score = metric.measure(LLMTestCase(input="Where is the Eiffel Tower?", actual_output=OUTPUT,
                                        retrieval_context=[CONTEXT]))
 
@@ -141,7 +141,7 @@ def test_ragas_llm_factory(openai_server: str, chat) -> None:  # type: ignore[no
 
     ragas_llm = llm_factory(MODEL, client=openai.AsyncOpenAI(base_url=openai_server, api_key="test"),
                             max_tokens=MAX_TOKENS, temperature=0)
-    metric = GraphEvalFaithfulness(llm=ragas_llm, method="paper")
+    metric = GraphEvalFaithfulness(llm=ragas_llm, rule="paper")
     sample = SingleTurnSample(user_input="Where is the Eiffel Tower?", response=OUTPUT, retrieved_contexts=[CONTEXT])
     score = metric.single_turn_score(sample)
 
@@ -152,7 +152,7 @@ def test_langchain_runnable(chat) -> None:  # type: ignore[no-untyped-def]
     """The LangChain host: the runnable after a RAG chain's answer."""
     from grapheval_plugins.integrations.langchain import GraphEvalRunnable
 
-    runnable = GraphEvalRunnable(llm=chat, method="paper")
+    runnable = GraphEvalRunnable(llm=chat, rule="paper")
     result = runnable.invoke({"answer": OUTPUT, "context": CONTEXT})
 
     report = result["grapheval"]

@@ -32,7 +32,7 @@ from grapheval_plugins.correct import text as correct_text
 from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel, keyword_support
 
 ROOT = Path(__file__).resolve().parents[2]
-PaperCorrect = functools.partial(GraphCorrect, method="graph")  # this module tests the paper's procedure
+PaperCorrect = functools.partial(GraphCorrect, strategy="paper")  # this module tests the paper's procedure
 
 CONTEXT = "Marie Curie was born in Warsaw. She won two Nobel Prizes. She died in 1934."
 OUTPUT = "Marie Curie was born in Paris. She won three Nobel Prizes. She died in 1934."
@@ -373,7 +373,7 @@ def test_direct_prompt_is_one_call_and_its_wrapper_is_stripped() -> None:
     world = World(
         direct=lambda summary, ctx: "Here is the corrected summary:\n<summary>" + FIXED + "</summary>"
     )
-    result = make(world, method="direct").correct(CONTEXT, OUTPUT)
+    result = make(world, strategy="direct").correct(CONTEXT, OUTPUT)
     assert world.kinds() == ["A", "D", "A"]
     d = [t for k, t in world.log if k == "D"][0]
     assert "<summary>" + OUTPUT + "</summary>" in d and "<context>" + CONTEXT + "</context>" in d
@@ -394,7 +394,7 @@ def test_direct_prompt_is_one_call_and_its_wrapper_is_stripped() -> None:
     ],
 )
 def test_direct_prompt_failures_keep_the_original(answer: str, reason: str) -> None:
-    result = make(World(direct=lambda s, c: answer), method="direct").correct(CONTEXT, OUTPUT)
+    result = make(World(direct=lambda s, c: answer), strategy="direct").correct(CONTEXT, OUTPUT)
     assert result.corrected == OUTPUT and result.status == "unchanged"
     assert result.changes[0].reason is not None and result.changes[0].reason.startswith(reason)
 
@@ -481,7 +481,8 @@ def test_batched_step1_falls_back_to_one_call_per_triple_on_a_count_mismatch() -
 def test_constructor_validates_its_options() -> None:
     grapheval = GraphEval(llm=World().llm, scorer=KeywordScorer())
     for kwargs, field in [
-        ({"method": "rewrite"}, "method"),
+        ({"strategy": "rewrite"}, "strategy"),
+        ({"method": "rewrite"}, "method"),  # the deprecated name names itself
         ({"max_rounds": 0}, "max_rounds"),
         ({"guard": "maybe"}, "guard"),
         ({"max_growth": 0.9}, "max_growth"),
@@ -706,12 +707,12 @@ def test_cli_correct_writes_reports_and_a_summary(tmp_path: Path, monkeypatch: p
         r"pass after correction\s*│\s*1\b", result.output
     )
     assert "mean rougeL (flagged rows)" in result.output and "line 3: invalid JSON" in result.output
-    again = CliRunner().invoke(app, ["correct", str(src), "-o", str(out), *fakes, "--method", "direct"])
+    again = CliRunner().invoke(app, ["correct", str(src), "-o", str(out), *fakes, "--strategy", "direct"])
     assert again.exit_code == 0 and len(out.read_text().splitlines()) == 3  # resumed: nothing redone
-    bad = CliRunner().invoke(app, ["correct", str(src), "-o", str(out), "--method", "rewrite"])
+    bad = CliRunner().invoke(app, ["correct", str(src), "-o", str(out), "--strategy", "rewrite"])
     assert bad.exit_code == 2
     constrained = tmp_path / "constrained.jsonl"
-    done = CliRunner().invoke(app, ["correct", str(src), "-o", str(constrained), *fakes, "--method", "constrained"])
+    done = CliRunner().invoke(app, ["correct", str(src), "-o", str(constrained), *fakes, "--strategy", "constrained"])
     assert done.exit_code == 0, done.output
     first = json.loads(constrained.read_text().splitlines()[0])
     assert (first["method"], first["status"], first["corrected"]) == ("constrained", "corrected", FIXED)
@@ -809,7 +810,7 @@ def test_a_detection_row_is_decided_by_the_rule_in_force_not_always_the_papers()
     assert report.method == "hybrid" and report.decision is not None and report.decision.rule == "hybrid"
     assert report.score == pytest.approx(1.0 - weights.probability(0.5, [0.45]))
     assert report.hallucinated is True and report.whole_output is not None
-    paper = report_from_detection_row(_STUDY_ROW, "Ann won gold.", method="paper")
+    paper = report_from_detection_row(_STUDY_ROW, "Ann won gold.", rule="paper")
     assert (paper.method, paper.hallucinated, paper.score) == ("paper", False, pytest.approx(0.55))
     unfitted = report_from_detection_row({**_STUDY_ROW, "scorer": "nli:my-model"}, "Ann won gold.")
     assert unfitted.method == "paper" and unfitted.hallucinated is False  # no weights: the paper's rule, as the engine

@@ -200,8 +200,8 @@ def test_no_direct_fallback_once_a_triple_change_was_applied() -> None:
 
 def test_the_papers_procedure_is_unchanged_no_evidence_no_reason_no_follow_up() -> None:
     model = Model(step1=lambda old, n: json.dumps(old))
-    result = make(model, method="graph").correct(CONTEXT, OUTPUT)
-    assert result.method == "graph"
+    result = make(model, strategy="paper").correct(CONTEXT, OUTPUT)
+    assert result.method == "paper"
     b = model.of("B")
     assert len(b) == 2 and all(len(m) == 1 for m in b)
     text = str(b[0][0].content)
@@ -240,8 +240,8 @@ def test_options_are_validated() -> None:
         GraphCorrect(engine, method="evidence", batch_step1=True)
     with pytest.raises(InputError, match="evidence_sentences"):
         GraphCorrect(engine, method="evidence", evidence_sentences=0)
-    with pytest.raises(InputError, match="method"):
-        GraphCorrect(engine, method="paper")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="strategy"):
+        GraphCorrect(engine, strategy="vote")  # type: ignore[arg-type]
 
 
 def test_evidence_sentences_limits_what_step_1_sees() -> None:

@@ -39,11 +39,14 @@ def test_a_failure_that_is_not_a_rows_own_cancels_the_other_extractions() -> Non
     assert sorted(cancelled) == ["one", "three", "two"]  # stopped before the error reached the caller
 
 
-def test_method_is_the_rule_in_force_as_the_reports_say() -> None:
+def test_the_rule_in_force_is_the_one_the_reports_say() -> None:
+    def in_force(engine: GraphEval) -> str:
+        return engine.decision_rule()[0].name
+
     answer = '<python>[["The sky", "is", "blue"]]</python>'
     engine = GraphEval(llm=ScriptedChatModel(responses=[answer]), scorer=KeywordScorer(), cache=False)
     report = engine.evaluate("The sky is blue.", "The sky is blue.")
-    assert engine.rule.name == "hybrid" and report.method == engine.method == "paper"  # no weights for this scorer
-    assert GraphEval(scorer="hhem").method == "paper" and GraphEval(mode="raw").method == "paper"
-    assert GraphEval().method == "hybrid"  # the offline default judge has fitted weights
-    assert "method='hybrid'" in repr(engine)  # the option as given
+    assert engine.rule.name == "hybrid" and report.method == in_force(engine) == "paper"  # no weights for this scorer
+    assert in_force(GraphEval(scorer="hhem")) == "paper" and in_force(GraphEval(mode="raw")) == "paper"
+    assert in_force(GraphEval()) == "hybrid"  # the offline default judge has fitted weights
+    assert "rule='hybrid'" in repr(engine)  # the option as given

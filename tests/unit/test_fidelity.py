@@ -36,12 +36,12 @@ def test_the_rule() -> None:
 
 
 def test_auto_is_off_for_the_papers_rule_and_scorers_without_fidelity_weights() -> None:
-    assert engine(scorer=KeywordScorer(), method="paper").fidelity_in_force() == "off"
+    assert engine(scorer=KeywordScorer(), rule="paper").fidelity_in_force() == "off"
     assert engine(scorer=KeywordScorer()).fidelity_in_force() == "off"  # no weights fitted for it: paper's rule
     assert engine(scorer=FunctionScorer(lambda p, h: 1.0, name=DEFAULT_JUDGE), hybrid_weights=WEIGHTS
                   ).fidelity_in_force() == "off"  # your own weights were fitted without it
     assert engine(scorer=DEFAULT_JUDGE, mode="raw").fidelity_in_force() == "off"
-    report = engine(scorer=KeywordScorer(), method="paper").evaluate(CONTEXT, OUTPUT)
+    report = engine(scorer=KeywordScorer(), rule="paper").evaluate(CONTEXT, OUTPUT)
     assert [c.triple.as_list() for c in report.claims if c.triple] == [["Marie Curie", "born in", "Warsaw"],
                                                                        ["Marie Curie", "moved to", "Berlin"]]
     assert report.hallucinated is True  # a false alarm from the extraction error
@@ -65,7 +65,7 @@ def test_auto_is_on_for_the_default_judge_with_its_fidelity_weights() -> None:
 
 def test_drop_scores_the_triples_against_their_output_after_the_context_and_drops_the_unsupported() -> None:
     scorer = KeywordScorer()
-    report = engine(scorer=scorer, method="paper", fidelity="drop").evaluate(CONTEXT, OUTPUT)
+    report = engine(scorer=scorer, rule="paper", fidelity="drop").evaluate(CONTEXT, OUTPUT)
     # The context pass (two triples and the whole output, for the fallback), then the triple above the threshold
     # against the output (dropped), then the next one down.
     assert [len(batch) for batch in scorer.batches] == [3, 1, 1]
@@ -81,7 +81,7 @@ def test_when_every_triple_is_dropped_the_whole_output_decides() -> None:
     answer = '<python>[["Pierre", "moved to", "Berlin"]]</python>'
     output = "Marie Curie won three Nobel Prizes."
     for method in ("paper", "hybrid"):
-        report = engine(answer, scorer=KeywordScorer(), method=method, fidelity="drop",
+        report = engine(answer, scorer=KeywordScorer(), rule=method, fidelity="drop",
                         hybrid_weights=WEIGHTS).evaluate(CONTEXT, output)
         assert [(c.claim, c.triple) for c in report.claims] == [(output, None)]
         assert report.whole_output is None
@@ -113,17 +113,17 @@ def test_a_triple_without_a_verdict_against_the_output_stays() -> None:
                 return [LabelReading(error="garbled")] * len(claims)
             return [LabelReading(verdict="supported")] * len(claims)
 
-    report = engine(scorer=JudgeScorer(Backend()), method="paper", fidelity="drop").evaluate(CONTEXT, OUTPUT)
+    report = engine(scorer=JudgeScorer(Backend()), rule="paper", fidelity="drop").evaluate(CONTEXT, OUTPUT)
     assert len([c for c in report.claims if c.triple]) == 2 and report.errors == []
 
 
 def test_the_stages_apart_drop_the_same_triples() -> None:
-    ge = engine(scorer=KeywordScorer(), method="paper", fidelity="drop")
+    ge = engine(scorer=KeywordScorer(), rule="paper", fidelity="drop")
     [pending] = ge.extract_rows([{"context": CONTEXT, "output": OUTPUT}])
     [report] = ge.check_rows([pending])  # type: ignore[list-item]
     assert [c.triple.as_list() for c in report.claims if c.triple] == [["Marie Curie", "born in", "Warsaw"]]
     # Rows extracted by an engine without fidelity get the whole output added for the fallback.
-    plain = engine(scorer=KeywordScorer(), method="paper")
+    plain = engine(scorer=KeywordScorer(), rule="paper")
     [pending] = plain.extract_rows([{"context": CONTEXT, "output": OUTPUT}])
     [report] = ge.check_rows([pending])  # type: ignore[list-item]
     assert [c.triple.as_list() for c in report.claims if c.triple] == [["Marie Curie", "born in", "Warsaw"]]
@@ -133,10 +133,10 @@ def test_the_stages_apart_drop_the_same_triples() -> None:
 
 def test_fidelity_scores_come_from_the_score_cache_on_a_second_pass(tmp_path: Path) -> None:
     scorer = KeywordScorer()
-    ge = engine(scorer=scorer, method="paper", fidelity="drop", score_cache=tmp_path / "s.sqlite")
+    ge = engine(scorer=scorer, rule="paper", fidelity="drop", score_cache=tmp_path / "s.sqlite")
     ge.evaluate(CONTEXT, OUTPUT)
     scorer.batches.clear()
-    GraphEval(llm=ScriptedChatModel(responses=[ANSWER]), scorer=scorer, method="paper", fidelity="drop",
+    GraphEval(llm=ScriptedChatModel(responses=[ANSWER]), scorer=scorer, rule="paper", fidelity="drop",
               score_cache=tmp_path / "s.sqlite", cache=False).evaluate(CONTEXT, OUTPUT)
     assert scorer.batches == []
 
@@ -168,7 +168,7 @@ def test_scoring_fidelity_as_far_as_the_decision_needs_decides_as_scoring_every_
         return 1.0 - (p_output[CLAIMS.index(hypothesis)] if premise == OUTPUT else table[hypothesis])
 
     scorer = FunctionScorer(support, name="judge:test")
-    report = engine(THREE, scorer=scorer, method=method, fidelity="drop", hybrid_weights=WEIGHTS,
+    report = engine(THREE, scorer=scorer, rule=method, fidelity="drop", hybrid_weights=WEIGHTS,
                     hallucination_threshold=threshold).evaluate(CONTEXT, OUTPUT)
     kept = [p for p, q in zip(p_context, p_output) if faithful_to_output(q)]
     expected = (WEIGHTS.probability(whole, kept or [whole]) if method == "hybrid" else max(kept or [whole]))

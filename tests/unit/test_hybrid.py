@@ -1,4 +1,4 @@
-"""The default decision rule (``method="hybrid"``) and its fitting, against the paper's rule (``method="paper"``)."""
+"""The default decision rule (``rule="hybrid"``) and its fitting, against the paper's rule (``rule="paper"``)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_hybrid_scores_the_whole_output_last_and_combines_it_with_the_largest_tr
 
 def test_the_papers_rule_is_one_option_away_and_scores_only_the_triples() -> None:
     s = scorer()
-    report = engine(scorer=s, method="paper", hybrid_weights=WEIGHTS).evaluate(CONTEXT, OUTPUT)
+    report = engine(scorer=s, rule="paper", hybrid_weights=WEIGHTS).evaluate(CONTEXT, OUTPUT)
     assert [h for _, h in s.batches[0]] == ["Marie Curie born in Warsaw", "Marie Curie won three Nobel Prizes"]
     assert report.method == "paper" and report.whole_output is None
     assert report.score == pytest.approx(0.4) and report.hallucinated is True
@@ -69,10 +69,10 @@ def test_the_offline_default_scorer_has_fitted_weights_that_name_their_command()
     assert SHIPPED is not None and GraphEval(fidelity="off").decision_weights() is SHIPPED
     assert "benchmarks/bench_judge_prompt.py fit --variant question-first" in SHIPPED.fitted_on
     assert GraphEval(mode="raw").decision_weights() is None
-    assert GraphEval(method="paper").decision_weights() is None
+    assert GraphEval(rule="paper").decision_weights() is None
     # The name alone does not select them: another scorer under that name is decided by the paper's rule.
     named = engine(scorer=scorer(DEFAULT_SCORER))
-    assert named.evaluate(CONTEXT, OUTPUT).method == "paper" and named.method == "paper"
+    assert named.evaluate(CONTEXT, OUTPUT).method == "paper" and named.decision_rule()[0].name == "paper"
 
 
 def test_with_nothing_extracted_the_whole_output_is_the_one_claim() -> None:
@@ -85,9 +85,9 @@ def test_with_nothing_extracted_the_whole_output_is_the_one_claim() -> None:
     assert report.score == pytest.approx(1 - WEIGHTS.probability(0.8, []))
 
 
-def test_an_unknown_method_is_a_clear_error() -> None:
-    with pytest.raises(InputError, match="method"):
-        GraphEval(method="vote")  # type: ignore[arg-type]
+def test_an_unknown_rule_is_a_clear_error() -> None:
+    with pytest.raises(InputError, match="rule"):
+        GraphEval(rule="vote")  # type: ignore[arg-type]
 
 
 def test_a_hybrid_report_round_trips_through_json() -> None:

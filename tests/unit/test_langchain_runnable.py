@@ -343,7 +343,7 @@ def correcting(messages: list[BaseMessage]) -> str:
 
 def make_corrector() -> tuple[GraphCorrect, ScriptedChatModel]:
     llm = ScriptedChatModel(respond=correcting)
-    return GraphCorrect(GraphEval(llm=llm, scorer=KeywordScorer(), cache=False), rouge=False, method="graph"), llm
+    return GraphCorrect(GraphEval(llm=llm, scorer=KeywordScorer(), cache=False), rouge=False, strategy="paper"), llm
 
 
 def prompt_a_calls(llm: ScriptedChatModel, text: str) -> int:

@@ -97,7 +97,7 @@ def test_graph_eval_given_one_model_extracts_judges_and_corrects_with_it() -> No
     check_report(engine.evaluate(context=CONTEXT, output=OUTPUT))
     assert stages(prompts_of(llm)) == {"extract", "judge"}
     before = len(llm.calls)
-    result = GraphCorrect(engine, rouge=False, method="graph").correct(context=CONTEXT, output=OUTPUT)
+    result = GraphCorrect(engine, rouge=False, strategy="paper").correct(context=CONTEXT, output=OUTPUT)
     assert "two Nobel Prizes" in result.corrected and "three" not in result.corrected
     assert len(llm.calls) > before  # the corrections (and their re-check) asked the same model
 
@@ -283,7 +283,7 @@ def test_a_structured_output_model_extracts_and_judges_through_its_two_schemas()
     model = StructuredTriplesChatModel(acomplete=structured, label="instructor")
     assert models.scorer_for(model).response_model is JudgeAnswer
     assert models.scorer_for(model) is models.scorer_for(model)  # one judging form per model: engines share it
-    report = GraphEval(llm=model, method="paper").evaluate(CONTEXT, "Marie Curie was born in Vienna.")
+    report = GraphEval(llm=model, rule="paper").evaluate(CONTEXT, "Marie Curie was born in Vienna.")
 
     assert not report.errors, report.errors
     assert report.hallucinated is True

@@ -140,7 +140,7 @@ def test_correction_calls_use_the_same_policy(sleeps: list[float]) -> None:
         return '<python>[["Marie Curie", "born in", "Paris"]]</python>'
 
     llm = ScriptedChatModel(respond=respond)
-    fixer = GraphCorrect(GraphEval(llm=llm, scorer=KeywordScorer()), max_retries=3, rouge=False, method="graph")
+    fixer = GraphCorrect(GraphEval(llm=llm, scorer=KeywordScorer()), max_retries=3, rouge=False, strategy="paper")
     result = fixer.correct("Marie Curie was born in Warsaw.", "Marie Curie was born in Paris.")
     assert result.changes[0].llm_calls == 1 and "InputError" in (result.changes[0].reason or "")
     assert sleeps == []
@@ -148,7 +148,7 @@ def test_correction_calls_use_the_same_policy(sleeps: list[float]) -> None:
     flaky = ScriptedChatModel(responses=[
         '<python>[["Marie Curie", "born in", "Paris"]]</python>', ConnectionError("reset"), ConnectionError("reset"),
     ])
-    fixer = GraphCorrect(GraphEval(llm=flaky, scorer=KeywordScorer()), max_retries=1, rouge=False, method="graph")
+    fixer = GraphCorrect(GraphEval(llm=flaky, scorer=KeywordScorer()), max_retries=1, rouge=False, strategy="paper")
     result = fixer.correct("Marie Curie was born in Warsaw.", "Marie Curie was born in Paris.")
     assert result.changes[0].llm_calls == 2 and len(sleeps) == 1
 

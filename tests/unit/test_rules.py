@@ -81,22 +81,22 @@ P = {"Marie Curie born in Warsaw": 0.9, "Marie Curie won three Nobel Prizes": 0.
 
 # --------------------------------------------------------------------------- the registry
 def test_a_rule_registered_here_is_picked_up_by_name(rules: None) -> None:
-    report = engine(P, method="test-mean").evaluate(CONTEXT, OUTPUT)
+    report = engine(P, rule="test-mean").evaluate(CONTEXT, OUTPUT)
     assert report.method == "test-mean" and report.decision is not None and report.decision.rule == "test-mean"
     assert report.score == pytest.approx(1 - (0.1 + 0.7) / 2)
     assert report.hallucinated is False and report.decision.case == "outweighed"  # 0.7 > 0.5, the mean is 0.4
     assert report.whole_output is None  # the rule does not need it: not scored
     # The same name reaches the shared engines and every adapter through the registry.
     llm, spec = "py:grapheval_plugins.testing:naive_triples_chat_model", "py:grapheval_plugins.testing:KeywordScorer"
-    assert registry.engine_options(llm=llm, scorer=spec, method="test-mean").engine().method == "test-mean"
-    assert GraphEval.shared(llm, spec, method="test-mean") is not GraphEval.shared(llm, spec)
-    assert GraphEvalRunnable(llm=llm, scorer=spec, method="test-mean").grapheval.method == "test-mean"
+    assert registry.engine_options(llm=llm, scorer=spec, rule="test-mean").engine().rule.name == "test-mean"
+    assert GraphEval.shared(llm, spec, rule="test-mean") is not GraphEval.shared(llm, spec)
+    assert GraphEvalRunnable(llm=llm, scorer=spec, rule="test-mean").grapheval.rule.name == "test-mean"
 
 
 def test_a_rule_object_may_be_passed_and_its_needs_are_met(rules: None) -> None:
     s = scorer(P)
     report = GraphEval(llm=ScriptedChatModel(responses=[ANSWER]), scorer=s, cache=False,
-                       method=WholeOnlyRule()).evaluate(CONTEXT, OUTPUT)
+                       rule=WholeOnlyRule()).evaluate(CONTEXT, OUTPUT)
     assert [h for _, h in s.batches[0]][-1] == OUTPUT  # the whole output is scored, last
     assert report.whole_output is not None and report.score == pytest.approx(0.8)
     assert [c.triple is not None for c in report.claims] == [True, True]
@@ -104,7 +104,7 @@ def test_a_rule_object_may_be_passed_and_its_needs_are_met(rules: None) -> None:
 
 def test_unknown_names_and_taken_names_are_clear_errors(rules: None) -> None:
     with pytest.raises(InputError, match="registered decision rule"):
-        GraphEval(method="vote")
+        GraphEval(rule="vote")
     with pytest.raises(InputError, match="registered already"):
         register_rule(MeanRule())
     assert register_rule(MeanRule(), replace=True) is aggregate.get_rule("test-mean")
@@ -215,8 +215,18 @@ def test_the_cli_takes_a_registered_rule_by_name(rules: None, tmp_path: Path) ->
     fakes = ["--llm", "py:grapheval_plugins.testing:naive_triples_chat_model",
              "--scorer", "py:grapheval_plugins.testing:KeywordScorer"]
     out = tmp_path / "out.jsonl"
-    result = CliRunner().invoke(app, ["evaluate", str(src), "-o", str(out), "--method", "test-mean", *fakes])
+    result = CliRunner().invoke(app, ["evaluate", str(src), "-o", str(out), "--rule", "test-mean", *fakes])
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["method"] == "test-mean"
-    bad = CliRunner().invoke(app, ["evaluate", str(src), "-o", str(tmp_path / "b.jsonl"), "--method", "vote", *fakes])
+    bad = CliRunner().invoke(app, ["evaluate", str(src), "-o", str(tmp_path / "b.jsonl"), "--rule", "vote", *fakes])
     assert bad.exit_code != 0 and "registered decision rule" in bad.output
+    # --method, the old name, is hidden and deprecated: it still works, and says so
+    old = CliRunner().invoke(app, ["evaluate", str(src), "-o", str(tmp_path / "old.jsonl"), "--method", "test-mean",
+                                   *fakes])
+    assert old.exit_code == 0, old.output
+    assert "--method is deprecated: use --rule" in old.output
+    assert json.loads((tmp_path / "old.jsonl").read_text())["method"] == "test-mean"
+    both = CliRunner().invoke(app, ["evaluate", str(src), "-o", str(tmp_path / "c.jsonl"), "--rule", "paper",
+                                    "--method", "test-mean", *fakes])
+    assert both.exit_code != 0 and "not both" in both.output
+    assert "--method" not in CliRunner().invoke(app, ["evaluate", "--help"]).output

@@ -175,7 +175,7 @@ def test_make_score_cache_reads_the_engine_option(tmp_path: Path) -> None:
 
 
 def engine(scorer: Scorer, **kwargs: object) -> GraphEval:
-    return GraphEval(llm=ScriptedChatModel(responses=[ANSWER]), scorer=scorer, method="paper", **kwargs)  # type: ignore[arg-type]
+    return GraphEval(llm=ScriptedChatModel(responses=[ANSWER]), scorer=scorer, rule="paper", **kwargs)  # type: ignore[arg-type]
 
 
 def test_the_engine_option_re_decides_without_scoring_again() -> None:
@@ -206,6 +206,6 @@ def test_the_engine_with_a_cache_file_scores_a_new_output_only(tmp_path: Path) -
     inner.batches.clear()
     other = GraphEval(llm=ScriptedChatModel(responses=['<python>[["Marie Curie", "born in", "Warsaw"], '
                                                        '["Marie Curie", "died in", "Paris"]]</python>']),
-                      scorer=inner, method="paper", score_cache=tmp_path / "scores.sqlite")
+                      scorer=inner, rule="paper", score_cache=tmp_path / "scores.sqlite")
     other.evaluate(CONTEXT, "Marie Curie, born in Warsaw, died in Paris.")
     assert scored(inner) == ["Marie Curie died in Paris"]

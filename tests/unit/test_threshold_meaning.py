@@ -17,7 +17,7 @@ OUTPUT = "Marie Curie was born in Paris."
 
 def _engine() -> GraphEval:
     llm = ScriptedChatModel(respond=lambda messages: '<python>[["Marie Curie", "born in", "Paris"]]</python>')
-    return GraphEval(llm=llm, scorer=FunctionScorer(lambda premise, claim: 0.4), method="paper")
+    return GraphEval(llm=llm, scorer=FunctionScorer(lambda premise, claim: 0.4), rule="paper")
 
 
 def test_the_engine_threshold_is_read_only() -> None:
@@ -39,22 +39,31 @@ def test_langchain_adapts_a_given_engine_to_its_threshold() -> None:
     assert engine.hallucination_threshold == 0.5
 
 
-def test_ragas_adapts_a_given_engine_to_its_threshold() -> None:
+def test_ragas_scores_have_no_threshold_and_binary_decides_at_the_engines() -> None:
+    # docs/guides/ragas.md, "What the threshold means here": the continuous value depends on no threshold;
+    # binary=True is the verdict at the engine's hallucination threshold.
     pytest.importorskip("ragas")
     from ragas import SingleTurnSample
 
     from grapheval_plugins.integrations.ragas import GraphEvalFaithfulness, GraphEvalRagasMetric
 
     engine = _engine()
+    lenient = engine.with_options(hallucination_threshold=0.7)
     sample = SingleTurnSample(response=OUTPUT, retrieved_contexts=[CONTEXT])
-    legacy = GraphEvalFaithfulness(grapheval=engine, hallucination_threshold=0.7, binary=True)
-    assert legacy.single_turn_score(sample) == 1.0
+    for e in (engine, lenient):
+        assert GraphEvalFaithfulness(grapheval=e).single_turn_score(sample) == pytest.approx(0.4)
+        assert GraphEvalRagasMetric(grapheval=e).score(response=OUTPUT, retrieved_contexts=[CONTEXT]).value == \
+            pytest.approx(0.4)
+    assert GraphEvalFaithfulness(grapheval=lenient, binary=True).single_turn_score(sample) == 1.0
     assert GraphEvalFaithfulness(grapheval=engine, binary=True).single_turn_score(sample) == 0.0
-    metric = GraphEvalRagasMetric(engine, hallucination_threshold=0.7, binary=True)
+    metric = GraphEvalRagasMetric(grapheval=lenient, binary=True)
     assert metric.score(response=OUTPUT, retrieved_contexts=[CONTEXT]).value == 1.0
+    # The metrics' own hallucination_threshold= (and threshold=) is deprecated, and still applies for one release.
     with pytest.warns(DeprecationWarning, match="hallucination_threshold"):
         old = GraphEvalFaithfulness(grapheval=engine, threshold=0.7, binary=True)
-    assert old.hallucination_threshold == old.threshold == 0.7
+    assert old.hallucination_threshold == old.threshold == 0.7 and old.single_turn_score(sample) == 1.0
+    with pytest.warns(DeprecationWarning, match="hallucination_threshold"):
+        GraphEvalRagasMetric(grapheval=engine, hallucination_threshold=0.7, binary=True)
     assert engine.hallucination_threshold == 0.5
 
 

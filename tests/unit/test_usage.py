@@ -68,7 +68,7 @@ OUTPUT = "Paris is in France and has ten million people."
 def test_each_stage_counts_exactly_its_own_calls_and_tokens() -> None:
     extractor = MeteredChatModel(responses=[KG])
     judge = MeteredChatModel(respond=_judge_answer)
-    engine = GraphEval(llm=extractor, scorer=LLMJudge(judge), method="paper", fidelity="drop", cache=False)
+    engine = GraphEval(llm=extractor, scorer=LLMJudge(judge), rule="paper", fidelity="drop", cache=False)
     report = engine.evaluate(CONTEXT, OUTPUT)
     assert report.ok and report.hallucinated
     check = [c for c in judge.calls if not _is_fidelity(c, OUTPUT)]
@@ -89,7 +89,7 @@ def test_each_stage_counts_exactly_its_own_calls_and_tokens() -> None:
 def test_batch_totals_are_exact_and_agree_with_langchains_own_counter() -> None:
     extractor = MeteredChatModel(responses=[KG])
     judge = MeteredChatModel(respond=_judge_answer)
-    engine = GraphEval(llm=extractor, scorer=LLMJudge(judge), method="paper", cache=False)
+    engine = GraphEval(llm=extractor, scorer=LLMJudge(judge), rule="paper", cache=False)
     rows = [{"id": str(i), "context": f"{CONTEXT} Row {i}.", "output": OUTPUT} for i in range(3)]
     with get_usage_metadata_callback() as langchain_counter:
         reports = engine.evaluate_many(rows, show_progress=False)
@@ -103,7 +103,7 @@ def test_batch_totals_are_exact_and_agree_with_langchains_own_counter() -> None:
 
 def test_cached_extraction_costs_nothing_and_raw_mode_has_no_extract_stage() -> None:
     extractor = MeteredChatModel(responses=[KG])
-    engine = GraphEval(llm=extractor, scorer=KeywordScorer(), method="paper")
+    engine = GraphEval(llm=extractor, scorer=KeywordScorer(), rule="paper")
     engine.evaluate(CONTEXT, OUTPUT)
     again = engine.evaluate(CONTEXT, OUTPUT)
     assert again.usage["extract"] == StageUsage() and again.usage["check"] == StageUsage()
@@ -113,7 +113,7 @@ def test_cached_extraction_costs_nothing_and_raw_mode_has_no_extract_stage() -> 
 
 def test_two_stage_rows_carry_the_extraction_usage_into_the_report() -> None:
     extractor = MeteredChatModel(responses=[KG])
-    engine = GraphEval(llm=extractor, scorer=KeywordScorer(), method="paper", cache=False)
+    engine = GraphEval(llm=extractor, scorer=KeywordScorer(), rule="paper", cache=False)
     [row] = engine.extract_rows([{"context": CONTEXT, "output": OUTPUT}])
     assert not isinstance(row, Report)
     row = type(row).model_validate_json(row.model_dump_json())  # as if checked in another process
@@ -122,7 +122,7 @@ def test_two_stage_rows_carry_the_extraction_usage_into_the_report() -> None:
 
 
 def test_a_model_without_usage_metadata_counts_calls_and_unknown_tokens() -> None:
-    engine = GraphEval(llm=ScriptedChatModel(responses=[KG]), scorer=KeywordScorer(), method="paper")
+    engine = GraphEval(llm=ScriptedChatModel(responses=[KG]), scorer=KeywordScorer(), rule="paper")
     report = engine.evaluate(CONTEXT, OUTPUT)
     assert report.usage["extract"] == StageUsage(calls=1, input_tokens=None, output_tokens=None)
     assert report.cost({"input": 1.0, "output": 1.0}) is None
@@ -148,7 +148,7 @@ def test_cli_summary_shows_the_runs_totals(tmp_path: Path, monkeypatch: pytest.M
     source.write_text("".join(json.dumps({"id": str(i), "context": CONTEXT, "output": f"{OUTPUT} {i}"}) + "\n"
                               for i in range(2)))
     out = tmp_path / "out.jsonl"
-    result = CliRunner().invoke(cli.app, ["evaluate", str(source), "-o", str(out), "--llm", "fake", "--method",
+    result = CliRunner().invoke(cli.app, ["evaluate", str(source), "-o", str(out), "--llm", "fake", "--rule",
                                           "paper", "--scorer", "py:grapheval_plugins.testing:KeywordScorer"])
     assert result.exit_code == 0, result.output
     total = _tokens(extractor, extractor.calls)
@@ -165,7 +165,7 @@ def test_the_html_run_page_shows_the_totals() -> None:
     from grapheval_plugins.report import run_html
 
     extractor = MeteredChatModel(responses=[KG])
-    engine = GraphEval(llm=extractor, scorer=KeywordScorer(), method="paper", cache=False)
+    engine = GraphEval(llm=extractor, scorer=KeywordScorer(), rule="paper", cache=False)
     reports = engine.evaluate_many([(CONTEXT, OUTPUT), (CONTEXT, OUTPUT + " Really.")], show_progress=False)
     total = _tokens(extractor, extractor.calls)
     page = " ".join(run_html(reports).split())
@@ -201,8 +201,8 @@ def test_a_correction_counts_its_own_calls_and_the_detection_keeps_its_own() -> 
     from grapheval_plugins.correct import GraphCorrect
 
     llm = MeteredChatModel(respond=_correcting)
-    engine = GraphEval(llm=llm, scorer=KeywordScorer(), method="paper", cache=False)
-    result = GraphCorrect(engine, method="graph", rouge=False).correct(FACTS, BAD)
+    engine = GraphEval(llm=llm, scorer=KeywordScorer(), rule="paper", cache=False)
+    result = GraphCorrect(engine, strategy="paper", rouge=False).correct(FACTS, BAD)
     assert result.status == "corrected" and result.detection is not None
     assert result.detection.usage["extract"] == _spent(llm, llm.calls[:1])
     assert result.usage == {"correct": _spent(llm, llm.calls[1:])}  # prompts B, C and the re-check's extraction
@@ -218,7 +218,7 @@ def test_cli_correct_summary_shows_the_runs_totals(tmp_path: Path, monkeypatch: 
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps({"id": "1", "context": FACTS, "output": BAD}) + "\n")
     result = CliRunner().invoke(cli.app, ["correct", str(source), "-o", str(tmp_path / "out.jsonl"), "--llm", "fake",
-                                          "--method", "graph", "--scorer", "py:grapheval_plugins.testing:KeywordScorer"])
+                                          "--strategy", "paper", "--scorer", "py:grapheval_plugins.testing:KeywordScorer"])
     assert result.exit_code == 0, result.output
     total = _spent(llm, llm.calls)
     text = " ".join(result.output.split())
@@ -230,7 +230,7 @@ def test_parquet_output_keeps_the_usage(tmp_path: Path) -> None:
     from grapheval_plugins.integrations.ray import _write_parquet, read_reports
 
     extractor = MeteredChatModel(responses=[KG])
-    report = GraphEval(llm=extractor, scorer=KeywordScorer(), method="paper").evaluate(CONTEXT, OUTPUT)
+    report = GraphEval(llm=extractor, scorer=KeywordScorer(), rule="paper").evaluate(CONTEXT, OUTPUT)
     path = tmp_path / "reports.parquet"
     _write_parquet(path, [report])
     assert read_reports(path)[0].usage == report.usage == {"extract": _tokens(extractor, extractor.calls),

@@ -99,7 +99,7 @@ def test_a_suggested_correction_adds_its_calls_to_the_cost() -> None:
 
     model = NativeModel()
     engine = GraphEvalMetric(model=model, scorer=KeywordScorer()).engine
-    fixer = GraphCorrect(engine, method="graph", rouge=False)  # the paper's method: prompts B and C
+    fixer = GraphCorrect(engine, strategy="paper", rouge=False)  # the paper's method: prompts B and C
     metric = GraphEvalMetric(model=model, scorer=KeywordScorer(), suggest_correction=fixer)
     metric.measure(case(BAD), _show_indicator=False)
     assert "suggested correction (passes the re-check)" in metric.reason

@@ -1,0 +1,135 @@
+"""GraphEval as a LangSmith evaluator: ``langsmith.evaluate(target, data=..., evaluators=[GraphEvalEvaluator()])``.
+
+:class:`GraphEvalEvaluator` is a ``langsmith.evaluation.RunEvaluator``: LangSmith calls it with each run and its
+dataset example, and it returns one ``EvaluationResult`` whose ``score`` is ``1 − P(hallucination)`` (1 =
+faithful, the direction of DeepEval and Ragas) and whose ``comment`` is the report's explanation (the unsupported
+triples, each with its P(unsupported)). The whole report is in the result's ``extra``.
+
+The answer is read from the run's outputs (the first of ``answer_keys``; a target returning a string has it under
+``"output"``); the grounding from
+the first of ``context_keys`` in the run's outputs, else its inputs, else the example's inputs, else its outputs
+(a string, a ``Document`` or a list of them, as the retriever returns it).
+
+>>> import datetime, uuid
+>>> from langsmith.schemas import Run
+>>> from grapheval_plugins import GraphEval
+>>> from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
+>>> llm = ScriptedChatModel(responses=['<python>[["The Eiffel Tower", "is in", "Rome"]]</python>'])
+>>> evaluator = GraphEvalEvaluator(GraphEval(llm=llm, scorer=KeywordScorer()))
+>>> result = evaluator.evaluate_run(Run(id=uuid.uuid4(), name="rag", run_type="chain", trace_id=uuid.uuid4(),
+...     start_time=datetime.datetime.now(), inputs={"question": "Where is the Eiffel Tower?"},
+...     outputs={"answer": "The Eiffel Tower is in Rome.", "context": "The Eiffel Tower is in Paris."}))
+>>> result.key, round(result.score, 3)
+('grapheval_faithfulness', 0.333)
+>>> print(result.comment)
+hallucination (score 0.333): 1 of 1 claim unsupported
+- ['The Eiffel Tower', 'is in', 'Rome'] p_unsupported=0.667
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import GraphEval, InputError, MissingDependencyError, Report
+from ..inputs import normalize_output, normalize_passages
+
+try:
+    from langsmith.evaluation import EvaluationResult, RunEvaluator
+    from langsmith.schemas import Example, Run
+except ImportError as exc:  # pragma: no cover - langsmith comes with langchain-core
+    raise MissingDependencyError("langsmith", "langsmith", "the LangSmith evaluator") from exc
+
+__all__ = ["GraphEvalEvaluator"]
+
+
+def _first(sources: Sequence[Mapping[str, Any] | None], keys: tuple[str, ...]) -> tuple[str, Any] | None:
+    for source in sources:
+        for key in keys:
+            if source and key in source:
+                return key, source[key]
+    return None
+
+
+class GraphEvalEvaluator(RunEvaluator):
+    """A LangSmith ``RunEvaluator`` that scores each run's answer against its grounding with GraphEval.
+
+    Args:
+        grapheval: the engine to score with (its models, cache and threshold), shared by reference.
+        llm: the chat model or spec when no engine is given; with ``scorer``, the process-wide engine for them
+            is used (``GraphEval.shared(llm, scorer)``, the one a DeepEval or Ragas metric or a Runnable over the
+            same models uses); neither: the offline default.
+        scorer: the scorer or spec when no engine is given (``None``: the ``llm`` judges too).
+        key: the feedback key LangSmith shows.
+        answer_keys: where the answer is in the run's outputs (LangSmith puts a target's string result under
+            ``"output"``).
+        context_keys: where the grounding is: the run's outputs, then its inputs, then the example's inputs and
+            outputs.
+        max_claims: how many unsupported claims the comment lists.
+
+    A run with no answer or no grounding raises :class:`~grapheval_plugins.InputError`, which LangSmith records as
+    this key's error feedback; a stage failure (the model failing on every retry) gives no score and the failure as
+    the comment.
+    """
+
+    def __init__(
+        self,
+        grapheval: GraphEval | None = None,
+        *,
+        llm: Any = None,
+        scorer: Any = None,
+        key: str = "grapheval_faithfulness",
+        answer_keys: Sequence[str] = ("answer", "output"),
+        context_keys: Sequence[str] = ("context", "documents"),
+        max_claims: int = 10,
+    ) -> None:
+        if grapheval is not None and (llm is not None or scorer is not None):
+            raise InputError("grapheval", "give an engine or llm=/scorer=, not both")
+        self.grapheval = grapheval
+        self.llm = llm
+        self.scorer = scorer
+        self.key = key
+        self.answer_keys = tuple(answer_keys)
+        self.context_keys = tuple(context_keys)
+        self.max_claims = max_claims
+
+    @property
+    def engine(self) -> GraphEval:
+        """The engine that scores the runs (its models load on first use)."""
+        return self.grapheval if self.grapheval is not None else GraphEval.shared(self.llm, self.scorer)
+
+    @property
+    def feedback_keys(self) -> list[str]:
+        return [self.key]
+
+    def _read(self, run: Run, example: Example | None) -> tuple[tuple[str, ...], str]:
+        outputs = run.outputs or {}
+        answer = _first([outputs], self.answer_keys)
+        if answer is None:
+            raise InputError("answer", f"no answer in the run's outputs under {list(self.answer_keys)}")
+        sources = [outputs, run.inputs, example.inputs if example else None, example.outputs if example else None]
+        grounding = _first(sources, self.context_keys)
+        if grounding is None:
+            raise InputError(
+                "context", f"no grounding under {list(self.context_keys)} in the run or its example"
+            )
+        return normalize_passages(grounding[1], grounding[0]), normalize_output(answer[1], answer[0])
+
+    def _result(self, report: Report) -> EvaluationResult:
+        extra: dict[str, Any] = {"report": report.model_dump(mode="json")}
+        if not report.ok:
+            extra["error"] = True  # how LangSmith marks an evaluator's failure
+        return EvaluationResult(key=self.key, score=report.score, comment=report.explain(self.max_claims), extra=extra)
+
+    def evaluate_run(
+        self, run: Run, example: Example | None = None, evaluator_run_id: uuid.UUID | None = None
+    ) -> EvaluationResult:
+        """Score one run (LangSmith's call)."""
+        return self._result(self.engine.evaluate(*self._read(run, example)))
+
+    async def aevaluate_run(
+        self, run: Run, example: Example | None = None, evaluator_run_id: uuid.UUID | None = None
+    ) -> EvaluationResult:
+        """Score one run on the event loop (``langsmith.aevaluate``): concurrent runs share scorer passes."""
+        return self._result(await self.engine.aevaluate(*self._read(run, example)))
