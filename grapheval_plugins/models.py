@@ -1,49 +1,12 @@
-"""One door for model names: chat models and scorers from objects or specs.
+"""One door for model names: chat models (:func:`resolve_llm`) and scorers (:func:`resolve_scorer`) from objects
+or specs.
 
-Chat models (:func:`resolve_llm`):
-
-========================================  =====================================================================
-``None``                                  the offline default, :data:`DEFAULT_LLM`
-a ``BaseChatModel``                       used as is (any LangChain provider)
-``"local:qwen2.5-coder-1.5b"``            llama.cpp over embedded GGUF weights (``local`` extra)
-``"local:/path/to/model.gguf"``           any GGUF file
-``"bedrock:<model id>"``                  Amazon Bedrock Converse (``aws`` extra)
-``"<provider>:<model>"``                  ``langchain.chat_models.init_chat_model`` (needs ``langchain``)
-``"py:package.module:factory"``           your own factory, called with no arguments (plugins, tests)
-========================================  =====================================================================
-
-Which scorer an engine uses (:func:`scorer_for`, the one rule every host, the CLI and Ray follow):
-
-* ``scorer=`` given: that scorer;
-* else a model given (``llm=``, a host's ``model=`` or its LLM): an LLM judge over that same model, so one model
-  extracts, judges and corrects;
-* else (no model at all): the offline local pair, :data:`DEFAULT_LLM` and :data:`DEFAULT_SCORER`.
-
-Scorers (:func:`resolve_scorer`):
-
-========================================  =====================================================================
-``None``                                  the offline default, :data:`DEFAULT_SCORER` (see :func:`scorer_for`)
-a :class:`~grapheval_plugins.check.Scorer`  used as is
-``"hhem"``                                HHEM-2.1-Open (``vectara/hallucination_evaluation_model``; ``hf`` extra)
-``"true"`` / ``"trueteacher"``            the TRUE / TrueTeacher T5 NLI models
-``"minicheck"``                           MiniCheck-Flan-T5-Large (``lytang/MiniCheck-Flan-T5-Large``)
-``"minicheck:<variant, name or path>"``   ``flan-t5-large``, ``roberta-large``, ``deberta-v3-large``, any folder
-``"hhem:<name or path>"``                 an HHEM-layout checkpoint
-``"t5:<name or path>"``                   a T5 model answering "1"/"0"
-``"nli:<name or path>"``                  an MNLI-style sequence-classification cross-encoder
-``"hf:<name or path>"`` or ``"org/name"``  a HuggingFace model, its kind read from its config
-a LangChain chat model                    an :class:`~grapheval_plugins.check.llm_judge.LLMJudge` over it
-``"judge:local:<name or path>"``          the llama.cpp judge, e.g. ``"judge:local:qwen2.5-coder-1.5b"``
-``"judge:<chat model spec>"``             an LLM judge over any chat model :func:`resolve_llm` resolves, e.g.
-                                          ``"judge:bedrock:<model id>"``, ``"judge:openai:gpt-4o-mini"``
-``"py:package.module:factory"``           your own factory, called with no arguments (plugins, tests)
-========================================  =====================================================================
-
-A HuggingFace scorer spec (``hhem``, ``t5``, ``nli``, ``hf``, ``minicheck``, their aliases, a bare hub name) takes a
-revision after ``@``: ``"hhem@8e4a2e6e96c708cc76c2344f7e4757df2515292c"``,
-``"nli:cross-encoder/nli-deberta-v3-base@<commit>"``, or the keyword ``revision=``. It goes to the config,
-the weights and the model's own tokenizer alike. The ``@`` is read as a revision only when what precedes it is
-not an existing path.
+Chat models: ``None`` (:data:`DEFAULT_LLM`), a LangChain chat model, ``"local:<name or .gguf path>"``,
+``"bedrock:<model id>"``, ``"<provider>:<model>"`` (``init_chat_model``, needs ``langchain``) or
+``"py:package.module:factory"``. Scorers: the specs of ``docs/scorers.md`` (``"hhem"``, ``"minicheck[:…]"``,
+``"true"``, ``"nli:…"``, ``"hf:…"`` or a bare hub name, ``"judge:local:…"``, ``"judge:<chat model spec>"``,
+``"py:…"``), a Scorer, or a chat model (an LLM judge). A HuggingFace spec takes a revision after ``@`` (read as
+one only when what precedes it is not an existing path). :func:`scorer_for` is the one rule for the default.
 """
 
 from __future__ import annotations
@@ -56,22 +19,12 @@ from typing import Any
 from .check.base import Scorer
 from .exceptions import ModelLoadError
 
-__all__ = [
-    "DEFAULT_LLM",
-    "DEFAULT_SCORER",
-    "SCORER_ALIASES",
-    "load_judge",
-    "resolve_llm",
-    "resolve_scorer",
-    "scorer_for",
-    "split_revision",
-]
+__all__ = ["DEFAULT_LLM", "DEFAULT_SCORER", "SCORER_ALIASES", "load_judge", "resolve_llm", "resolve_scorer",
+    "scorer_for", "split_revision"]
 
 DEFAULT_LLM = "local:qwen2.5-coder-1.5b"
-"""The chat model used when none is given: runs offline, no API key."""
 
 DEFAULT_SCORER = "judge:local:qwen2.5-coder-1.5b"
-"""The scorer used when neither a scorer nor a model is given: the local judge over :data:`DEFAULT_LLM`."""
 
 SCORER_ALIASES: dict[str, str] = {
     "hhem": "hhem:vectara/hallucination_evaluation_model",
@@ -102,13 +55,8 @@ _SCORER_FACTORIES: dict[str, str] = {
 
 
 def scorer_for(llm: Any = None, scorer: Any = None) -> Any:
-    """The scorer (object or spec) an engine over ``llm`` uses when given ``scorer``: the one place the default is
-    chosen.
-
-    ``scorer`` when given; else, when a model is given, an LLM judge over that same model (a spec string becomes
-    ``"judge:<spec>"``, a chat model object is judged as it is: :func:`resolve_scorer` makes it an
-    :class:`~grapheval_plugins.check.llm_judge.LLMJudge`; a model that answers through a fixed schema, as Ragas's
-    Instructor LLMs do, in its judging form, ``for_judging()``); else, with no model at all, :data:`DEFAULT_SCORER`.
+    """The scorer an engine over ``llm`` uses (the one place the default is chosen): ``scorer``; else a judge over
+    ``llm`` itself (``"judge:<spec>"``, the object, or its ``for_judging()`` form); else :data:`DEFAULT_SCORER`.
 
     >>> scorer_for(None), scorer_for("openai:gpt-4o-mini"), scorer_for("openai:gpt-4o-mini", "hhem")
     ('judge:local:qwen2.5-coder-1.5b', 'judge:openai:gpt-4o-mini', 'hhem')
@@ -124,9 +72,8 @@ def scorer_for(llm: Any = None, scorer: Any = None) -> Any:
 
 
 def load_judge(spec: str, **options: Any) -> Scorer:
-    """The factory behind ``judge:`` specs: ``local:<name or path>`` (or a bare local name) is the llama.cpp judge;
-    any other chat model spec becomes an :class:`~grapheval_plugins.check.llm_judge.LLMJudge` over
-    ``resolve_llm(spec)``. Keyword options go to the judge.
+    """The factory behind ``judge:`` specs: the llama.cpp judge for ``local:`` or a bare name, else an
+    :class:`~grapheval_plugins.check.llm_judge.LLMJudge` over ``resolve_llm(spec)``.
 
     >>> load_judge("py:grapheval_plugins.testing:ScriptedChatModel").name
     'judge:scripted'
@@ -146,11 +93,11 @@ def _load(target: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def _made_scorer(made: object, spec: str) -> Scorer:
-    """What a scorer factory returned, checked to be a :class:`Scorer`."""
-    if not isinstance(made, Scorer):
-        raise ModelLoadError(f"the factory for scorer spec {spec!r} returned {type(made).__name__}, not a Scorer")
-    return made
+def _made(factories: dict[str, str], prefix: str, rest: str, spec: str, what: str, options: dict[str, Any]) -> Any:
+    """``factories[prefix](rest, **options)``; a prefix with no model after it is refused."""
+    if prefix and not rest:
+        raise ModelLoadError(f"{what} spec {spec!r} names no model after {prefix!r}:")
+    return _load(factories[prefix])(rest, **options)
 
 
 def _from_python(target: str, options: dict[str, Any]) -> Any:
@@ -159,7 +106,7 @@ def _from_python(target: str, options: dict[str, Any]) -> Any:
     if not sep or not module or not name:
         raise ModelLoadError(f"'py:' specs take 'package.module:factory', got {target!r}")
     try:
-        factory = getattr(importlib.import_module(module), name)
+        factory = _load(target)
     except (ImportError, AttributeError) as exc:
         raise ModelLoadError(f"cannot import {target!r}: {exc}") from exc
     return factory(**options) if callable(factory) else factory
@@ -170,7 +117,7 @@ _REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")
 
 
 def split_revision(name: str) -> tuple[str, str | None]:
-    """``"name@revision"`` → ``("name", "revision")``; a name without one, or an existing path, is left whole.
+    """``"name@revision"`` → ``("name", "revision")``; an existing path is left whole.
 
     >>> split_revision("vectara/hallucination_evaluation_model@8e4a2e6")
     ('vectara/hallucination_evaluation_model', '8e4a2e6')
@@ -189,16 +136,13 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def resolve_llm(spec: Any = None, **options: Any) -> Any:
-    """A LangChain chat model from an object or a spec string (see the module docs).
+    """A LangChain chat model from an object or a spec (module docs); ``ModelLoadError`` or
+    ``MissingDependencyError`` (naming the extra) when it cannot be made.
 
     >>> from grapheval_plugins.testing import ScriptedChatModel
     >>> llm = ScriptedChatModel(responses=["ok"])
     >>> resolve_llm(llm) is llm
     True
-
-    Raises:
-        ModelLoadError: unknown spec, or the model could not be loaded.
-        MissingDependencyError: the extra that provides this kind of model is not installed.
     """
     if spec is None:
         spec = DEFAULT_LLM
@@ -210,9 +154,7 @@ def resolve_llm(spec: Any = None, **options: Any) -> Any:
     if prefix == "py":
         return resolve_llm(_from_python(rest, options))
     if prefix in _LLM_FACTORIES:
-        if not rest:
-            raise ModelLoadError(f"chat model spec {spec!r} names no model after {prefix!r}:")
-        return _load(_LLM_FACTORIES[prefix])(rest, **options)
+        return _made(_LLM_FACTORIES, prefix, rest, spec, "chat model", options)
     if prefix:
         try:
             from langchain.chat_models import init_chat_model
@@ -232,16 +174,12 @@ def resolve_llm(spec: Any = None, **options: Any) -> Any:
 
 
 def resolve_scorer(spec: Any = None, **options: Any) -> Scorer:
-    """A :class:`~grapheval_plugins.check.Scorer` from an object or a spec string (see the module docs).
+    """A :class:`~grapheval_plugins.check.Scorer` from an object or a spec, as :func:`resolve_llm` does.
 
     >>> from grapheval_plugins.testing import KeywordScorer
     >>> s = KeywordScorer()
     >>> resolve_scorer(s) is s
     True
-
-    Raises:
-        ModelLoadError: unknown spec, or the model could not be loaded.
-        MissingDependencyError: the extra that provides this kind of scorer is not installed.
     """
     if spec is None:
         spec = DEFAULT_SCORER
@@ -272,12 +210,11 @@ def resolve_scorer(spec: Any = None, **options: Any) -> Scorer:
     prefix, rest = _split(spec)
     if prefix == "py":
         return resolve_scorer(_from_python(rest, options))
-    if prefix in _SCORER_FACTORIES:
-        if not rest:
-            raise ModelLoadError(f"scorer spec {spec!r} names no model after {prefix!r}:")
-        return _made_scorer(_load(_SCORER_FACTORIES[prefix])(rest, **options), spec)
-    if not prefix:  # a bare hub name or path: read its kind from its config
-        return _made_scorer(_load(_SCORER_FACTORIES["hf"])(rest, **options), spec)
+    if prefix in _SCORER_FACTORIES or not prefix:  # a bare hub name or path: its kind read from its config
+        made = _made(_SCORER_FACTORIES, prefix or "hf", rest, spec, "scorer", options)
+        if not isinstance(made, Scorer):
+            raise ModelLoadError(f"the factory for scorer spec {spec!r} returned {type(made).__name__}, not a Scorer")
+        return made
     raise ModelLoadError(
         f"unknown scorer spec {spec!r}: use one of {sorted(SCORER_ALIASES)} or a prefix of {sorted(_SCORER_FACTORIES)}"
     )

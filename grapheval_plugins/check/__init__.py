@@ -1,9 +1,4 @@
-"""Stage 2: scoring claims against the context.
-
-The interface (:class:`Scorer`) is light; the HuggingFace backends (``HHEMScorer``, ``T5NLIScorer``,
-``CrossEncoderNLIScorer``) load torch and transformers only when first used. LLM judges (:mod:`.judge`,
-:mod:`.llm_judge`): ``JudgeScorer`` over any ``LabelLogits`` backend, ``LLMJudge`` over any LangChain chat model.
-"""
+"""Stage 2: scoring claims against the context (the HuggingFace backends and the judges import lazily)."""
 
 from __future__ import annotations
 

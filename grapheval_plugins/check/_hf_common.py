@@ -1,8 +1,5 @@
-"""The base of the HuggingFace scorers: lazy loading, sorted batching, token budget, truncation.
-
-Hub I/O lives in :mod:`._hub`, the torch runtime (device, dtype, padding) in :mod:`._runtime`; both are
-re-exported here. Nothing here imports torch or transformers at module import.
-"""
+"""The base of the HuggingFace scorers: lazy loading, sorted batching, token budget, truncation (hub I/O in
+:mod:`._hub`, the torch runtime in :mod:`._runtime`; no torch import at module import)."""
 
 from __future__ import annotations
 
@@ -50,8 +47,7 @@ __all__ = [
 
 
 class HFScorerOptions(TypedDict, total=False):
-    """The options every HuggingFace scorer takes, as :class:`HFScorer` documents them; the subclasses pass them
-    through (``**options``), so they are listed once."""
+    """The options every HuggingFace scorer takes (:class:`HFScorer`), passed through by the subclasses."""
 
     revision: str | None
     tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None
@@ -71,36 +67,28 @@ class HFScorerOptions(TypedDict, total=False):
 class HFScorer(Scorer):
     """Base of the HuggingFace scorers: lazy loading, device and dtype, sorted batching, token budget.
 
-    ``dtype`` (default: half precision on a GPU, float32 on a CPU), ``model_kwargs`` (passed to the model's
-    ``from_pretrained``, e.g. ``{"attn_implementation": "sdpa"}``; a ``dtype`` / ``torch_dtype`` there is the
-    ``dtype``) and ``tokenizer_kwargs`` (passed to ``AutoTokenizer.from_pretrained``) are passed through, as
-    sentence-transformers' ``CrossEncoder`` takes them. A subclass says how to load its model and tokenizer (:meth:`_load_model`, :meth:`_load_tokenizer`), how a
-    pair becomes tokens (:meth:`_tokenize`) and how a padded batch becomes P(supported) (:meth:`_support`).
+    Args:
+        model: hub name or folder; a built-in hub model loads its pinned ``revision`` unless one is given.
+        tokenizer: a tokenizer, a hub name or a folder (default: the model's own).
+        device: ``None`` picks cuda → mps → cpu.
+        dtype: default half precision on a GPU (bfloat16 where it has it), float32 on a CPU.
+        model_kwargs, tokenizer_kwargs: passed to ``from_pretrained`` as sentence-transformers' ``CrossEncoder``
+            takes them (a ``dtype`` / ``torch_dtype`` in ``model_kwargs`` is the ``dtype``).
+        max_length, hypothesis_tokens: the token window; the premise gets what the hypothesis room leaves.
+        local_files_only, token, cache_dir: hub settings.
     """
 
-    kind: str = "hf"
-    """The spec prefix of the scorer (``hhem``, ``t5``, ``nli``); the scorer's name is ``"<kind>:<model>"``."""
+    kind: str = "hf"  # the spec prefix; the scorer's name is "<kind>:<model>"
     allow_fp16: bool = True
     fingerprint_fields: ClassVar[tuple[str, ...]] = ("hub.revision", "tokenizer_source", "max_length", "hypothesis_tokens")
 
-    def __init__(
-        self,
-        model: str | os.PathLike[str],
-        *,
-        revision: str | None = None,
-        tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
-        device: DeviceLike = None,
-        dtype: DTypeLike = None,
-        model_kwargs: Mapping[str, Any] | None = None,
-        tokenizer_kwargs: Mapping[str, Any] | None = None,
-        batch_size: int = 16,
-        max_length: int = 512,
-        hypothesis_tokens: int = 64,
-        local_files_only: bool | None = None,
-        token: str | bool | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        show_progress: bool = False,
-    ) -> None:
+    def __init__(self, model: str | os.PathLike[str], *, revision: str | None = None,
+            tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
+            device: DeviceLike = None, dtype: DTypeLike = None, model_kwargs: Mapping[str, Any] | None = None,
+            tokenizer_kwargs: Mapping[str, Any] | None = None, batch_size: int = 16, max_length: int = 512,
+            hypothesis_tokens: int = 64, local_files_only: bool | None = None,
+            token: str | bool | None = None, cache_dir: str | os.PathLike[str] | None = None,
+            show_progress: bool = False) -> None:
         super().__init__()
         if not isinstance(model, (str, os.PathLike)) or not os.fspath(model).strip():
             raise InputError("model", "give a hub name or a local folder path")
@@ -134,16 +122,17 @@ class HFScorer(Scorer):
         self._tokenizer_lock = threading.RLock()
 
     def fingerprint(self) -> str:
-        """:meth:`Scorer.fingerprint`, the ``dtype`` asked for, the device kind and the ``model_kwargs``: scores
-        of a bfloat16 model and of a float32 one are not served from one claim-score cache entry."""
+        """:meth:`Scorer.fingerprint` with the ``dtype`` asked for, the device kind and the ``model_kwargs``."""
         device = "cpu" if self._device_arg is None else str(self._device_arg).split(":")[0]
         extra = f"dtype={self._dtype_arg!r}\x00device={device}\x00model_kwargs={sorted(self.model_kwargs.items())!r}"
         return hashlib.sha256(f"{super().fingerprint()}\x00{extra}".encode()).hexdigest()[:16]
 
     # ----------------------------------------------------------------- loading
-    @abstractmethod
     def _load_tokenizer(self) -> PreTrainedTokenizerBase:
-        """Load the tokenizer (called once, under the lock)."""
+        """The tokenizer (called once, under the lock): ``tokenizer=`` or the model's own."""
+        source: Any = self.tokenizer_source if self.tokenizer_source is not None else self.model_name
+        same = isinstance(source, (str, os.PathLike)) and os.fspath(source) == self.model_name
+        return self._tokenizer_from(source, self.hub.kwargs(None, same_revision=same))
 
     @abstractmethod
     def _load_model(self, dtype: torch.dtype) -> torch.nn.Module:
@@ -195,11 +184,8 @@ class HFScorer(Scorer):
         return budget
 
     def load(self) -> HFScorer:
-        """Load tokenizer and model now (otherwise this happens on the first :meth:`predict_support`).
-
-        Returns the scorer itself. Raises :class:`ModelLoadError` (with the cause attached) when the model
-        cannot be found, downloaded or loaded.
-        """
+        """Load tokenizer and model now (otherwise on the first :meth:`predict_support`); :class:`ModelLoadError`
+        when they cannot be found, downloaded or loaded."""
         if self._model is not None:
             return self
         with self.lock:
@@ -244,11 +230,7 @@ class HFScorer(Scorer):
     # ----------------------------------------------------------------- token budget
     @property
     def max_premise_tokens(self) -> int:
-        """Largest premise, in tokens, that fits with the template and a hypothesis of ``hypothesis_tokens``.
-
-        Contexts longer than this are split into chunks by :meth:`check`. Settable, to chunk finer (a value
-        above the window's budget is capped at it).
-        """
+        """Largest premise, in tokens, beside the template and ``hypothesis_tokens``; settable, to chunk finer."""
         self._ensure_tokenizer()
         budget = int(self._premise_budget or 0)
         override = self._premise_budget_override
@@ -272,11 +254,7 @@ class HFScorer(Scorer):
         """Token features of each ``(premise, hypothesis)`` (with special tokens, no padding, no truncation)."""
 
     def _encode(self, pairs: Sequence[tuple[str, str]]) -> list[Features]:
-        """Token features of every pair, each at most ``max_length`` tokens.
-
-        A pair over the limit (a hypothesis longer than ``hypothesis_tokens``, or a premise passed straight to
-        :meth:`predict_support`) loses the end of its premise, never its hypothesis, and a warning is logged.
-        """
+        """Token features of every pair, at most ``max_length`` tokens: a longer pair loses the end of its premise."""
         tokenizer = self._ensure_tokenizer()
         truncated = 0
         with self._tokenizer_lock:
@@ -313,12 +291,8 @@ class HFScorer(Scorer):
         """P(supported), shape ``(batch,)``, for one padded batch already on the model's device."""
 
     def _run_batch(self, features: Sequence[Features]) -> list[float]:
-        """P(supported) of each feature row; a batch that runs out of memory is split in halves and retried.
-
-        The retry happens only after the failed attempt has returned: its exception, traceback and padded tensors
-        are released before the halves are padded and run, and the halves are worked off a stack, not by recursion
-        inside an ``except`` block (where each level would keep the previous level's memory alive).
-        """
+        """P(supported) of each feature row; a batch that runs out of memory is retried in halves, off a stack once
+        the failed attempt's tensors and traceback are released (not by recursion inside an ``except``)."""
         scores: list[float] = []
         pending: list[Sequence[Features]] = [features]
         while pending:
@@ -353,11 +327,7 @@ class HFScorer(Scorer):
             _torch().cuda.empty_cache()
 
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        """P(supported) for each ``(premise, hypothesis)`` pair, in the input order.
-
-        Pairs are sorted by token length and scored ``batch_size`` at a time under ``torch.inference_mode()``;
-        the model is loaded on the first call.
-        """
+        """P(supported) for each ``(premise, hypothesis)`` pair, scored ``batch_size`` at a time by token length."""
         checked: list[tuple[str, str]] = []
         for i, pair in enumerate(pairs):
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):

@@ -1,7 +1,4 @@
-"""Hub I/O of the HuggingFace scorers: hub settings, local-or-hub names, config and weight files, load errors.
-
-Nothing here imports torch or transformers at module import; every heavy import happens inside a function.
-"""
+"""Hub I/O of the HuggingFace scorers: hub settings, local-or-hub names, config and weight files, load errors."""
 
 from __future__ import annotations
 
@@ -15,16 +12,8 @@ from typing import Any
 from ..exceptions import ModelLoadError
 from ._runtime import _torch, _transformers
 
-__all__ = [
-    "PINNED_REVISIONS",
-    "HubOptions",
-    "find_weights",
-    "load_error",
-    "looks_like_path",
-    "pinned_revision",
-    "read_config_dict",
-    "read_state_dict",
-]
+__all__ = ["PINNED_REVISIONS", "HubOptions", "find_weights", "load_error", "looks_like_path",
+    "pinned_revision", "read_config_dict", "read_state_dict"]
 
 PINNED_REVISIONS: dict[str, str] = {
     "vectara/hallucination_evaluation_model": "8e4a2e6e96c708cc76c2344f7e4757df2515292c",
@@ -34,16 +23,14 @@ PINNED_REVISIONS: dict[str, str] = {
     "lytang/MiniCheck-RoBERTa-Large": "74c8919647e61ed0f71bc177d94f10930f090068",
     "lytang/MiniCheck-DeBERTa-v3-Large": "2f2d01a54fa022a7ffadb76260e1ea8bc88c82bb",
 }
-"""The commit each built-in hub model loads by default (config, weights and the model's own tokenizer alike), so a
-verdict names the exact weights it came from and a change upstream never changes it silently. A ``revision=`` (or a
-spec's ``@<revision>``; ``@main`` for the latest) overrides it. TrueTeacher (``google/t5_11b_trueteacher_and_anli``)
-has no recorded commit yet and loads the latest."""
+"""The commit each built-in hub model loads by default (config, weights, tokenizer); ``revision=`` or a spec's
+``@<revision>`` (``@main``: the latest) overrides it. TrueTeacher has none yet and loads the latest."""
 
 _PINNED_LOWER = {name.lower(): commit for name, commit in PINNED_REVISIONS.items()}
 
 
 def pinned_revision(name: str) -> str | None:
-    """The commit a built-in hub model is pinned to (:data:`PINNED_REVISIONS`), or ``None``.
+    """The commit a built-in hub model is pinned to, or ``None``.
 
     >>> pinned_revision("lytang/MiniCheck-RoBERTa-Large")
     '74c8919647e61ed0f71bc177d94f10930f090068'
@@ -74,21 +61,13 @@ class HubOptions:
         >>> HubOptions(revision="abc").kwargs("def", same_revision=False)
         {'revision': 'def'}
         """
-        kw: dict[str, Any] = {}
-        rev = self.revision if same_revision else revision
-        if rev is not None:
-            kw["revision"] = rev
-        if self.local_files_only is not None:
-            kw["local_files_only"] = self.local_files_only
-        if self.token is not None:
-            kw["token"] = self.token
-        if self.cache_dir is not None:
-            kw["cache_dir"] = os.fspath(self.cache_dir)
-        return kw
+        kw = {"revision": self.revision if same_revision else revision, "local_files_only": self.local_files_only,
+              "token": self.token, "cache_dir": None if self.cache_dir is None else os.fspath(self.cache_dir)}
+        return {key: value for key, value in kw.items() if value is not None}
 
 
 def looks_like_path(name: str) -> bool:
-    """True when ``name`` is meant as a local folder rather than a hub repository id.
+    """True when ``name`` means a local folder rather than a hub repository id.
 
     >>> looks_like_path("org/model"), looks_like_path("./model"), looks_like_path("/abs/model")
     (False, True, True)

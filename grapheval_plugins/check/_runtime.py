@@ -1,7 +1,4 @@
-"""The torch runtime of the HuggingFace scorers: lazy imports, device and dtype, padding, out-of-memory tests.
-
-Nothing here imports torch or transformers at module import; every heavy import happens inside a function.
-"""
+"""The torch runtime of the HuggingFace scorers (imported lazily): device and dtype, padding, out-of-memory."""
 
 from __future__ import annotations
 
@@ -59,10 +56,8 @@ def select_device(device: DeviceLike = None) -> torch.device:
 
 
 def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = True) -> torch.dtype:
-    """The weights' precision: the one given, else half precision on a GPU, float32 on cpu.
-
-    ``allow_fp16=False`` (T5: float16 overflows in its feed-forward layers) keeps float32 where bfloat16 is
-    unavailable.
+    """The weights' precision: the one given, else half precision on a GPU (``allow_fp16=False``, for T5: bfloat16
+    or float32), float32 on cpu.
 
     >>> import torch
     >>> resolve_dtype(None, torch.device("cpu"))
@@ -83,13 +78,9 @@ def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = 
         return named
     if dtype is not None and not isinstance(dtype, str):
         raise TypeError(f"dtype must be a torch.dtype, a name or None, not {type(dtype).__name__}")
-    if device.type == "cuda":
-        if torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float16 if allow_fp16 else torch.float32
-    if device.type == "mps":
-        return torch.float16 if allow_fp16 else torch.float32
-    return torch.float32
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float16 if device.type in ("cuda", "mps") and allow_fp16 else torch.float32
 
 
 def pad_batch(features: Sequence[Features], pad_token_id: int) -> dict[str, torch.Tensor]:

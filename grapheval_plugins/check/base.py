@@ -1,11 +1,5 @@
-"""Stage 2: the scorer interface.
-
-A backend implements one method, :meth:`Scorer.predict_support` — P(supported) for a list of
-``(premise, hypothesis)`` pairs, batched however suits it. The base class does the rest for every backend:
-empty input, splitting a context longer than the model's window into overlapping chunks (never silent
-truncation), scoring every claim against every chunk of its context in one call, keeping each claim's best chunk
-(max P(supported)) as its evidence, validating the numbers, and serialising access from threads.
-"""
+"""Stage 2: the scorer interface. A backend implements :meth:`Scorer.predict_support`; the base chunks long
+contexts, scores every claim against every chunk in one call, keeps its best chunk and checks the numbers."""
 
 from __future__ import annotations
 
@@ -32,21 +26,13 @@ FINGERPRINT_FIELDS: tuple[str, ...] = (
     "prompt", "calibration", "labels", "verdict_p_unsupported", "claim_budget_tokens", "chunk_overlap_tokens",
     "model", "revision",
 )
-"""The settings :meth:`Scorer.fingerprint` reads from every scorer (and from the ``backend`` it wraps, if any);
-a scorer class names more in :attr:`Scorer.fingerprint_fields`."""
+"""The settings :meth:`Scorer.fingerprint` reads from every scorer (and from the ``backend`` it wraps)."""
 
 
 @dataclass(frozen=True)
 class ClaimScore:
-    """One claim's verdict: P(unsupported), the chunk of the context that decided it, and that chunk's passage.
-
-    ``chunk_index`` counts the chunks of all the context's passages in order; ``passage_index`` is the passage
-    (a context given as a list of documents has one per document; a string is one passage).
-
-    ``error`` is set when the scorer could not judge this claim (an LLM judge gave no usable verdict); then
-    ``p_unsupported`` is NaN, ``chunk_index`` -1 and ``chunk`` empty, and the pipeline reports the claim as an
-    error instead of a verdict.
-    """
+    """One claim's verdict: P(unsupported), the chunk that decided it (numbered over all passages) and its passage.
+    ``error`` is set (``p_unsupported`` NaN, ``chunk_index`` -1) when the scorer could not judge the claim."""
 
     p_unsupported: float
     chunk_index: int
@@ -75,10 +61,7 @@ def _splitter(max_tokens: int, overlap: int, counter: Callable[[str], int]) -> R
 def split_context(
     context: str, max_tokens: int | None, count_tokens: Callable[[str], int] = _approx_tokens, overlap: int = 48
 ) -> list[str]:
-    """Split ``context`` into overlapping chunks of at most ``max_tokens`` (by ``count_tokens``).
-
-    Paragraphs, then sentences, then words are kept whole where they fit. ``max_tokens=None`` returns the
-    context as one chunk.
+    """Overlapping chunks of at most ``max_tokens`` (paragraphs, sentences, words kept whole where they fit).
 
     >>> split_context("One. Two. Three.", max_tokens=None)
     ['One. Two. Three.']
@@ -94,8 +77,7 @@ def split_context(
 
 
 def _static_path(owner: Any, path: str) -> Any:
-    """The value at attribute ``path`` (dotted) of ``owner``, read without running a property (nothing loads);
-    ``None`` where a step is missing."""
+    """The value at dotted ``path`` of ``owner``, read without running a property; ``None`` if missing."""
     value = owner
     for part in path.split("."):
         value = inspect.getattr_static(value, part, None)
@@ -105,16 +87,13 @@ def _static_path(owner: Any, path: str) -> Any:
 
 
 def _plain(value: object) -> bool:
-    """A setting :meth:`Scorer.fingerprint` digests: a plain value, a path or a dataclass instance."""
     return isinstance(value, (str, int, float, tuple, list, dict, PurePath)) or (
         dataclasses.is_dataclass(value) and not isinstance(value, type))
 
 
 class Scorer(ABC):
-    """Scores claims against a grounding context: P(unsupported) per claim.
-
-    Subclasses implement :meth:`predict_support`, and set ``max_premise_tokens`` (and override
-    :meth:`count_tokens`) when the model has a bounded window.
+    """Scores claims against a grounding context: P(unsupported) per claim. A bounded model sets
+    ``max_premise_tokens`` (in :meth:`count_tokens` units) and overrides :meth:`count_tokens`.
 
     Example:
         >>> class ContainsScorer(Scorer):
@@ -128,18 +107,15 @@ class Scorer(ABC):
 
     name: str = "scorer"
     max_premise_tokens: int | None = None
-    """Largest premise, in :meth:`count_tokens` units, the model reads without truncation; ``None``: unbounded."""
     chunk_overlap_tokens: int = 48
-    fingerprint_fields: ClassVar[tuple[str, ...]] = ()
-    """Settings besides :data:`FINGERPRINT_FIELDS` that decide this class's numbers, read by :meth:`fingerprint`:
-    attribute names or dotted paths (``"hub.revision"``, ``"session.n_ctx"``)."""
+    fingerprint_fields: ClassVar[tuple[str, ...]] = ()  # more settings (dotted paths) that decide the numbers
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
 
     @property
     def lock(self) -> threading.RLock:
-        """Serialises model access across threads (created on first use for subclasses that skip ``__init__``)."""
+        """Serialises model access across threads (made on first use where a subclass skips ``__init__``)."""
         lock: threading.RLock | None = self.__dict__.get("_lock")
         if lock is None:
             lock = self.__dict__.setdefault("_lock", threading.RLock())
@@ -150,16 +126,9 @@ class Scorer(ABC):
         return _approx_tokens(text)
 
     def fingerprint(self) -> str:
-        """A digest of what, besides :attr:`name`, decides this scorer's numbers; claim-score caches key on it
-        (:mod:`grapheval_plugins.score_cache`), and so do the hybrid rule's fitted weights
-        (:attr:`HybridWeights.fingerprint <grapheval_plugins.aggregate.HybridWeights.fingerprint>`).
-
-        Default: the class and the ``repr`` of the settings in :data:`FINGERPRINT_FIELDS` and
-        :attr:`fingerprint_fields` that the scorer holds as plain values or dataclasses (its judge prompt,
-        calibration, label words, chunking budget, model revision, token window …), and the fingerprint of the
-        ``backend`` it wraps, if any (or that backend's :data:`FINGERPRINT_FIELDS`); other objects (a loaded model)
-        are left out. Nothing is loaded. Override it (with :meth:`_fingerprint`) when other state changes the
-        scores.
+        """A digest of what, besides :attr:`name`, decides this scorer's numbers (claim-score caches and fitted
+        hybrid weights key on it): the class, the plain or dataclass settings named by :data:`FINGERPRINT_FIELDS`
+        and :attr:`fingerprint_fields`, and the wrapped ``backend``'s. Nothing is loaded.
 
         >>> class Fixed(Scorer):
         ...     def predict_support(self, pairs):
@@ -174,8 +143,7 @@ class Scorer(ABC):
         return self._fingerprint()
 
     def _fingerprint(self, **computed: object) -> str:
-        """The digest :meth:`fingerprint` gives, with ``computed`` settings (a value a subclass works out, e.g. the
-        weights file it will read) in place of those read under the same names."""
+        """:meth:`fingerprint`'s digest with ``computed`` values in place of the settings of the same names."""
         h = hashlib.sha256(f"{type(self).__module__}.{type(self).__qualname__}".encode())
         fields = dict.fromkeys((*FINGERPRINT_FIELDS, *type(self).fingerprint_fields, *computed))
         for field in fields:
@@ -201,16 +169,11 @@ class Scorer(ABC):
         return split_context(context, self.max_premise_tokens, self.count_tokens, self.chunk_overlap_tokens)
 
     def check(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
-        """Score ``claims[i]`` against ``contexts[i]`` for every i, in one batched model pass.
+        """Score ``claims[i]`` against ``contexts[i]`` (a string or passages, each chunked on its own) in one
+        batched pass; each claim keeps its best chunk (highest P(supported)).
 
-        A context is a string or a sequence of passages (strings). Each passage is chunked on its own (a chunk
-        never spans two passages), each distinct context once; every claim is scored against every chunk of its
-        context and keeps its best chunk (the one with the highest P(supported)) and that chunk's passage.
-
-        Raises:
-            ScoringError: a context could not be chunked (the tokenizer failed to load, the splitter raised), the
-                backend raised, or it returned an invalid number.
-        """
+        Raises ``ScoringError`` when a context could not be chunked, the backend raised, or it returned an
+        invalid number."""
         if len(contexts) != len(claims):
             raise ValueError("contexts and claims must have the same length")
         if not claims:
@@ -252,7 +215,7 @@ class Scorer(ABC):
         return results
 
     def _chunk_passages(self, passages: tuple[str, ...]) -> list[tuple[int, str]]:
-        """``(passage index, chunk)`` of every chunk of every passage; a failure is this context's ScoringError."""
+        """``(passage index, chunk)`` of every chunk of every passage."""
         if not passages or not all(isinstance(p, str) for p in passages):
             raise ScoringError(f"scorer {self.name!r}: a context must be a string or a sequence of strings")
         out: list[tuple[int, str]] = []
@@ -271,7 +234,7 @@ class Scorer(ABC):
         return out
 
     async def acheck(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
-        """:meth:`check` in a worker thread, so the event loop is never blocked by model inference."""
+        """:meth:`check` in a worker thread."""
         return await asyncio.to_thread(self.check, contexts, claims)
 
     def __repr__(self) -> str:

@@ -1,22 +1,13 @@
 """HuggingFace scorers: HHEM-2.1-Open, T5 "1"/"0" NLI models (TRUE, TrueTeacher), MNLI-style cross-encoders.
 
-Each takes a hub name or a local folder, loads lazily (on the first :meth:`~HFScorer.predict_support` or an
-explicit :meth:`~HFScorer.load`), picks cuda → mps → cpu, runs half precision on a GPU and float32 on a CPU
-(``dtype=`` / ``model_kwargs=`` choose), sorts pairs by length into batches, and declares its token window
-so that :meth:`~grapheval_plugins.check.Scorer.check` splits long contexts into chunks instead of letting the
-tokenizer cut them. Importing this module imports neither torch nor
-transformers.
+Each loads lazily from a hub name or a folder, on cuda → mps → cpu, and declares its token window so that long
+contexts are chunked rather than cut (``pip install 'grapheval-plugins[hf]'``; importing imports no torch)::
 
-Setup::
-
-    pip install 'grapheval-plugins[hf]'
-
-Instantiate and invoke::
-
-    from grapheval_plugins.check.hf import HHEMScorer, load_hf_scorer
+    from grapheval_plugins.check.hf import HHEMScorer, T5NLIScorer, load_hf_scorer
 
     scorer = HHEMScorer()                                   # vectara/hallucination_evaluation_model, pinned
     scorer.predict_support([("The capital of France is Paris.", "Paris is in France.")])   # [0.9...]
+    T5NLIScorer("google/t5_11b_trueteacher_and_anli")       # TrueTeacher, 11B parameters
     nli = load_hf_scorer("/path/to/an/mnli-cross-encoder")  # the kind is read from its config.json
 
 Offline: pass the path of a folder holding ``config.json``, the weights and the tokenizer (for HHEM, the tokenizer
@@ -55,62 +46,31 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedTokenizerBase
 
-__all__ = [
-    "FLAN_T5_BASE",
-    "FLAN_T5_BASE_REVISION",
-    "HHEM_MAX_TOKENS",
-    "HHEM_MODEL",
-    "HHEM_PROMPT",
-    "HHEM_REVISION",
-    "CrossEncoderNLIScorer",
-    "HFScorer",
-    "HHEMScorer",
-    "T5NLIScorer",
-    "first_answer_token",
-    "load_hf_scorer",
-    "model_kind",
-    "select_device",
-]
+__all__ = ["FLAN_T5_BASE", "FLAN_T5_BASE_REVISION", "HHEM_MAX_TOKENS", "HHEM_MODEL", "HHEM_PROMPT",
+    "HHEM_REVISION", "CrossEncoderNLIScorer", "HFScorer", "HHEMScorer", "T5NLIScorer", "first_answer_token",
+    "load_hf_scorer", "model_kind", "select_device"]
 
 HHEM_MODEL = "vectara/hallucination_evaluation_model"
-"""HHEM-2.1-Open on the hub."""
 HHEM_REVISION = "8e4a2e6e96c708cc76c2344f7e4757df2515292c"
-"""The commit of :data:`HHEM_MODEL` loaded by default (the repository's main branch as of 2025-10; also in
-:data:`~grapheval_plugins.check._hub.PINNED_REVISIONS`)."""
+"""The commit of :data:`HHEM_MODEL` loaded by default (also in ``_hub.PINNED_REVISIONS``)."""
 FLAN_T5_BASE = "google/flan-t5-base"
 """HHEM's foundation model: its tokenizer (and, when the HHEM config lacks one, its T5 config) are HHEM's."""
 FLAN_T5_BASE_REVISION = "7bcac572ce56db69c1ea7c8af255c5d7c9672fc2"
-"""The commit of :data:`FLAN_T5_BASE` loaded by default."""
 HHEM_PROMPT = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: {premise}\n\nHypothesis: {hypothesis}"
-"""HHEM-2.1-Open's input template; the score is read at the first position."""
 HHEM_MAX_TOKENS = 2048
-"""HHEM's default window: a premise up to about this many tokens is scored whole, as HHEM's own ``predict`` does.
-
-HHEM-2.1-Open is a T5 encoder with relative position buckets, so it has no 512-token limit; the bound is one of
-memory. Attention scores cost about ``12 heads × n² × 4 bytes`` per pair and layer in float32 (200 MB at
-n = 2048, 800 MB at 4096), and batches hold ``batch_size`` pairs of similar length (a batch that runs out of memory
-is retried in halves). Only a longer premise is split into chunks, each scored whole; raise ``max_length`` (memory
-allowing) to chunk less, or lower it to bound memory.
-"""
+"""HHEM's default window (a T5 encoder with relative positions: the bound is memory, ~n² per pair and layer); a
+premise up to about this many tokens is scored whole, as HHEM's own ``predict`` does."""
 T5_NLI_TEMPLATE = "premise: {premise} hypothesis: {hypothesis}"
-"""Input of the TRUE / TrueTeacher T5 models, which answer ``1`` (entailed) or ``0``."""
 
 _HHEM_PREFIX = "t5."
 _SHARED = "transformer.shared.weight"
 _ENCODER_EMBED = "transformer.encoder.embed_tokens.weight"
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "spiece.model")
-_T5_TYPES = {"t5", "mt5", "umt5"}
 
 
 # --------------------------------------------------------------------------- embedding ties
 def tie_t5_embeddings(state: dict[str, Any]) -> dict[str, Any]:
-    """Make the encoder's input embedding of a T5 token-classification state dict the ``shared`` matrix.
-
-    HHEM's checkpoint stores ``shared`` only (the encoder's embedding is tied to it). A checkpoint whose
-    ``encoder.embed_tokens`` differs from ``shared`` was saved from an untied (broken) model, and one with neither
-    has no embeddings at all: both raise :class:`ModelLoadError` rather than load a model that silently scores
-    with a wrong embedding.
-    """
+    """The state dict with the encoder's input embedding set to ``shared``; :class:`ModelLoadError` for one with
+    neither, or with an ``encoder.embed_tokens`` that differs (saved from an untied, broken model)."""
     torch = _torch()
     shared = state.get(_SHARED)
     encoder = state.get(_ENCODER_EMBED)
@@ -147,6 +107,11 @@ def verify_tied_embeddings(transformer: Any) -> None:
             )
 
 
+def _templated(tokenizer: PreTrainedTokenizerBase, template: str, pairs: Sequence[tuple[str, str]]) -> list[Features]:
+    ids = tokenizer([fill(template, premise=p, hypothesis=h) for p, h in pairs], add_special_tokens=True)["input_ids"]
+    return [{"input_ids": list(row), "attention_mask": [1] * len(row)} for row in ids]
+
+
 def _strip_hhem_prefix(state: Mapping[str, Any]) -> dict[str, Any]:
     """``t5.<key>`` → ``<key>``; decoder weights (unused by token classification) are dropped."""
     prefixed = all(key.startswith(_HHEM_PREFIX) for key in state)
@@ -156,58 +121,20 @@ def _strip_hhem_prefix(state: Mapping[str, Any]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- HHEM
 class HHEMScorer(HFScorer):
-    """HHEM-2.1-Open (Vectara's hallucination evaluation model), loaded without its remote code.
+    """HHEM-2.1-Open, rebuilt from transformers' ``T5ForTokenClassification`` without its remote code (which, on
+    transformers 5, leaves the encoder's embedding untied and scores silently wrong); the tie is verified.
 
-    The checkpoint is a ``T5ForTokenClassification`` (wrapped as ``t5.``) over ``google/flan-t5-base``. It is
-    rebuilt here from transformers' own class, its state dict mapped, the encoder's embedding re-tied to
-    ``shared`` and the tie verified (:class:`ModelLoadError` otherwise). HHEM's remote code, on transformers 5,
-    leaves that embedding randomly initialised and scores silently wrong.
-
-    P(supported) is the softmax over the two labels at the first position of :data:`HHEM_PROMPT` (or of the
-    ``prompt`` of the checkpoint's ``config.json``, its ``{text1}``/``{text2}`` read as premise/hypothesis); label 1
-    is "consistent". The whole premise is read up to :data:`HHEM_MAX_TOKENS` tokens (chunks only above that).
-
-    Args:
-        model: hub name or local folder of an HHEM-layout checkpoint (``config.json`` + ``model.safetensors``).
-        revision: commit of ``model``; defaults to :data:`HHEM_REVISION` for :data:`HHEM_MODEL` (the pinned
-            commit of a built-in hub model, see :data:`~grapheval_plugins.check._hub.PINNED_REVISIONS`), else the
-            latest. ``"main"`` loads the latest.
-        tokenizer: a tokenizer, a hub name or a folder; default: the model folder's own tokenizer if it has one,
-            else the config's ``foundation`` (``google/flan-t5-base``, pinned to :data:`FLAN_T5_BASE_REVISION`).
-        tokenizer_revision: commit of a hub ``tokenizer`` (and of the foundation config).
-        device: ``"cuda"``, ``"mps"``, ``"cpu"``…; ``None`` picks cuda → mps → cpu.
-        dtype: the weights' dtype: ``None`` / ``"auto"`` (default): on a GPU bfloat16 where it has it, else float16
-            (float32 for T5), on a CPU float32; or ``"float32"``, ``"bfloat16"``, ``"float16"``, a ``torch.dtype``.
-        model_kwargs: passed to the model (``attn_implementation``, ``dtype`` …; HHEM sets them on its T5
-            config), as sentence-transformers' ``CrossEncoder`` takes them.
-        tokenizer_kwargs: passed to ``AutoTokenizer.from_pretrained``.
-        batch_size: pairs per forward pass.
-        max_length: token window of one (template + premise + hypothesis) input; default
-            :data:`HHEM_MAX_TOKENS` (2048), so that most premises are scored whole, as HHEM's own ``predict``
-            does (HHEM has no 512-token limit; the bound is memory, see :data:`HHEM_MAX_TOKENS`).
-        hypothesis_tokens: room kept for the hypothesis; the premise gets the rest (see ``max_premise_tokens``).
-        local_files_only, token, cache_dir: hub settings, passed to config, weights and tokenizer.
-        show_progress: a tqdm bar over batches.
-
-    Example (needs the weights):
-        >>> scorer = HHEMScorer()  # doctest: +SKIP
-        >>> scorer.predict_support([("The capital of France is Berlin.", "The capital of France is Paris.")])  # doctest: +SKIP
-        [0.011...]
+    P(supported) is the softmax over the two labels at the first position of :data:`HHEM_PROMPT` (or the config's
+    ``prompt``). Options as for :class:`~._hf_common.HFScorer`; ``max_length`` defaults to :data:`HHEM_MAX_TOKENS`,
+    ``tokenizer`` to the folder's own, else the config's ``foundation`` (at ``tokenizer_revision``, or pinned).
     """
 
     kind = "hhem"
     fingerprint_fields = (*HFScorer.fingerprint_fields, "tokenizer_revision")
     allow_fp16 = False
 
-    def __init__(
-        self,
-        model: str | os.PathLike[str] = HHEM_MODEL,
-        *,
-        tokenizer_revision: str | None = None,
-        **options: Unpack[HFScorerOptions],
-    ) -> None:
-        if options.get("revision") is None and isinstance(model, str) and model.strip() == HHEM_MODEL:
-            options["revision"] = HHEM_REVISION
+    def __init__(self, model: str | os.PathLike[str] = HHEM_MODEL, *, tokenizer_revision: str | None = None,
+            **options: Unpack[HFScorerOptions]) -> None:
         options.setdefault("max_length", HHEM_MAX_TOKENS)
         super().__init__(model, **options)
         self.tokenizer_revision = tokenizer_revision
@@ -230,18 +157,15 @@ class HHEMScorer(HFScorer):
     def _hub_revision_for(self, source: str) -> str | None:
         if self.tokenizer_revision is not None:
             return self.tokenizer_revision
-        if source == FLAN_T5_BASE:
-            return FLAN_T5_BASE_REVISION
-        if source == self.model_name:
-            return self.hub.revision
-        return None
+        return {self.model_name: self.hub.revision, FLAN_T5_BASE: FLAN_T5_BASE_REVISION}.get(source)
 
     def _load_tokenizer(self) -> PreTrainedTokenizerBase:
         self._hhem_config()
         source: Any = self.tokenizer_source
         if source is None:
             folder = Path(self.model_name).expanduser()
-            has_own = looks_like_path(self.model_name) and any((folder / f).is_file() for f in _TOKENIZER_FILES)
+            has_own = looks_like_path(self.model_name) and any(
+                (folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "spiece.model"))
             source = self.model_name if has_own else self._foundation()
         if isinstance(source, (str, os.PathLike)):
             revision = self._hub_revision_for(os.fspath(source))
@@ -299,9 +223,7 @@ class HHEMScorer(HFScorer):
         verify_tied_embeddings(model.transformer)
 
     def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
-        texts = [fill(self.prompt, premise=p, hypothesis=h) for p, h in pairs]
-        ids = tokenizer(texts, add_special_tokens=True)["input_ids"]
-        return [{"input_ids": list(row), "attention_mask": [1] * len(row)} for row in ids]
+        return _templated(tokenizer, self.prompt, pairs)
 
     def _support(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         logits: torch.Tensor = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
@@ -310,15 +232,10 @@ class HHEMScorer(HFScorer):
 
 # --------------------------------------------------------------------------- T5 "1"/"0"
 def first_answer_token(tokenizer: PreTrainedTokenizerBase, text: str, model_name: str = "the model") -> int:
-    """The token a seq2seq model emits at its first decoder step when it answers ``text``.
+    """The first id of ``text`` without special tokens: what a seq2seq model emits first when it answers ``text``
+    (T5: "1" is ``[209]``, "0" is ``[3, 632]``, so the first-step choice is 209 against 3).
 
-    That is the first id of ``text`` encoded without special tokens, word-start marker included: with the T5
-    vocabulary ``"1"`` is ``[209]`` (``▁1``) and ``"0"`` is ``[3, 632]`` (``▁``, ``0``), so the first-step
-    choice between the answers is 209 against 3, not 209 against 632 (a second-step token).
-
-    Raises:
-        ModelLoadError: ``text`` encodes to no token at all.
-    """
+    Raises ``ModelLoadError`` when ``text`` encodes to no token at all."""
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     if not ids:
         raise ModelLoadError(f"the tokenizer of {model_name!r} encodes the answer {text!r} as no token")
@@ -328,44 +245,21 @@ def first_answer_token(tokenizer: PreTrainedTokenizerBase, text: str, model_name
 class T5NLIScorer(HFScorer):
     """A T5 seq2seq NLI model that answers ``1`` (entailed) or ``0``: TRUE, TrueTeacher.
 
-    Input: ``"premise: {premise} hypothesis: {hypothesis}"``; the decoder starts from the pad id. P(supported)
-    is read at the first decoder step, at the first token the model emits for each answer of ``label_tokens``
-    (see :func:`first_answer_token`). With the T5 vocabulary "1" is ``▁1`` (209) and "0" is ``▁`` + ``0``
-    (3, 632; there is no ``▁0`` piece), so a model answering "0" emits 3 first.
-
-    ``answer_softmax="vocab"`` (default) is the TrueTeacher model card's scoring: the softmax over the whole
-    vocabulary at that step, taken at ``tokenizer('1').input_ids[0]`` (209). ``"pair"`` is the two-way softmax
-    over the first tokens of the two answers (209 against 3), as MiniCheck's reference inference reads its
-    Flan-T5 model. Either way the token compared with "1" is the one a "0" answer starts with, never 632 (a
-    second-step token).
+    P(supported) is read at the first decoder step, at the first token of each of ``label_tokens``
+    (:func:`first_answer_token`). Options as for :class:`~._hf_common.HFScorer` (never float16 on its own).
 
     Args:
-        model: hub name or folder, e.g. ``google/t5_xxl_true_nli_mixture`` or ``google/t5_11b_trueteacher_and_anli``.
         label_tokens: the (supported, unsupported) answers; their first tokens must differ.
-        answer_softmax: ``"vocab"`` (P of the supported answer's first token over the whole vocabulary, the
-            TrueTeacher card's scoring) or ``"pair"`` (two-way softmax between the answers' first tokens).
-        revision, tokenizer, device, dtype, model_kwargs, tokenizer_kwargs, batch_size, max_length, hypothesis_tokens, local_files_only, token,
-            cache_dir, show_progress: as for :class:`HHEMScorer` (float16 is never chosen on its own: T5
-            overflows in it; bfloat16 or float32).
-
-    Example (needs the weights; 11B parameters):
-        >>> scorer = T5NLIScorer("google/t5_11b_trueteacher_and_anli")  # doctest: +SKIP
-        >>> scorer.predict_support([("Paris is the capital of France.", "Paris is in France.")])  # doctest: +SKIP
-        [0.98...]
+        answer_softmax: ``"vocab"`` (softmax over the whole vocabulary, the TrueTeacher card's scoring) or
+            ``"pair"`` (two-way softmax between the answers' first tokens, as MiniCheck reads its Flan-T5).
     """
 
     kind = "t5"
     fingerprint_fields = (*HFScorer.fingerprint_fields, "template", "label_tokens", "answer_softmax")
     allow_fp16 = False
 
-    def __init__(
-        self,
-        model: str | os.PathLike[str],
-        *,
-        label_tokens: tuple[str, str] = ("1", "0"),
-        answer_softmax: str = "vocab",
-        **options: Unpack[HFScorerOptions],
-    ) -> None:
+    def __init__(self, model: str | os.PathLike[str], *, label_tokens: tuple[str, str] = ("1", "0"),
+            answer_softmax: str = "vocab", **options: Unpack[HFScorerOptions]) -> None:
         super().__init__(model, **options)
         if (not isinstance(label_tokens, (tuple, list)) or len(label_tokens) != 2
                 or not all(isinstance(t, str) and t.strip() for t in label_tokens)):
@@ -379,11 +273,9 @@ class T5NLIScorer(HFScorer):
         self._decoder_start: int | None = None
 
     def _load_tokenizer(self) -> PreTrainedTokenizerBase:
-        source: Any = self.tokenizer_source if self.tokenizer_source is not None else self.model_name
-        same = isinstance(source, (str, os.PathLike)) and os.fspath(source) == self.model_name
-        tokenizer = self._tokenizer_from(source, self.hub.kwargs(None, same_revision=same))
-        yes = self._single_token(tokenizer, self.label_tokens[0])
-        no = self._single_token(tokenizer, self.label_tokens[1])
+        tokenizer = super()._load_tokenizer()
+        yes = first_answer_token(tokenizer, self.label_tokens[0], self.model_name)
+        no = first_answer_token(tokenizer, self.label_tokens[1], self.model_name)
         if yes == no:
             raise ModelLoadError(
                 f"the answers {self.label_tokens} of {self.model_name!r} start with the same token ({yes}); "
@@ -391,9 +283,6 @@ class T5NLIScorer(HFScorer):
             )
         self.label_token_ids = (yes, no)
         return tokenizer
-
-    def _single_token(self, tokenizer: PreTrainedTokenizerBase, text: str) -> int:
-        return first_answer_token(tokenizer, text, self.model_name)
 
     def _load_model(self, dtype: torch.dtype) -> torch.nn.Module:
         transformers = _transformers()
@@ -417,9 +306,7 @@ class T5NLIScorer(HFScorer):
             verify_tied_embeddings(model)
 
     def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
-        texts = [fill(self.template, premise=p, hypothesis=h) for p, h in pairs]
-        ids = tokenizer(texts, add_special_tokens=True)["input_ids"]
-        return [{"input_ids": list(row), "attention_mask": [1] * len(row)} for row in ids]
+        return _templated(tokenizer, self.template, pairs)
 
     def _support(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         import torch
@@ -437,10 +324,8 @@ class T5NLIScorer(HFScorer):
 
 # --------------------------------------------------------------------------- cross-encoders
 def entailment_index(id2label: Mapping[Any, str], label: int | str | None = None) -> int:
-    """The class index meaning "entailed", from a config's ``id2label``.
-
-    ``label`` overrides: an index, or a label name (case-insensitive). Otherwise the one label containing
-    "entail" (not "not_entailment") is taken.
+    """The class index meaning "entailed": ``label`` (an index or a name), else the one label containing
+    "entail" (not "not_entailment").
 
     >>> entailment_index({0: "ENTAILMENT", 1: "neutral", 2: "contradiction"})
     0
@@ -474,44 +359,23 @@ def entailment_index(id2label: Mapping[Any, str], label: int | str | None = None
 
 
 class CrossEncoderNLIScorer(HFScorer):
-    """An MNLI-style sequence-classification cross-encoder (``AutoModelForSequenceClassification``).
-
-    P(supported) is the softmax probability of the entailment class over all classes; the entailment index is
-    read from ``config.id2label`` (a label containing "entail"). A model with a single output (``num_labels == 1``)
-    is refused by default: most such cross-encoders are rerankers or similarity (STS) models, whose score is
-    relevance, not entailment. ``single_output=True`` reads its sigmoid as P(supported), for a model trained to
-    score whether the hypothesis is supported.
+    """An MNLI-style sequence-classification cross-encoder: P(supported) is the softmax probability of the
+    entailment class (:func:`entailment_index`). Options as for :class:`~._hf_common.HFScorer`; ``max_length`` is
+    capped at the tokenizer's ``model_max_length``.
 
     Args:
-        model: hub name or folder of any sequence-classification NLI model.
-        entailment_label: the index or name of the "supported" class when the labels do not say "entailment"
-            (e.g. ``"consistent"``, or ``1`` for ``LABEL_0``/``LABEL_1``).
-        single_output: accept a model with one output and read its sigmoid as P(supported) (default ``False``:
-            such a model is refused with :class:`ModelLoadError`).
-        revision, tokenizer, device, dtype, model_kwargs, tokenizer_kwargs, batch_size, max_length, hypothesis_tokens, local_files_only, token,
-            cache_dir, show_progress: as for :class:`HHEMScorer`; ``max_length`` is capped at the tokenizer's
-            ``model_max_length``.
-
-    Example (needs the weights):
-        >>> scorer = CrossEncoderNLIScorer("path/to/roberta-large-mnli")  # doctest: +SKIP
-        >>> scorer.predict_support([("A man is eating pizza.", "A man eats something.")])  # doctest: +SKIP
-        [0.97...]
+        entailment_label: the index or name of the "supported" class when no label says "entailment".
+        single_output: read a one-output model's sigmoid as P(supported) (refused by default: such models are
+            mostly rerankers, whose score is relevance, not entailment).
     """
 
     kind = "nli"
     fingerprint_fields = (*HFScorer.fingerprint_fields, "entailment_label", "single_output")
     allow_fp16 = True
-    cap_max_length = True
-    """Cap ``max_length`` at the tokenizer's ``model_max_length`` (off for models with relative positions)."""
+    cap_max_length = True  # off for models with relative positions
 
-    def __init__(
-        self,
-        model: str | os.PathLike[str],
-        *,
-        entailment_label: int | str | None = None,
-        single_output: bool = False,
-        **options: Unpack[HFScorerOptions],
-    ) -> None:
+    def __init__(self, model: str | os.PathLike[str], *, entailment_label: int | str | None = None,
+            single_output: bool = False, **options: Unpack[HFScorerOptions]) -> None:
         if not isinstance(single_output, bool):
             raise InputError("single_output", "must be True or False")
         self.single_output = single_output
@@ -523,9 +387,7 @@ class CrossEncoderNLIScorer(HFScorer):
         self.entailment_index: int | None = None
 
     def _load_tokenizer(self) -> PreTrainedTokenizerBase:
-        source: Any = self.tokenizer_source if self.tokenizer_source is not None else self.model_name
-        same = isinstance(source, (str, os.PathLike)) and os.fspath(source) == self.model_name
-        tokenizer = self._tokenizer_from(source, self.hub.kwargs(None, same_revision=same))
+        tokenizer = super()._load_tokenizer()
         limit = getattr(tokenizer, "model_max_length", None)
         if self.cap_max_length and isinstance(limit, int) and 32 <= limit < self.max_length:
             logger.warning("%s: max_length %d capped at the tokenizer's model_max_length %d",
@@ -566,7 +428,7 @@ class CrossEncoderNLIScorer(HFScorer):
 
 # --------------------------------------------------------------------------- dispatch
 def model_kind(config: Mapping[str, Any]) -> str:
-    """Which scorer fits a model, from its ``config.json``: ``"hhem"``, ``"t5"`` or ``"nli"``.
+    """Which scorer fits a model's ``config.json``: ``"hhem"``, ``"t5"`` or ``"nli"``.
 
     >>> model_kind({"model_type": "HHEMv2Config", "architectures": ["HHEMv2ForSequenceClassification"]})
     'hhem'
@@ -575,9 +437,7 @@ def model_kind(config: Mapping[str, Any]) -> str:
     >>> model_kind({"model_type": "roberta", "architectures": ["RobertaForSequenceClassification"]})
     'nli'
 
-    Raises:
-        ModelLoadError: none fits.
-    """
+    Raises ``ModelLoadError`` when none fits."""
     model_type = str(config.get("model_type") or "").lower()
     architectures = [str(a) for a in config.get("architectures") or []]
     if (model_type.startswith("hhem") or any(a.upper().startswith("HHEM") for a in architectures)
@@ -585,7 +445,7 @@ def model_kind(config: Mapping[str, Any]) -> str:
         return "hhem"
     if any(a.endswith("ForSequenceClassification") for a in architectures):
         return "nli"
-    if model_type in _T5_TYPES and (not architectures or any("ForConditionalGeneration" in a for a in architectures)):
+    if model_type in ("t5", "mt5", "umt5") and (not architectures or any("ForConditionalGeneration" in a for a in architectures)):
         return "t5"
     id2label = config.get("id2label")
     if isinstance(id2label, Mapping) and any("entail" in str(v).lower() for v in id2label.values()):
@@ -600,16 +460,10 @@ _KINDS: dict[str, type[HFScorer]] = {"hhem": HHEMScorer, "t5": T5NLIScorer, "nli
 
 
 def load_hf_scorer(name: str | os.PathLike[str], **kwargs: Any) -> HFScorer:
-    """The scorer that fits the HuggingFace model ``name`` (hub name or folder), chosen from its config.
+    """The scorer that fits the HuggingFace model ``name`` (:func:`model_kind` of its ``config.json``; the weights
+    load on first use), built with ``kwargs``.
 
-    An HHEM layout gives :class:`HHEMScorer`, a T5 seq2seq model :class:`T5NLIScorer`, a sequence-classification
-    model :class:`CrossEncoderNLIScorer`. ``kwargs`` go to that class (the hub settings ``revision``,
-    ``local_files_only``, ``token``, ``cache_dir`` also to the config lookup). Only ``config.json`` is read
-    now; the weights load on first use.
-
-    Raises:
-        ModelLoadError: the config cannot be read, or no scorer fits the model.
-    """
+    Raises ``ModelLoadError`` when the config cannot be read, or no scorer fits the model."""
     if not isinstance(name, (str, os.PathLike)) or not os.fspath(name).strip():
         raise InputError("name", "give a hub name or a local folder path")
     name = os.fspath(name).strip()

@@ -1,21 +1,6 @@
-"""LLM judges: the shared rubric, the "label logits" backend protocol and the decision from label log-probabilities.
-
-A judge asks a language model whether each claim is *supported* by a context, reading one of three label words
-(``supported`` / ``contradicted`` / ``unknown``). Backends differ in how they ask:
-
-- :class:`~grapheval_plugins.check.llm_judge.ChatLabelLogits` asks any LangChain chat model about all the claims
-  of a context in one call and reads the verdicts (and the token log-probabilities, where the provider returns
-  them) from its answer;
-- :class:`~grapheval_plugins.local.judge.LocalJudgeScorer` reads the next-token logits of a local llama.cpp model
-  for each claim.
-
-Both implement :class:`LabelLogits` — given a context, its claims and the label words, a
-:class:`LabelReading` per claim — and both turn readings into P(supported) with :func:`p_supported`: the softmax
-over the labels' log-probabilities (optionally recalibrated, :class:`JudgeCalibration`); without them, the
-probability the model stated in its answer (the chat judge asks for one, 0-100, beside each label); with only the
-verdict, a documented fixed probability (:data:`VERDICT_P_UNSUPPORTED`). :class:`JudgeScorer` makes any
-backend a :class:`~grapheval_plugins.check.Scorer`: one backend call per context chunk with all its claims, one
-retry for the claims without a verdict, then per-claim errors (never an error for the whole batch).
+"""LLM judges: the shared rubric, the :class:`LabelLogits` backend protocol (a :class:`LabelReading` per claim,
+from a chat model's answer or a local model's logits), the decision :func:`p_supported`, and :class:`JudgeScorer`,
+which makes any backend a :class:`~grapheval_plugins.check.Scorer`.
 
 Example (a backend that reads labels from a lookup table):
     >>> class TableJudge:
@@ -39,17 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 from ..exceptions import InputError, ScoringError
 from .base import ClaimScore, Scorer
 
-__all__ = [
-    "JUDGE_LABELS",
-    "JUDGE_RUBRIC",
-    "VERDICT_P_UNSUPPORTED",
-    "JudgeCalibration",
-    "JudgeScorer",
-    "LabelLogits",
-    "LabelReading",
-    "label_distribution",
-    "p_supported",
-]
+__all__ = ["JUDGE_LABELS", "JUDGE_RUBRIC", "VERDICT_P_UNSUPPORTED", "JudgeCalibration", "JudgeScorer",
+    "LabelLogits", "LabelReading", "label_distribution", "p_supported"]
 
 JUDGE_LABELS: tuple[str, str, str] = ("supported", "contradicted", "unknown")
 """The judge's label words; the first means "supported"."""
@@ -63,22 +39,15 @@ JUDGE_RUBRIC = (
     "- unknown: the context does not state the claim. A claim that is true in the real world but not stated in "
     "the context is unknown: world knowledge does not count."
 )
-"""What the labels mean, shared by every judge backend (each adds how to answer)."""
 
 VERDICT_P_UNSUPPORTED: Mapping[str, float] = {"supported": 0.1, "unknown": 0.8, "contradicted": 0.9}
-"""P(unsupported) read from a bare verdict, when the backend returns no log-probabilities and the answer states no
-probability for the claim.
-
-Fixed values, not fitted: they keep the verdict's order (contradicted is stronger evidence than unknown) and sit
-on the decided side of the pipeline's default threshold of 0.5. Pass ``verdict_p_unsupported=`` to change them."""
+"""P(unsupported) of a bare verdict (no log-probabilities, no stated probability): fixed, not fitted, on the
+decided side of the default threshold of 0.5."""
 
 
 @dataclass(frozen=True)
 class JudgeCalibration:
     """A logistic recalibration of the judge's P(supported): ``σ(slope · logit(p) + intercept)``.
-
-    The identity (slope 1, intercept 0) keeps the raw softmax. :meth:`from_threshold` builds the calibration
-    that moves a chosen raw P(unsupported) threshold to 0.5, so the pipeline's usual 0.5 applies.
 
     >>> JudgeCalibration().apply(0.3)
     0.3
@@ -112,21 +81,14 @@ class JudgeCalibration:
 
 @dataclass(frozen=True)
 class LabelReading:
-    """What a judge backend read for one claim.
-
-    ``logprobs`` maps label words to log-probabilities (a label left out was not seen: probability 0);
-    ``verdict`` is the label the model answered; ``error`` says why neither could be read. A reading with
-    neither logprobs nor a verdict counts as an error.
-    """
+    """What a judge backend read for one claim: label log-probabilities (a missing label: probability 0), the
+    verdict, the P(supported) the model ``stated``, what the reader could not use (``notes``), or an ``error``."""
 
     logprobs: Mapping[str, float] | None = None
     verdict: str | None = None
     error: str | None = None
     notes: tuple[str, ...] = field(default=())
-    """What the reader repaired or could not use (e.g. "log-probabilities not aligned; verdict used")."""
     stated: float | None = None
-    """The probability that the claim is supported, as the model wrote it in its answer (its 0-100 figure / 100);
-    used when there are no log-probabilities."""
 
     @property
     def ok(self) -> bool:
@@ -136,14 +98,8 @@ class LabelReading:
 
 @runtime_checkable
 class LabelLogits(Protocol):
-    """A judge backend: for each claim of a context, the log-probabilities of the label words (or a verdict).
-
-    ``label_logprobs(context, claims, labels)`` returns one :class:`LabelReading` per claim, in order; a claim
-    that fails on its own (e.g. too long for the window) gets a reading with ``error``. Raising means the whole
-    call failed; :class:`JudgeScorer` turns that into an error for each of its claims. A backend may also define
-    ``async alabel_logprobs`` (same arguments) for concurrent calls from :meth:`JudgeScorer.acheck`, and
-    ``count_tokens(text)`` / ``max_context_tokens`` to have long contexts chunked.
-    """
+    """A judge backend: one :class:`LabelReading` per claim of a context (raising fails them all). Optional:
+    ``async alabel_logprobs``, and ``count_tokens`` / ``max_context_tokens`` to have long contexts chunked."""
 
     name: str
 
@@ -166,16 +122,12 @@ def label_distribution(logprobs: Mapping[str, float], labels: Sequence[str]) -> 
     return [w / total for w in weights]
 
 
-def p_supported(
-    reading: LabelReading,
-    labels: Sequence[str] = JUDGE_LABELS,
-    calibration: JudgeCalibration | None = None,
-    verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
-) -> float:
-    """P(supported) of one reading, from the best evidence it holds: the (calibrated) softmax over the label
-    log-probabilities; else the probability the model stated in its answer (a figure above 1/2 beside a label other
-    than the first is read as the model's confidence in that label: small models write "contradicted 90"); else
-    the verdict's fixed probability (:data:`VERDICT_P_UNSUPPORTED`). Calibration applies to the first only.
+def p_supported(reading: LabelReading, labels: Sequence[str] = JUDGE_LABELS,
+        calibration: JudgeCalibration | None = None,
+        verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED) -> float:
+    """P(supported) of one reading: the (calibrated) softmax over the label log-probabilities; else the stated
+    probability (above 1/2 beside a label other than the first: the confidence in that label); else the verdict's
+    fixed probability.
 
     >>> p_supported(LabelReading(logprobs={"supported": 0.0, "contradicted": -math.inf, "unknown": -math.inf}))
     1.0
@@ -186,9 +138,7 @@ def p_supported(
     >>> p_supported(LabelReading(verdict="unknown"))
     0.19999999999999996
 
-    Raises:
-        ValueError: the reading has no usable log-probabilities and no known verdict.
-    """
+    Raises ``ValueError`` when the reading has no usable log-probabilities and no known verdict."""
     if reading.error is not None:
         raise ValueError(reading.error)
     if reading.logprobs is not None and any(math.isfinite(v) for v in reading.logprobs.values()):
@@ -208,7 +158,7 @@ def p_supported(
 
 
 def _as_texts(contexts: Sequence[str | Sequence[str]]) -> list[str]:
-    """Each context as one text: a sequence of passages is joined by a blank line, as the judge reads it whole."""
+    """Each context as one text (passages joined by a blank line)."""
     return [c if isinstance(c, str) else "\n\n".join(c) for c in contexts]
 
 
@@ -217,36 +167,16 @@ def _error_score(message: str) -> ClaimScore:
 
 
 class JudgeScorer(Scorer):
-    """A :class:`~grapheval_plugins.check.Scorer` over any :class:`LabelLogits` backend.
-
-    Each distinct context is chunked (only when the backend declares ``max_context_tokens``) and each chunk is
-    judged in one backend call with all its claims. Claims left without a verdict (missing, malformed or
-    contradictory answers, a call that raised) are asked again once, on their own call; claims still without one
-    get a :class:`~grapheval_plugins.check.ClaimScore` with ``error`` set (and ``p_unsupported`` NaN), so one bad
-    answer never sinks the batch. A claim's score is its best chunk's (max P(supported)).
-
-    Args:
-        backend: the label reader (:class:`~grapheval_plugins.check.llm_judge.ChatLabelLogits`,
-            :class:`~grapheval_plugins.local.judge.LocalJudgeScorer`, or your own).
-        labels: the label words; the first means "supported".
-        calibration: recalibration of P(supported) read from log-probabilities.
-        verdict_p_unsupported: P(unsupported) per verdict when no log-probabilities came back.
-        retries: extra calls for the claims without a verdict (default 1).
-        max_concurrency: backend calls in flight at once in :meth:`acheck` (when the backend is async).
-        name: the scorer's name (default: the backend's).
+    """A :class:`~grapheval_plugins.check.Scorer` over any :class:`LabelLogits` backend: one call per context
+    chunk with all its claims, ``retries`` more for the claims without a verdict, then a per-claim ``error``
+    (never one for the whole batch); a claim's score is its best chunk's. The first of ``labels`` means
+    "supported"; ``calibration`` applies to log-probabilities; ``max_concurrency`` bounds :meth:`acheck`'s calls.
     """
 
-    def __init__(
-        self,
-        backend: LabelLogits,
-        *,
-        labels: Sequence[str] = JUDGE_LABELS,
-        calibration: JudgeCalibration | None = None,
-        verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
-        retries: int = 1,
-        max_concurrency: int = 4,
-        name: str | None = None,
-    ) -> None:
+    def __init__(self, backend: LabelLogits, *, labels: Sequence[str] = JUDGE_LABELS,
+            calibration: JudgeCalibration | None = None,
+            verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED, retries: int = 1,
+            max_concurrency: int = 4, name: str | None = None) -> None:
         super().__init__()
         if not callable(getattr(backend, "label_logprobs", None)):
             raise InputError("backend", f"{type(backend).__name__} has no label_logprobs(context, claims, labels)")
@@ -271,7 +201,6 @@ class JudgeScorer(Scorer):
     # ------------------------------------------------------------------ chunking
     @property
     def max_premise_tokens(self) -> int | None:  # type: ignore[override]
-        """The backend's ``max_context_tokens`` (``None``: contexts are judged whole)."""
         value = getattr(self.backend, "max_context_tokens", None)
         return value if isinstance(value, int) else None
 
@@ -354,10 +283,8 @@ class JudgeScorer(Scorer):
                 missing.append(claim)
         return missing
 
-    def _assemble(
-        self, contexts: Sequence[str], claims: Sequence[str], chunked: Mapping[str, list[str]],
-        failed: Mapping[str, str], outcome: Mapping[tuple[str, str], float | str],
-    ) -> list[ClaimScore]:
+    def _assemble(self, contexts: Sequence[str], claims: Sequence[str], chunked: Mapping[str, list[str]],
+            failed: Mapping[str, str], outcome: Mapping[tuple[str, str], float | str]) -> list[ClaimScore]:
         results: list[ClaimScore] = []
         for context, claim in zip(contexts, claims):
             if context in failed:
@@ -376,29 +303,22 @@ class JudgeScorer(Scorer):
         return results
 
     def check(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
-        """Judge ``claims[i]`` against ``contexts[i]``: one backend call per context chunk with all its claims.
-
-        A context given as passages is read as one text (its passages joined by a blank line): the judge reads
-        the whole context once. Never raises for a bad answer or a failed call: those claims carry ``error``
-        (see the class docs).
-        """
+        """Judge ``claims[i]`` against ``contexts[i]`` (passages read as one text); a bad answer or a failed call
+        gives those claims an ``error``, never an exception."""
         contexts = _as_texts(contexts)
         chunked, grouped, failed = self._plan(contexts, claims)
         if not claims:
             return []
         outcome: dict[tuple[str, str], float | str] = {}
         with self.lock:
-            for _, chunk, group in self._jobs(chunked, grouped):
-                missing = self._merge(outcome, chunk, group, self._call(chunk, group))
-                for _ in range(self.retries):
-                    if not missing:
-                        break
-                    missing = self._merge(outcome, chunk, missing, self._call(chunk, missing))
+            for _, chunk, missing in self._jobs(chunked, grouped):
+                for _ in range(1 + self.retries):  # the claims still without a verdict are asked again
+                    if missing:
+                        missing = self._merge(outcome, chunk, missing, self._call(chunk, missing))
         return self._assemble(contexts, claims, chunked, failed, outcome)
 
     async def acheck(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
-        """:meth:`check` with up to ``max_concurrency`` backend calls in flight (the backend's async method when
-        it has one, else its sync method in worker threads)."""
+        """:meth:`check` with up to ``max_concurrency`` backend calls in flight."""
         contexts = _as_texts(contexts)
         chunked, grouped, failed = self._plan(contexts, claims)
         if not claims:
@@ -406,12 +326,10 @@ class JudgeScorer(Scorer):
         outcome: dict[tuple[str, str], float | str] = {}
         semaphore = asyncio.Semaphore(self.max_concurrency)
 
-        async def judge(chunk: str, group: list[str]) -> None:
-            missing = self._merge(outcome, chunk, group, await self._acall(chunk, group, semaphore))
-            for _ in range(self.retries):
-                if not missing:
-                    break
-                missing = self._merge(outcome, chunk, missing, await self._acall(chunk, missing, semaphore))
+        async def judge(chunk: str, missing: list[str]) -> None:
+            for _ in range(1 + self.retries):
+                if missing:
+                    missing = self._merge(outcome, chunk, missing, await self._acall(chunk, missing, semaphore))
 
         await asyncio.gather(*(judge(chunk, group) for _, chunk, group in self._jobs(chunked, grouped)))
         return self._assemble(contexts, claims, chunked, failed, outcome)
@@ -419,9 +337,7 @@ class JudgeScorer(Scorer):
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """P(supported) per ``(context, claim)`` pair, through :meth:`check`.
 
-        Raises:
-            ScoringError: some claim got no verdict after the retries.
-        """
+        Raises ``ScoringError`` when some claim got no verdict after the retries."""
         scores = self.check([p for p, _ in pairs], [h for _, h in pairs]) if pairs else []
         bad = [s.error for s in scores if s.error is not None]
         if bad:

@@ -1,46 +1,28 @@
-"""An LLM judge over any LangChain chat model: for API models, no GPU needed.
-
-One call per context (chunk) holds the context once and all its claims, numbered; the model answers one line per
-claim, ``<number>: supported|contradicted|unknown <probability 0-100 that the claim is supported>``. The answer is
-parsed safely (:func:`~grapheval_plugins.check.verdicts.parse_verdicts`: a regular expression, never ``eval``).
-Each claim's P(supported) comes from the best evidence the answer carries:
-
-1. token log-probabilities, where the provider returns them (OpenAI-compatible APIs; LangChain puts them in
-   ``response_metadata["logprobs"]``): the softmax over the three labels at the verdict's first token. They are
-   asked for automatically (``logprobs=True, top_logprobs=5``) when the client takes those options; whether they
-   came back is read from the first answer and remembered (:attr:`ChatLabelLogits.logprobs_returned`): a provider
-   that ignores or refuses them is not asked again;
-2. else the probability the model wrote after the label (graded scores from every provider);
-3. else a documented fixed probability of the verdict (:data:`~grapheval_plugins.check.judge.VERDICT_P_UNSUPPORTED`).
-
-Either way the score is P(unsupported) = 1 − P(supported), decided at the same threshold. Claims missing from the
-answer, or answered twice differently, are asked again once; claims still without a verdict are reported as
-per-claim errors.
+"""An LLM judge over any LangChain chat model: one call per context chunk with all its claims, numbered, answered
+``<number>: <label> <0-100>`` a line. P(supported) comes from the labels' token log-probabilities where the
+provider returns them (asked for automatically, and not again once a provider ignores them), else the stated
+figure, else the verdict (:func:`~grapheval_plugins.check.judge.p_supported`).
 
 Example (any chat model; here a fake that always answers the same)::
 
-    >>> from grapheval_plugins import GraphEval
     >>> from grapheval_plugins.check.llm_judge import LLMJudge
     >>> from grapheval_plugins.testing import ScriptedChatModel
     >>> judge = LLMJudge(ScriptedChatModel(responses=["1: supported 95\\n2: contradicted 3"]))
     >>> [round(s.p_unsupported, 2) for s in judge.check(["Paris is in France."] * 2, ["Paris in France", "Paris in Spain"])]
     [0.05, 0.97]
 
-Any chat model judges; nothing needs to be set for log-probabilities::
-
-    from langchain_openai import ChatOpenAI
-    GraphEval(llm=ChatOpenAI(model="gpt-4o-mini"))       # the same model extracts and judges (log-probabilities on)
-    GraphEval(llm="local:qwen2.5-coder-1.5b", scorer=LLMJudge(ChatOpenAI(model="gpt-4o-mini", temperature=0)))
-    GraphEval(scorer="judge:openai:gpt-4o-mini")         # by spec (needs the `langchain` package)
+Any chat model judges: ``GraphEval(llm=ChatOpenAI(...))`` (it extracts and judges), ``scorer=LLMJudge(model)``, or
+``scorer="judge:openai:gpt-4o-mini"``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from typing_extensions import Unpack
 
 from .._template import fill
 from ..exceptions import InputError
@@ -55,21 +37,16 @@ from .judge import (
 )
 from .verdicts import label_logprobs_at, parse_verdicts
 
-__all__ = ["AUTO_TOP_LOGPROBS", "CHAT_JUDGE_PROMPT", "ChatJudgePrompt", "ChatLabelLogits", "LLMJudge", "is_chat_model",
-           "takes_logprobs"]
+__all__ = ["AUTO_TOP_LOGPROBS", "CHAT_JUDGE_PROMPT", "ChatJudgePrompt", "ChatLabelLogits", "ChatOptions", "LLMJudge",
+           "is_chat_model", "takes_logprobs"]
 
 AUTO_TOP_LOGPROBS = 5
-"""Alternatives per token asked for when log-probabilities are requested automatically."""
 
 
 @dataclass(frozen=True)
 class ChatJudgePrompt:
-    """The chat judge's wording, filled in one pass by :func:`grapheval_plugins._template.fill` (a claim that
-    contains ``{context}`` stays that text; contexts may hold braces).
-
-    ``system`` holds ``{labels}`` (the label words, comma-separated); ``user`` holds ``{context}`` and
-    ``{claims}``; ``claim_line`` holds ``{number}`` and ``{claim}``.
-    """
+    """The chat judge's wording: ``system`` holds ``{labels}``, ``user`` ``{context}`` and ``{claims}``,
+    ``claim_line`` ``{number}`` and ``{claim}`` (filled in one pass by :func:`grapheval_plugins._template.fill`)."""
 
     system: str = (
         JUDGE_RUBRIC
@@ -83,7 +60,7 @@ class ChatJudgePrompt:
     claim_line: str = "{number}. {claim}"
 
     def messages(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[BaseMessage]:
-        """The system and user messages: the context once, then every claim on its own numbered line.
+        """The system and user messages: the context once, then the claims numbered.
 
         >>> m = CHAT_JUDGE_PROMPT.messages("Ctx {x}.", ["a", "b\\nc"], JUDGE_LABELS)
         >>> print(m[1].content)
@@ -106,7 +83,6 @@ class ChatJudgePrompt:
 
 
 CHAT_JUDGE_PROMPT = ChatJudgePrompt()
-"""The default chat judge prompt."""
 
 
 def is_chat_model(obj: Any) -> bool:
@@ -131,9 +107,8 @@ def _unbound(llm: Any) -> Any:
 
 
 def takes_logprobs(llm: Any) -> bool:
-    """True when the chat model's client declares the ``logprobs`` option (LangChain's OpenAI-compatible clients:
-    ``ChatOpenAI``, ``AzureChatOpenAI`` and the clients built on them), so asking for it cannot be refused by the
-    client itself. Whether the provider honours it is read from its answers, never assumed.
+    """True when the chat model's client declares the ``logprobs`` option (``ChatOpenAI`` and the clients built
+    on it); whether the provider honours it is read from its answers.
 
     >>> from grapheval_plugins.testing import ScriptedChatModel
     >>> takes_logprobs(ScriptedChatModel())
@@ -142,36 +117,19 @@ def takes_logprobs(llm: Any) -> bool:
     return "logprobs" in (getattr(type(_unbound(llm)), "model_fields", None) or {})
 
 
-def _describe(llm: Any) -> str:
-    from langchain_core.runnables import RunnableBinding
-
-    return describe_llm(llm.bound if isinstance(llm, RunnableBinding) else llm)
-
-
 class ChatLabelLogits:
-    """The :class:`~grapheval_plugins.check.judge.LabelLogits` backend over a LangChain chat model.
+    """The :class:`~grapheval_plugins.check.judge.LabelLogits` backend over a LangChain chat model (or a bound one).
 
     Args:
-        llm: any LangChain chat model (or a bound one).
-        prompt: the wording (:data:`CHAT_JUDGE_PROMPT`).
-        request_logprobs: ``"auto"`` (default): when the client takes the option (:func:`takes_logprobs`), ask for
-            ``logprobs=True, top_logprobs=5`` until an answer comes back without them (or the call with them fails
-            and the same call without them succeeds); :attr:`logprobs_returned` remembers which. An integer ``k``:
-            always bind ``logprobs=True`` and, if ``k > 0``, ``top_logprobs=k``. ``None``: ask for nothing. In
-            every case, log-probabilities an answer carries are used.
+        request_logprobs: ``"auto"``: where :func:`takes_logprobs`, ask for ``top_logprobs=5`` until an answer
+            comes back without them or the call with them fails (:attr:`logprobs_returned` remembers); an integer
+            ``k``: always ask (``top_logprobs=k`` if ``k > 0``); ``None``: never ask.
         max_context_tokens: chunk contexts longer than this (in :meth:`count_tokens` units); ``None``: whole.
-        name: the backend's name (default ``judge:<model>``).
     """
 
-    def __init__(
-        self,
-        llm: Any,
-        *,
-        prompt: ChatJudgePrompt = CHAT_JUDGE_PROMPT,
-        request_logprobs: int | str | None = "auto",
-        max_context_tokens: int | None = None,
-        name: str | None = None,
-    ) -> None:
+    def __init__(self, llm: Any, *, prompt: ChatJudgePrompt = CHAT_JUDGE_PROMPT,
+            request_logprobs: int | str | None = "auto", max_context_tokens: int | None = None,
+            name: str | None = None) -> None:
         if not (hasattr(llm, "invoke") and hasattr(llm, "ainvoke")):
             raise InputError("llm", f"{type(llm).__name__} is not a LangChain chat model")
         if request_logprobs != "auto" and request_logprobs is not None and (
@@ -184,22 +142,17 @@ class ChatLabelLogits:
         self.prompt = prompt
         self.request_logprobs = request_logprobs
         self.max_context_tokens = max_context_tokens
-        self.name = name or f"judge:{_describe(llm)}"
-        self.logprobs_returned: bool | None = None
-        """Whether this model's answers carry token log-probabilities: ``None`` until the first answer."""
+        self.name = name or f"judge:{describe_llm(_unbound(llm))}"
+        self.logprobs_returned: bool | None = None  # None until the first answer
         self._bound: Any = None
         if request_logprobs == "auto":
             if takes_logprobs(llm):
                 self._bound = llm.bind(logprobs=True, top_logprobs=AUTO_TOP_LOGPROBS)
         elif isinstance(request_logprobs, int):
-            options: dict[str, Any] = {"logprobs": True}
-            if request_logprobs > 0:
-                options["top_logprobs"] = request_logprobs
-            self._bound = llm.bind(**options)
+            self._bound = llm.bind(logprobs=True, **({"top_logprobs": request_logprobs} if request_logprobs else {}))
 
     @property
     def _runnable(self) -> Any:
-        """What the next call goes to: the model with the log-probability options while they may come back."""
         if self._bound is not None and (self.request_logprobs != "auto" or self.logprobs_returned is not False):
             return self._bound
         return self.llm
@@ -210,7 +163,6 @@ class ChatLabelLogits:
         return message
 
     def _probing(self) -> bool:
-        """The next call asks for log-probabilities automatically, not yet knowing whether the provider takes them."""
         return self.request_logprobs == "auto" and self._bound is not None and self.logprobs_returned is None
 
     def _ask(self, messages: list[BaseMessage]) -> Any:
@@ -236,14 +188,12 @@ class ChatLabelLogits:
         return message
 
     def label_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
-        """One call with the context and all ``claims``; a reading per claim."""
         if not claims:
             return []
         message = self._ask(self.prompt.messages(context, claims, labels))
         return self.read(message, len(claims), labels)
 
     async def alabel_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
-        """:meth:`label_logprobs` through the model's async client."""
         if not claims:
             return []
         message = await self._aask(self.prompt.messages(context, claims, labels))
@@ -251,8 +201,7 @@ class ChatLabelLogits:
 
     @staticmethod
     def read(message: Any, n_claims: int, labels: Sequence[str]) -> list[LabelReading]:
-        """The readings of ``n_claims`` claims from a chat answer: its verdicts and stated probabilities, and its
-        token log-probabilities when ``response_metadata["logprobs"]["content"]`` holds them in the OpenAI format."""
+        """The readings of ``n_claims`` claims from a chat answer (and its OpenAI-format token log-probabilities)."""
         text = message_text(message)
         parsed = parse_verdicts(text, n_claims, labels)
         tokens = _logprob_tokens(message)
@@ -275,8 +224,8 @@ class ChatLabelLogits:
         return readings
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` by the model's own tokenizer when its class has one (e.g. ``ChatOpenAI``'s tiktoken),
-        else an estimate from words (never LangChain's GPT-2 fallback, which may download a tokenizer)."""
+        """Tokens of ``text`` by the model class's own tokenizer, else an estimate from words (never LangChain's
+        GPT-2 fallback, which may download one)."""
         from langchain_core.language_models import BaseLanguageModel
 
         from .base import _approx_tokens
@@ -295,47 +244,29 @@ class ChatLabelLogits:
 
 def _logprob_tokens(message: Any) -> list[Mapping[str, Any]] | None:
     metadata = getattr(message, "response_metadata", None)
-    if not isinstance(metadata, Mapping):
-        return None
-    logprobs = metadata.get("logprobs")
+    logprobs = metadata.get("logprobs") if isinstance(metadata, Mapping) else None
     content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
-    if isinstance(content, list) and content:
-        return content
-    return None
+    return content if isinstance(content, list) and content else None
+
+
+class ChatOptions(TypedDict, total=False):
+    """The options of :class:`ChatLabelLogits`, which :class:`LLMJudge` passes through."""
+
+    prompt: ChatJudgePrompt
+    request_logprobs: int | str | None
+    max_context_tokens: int | None
+    name: str | None
 
 
 class LLMJudge(JudgeScorer):
-    """A :class:`~grapheval_plugins.check.Scorer` that asks a LangChain chat model (see the module docs).
+    """A :class:`~grapheval_plugins.check.judge.JudgeScorer` over :class:`ChatLabelLogits` (see the module docs);
+    ``GraphEval(scorer=chat_model)`` and ``"judge:<provider>:<model>"`` specs build one."""
 
-    ``GraphEval(scorer=chat_model)`` builds one with the defaults; ``"judge:<provider>:<model>"`` specs too.
-
-    Args:
-        llm: any LangChain chat model (``ChatOpenAI``, ``ChatAnthropic``, ``ChatBedrockConverse``, a local one …).
-        prompt, request_logprobs, max_context_tokens: see :class:`ChatLabelLogits`.
-        calibration: recalibration of P(supported) read from log-probabilities (identity by default).
-        verdict_p_unsupported: P(unsupported) of each verdict when neither log-probabilities nor a stated
-            probability come back.
-        retries: extra calls for claims left without a verdict (default 1).
-        max_concurrency: calls in flight at once in async runs.
-        name: the scorer's name (default ``judge:<model>``).
-    """
-
-    def __init__(
-        self,
-        llm: Any,
-        *,
-        prompt: ChatJudgePrompt = CHAT_JUDGE_PROMPT,
-        request_logprobs: int | str | None = "auto",
-        max_context_tokens: int | None = None,
-        calibration: JudgeCalibration | None = None,
-        verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
-        labels: Sequence[str] = JUDGE_LABELS,
-        retries: int = 1,
-        max_concurrency: int = 4,
-        name: str | None = None,
-    ) -> None:
-        backend = ChatLabelLogits(llm, prompt=prompt, request_logprobs=request_logprobs,
-                                  max_context_tokens=max_context_tokens, name=name)
+    def __init__(self, llm: Any, *, calibration: JudgeCalibration | None = None,
+            verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED,
+            labels: Sequence[str] = JUDGE_LABELS, retries: int = 1, max_concurrency: int = 4,
+            **chat: Unpack[ChatOptions]) -> None:
+        backend = ChatLabelLogits(llm, **chat)
         super().__init__(backend, labels=labels, calibration=calibration, verdict_p_unsupported=verdict_p_unsupported,
                          retries=retries, max_concurrency=max_concurrency, name=backend.name)
         self.llm = llm
@@ -343,7 +274,6 @@ class LLMJudge(JudgeScorer):
 
     @property
     def logprobs_returned(self) -> bool | None:
-        """Whether the model's answers carry token log-probabilities (``None``: not asked yet)."""
         return self.chat.logprobs_returned
 
     def __repr__(self) -> str:

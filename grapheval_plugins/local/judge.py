@@ -1,14 +1,6 @@
-"""An LLM-judge scorer over a local llama.cpp model: P(unsupported) from next-token logits.
-
-For each ``(context, claim)`` the judge reads a strict ChatML prompt — a claim is *supported* only if every
-detail is stated in the context; world knowledge does not count — and takes the logits of the next token over
-three label words (supported / contradicted / unknown). ``P(supported)`` is the softmax over those three
-logits (optionally recalibrated, see :class:`JudgeCalibration`) and ``P(unsupported) = 1 − P(supported)``.
-
-The context comes before the claim, so the evaluated context (its KV cache) is reused for every claim of a
-sample: scoring N triples costs about one context prefill plus N short claim prefills. The context's part of the
-prompt is evaluated on its own before the first claim, so it is saved and restored as a whole when the judge
-returns to it (:class:`~grapheval_plugins.local.runtime.LlamaSession`).
+"""An LLM-judge scorer over a local llama.cpp model: P(supported) is the softmax over the next-token logits of
+the three label words (optionally recalibrated). The context comes first and is evaluated once for all its
+claims (and saved whole, to return to: :class:`~grapheval_plugins.local.runtime.LlamaSession`).
 
 Example (downloads nothing: the weights come from the pinned ``weights-*`` packages)::
 
@@ -23,9 +15,9 @@ Example (downloads nothing: the weights come from the pinned ``weights-*`` packa
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,39 +30,25 @@ from ..exceptions import InputError, ModelLoadError
 from .chatml import tokenize_segments
 from .runtime import ContextOverflowError, LlamaSession, get_session
 from .weights import (
-    GENERIC_PATH_ENV,
     KNOWN_MODELS,
     HubFetcher,
-    ResolvedWeights,
     canonical_name,
+    env_path,
     resolve_model,
     strip_spec_prefix,
     validate_reference,
 )
 
-__all__ = [
-    "JUDGE_CALIBRATIONS",
-    "JUDGE_PROMPT",
-    "JUDGE_PROMPTS",
-    "QUESTION_FIRST_PROMPT",
-    "JudgeCalibration",
-    "JudgePrompt",
-    "LocalJudgeScorer",
-    "load_judge_scorer",
-    "weights_identity",
-]
-# JudgeCalibration lives in grapheval_plugins.check.judge (shared by every judge backend); re-exported here.
+__all__ = ["JUDGE_CALIBRATIONS", "JUDGE_PROMPT", "JUDGE_PROMPTS", "QUESTION_FIRST_PROMPT", "JudgeCalibration",
+    "JudgePrompt", "LocalJudgeScorer", "load_judge_scorer", "weights_identity"]
 
 _SYSTEM = JUDGE_RUBRIC + "\nAnswer with one word: supported, contradicted or unknown."
 
 
 @dataclass(frozen=True)
 class JudgePrompt:
-    """The judge's wording. ``context_template`` holds ``{context}``, ``claim_template`` holds ``{claim}``.
-
-    The model's answer starts right after ``answer_prefix``; the first token of each of ``labels``
-    (supported, contradicted, unknown) must differ.
-    """
+    """The judge's wording (``{context}``, ``{claim}``); the first tokens of ``labels`` after ``answer_prefix``
+    must differ."""
 
     system: str = _SYSTEM
     context_template: str = "Context:\n{context}\n\n"
@@ -82,15 +60,12 @@ class JudgePrompt:
     labels: tuple[str, str, str] = ("supported", "contradicted", "unknown")
 
     def prefix_segments(self, context: str) -> list[tuple[str, bool]]:
-        """The ``(text, is_control)`` segments shared by every claim of ``context``."""
         return [
             ("<|im_start|>system\n", True), (self.system, False), ("<|im_end|>\n", True),
             ("<|im_start|>user\n", True), (fill(self.context_template, context=context), False),
         ]
 
     def claim_segments(self, claim: str) -> list[tuple[str, bool]]:
-        """The segments after the context: the claim (and the question, if ``claim_template`` asks it there) and
-        the start of the answer."""
         return [
             (fill(self.claim_template, claim=claim), False), ("<|im_end|>\n", True),
             ("<|im_start|>assistant\n", True), (self.answer_prefix, False),
@@ -98,16 +73,14 @@ class JudgePrompt:
 
 
 JUDGE_PROMPT = JudgePrompt()
-"""The judge's general wording (labels read as the first token of the answer): the question after each claim. A
-model without an entry in :data:`JUDGE_PROMPTS` is asked this way."""
+"""The judge's general wording: the question after each claim."""
 
 QUESTION_FIRST_PROMPT = JudgePrompt(
     context_template=("Is the claim below supported by the context? Answer with one word: supported, contradicted or "
                       "unknown.\n\nContext:\n{context}\n\n"),
     claim_template="Claim: {claim}",
 )
-"""The same question asked before the context, so it is evaluated once a context with it, and each claim adds only
-``Claim: …`` and the start of the answer (21 tokens fewer a claim with the 1.5B's tokenizer).
+"""The question before the context, so each claim adds only ``Claim: …`` and the start of the answer.
 
 >>> "".join(text for text, _ in QUESTION_FIRST_PROMPT.claim_segments("Anna won"))
 'Claim: Anna won<|im_end|>\\n<|im_start|>assistant\\n'
@@ -116,65 +89,37 @@ QUESTION_FIRST_PROMPT = JudgePrompt(
 JUDGE_PROMPTS: dict[str, JudgePrompt] = {
     "qwen2.5-coder-1.5b": QUESTION_FIRST_PROMPT,
 }
-"""Per-model wording of the judge; other models get :data:`JUDGE_PROMPT`. The 1.5B (the offline default) asks the
-question first: on the dev sets' rows outside the lab subset the default's hybrid rule detects as well with it (the
-whole output alone, ``mode="raw"``, flags fewer outputs at 0.5), with 17 % fewer prompt tokens a row
-(``docs/benchmarks.md``, "The judge's wording"); the hybrid weights of that judge
-(:data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS`) were fitted in it. The 0.5B keeps :data:`JUDGE_PROMPT`."""
+"""Per-model wording (others get :data:`JUDGE_PROMPT`); the hybrid weights of the 1.5B were fitted with its
+wording (``docs/benchmarks.md``, "The judge's wording")."""
 
 
 JUDGE_CALIBRATIONS: dict[str, JudgeCalibration] = {
     "qwen2.5-coder-1.5b": JudgeCalibration(),
     "qwen2.5-coder-0.5b": JudgeCalibration(),
 }
-"""Per-model calibration of the judge's P(supported). The values are fitted parameters, documented in
-``docs/benchmarks.md`` with the script that fits them; until fitted they are the identity (the raw softmax, read
-with the pipeline's threshold)."""
+"""Per-model calibration of the judge's P(supported) (the identity until fitted)."""
 
 
 class LocalJudgeScorer(Scorer):
-    """A :class:`~grapheval_plugins.check.Scorer` that asks a local llama.cpp model, reading 3-way label logits.
-
-    It is also a :class:`~grapheval_plugins.check.judge.LabelLogits` backend (:meth:`label_logprobs`), so
-    ``JudgeScorer(LocalJudgeScorer(...))`` judges with per-claim errors instead of a failed batch; both read
-    P(supported) with the decision shared by every judge, :func:`~grapheval_plugins.check.judge.p_supported`.
+    """A :class:`~grapheval_plugins.check.Scorer` that asks a local llama.cpp model, reading 3-way label logits;
+    also a :class:`~grapheval_plugins.check.judge.LabelLogits` backend (:meth:`label_logprobs`).
 
     Args:
-        model: a known model name (``"qwen2.5-coder-1.5b"``, ``"qwen2.5-coder-0.5b"``), a ``.gguf`` path, or a hub
-            name, with or without the spec prefix ``local:`` / ``judge:local:``; resolved by
-            :func:`~grapheval_plugins.local.weights.resolve_model_path` on first use.
-        n_ctx: the context window (instructions + context chunk + claim).
-        n_threads: CPU threads (default: at each call, the cores other processes leave free).
+        model: a known model name, a ``.gguf`` path or a hub name (``local:`` / ``judge:local:`` prefix optional),
+            resolved on first use.
         claim_budget_tokens: room kept for the claim and question; longer contexts are chunked to fit the rest.
-        prompt: the wording; default :data:`JUDGE_PROMPTS` for known models, else :data:`JUDGE_PROMPT`.
-        calibration: recalibration of P(supported); default :data:`JUDGE_CALIBRATIONS` for known models.
-        hub: passed to ``resolve_model_path`` (``False`` never contacts the hub).
-        cache_dir: the model cache folder (default: the user cache).
+        prompt, calibration: default :data:`JUDGE_PROMPTS` / :data:`JUDGE_CALIBRATIONS` for known models.
+        hub, cache_dir: passed to :func:`~grapheval_plugins.local.weights.resolve_model`.
         session: an explicit :class:`~grapheval_plugins.local.runtime.LlamaSession` (tests, custom runtimes).
-
-    Example::
-
-        judge = LocalJudgeScorer("qwen2.5-coder-1.5b")
-        judge.check(["The Eiffel Tower is in Paris."] * 2, ["Eiffel Tower located in Paris",
-                                                             "Eiffel Tower located in Rome"])
     """
 
     fingerprint_fields = ("session.n_ctx",)
 
-    def __init__(
-        self,
-        model: str = "qwen2.5-coder-1.5b",
-        *,
-        n_ctx: int = 4096,
-        n_threads: int | None = None,
-        claim_budget_tokens: int = 320,
-        prompt: JudgePrompt | None = None,
-        calibration: JudgeCalibration | None = None,
-        hub: HubFetcher | bool | None = True,
-        cache_dir: str | Path | None = None,
-        session: LlamaSession | None = None,
-        show_progress: bool = False,
-    ) -> None:
+    def __init__(self, model: str = "qwen2.5-coder-1.5b", *, n_ctx: int = 4096, n_threads: int | None = None,
+            claim_budget_tokens: int = 320, prompt: JudgePrompt | None = None,
+            calibration: JudgeCalibration | None = None, hub: HubFetcher | bool | None = True,
+            cache_dir: str | Path | None = None, session: LlamaSession | None = None,
+            show_progress: bool = False) -> None:
         super().__init__()
         if claim_budget_tokens < 16 or claim_budget_tokens >= n_ctx // 2:
             raise InputError("claim_budget_tokens", f"must be in [16, n_ctx/2), got {claim_budget_tokens}")
@@ -187,20 +132,13 @@ class LocalJudgeScorer(Scorer):
         self.calibration = calibration or JUDGE_CALIBRATIONS.get(self.model_key, JudgeCalibration())
         self.claim_budget_tokens = claim_budget_tokens
         self.show_progress = show_progress
-        if session is None:
-            def weights() -> ResolvedWeights:
-                return resolve_model(model, cache=cache_dir, hub=hub)
-
-            session = get_session(self.model_key, weights, role="judge", n_ctx=n_ctx, n_threads=n_threads)
-        self.session = session
+        self.session = session or get_session(self.model_key, partial(resolve_model, model, cache=cache_dir, hub=hub),
+                                              role="judge", n_ctx=n_ctx, n_threads=n_threads)
         self._label_ids: tuple[int, int, int] | None = None
         self._frame_tokens: int | None = None
 
     def fingerprint(self) -> str:
-        """:meth:`Scorer.fingerprint <grapheval_plugins.check.Scorer.fingerprint>` (wording, calibration, labels,
-        chunking, context window), with the GGUF file this judge reads in place of the name it was given
-        (:func:`weights_identity`): another file under the same name is another scorer to the claim-score caches
-        and to the fitted hybrid weights, an alias of a known model the same one. Nothing is loaded."""
+        """The scorer's fingerprint with the GGUF file it reads (:func:`weights_identity`) in place of its name."""
         return self._fingerprint(model=weights_identity(self.model, self.session))
 
     # ------------------------------------------------------------------ setup
@@ -208,10 +146,8 @@ class LocalJudgeScorer(Scorer):
         """Resolve the weights and load the model now (otherwise done on first use)."""
         self.session.load()
         self._label_ids = self._first_tokens(self.prompt.labels)
-        frame = tokenize_segments(
-            self.prompt.prefix_segments("") + self.prompt.claim_segments(""), self._tokenize
-        )
-        self._frame_tokens = len(frame)
+        frame = self.prompt.prefix_segments("") + self.prompt.claim_segments("")
+        self._frame_tokens = len(tokenize_segments(frame, self._tokenize))
         return self
 
     def _tokenize(self, text: str, special: bool) -> list[int]:
@@ -232,40 +168,28 @@ class LocalJudgeScorer(Scorer):
 
     @property
     def label_ids(self) -> tuple[int, int, int]:
-        ids = self._label_ids
-        if ids is None:
+        if self._label_ids is None:
             self.load()
-            ids = self._label_ids
-        return ids  # type: ignore[return-value]
+        return self._label_ids  # type: ignore[return-value]
 
     @property
     def max_premise_tokens(self) -> int:  # type: ignore[override]
-        """The largest context chunk: the window less the prompt frame and the claim budget."""
         frame = self._frame_tokens if self._frame_tokens is not None else 200
         return self.session.n_ctx - frame - self.claim_budget_tokens
 
     def chunks(self, context: str) -> list[str]:
-        """The chunks ``context`` is judged in (the model is loaded first, so the window is measured exactly)."""
         if self._frame_tokens is None:
             self.load()
         return super().chunks(context)
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` under the model's tokenizer (loads the model on first use)."""
         if self._frame_tokens is None:
             self.load()
         return len(self._tokenize(text, False))
 
     # ------------------------------------------------------------------ scoring
     def label_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
-        """The :class:`~grapheval_plugins.check.judge.LabelLogits` protocol: for each claim, the log-softmax over
-        the label words' first-token logits after the prompt (the context is evaluated once for all claims).
-
-        ``labels`` must be this judge's ``prompt.labels`` (their token ids are read from the model).
-
-        Raises:
-            ContextOverflowError: a context + claim does not fit the window.
-        """
+        """Per claim, the log-softmax over the first-token logits of this judge's ``prompt.labels``."""
         if tuple(labels) != tuple(self.prompt.labels):
             raise InputError("labels", f"this judge reads {list(self.prompt.labels)}, not {list(labels)}")
         rows = self._label_logprobs([(context, claim) for claim in claims], overflow="record")
@@ -277,10 +201,8 @@ class LocalJudgeScorer(Scorer):
     def _label_logprobs(
         self, pairs: Sequence[tuple[str, str]], overflow: str = "raise"
     ) -> list[Any]:
-        """Log-softmax over the three label logits per ``(context, claim)``, grouped by context, in input order.
-
-        ``overflow="record"``: a pair that does not fit the window gets the error message instead of raising.
-        """
+        """Log-softmax over the three label logits per pair (grouped by context); ``overflow="record"``: a pair
+        that does not fit the window gets the error message instead of raising."""
         import numpy as np
 
         if not pairs:
@@ -290,7 +212,7 @@ class LocalJudgeScorer(Scorer):
         for index, (premise, _) in enumerate(pairs):
             groups.setdefault(premise, []).append(index)
         out: list[tuple[float, float, float] | str | None] = [None] * len(pairs)
-        bar = _bar(len(pairs), self.show_progress)
+        bar = progress_bar(len(pairs), "judge", unit="claim", enabled=self.show_progress and len(pairs) >= 2)
         try:
             with self.session.lock:
                 for premise, indices in groups.items():
@@ -321,23 +243,10 @@ class LocalJudgeScorer(Scorer):
             bar.close()
         return [p for p in out if p is not None]
 
-    def predict_proba(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, float, float]]:
-        """Softmax over the (supported, contradicted, unknown) label logits for each ``(context, claim)`` pair.
-
-        Pairs are grouped by context (first-seen order) so each context is evaluated once and its KV cache reused
-        for all its claims; results come back in the order of ``pairs``.
-
-        Raises:
-            ContextOverflowError: a context + claim does not fit the window (contexts are chunked by the
-                :class:`~grapheval_plugins.check.Scorer` base before they get here; a claim longer than
-                ``claim_budget_tokens`` can still overflow).
-        """
-        rows = self._label_logprobs(pairs)
-        return [(math.exp(a), math.exp(b), math.exp(c)) for a, b, c in rows]
-
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        """Calibrated P(supported) per ``(context, claim)`` pair (the decision shared by every judge backend,
-        :func:`~grapheval_plugins.check.judge.p_supported`)."""
+        """Calibrated P(supported) per pair (:func:`~grapheval_plugins.check.judge.p_supported`).
+
+        Raises ``ContextOverflowError`` when a context + claim does not fit the window."""
         labels = self.prompt.labels
         return [
             p_supported(LabelReading(logprobs=dict(zip(labels, row))), labels, self.calibration)
@@ -346,11 +255,8 @@ class LocalJudgeScorer(Scorer):
 
 
 def weights_identity(model: str, session: LlamaSession | None = None) -> str:
-    """The GGUF file a judge of ``model`` reads, as its fingerprint takes it: ``sha256:<digest>`` of a file checked
-    against a digest (a known model's pinned weights), else ``file:<path>:<size>:<mtime>`` of a file used as given
-    (a path, ``$GRAPHEVAL_MODEL_<NAME>`` / ``$GRAPHEVAL_LOCAL_MODEL_PATH``), else ``ref:<model>`` (a hub file). The
-    file ``session`` loaded once it is loaded, before that the one :func:`~.weights.resolve_model` picks. Reads
-    no file.
+    """The GGUF file a judge of ``model`` reads: ``sha256:<digest>`` of pinned weights, ``file:<path>:<size>:<mtime>``
+    of a file used as given, else ``ref:<model>``. Reads no file.
 
     >>> weights_identity("Qwen2.5-Coder-1.5B-Instruct") == weights_identity("qwen2.5-coder-1.5b")
     True
@@ -364,8 +270,8 @@ def weights_identity(model: str, session: LlamaSession | None = None) -> str:
     name = canonical_name(model)
     if path is None and name is not None:
         known = KNOWN_MODELS[name]
-        given = next((os.environ[v] for v in (known.env_var, GENERIC_PATH_ENV) if os.environ.get(v)), None)
-        return _file_stamp(Path(given).expanduser()) if given else f"sha256:{known.sha256}"
+        given = env_path(known)
+        return _file_stamp(Path(given[1]).expanduser()) if given else f"sha256:{known.sha256}"
     if path is None and Path(model).expanduser().is_file():
         return _file_stamp(Path(model).expanduser())
     return f"ref:{model}"
@@ -379,19 +285,11 @@ def _file_stamp(path: Path) -> str:
     return f"file:{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
-def _bar(total: int, enabled: bool) -> Any:
-    return progress_bar(total, "judge", unit="claim", enabled=enabled and total >= 2)
-
-
 def load_judge_scorer(spec: str, **options: Any) -> LocalJudgeScorer:
-    """The factory behind ``judge:<llm spec>`` scorer specs, e.g. ``judge:local:qwen2.5-coder-1.5b``.
+    """The factory behind ``judge:local:<name or path>`` specs (a bare name or path too).
 
-    Accepts ``local:<name or path>`` or a bare name/path; keyword options go to :class:`LocalJudgeScorer`.
-
-    Raises:
-        MissingDependencyError: ``llama-cpp-python`` is not installed (extra ``local``).
-        ModelLoadError: the spec does not name a local model.
-    """
+    Raises ``MissingDependencyError`` when ``llama-cpp-python`` is not installed (extra ``local``);
+    ``ModelLoadError`` when the spec does not name a local model."""
     if canonical_name(spec) is not None:  # an embedded model: the weights packages are needed too
         require("llama_cpp", "offline", "the offline default judge; or give your own model as scorer=, e.g. "
                 "scorer='judge:openai:gpt-4o-mini' with the 'openai' extra", package="llama-cpp-python")

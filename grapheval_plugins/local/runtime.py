@@ -1,31 +1,10 @@
-"""Sessions: a ``llama_cpp.Llama`` that reuses its evaluated token prefix, shared process-wide, one call at a time.
+"""Sessions: a ``llama_cpp.Llama`` that reuses its evaluated token prefix, shared process-wide (:func:`get_session`,
+one per file, role and settings), one evaluation at a time (:data:`LOCK`) on the cores other processes leave free.
 
-:class:`LlamaSession` owns one ``llama_cpp.Llama`` (loaded lazily on first use). :meth:`LlamaSession.prefill`
-evaluates a token sequence, keeping the longest prefix already in the KV cache, so a fixed prompt prefix (prompt
-A's instructions and examples; the judge's context) is evaluated once and only the new suffix costs time;
-:meth:`LlamaSession.generate` then decodes with ``Llama.generate`` (greedy at temperature 0).
-
-:func:`get_session` keeps one session per (GGUF file, role, settings) in the process. The chat model and the judge
-use different roles, hence separate ``Llama`` objects and KV caches (alternating extraction and judging does not
-evict each other's prefix); llama.cpp maps the weights file, so the two share its pages in memory.
-
-Every session holds one process-wide lock (:data:`LOCK`) while it uses its model: one llama.cpp evaluation runs at a
-time in the process, with the threads the other processes leave free when it starts (:func:`free_cores`, at least
-one), unless ``n_threads`` is given. A llama.cpp thread waiting for a busy core stalls every step of a pass, so on a
-loaded machine this is what keeps the local models at least as fast as one thread (``benchmarks/bench_threads.py``).
-
-Saved prefixes (the one place that reaches below ``Llama``'s own methods, through llama-cpp-python's public
-low-level binding on ``Llama.ctx``): after a prefill that evaluated at least :data:`SNAPSHOT_MIN_TOKENS` new
-tokens, a session copies the KV cells of its sequence out (``llama_state_seq_get_data``: a few milliseconds, about
-28 KB a token for a 1.5B model; ``Llama.save_state`` would also copy ``n_batch`` rows of logits, some 300 MB),
-keeping the last ``prefix_slots`` of them. A later prefill that shares a longer prefix with a saved one than with
-the KV cache puts those cells back instead of evaluating the prefix again: the judge returns to a row's context
-after scoring claims against the output (the extraction-fidelity pass). A restored prefix gives the same logits as
-one that never left the cache (integration-tested on the real 0.5B GGUF).
-
-Weights are loaded without llama.cpp's extra buffer types (``use_extra_bufts=False``: the AMX weight-repack path
-of the bundled llama.cpp crashes in ``llama_decode`` on some CPUs); ``Llama()`` does not take that model
-parameter, so :func:`load_llama` sets it on the parameters ``Llama`` builds.
+Saved prefixes are the one place below ``Llama``'s own methods (the public low-level binding on ``Llama.ctx``): a
+prefill of :data:`SNAPSHOT_MIN_TOKENS` new tokens or more copies its KV cells out (``Llama.save_state`` would also
+copy ``n_batch`` rows of logits, some 300 MB), so the judge returns to a row's context without evaluating it again.
+Weights load with ``use_extra_bufts=False`` (llama.cpp's AMX repack path crashes on some CPUs).
 """
 
 from __future__ import annotations
@@ -44,29 +23,18 @@ from typing import Any
 from .._imports import require
 from ..exceptions import InputError, ModelLoadError
 
-__all__ = [
-    "LOCK",
-    "SNAPSHOT_MIN_TOKENS",
-    "ContextOverflowError",
-    "LlamaSession",
-    "SessionStats",
-    "clear_sessions",
-    "free_cores",
-    "get_session",
-    "load_llama",
-]
+__all__ = ["LOCK", "SNAPSHOT_MIN_TOKENS", "ContextOverflowError", "LlamaSession", "SessionStats",
+    "clear_sessions", "free_cores", "get_session", "load_llama"]
 
 logger = logging.getLogger(__name__)
 
-#: Qwen2.5 ChatML special tokens that end an assistant turn.
 END_OF_TURN = ("<|im_end|>", "<|endoftext|>")
 
 LOCK = threading.RLock()
 """Held by every use of a local model in the process: one llama.cpp evaluation at a time."""
 
 SNAPSHOT_MIN_TOKENS = 128
-"""A prefill that evaluates at least this many new tokens is saved for later (see ``prefix_slots``); a saved prefix
-is restored only when it spares at least this many tokens over the KV cache."""
+"""A prefill of at least this many new tokens is saved; a saved prefix is restored when it spares as many."""
 
 
 class ContextOverflowError(InputError):
@@ -77,7 +45,7 @@ class ContextOverflowError(InputError):
 
 @dataclass
 class SessionStats:
-    """Token and time counters of one session (cumulative; :meth:`LlamaSession.reset_stats` zeroes them)."""
+    """Token and time counters of one session (cumulative)."""
 
     calls: int = 0
     prompt_tokens: int = 0
@@ -87,10 +55,8 @@ class SessionStats:
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0
     load_seconds: float = 0.0
-    restored_tokens: int = 0
-    """Prompt tokens taken from a saved prefix instead of being evaluated (counted in ``reused_tokens`` too)."""
+    restored_tokens: int = 0  # from a saved prefix (counted in ``reused_tokens`` too)
     snapshots: int = 0
-    """Prefixes saved (see ``prefix_slots``)."""
 
 
 # ---------------------------------------------------------------------- cores
@@ -103,8 +69,7 @@ def allowed_cpus() -> int:
 
 
 def _others_running(proc: Path = Path("/proc")) -> int:
-    """Runnable threads of other processes now: ``procs_running`` of ``/proc/stat`` less this process's threads in
-    state R (``/proc/self/task/*/stat``); 0 where ``/proc`` cannot be read."""
+    """Runnable threads of other processes now (``/proc/stat`` less this process's running threads); 0 without /proc."""
     try:
         line = next(ln for ln in (proc / "stat").read_text().splitlines() if ln.startswith("procs_running"))
         running = int(line.split()[1])
@@ -129,8 +94,7 @@ def free_cores(limit: int | None = None) -> int:
 # ---------------------------------------------------------------------- llama-cpp-python
 @cache
 def llama_without_extra_buffers(base: type) -> type:
-    """A ``Llama`` subclass that sets ``use_extra_bufts=False`` on the model parameters ``Llama.__init__`` builds
-    (it assigns ``self.model_params = llama_model_default_params()`` and passes that structure to the loader)."""
+    """A ``Llama`` subclass that sets ``use_extra_bufts=False`` on the ``model_params`` ``Llama.__init__`` assigns."""
 
     def _get(self: Any) -> Any:
         return self.__dict__["_grapheval_model_params"]
@@ -143,12 +107,7 @@ def llama_without_extra_buffers(base: type) -> type:
 
 
 def load_llama(path: str | Path, *, n_ctx: int, n_threads: int, n_batch: int, seed: int) -> Any:
-    """``llama_cpp.Llama`` over ``path``, without extra buffer types, refused unless its chat template is ChatML.
-
-    Raises:
-        MissingDependencyError: llama-cpp-python is not installed.
-        ModelLoadError: llama.cpp refuses the file (not a complete GGUF, ...), or its chat template is not ChatML.
-    """
+    """``llama_cpp.Llama`` over ``path`` without extra buffer types (``ModelLoadError`` when llama.cpp refuses it)."""
     llama_cpp = require("llama_cpp", "local", "local llama.cpp models", package="llama-cpp-python")
     fields = {f[0] for f in getattr(getattr(llama_cpp, "llama_model_params", None), "_fields_", ())}
     if "use_extra_bufts" not in fields:
@@ -190,10 +149,7 @@ def _low_level(llama: Any) -> Any:
 
 
 def next_logits(llama: Any) -> Any:
-    """A copy of the next-token logits after the last evaluated token (numpy float32 vector over the vocabulary).
-
-    ``Llama.eval`` keeps no logits without ``logits_all`` (which would hold ``n_ctx`` rows of them), so they are
-    read from the context: ``llama_get_logits_ith`` on ``Llama.ctx``, or a test double's ``next_logits()``."""
+    """A copy of the next-token logits (``llama_get_logits_ith``: without ``logits_all`` ``Llama`` keeps none)."""
     import numpy as np
 
     low = _low_level(llama)
@@ -223,9 +179,8 @@ def save_sequence(llama: Any) -> bytes | None:
 
 
 def restore_sequence(llama: Any, data: bytes, tokens: Sequence[int]) -> bool:
-    """Put cells :func:`save_sequence` copied back into sequence 0 (dropping what it holds) and mark ``tokens`` as
-    evaluated; the next evaluation must evaluate at least one token (the logits are not restored). ``False`` (the
-    cache emptied) where llama.cpp refuses the data."""
+    """Put saved cells back into sequence 0 as ``tokens`` (logits are not restored); ``False`` (cache emptied) if
+    llama.cpp refuses them."""
     low = _low_level(llama)
     if low is None or not data:
         return False
@@ -248,65 +203,34 @@ class _Snapshot:
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if int(x) != y:
-            break
-        n += 1
-    return n
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if int(x) != y), min(len(a), len(b)))
 
 
 # ---------------------------------------------------------------------- sessions
 class LlamaSession:
-    """One ``llama_cpp.Llama`` over a GGUF file, with prefix reuse, saved prefixes and the process-wide lock.
+    """One ``llama_cpp.Llama`` over a GGUF file (``model_path``, or a function returning it or a ``ResolvedWeights``,
+    called on first load), with prefix reuse, ``prefix_slots`` saved prefixes and the process-wide lock; ``n_threads``
+    ``None``: :func:`free_cores` at each call; ``factory`` builds the ``Llama`` (default :func:`load_llama`)."""
 
-    Args:
-        model_path: the GGUF file, or a function returning it or a
-            :class:`~grapheval_plugins.local.weights.ResolvedWeights` (called on first load: weights are resolved
-            then, and where they came from is kept in :attr:`weights`).
-        n_ctx: context window in tokens (prompt + generated).
-        n_threads: CPU threads, fixed. Default (``None``): at each call, the cores other processes leave free
-            (:func:`free_cores`).
-        n_batch: tokens evaluated per llama.cpp batch.
-        seed: the sampling seed (greedy decoding does not depend on it).
-        factory: builds the ``Llama`` object (default :func:`load_llama`; tests pass a fake taking its keyword
-            arguments).
-        lock: the re-entrant lock every use of this session's model holds (default :data:`LOCK`).
-        prefix_slots: how many evaluated prefixes are kept to return to (``0``: only the KV cache's own prefix is
-            reused).
-    """
-
-    def __init__(
-        self,
-        model_path: str | Path | Callable[[], Any],
-        *,
-        n_ctx: int = 4096,
-        n_threads: int | None = None,
-        n_batch: int = 512,
-        seed: int = 0,
-        factory: Callable[..., Any] | None = None,
-        lock: threading.RLock | None = None,
-        prefix_slots: int = 2,
-    ) -> None:
+    def __init__(self, model_path: str | Path | Callable[[], Any], *, n_ctx: int = 4096,
+            n_threads: int | None = None, n_batch: int = 512, seed: int = 0,
+            factory: Callable[..., Any] | None = None, lock: threading.RLock | None = None,
+            prefix_slots: int = 2) -> None:
         if n_ctx < 64:
             raise InputError("n_ctx", f"must be at least 64, got {n_ctx}")
         self._model_path = model_path
         self.n_ctx = n_ctx
         self.threads_fixed = bool(n_threads)
-        """Whether the thread count was given (then every evaluation uses it) or follows the load."""
         self.n_threads = n_threads or allowed_cpus()
         self.threads_now = self.n_threads
-        """The thread count the model evaluates with now."""
         self.n_batch = n_batch
         self.seed = seed
         self._factory = factory
         self.lock: threading.RLock = lock if lock is not None else LOCK
-        """The re-entrant lock held by every use of this session's model."""
         self._llama: Any = None
         self._stop_ids: frozenset[int] = frozenset()
         self.path: Path | None = None
-        self.weights: Any = None
-        """The :class:`~grapheval_plugins.local.weights.ResolvedWeights` the model was loaded from, when known."""
+        self.weights: Any = None  # the ResolvedWeights loaded, when known
         self.stats = SessionStats()
         self.prefix_slots = max(0, int(prefix_slots))
         self._snapshots: list[_Snapshot] = []  # most recently used last
@@ -318,23 +242,16 @@ class LlamaSession:
         return self._llama is not None
 
     def load(self) -> Any:
-        """Resolve the weights and load the model (once); return the ``Llama`` object.
-
-        Raises:
-            ModelLoadError: the weights cannot be resolved, are not a complete ChatML GGUF, or llama.cpp refuses
-                them.
-        """
+        """Resolve the weights and load the model (once; ``ModelLoadError`` unless a ChatML GGUF); the ``Llama``."""
         if self._llama is not None:
             return self._llama
         with self.lock:
             if self._llama is not None:
                 return self._llama
             resolved = self._model_path() if callable(self._model_path) else self._model_path
-            if isinstance(resolved, (str, Path)):
-                self.path = Path(resolved)
-            else:  # ResolvedWeights
-                self.weights = resolved
-                self.path = Path(resolved.path)
+            if not isinstance(resolved, (str, Path)):  # ResolvedWeights
+                self.weights, resolved = resolved, resolved.path
+            self.path = Path(resolved)
             started = time.perf_counter()
             options = dict(n_ctx=self.n_ctx, n_threads=self.n_threads, n_batch=self.n_batch, seed=self.seed)
             if self._factory is None:
@@ -347,18 +264,14 @@ class LlamaSession:
                     raise ModelLoadError(f"llama.cpp could not load {self.path}: {exc}") from exc
             check_chatml(llama, self.path)
             self.stats.load_seconds += time.perf_counter() - started
-            stop = {int(llama.token_eos())}
-            for text in END_OF_TURN:
-                ids = llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-                if len(ids) == 1:
-                    stop.add(int(ids[0]))
-            self._stop_ids = frozenset(stop)
+            ends = [llama.tokenize(text.encode("utf-8"), add_bos=False, special=True) for text in END_OF_TURN]
+            self._stop_ids = frozenset({int(llama.token_eos()), *(int(ids[0]) for ids in ends if len(ids) == 1)})
             self._llama = llama
             logger.info("loaded %s (n_ctx=%d) in %.1f s", self.path, self.n_ctx, self.stats.load_seconds)
             return llama
 
     def describe_weights(self) -> str:
-        """Where the loaded weights came from, e.g. ``qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (parts, sha256 1d96…)``."""
+        """Where the loaded weights came from."""
         if self.weights is not None:
             return str(self.weights.describe())
         return str(self.path) if self.path is not None else "(not loaded)"
@@ -366,12 +279,6 @@ class LlamaSession:
     @property
     def llama(self) -> Any:
         return self.load()
-
-    @property
-    def stop_ids(self) -> frozenset[int]:
-        """Token ids that end generation (end of turn / end of text)."""
-        self.load()
-        return self._stop_ids
 
     # ------------------------------------------------------------------ tokens
     def tokenize(self, text: str, *, special: bool = False) -> list[int]:
@@ -410,15 +317,10 @@ class LlamaSession:
 
     # ------------------------------------------------------------------ evaluation
     def prefill(self, tokens: Sequence[int], what: str = "prompt", *, logits: bool = True) -> int:
-        """Evaluate ``tokens``, reusing the longest prefix already in the KV cache (or a saved one); return the
-        tokens reused.
+        """Evaluate ``tokens``, reusing the longest prefix in the KV cache (or a saved one); return the tokens
+        reused. ``logits=False``: a fully cached sequence is not evaluated again to refresh :meth:`logits`.
 
-        Afterwards :meth:`logits` are those of the position after the last token; with ``logits=False`` (a prefix
-        evaluated for later prompts) tokens already in the cache are not evaluated again for them.
-
-        Raises:
-            ContextOverflowError: ``tokens`` do not fit the context window.
-        """
+        Raises ``ContextOverflowError`` when ``tokens`` do not fit the context window."""
         tokens = [int(t) for t in tokens]
         if not tokens:
             raise InputError(what, "nothing to evaluate (empty token sequence)")
@@ -455,8 +357,8 @@ class LlamaSession:
             return common
 
     def _restore_longer(self, tokens: Sequence[int], cached: int) -> bool:
-        """Put back the saved prefix sharing the most tokens with ``tokens`` when it spares at least
-        :data:`SNAPSHOT_MIN_TOKENS` over the ``cached`` ones. ``True`` when the KV cache was touched."""
+        """Put back the saved prefix sparing the most (at least :data:`SNAPSHOT_MIN_TOKENS`) over the ``cached``
+        tokens; ``True`` when the KV cache was touched."""
         best, shared = None, cached + SNAPSHOT_MIN_TOKENS - 1
         for snapshot in self._snapshots:
             n = _common_prefix(snapshot.tokens, tokens)
@@ -496,9 +398,8 @@ class LlamaSession:
     def generate(
         self, prompt: Sequence[int], *, max_tokens: int, temperature: float = 0.0, seed: int | None = None
     ) -> Iterator[int]:
-        """Yield generated token ids after ``prompt`` (greedy when ``temperature`` is 0, else sampled from the whole
-        distribution with ``seed``) until an end-of-turn token, ``max_tokens``, or the end of the context window,
-        with ``Llama.generate``. The caller must hold :attr:`lock` while iterating."""
+        """Yield token ids after ``prompt`` from ``Llama.generate`` (greedy at temperature 0) until an end of turn,
+        ``max_tokens`` or the end of the window; the caller holds :attr:`lock` while iterating."""
         self._enter()
         try:
             self.prefill(prompt)  # the prompt's cached prefix (or a saved one) is kept; Llama.generate samples at once
@@ -531,22 +432,11 @@ _SESSIONS: dict[tuple[Any, ...], LlamaSession] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def get_session(
-    key: str,
-    model_path: str | Path | Callable[[], Any],
-    *,
-    role: str,
-    n_ctx: int = 4096,
-    n_threads: int | None = None,
-    n_batch: int = 512,
-    seed: int = 0,
-    factory: Callable[..., Any] | None = None,
-) -> LlamaSession:
-    """The process-wide session for ``(key, role, settings)``, created (not loaded) on first request.
-
-    ``key`` identifies the weights (a model name or a path); ``role`` separates contexts that should not share a KV
-    cache (``"chat"``, ``"judge"``). ``n_threads=None`` (default) follows the load (see :class:`LlamaSession`).
-    """
+def get_session(key: str, model_path: str | Path | Callable[[], Any], *, role: str, n_ctx: int = 4096,
+        n_threads: int | None = None, n_batch: int = 512, seed: int = 0,
+        factory: Callable[..., Any] | None = None) -> LlamaSession:
+    """The process-wide session for ``(key, role, settings)``, created (not loaded) on first request; ``role``
+    (``"chat"``, ``"judge"``) separates KV caches."""
     threads = n_threads or None
     ident = (key, role, n_ctx, threads, n_batch, seed, factory)
     with _SESSIONS_LOCK:

