@@ -450,21 +450,14 @@ class GraphEval:
                     )
         return self._extractor
 
-    async def _aextractor(self) -> TripleExtractor:
-        """:attr:`extractor`, resolved in a worker thread the first time (loading a model never blocks the loop)."""
-        if self._extractor is not None:
-            return self._extractor
-        return await asyncio.to_thread(lambda: self.extractor)
-
-    async def _ascorer(self) -> Scorer:
-        """:attr:`scorer`, resolved in a worker thread the first time."""
-        if self._scorer is not None:
-            return self._scorer
-        return await asyncio.to_thread(lambda: self.scorer)
+    async def _aget(self, name: str) -> Any:
+        """The model property ``name``, resolved in a worker thread the first time (never blocking the loop)."""
+        got = getattr(self, f"_{name}")
+        return got if got is not None else await asyncio.to_thread(getattr, self, name)
 
     async def _acheck_scorer(self) -> Scorer:
         """What scores the claims: :attr:`scorer`, behind the claim-score cache when there is one."""
-        scorer = await self._ascorer()
+        scorer: Scorer = await self._aget("scorer")
         if self.score_cache is None:
             return scorer
         cached = self._cached_scorer
@@ -639,16 +632,14 @@ class GraphEval:
         # The two stages of extract_rows / check_rows, with progress: one batch pipeline.
         bar = progress_bar(len(rows), "extract", enabled=show_progress and self.mode == "graph")
         try:
-            staged = await self._aextract_rows(
-                rows, context_key=context_key, output_key=output_key, id_key=id_key, config=config, positions=None,
-                on_row=lambda i, result: bar.update(1),
-            )
+            staged = await self.aextract_rows(rows, context_key=context_key, output_key=output_key, id_key=id_key,
+                                              config=config, on_row=lambda i, result: bar.update(1))
         finally:
             bar.close()
         pending = [r for r in staged if isinstance(r, ExtractedRow)]
         bar = progress_bar(len(pending), "check", enabled=show_progress)
         try:
-            checked = iter(await self._acheck_rows(pending, on_group=bar.update))
+            checked = iter(await self.acheck_rows(pending, on_group=bar.update))
         finally:
             bar.close()
         return [next(checked) if isinstance(r, ExtractedRow) else r for r in staged]
@@ -667,10 +658,12 @@ class GraphEval:
         id_key: str = "id",
         config: RunnableConfig | None = None,
         positions: Sequence[int] | None = None,
+        on_row: Callable[[int, Report | ExtractedRow], Any] | None = None,
     ) -> list[Report | ExtractedRow]:
         """The extraction stage of :meth:`aevaluate_many` alone: a row that fails here comes back as its final
         :class:`~grapheval_plugins.types.Report`, every other as an :class:`~grapheval_plugins.types.ExtractedRow`
-        for :meth:`acheck_rows`. ``positions``: the rows' indices in the whole batch, for input-error messages.
+        for :meth:`acheck_rows`. ``positions``: the rows' indices in the whole batch, for input-error messages;
+        ``on_row(i, result)`` is called as each row ``rows[i]`` is done.
 
         >>> from grapheval_plugins.testing import ScriptedChatModel, KeywordScorer
         >>> ge = GraphEval(llm=ScriptedChatModel(responses=['<python>[["Sky", "is", "green"]]</python>']),
@@ -681,23 +674,6 @@ class GraphEval:
         >>> ge.check_rows([pending])[0].hallucinated
         True
         """
-        return await self._aextract_rows(
-            rows, context_key=context_key, output_key=output_key, id_key=id_key, config=config, positions=positions,
-            on_row=None,
-        )
-
-    async def _aextract_rows(
-        self,
-        rows: Iterable[Any],
-        *,
-        context_key: str,
-        output_key: str,
-        id_key: str,
-        config: RunnableConfig | None,
-        positions: Sequence[int] | None,
-        on_row: Callable[[int, Report | ExtractedRow], Any] | None,
-    ) -> list[Report | ExtractedRow]:
-        """:meth:`aextract_rows`, calling ``on_row(i, result)`` as each row ``rows[i]`` is done."""
         rows = list(rows)
         where = list(range(len(rows))) if positions is None else list(positions)
         if len(where) != len(rows):
@@ -743,19 +719,15 @@ class GraphEval:
             raise
         return [r for r in results if r is not None]
 
-    def check_rows(self, rows: Sequence[ExtractedRow]) -> list[Report]:
+    def check_rows(self, rows: Sequence[ExtractedRow], **options: Any) -> list[Report]:
         """Stages 2 and 3 alone. See :meth:`acheck_rows`."""
-        return run_sync(self.acheck_rows(rows))
+        return run_sync(self.acheck_rows(rows, **options))
 
-    async def acheck_rows(self, rows: Sequence[ExtractedRow]) -> list[Report]:
-        """Score and decide rows from :meth:`aextract_rows` (maybe another process's): the reports
-        :meth:`aevaluate_many` gives."""
-        return await self._acheck_rows(rows, on_group=None)
-
-    async def _acheck_rows(
-        self, rows: Sequence[ExtractedRow], *, on_group: Callable[[int], Any] | None
+    async def acheck_rows(
+        self, rows: Sequence[ExtractedRow], *, on_group: Callable[[int], Any] | None = None
     ) -> list[Report]:
-        """:meth:`acheck_rows`, calling ``on_group(n)`` after each scorer pass of ``n`` rows (progress)."""
+        """Score and decide rows from :meth:`aextract_rows` (maybe another process's): the reports
+        :meth:`aevaluate_many` gives; ``on_group(n)`` is called after each scorer pass of ``n`` rows."""
         reports: list[Report] = []
         for start in range(0, len(rows), self.check_batch_rows):
             group = rows[start : start + self.check_batch_rows]
@@ -797,7 +769,7 @@ class GraphEval:
         if self.mode == "raw":
             return None, self.claims_of(sample.output, None), None
         try:
-            extractor = await self._aextractor()
+            extractor: TripleExtractor = await self._aget("extractor")
             extraction = await extractor.aextract(sample.output, config=config)
         except ExtractionError as exc:
             return None, [], StageError(stage="extract", type=type(exc).__name__, message=str(exc))
