@@ -47,11 +47,8 @@ _CSV_FIELD_LIMIT = 2**31 - 1  # a CSV field may be as long as a JSONL line (the 
 def read_rows(
     path: Path, *, delimiter: str | None = None
 ) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    r"""Yield ``(line number, row, error)`` for each record of a JSONL or CSV file, streamed; a bad record gives an
-    error instead of a row, and the records after it are still read.
-
-    A CSV record's number is the line it starts on (a quoted field may span lines). Its delimiter is
-    ``delimiter``, else a tab for a ``.tsv`` file, else the one of :data:`CSV_DELIMITERS` sniffed from the header.
+    r"""Yield ``(line number, row, error)`` for each record of a JSONL or CSV file, streamed (a CSV record's number
+    is the line it starts on; its delimiter ``delimiter``, a tab for ``.tsv``, else sniffed from the header).
 
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "rows.csv"
@@ -123,22 +120,9 @@ def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str
 
 
 def _failed(row: Any) -> bool:
-    """A written report without a verdict because a model or its service failed (``ok`` false, no ``input``
-    error): a resumed run does its row again. A record that could not be read fails the same way again: fix it."""
+    """A written report without a verdict for a reason other than its input: a resumed run does its row again."""
     errors = row.get("errors") or []
     return row.get("ok") is False and not any(isinstance(e, dict) and e.get("stage") == "input" for e in errors)
-
-
-def done_ids(path: Path) -> set[str]:
-    """Ids already written to an output file (for resuming); the file is only read. Reports without a verdict
-    (``ok`` false) do not count: their rows are done again.
-
-    Raises:
-        NotAStoreError: the file holds a line that is not a keyed row (someone else's file; it is left alone).
-    """
-    from .jsonl import JsonlStore
-
-    return JsonlStore(path, keep_rows=False, redo=_failed).ids()
 
 
 def _refuse_same_files(reads: dict[str, Path | None], writes: dict[str, Path | None]) -> None:
@@ -185,14 +169,9 @@ def _delimiter(value: str | None) -> str | None:
 
 
 class _Pending:
-    """The rows of INPUT still to process, streamed: each input record is read once, when it is needed, and only
-    the ids seen so far are kept. Unreadable records and repeated ids are skipped and recorded in ``problems``
-    (``unreadable`` counts them); with ``stop_on_error``, the first one stops the run instead (exit code 1; what
-    was written before it stays, and a re-run resumes).
-
-    ``store`` is OUTPUT, only read so far: its ids are skipped when resuming; without ``resume`` it writes a new
-    file that replaces OUTPUT once the run is complete. OUTPUT holding anything but this command's reports (a
-    line with an ``id`` and ``report_field``) stops the run (exit code 2) with the file untouched."""
+    """The rows of INPUT still to process, streamed. Unreadable records and repeated ids are skipped into
+    ``problems`` (or, with ``stop_on_error``, stop the run). ``store`` is OUTPUT: its ids are skipped when resuming;
+    without ``resume`` a new file replaces it once the run is complete."""
 
     def __init__(self, input: Path, output: Path, id_field: str, limit: int | None, resume: bool, *,
                  delimiter: str | None = None, stop_on_error: bool = False, report_field: str = "hallucinated") -> None:
@@ -282,9 +261,8 @@ def _process_in_batches(
     tally: Callable[[dict[str, Any], Any], None],
     total: int | None = None,
 ) -> None:
-    """Run ``process`` on batches of rows (read as they are needed), append each result (a pydantic model) to
-    OUTPUT (``rows.store``) as it comes, and ``tally`` it. A configuration error (a model that cannot load) stops the run; what is
-    written stays (``--no-resume``: the old OUTPUT stays). Only the ids written are kept in memory."""
+    """Run ``process`` on batches of rows, append each result to OUTPUT as it comes and ``tally`` it; a
+    configuration error stops the run (what is written stays)."""
     from ._progress import progress_bar
     from .exceptions import GraphEvalError
 
@@ -305,8 +283,7 @@ def _process_in_batches(
 
 
 def _renamed_option(value: str, old: str | None, flag: str, default: str) -> str:
-    """An option's value, or that of ``--method``, its deprecated old name (a warning is printed); both, differently:
-    an error."""
+    """An option's value, or that of ``--method``, its deprecated old name (warns)."""
     if old is None:
         return value
     console.print(f"[yellow]--method is deprecated: use {flag}[/yellow]")

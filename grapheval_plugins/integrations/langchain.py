@@ -1,15 +1,13 @@
 """GraphEval as a LangChain ``Runnable``: put it at the end of a RAG chain.
 
-The answer and the retrieved documents go in, a :class:`~grapheval_plugins.types.Report` comes out beside them.
-The chat model that extracts the knowledge graph runs as a child of the GraphEval run, so callbacks, tags and
-metadata reach it and tracing (LangSmith, ``astream_events``, your own handlers) shows the nested runs.
+The answer and the retrieved documents go in, a :class:`~grapheval_plugins.types.Report` comes out beside them;
+the chat-model calls run as child runs, so callbacks and tracing see them.
 
 * :class:`GraphEvalRunnable` adds GraphEval's report to the row;
 * :class:`GraphCorrectRunnable` replaces a flagged answer by GraphCorrect's correction;
 * :func:`route_on_hallucination` checks, then sends flagged rows to a corrector or a chain that regenerates.
 
 >>> from langchain_core.documents import Document
->>> from langchain_core.runnables import RunnablePassthrough
 >>> from grapheval_plugins import GraphEval
 >>> from grapheval_plugins.integrations.langchain import GraphEvalRunnable
 >>> from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
@@ -21,14 +19,8 @@ metadata reach it and tracing (LangSmith, ``astream_events``, your own handlers)
 >>> sorted(out), out["grapheval"].hallucinated
 (['answer', 'context', 'grapheval', 'question'], True)
 
-Inside a chain, add the report under a key of your choice with ``RunnablePassthrough.assign`` and
-``report_only=True``:
 
->>> chain = RunnablePassthrough.assign(verdict=check.with_options(report_only=True))
->>> print(chain.invoke({"context": "The Eiffel Tower is in Paris.",
-...                     "answer": "The Eiffel Tower is located in Rome."})["verdict"].explain())
-hallucination (score 0.250): 1 of 1 claim unsupported
-- ['The Eiffel Tower', 'located in', 'Rome'] p_unsupported=0.750
+Inside a chain: ``RunnablePassthrough.assign(verdict=check.with_options(report_only=True))``.
 """
 
 from __future__ import annotations
@@ -37,7 +29,6 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, cast
 
-from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
 from langchain_core.runnables import (
     Runnable,
     RunnableBranch,
@@ -135,21 +126,13 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
     def _max_concurrency(self) -> int:  # pragma: no cover - overridden
         return 4
 
-    # The helpers below take ``run_manager`` and ``config``: LangChain passes the child config (callbacks of this
-    # run) as ``config``, so the chat-model calls inside become nested runs.
-    def _row(self, row: dict[str, Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> Any:
-        return run_sync(self._arow(row, config))
-
-    async def _arow_traced(
-        self, row: dict[str, Any], run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
-    ) -> Any:
-        return await self._arow(row, config)
-
+    # LangChain passes the child config (callbacks of this run) as ``config``: the chat-model calls nest under it.
     def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return self._call_with_config(self._row, input, config, **kwargs)
+        return self._call_with_config(lambda row, config: run_sync(self._arow(row, config)), input, config, **kwargs)
 
     async def ainvoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return await self._acall_with_config(self._arow_traced, input, config, **kwargs)
+        return await self._acall_with_config(lambda row, run_manager, config: self._arow(row, config), input, config,
+                                             **kwargs)
 
     # ----------------------------------------------------------------- many rows
     async def _amany(self, rows: list[dict[str, Any]], config: list[RunnableConfig]) -> list[Any]:
@@ -165,19 +148,6 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
 
         return list(await asyncio.gather(*(one(r, c) for r, c in zip(rows, config))))
 
-    def _many(
-        self, rows: list[dict[str, Any]], run_manager: list[CallbackManagerForChainRun], config: list[RunnableConfig]
-    ) -> list[Any]:
-        return run_sync(self._amany(rows, config))
-
-    async def _amany_traced(
-        self,
-        rows: list[dict[str, Any]],
-        run_manager: list[AsyncCallbackManagerForChainRun],
-        config: list[RunnableConfig],
-    ) -> list[Any]:
-        return await self._amany(rows, config)
-
     def batch(
         self,
         inputs: list[dict[str, Any]],
@@ -190,7 +160,8 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
 
         At most ``max_concurrency`` rows (from the config, else the engine's) are in flight at once.
         """
-        return self._batch_with_config(self._many, inputs, config, return_exceptions=return_exceptions, **kwargs)
+        return self._batch_with_config(lambda rows, config: run_sync(self._amany(rows, config)), inputs, config,
+                                       return_exceptions=return_exceptions, **kwargs)
 
     async def abatch(
         self,
@@ -201,9 +172,8 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
         **kwargs: Any,
     ) -> list[Any]:
         """Async :meth:`batch`."""
-        return await self._abatch_with_config(
-            self._amany_traced, inputs, config, return_exceptions=return_exceptions, **kwargs
-        )
+        return await self._abatch_with_config(lambda rows, run_manager, config: self._amany(rows, config), inputs,
+                                              config, return_exceptions=return_exceptions, **kwargs)
 
 
 class GraphEvalRunnable(_RowRunnable):
