@@ -59,36 +59,30 @@ def _pack(sizes: Sequence[int], cap: int) -> list[slice]:
     return out
 
 
-async def _score_isolated(scorer: Scorer, requests: Sequence[_Request]) -> list[list[ClaimScore] | ScoringError]:
-    """Per request, its scores or its :class:`ScoringError`: one joint pass, each alone when that fails."""
-    contexts = [c for ctxs, _ in requests for c in ctxs]
-    claims = [c for _, clms in requests for c in clms]
-    try:
-        scores = await scorer.acheck(contexts, claims)
-    except ScoringError as exc:
-        if len(requests) == 1:
-            return [exc]
-        out: list[list[ClaimScore] | ScoringError] = []
-        for ctxs, clms in requests:
-            try:
-                out.append(await scorer.acheck(ctxs, clms))
-            except ScoringError as row_exc:
-                out.append(row_exc)
-        return out
-    results: list[list[ClaimScore] | ScoringError] = []
-    start = 0
-    for ctxs, _ in requests:
-        results.append(scores[start : start + len(ctxs)])
-        start += len(ctxs)
-    return results
-
-
 async def _score_metered(
     scorer: Scorer, requests: Sequence[_Request]
 ) -> tuple[list[list[ClaimScore] | ScoringError], list[StageUsage]]:
-    """:func:`_score_isolated`, with each request's share of the pass's chat-model usage (by its claims)."""
+    """Per request, its scores or its :class:`ScoringError` (one joint pass, each alone when that fails), and its
+    share of the chat-model usage (by its claims)."""
+    results: list[list[ClaimScore] | ScoringError] = []
     with metered(detached=True) as meter:
-        results = await _score_isolated(scorer, requests)
+        try:
+            scores = await scorer.acheck([c for ctxs, _ in requests for c in ctxs],
+                                         [c for _, clms in requests for c in clms])
+        except ScoringError as exc:
+            if len(requests) == 1:  # a lone request is not scored twice
+                results.append(exc)
+            else:
+                for ctxs, clms in requests:
+                    try:
+                        results.append(await scorer.acheck(ctxs, clms))
+                    except ScoringError as row_exc:
+                        results.append(row_exc)
+        else:
+            start = 0
+            for ctxs, _ in requests:
+                results.append(scores[start : start + len(ctxs)])
+                start += len(ctxs)
     return results, meter.usage().split([len(clms) for _, clms in requests])
 
 
