@@ -90,7 +90,7 @@ def render_sentence(triple: Triple) -> str:
     >>> render_sentence(Triple(subject="the treaty", relation="was signed in", object="Vienna"))
     'The treaty was signed in Vienna.'
     """
-    text = f"{triple.subject} {triple.relation} {triple.object}".strip()
+    text = triple.sentence().strip()
     text = text[:1].upper() + text[1:]
     return text if text.endswith((".", "!", "?")) else text + "."
 
@@ -99,9 +99,8 @@ TRIPLE_RENDERERS: dict[str, Callable[[Triple], str]] = {
     "concat": Triple.sentence,
     "sentence": render_sentence,
 }
-"""How a triple becomes the scorer's hypothesis (``GraphEval(render_triple=...)``): ``concat`` (the paper: the
-three parts joined by spaces, :meth:`Triple.sentence`) or ``sentence`` (the same, capitalised and ending with a
-full stop)."""
+"""How a triple becomes the scorer's hypothesis (``GraphEval(render_triple=...)``): the paper's ``concat`` or a
+written ``sentence``."""
 
 
 class StageError(BaseModel):

@@ -250,12 +250,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         self.prices = _check_prices(prices)
         self._engine = options.engine()
         self.evaluation_model = self._engine.describe(load=False)
-        self.evaluation_cost = None
-        self.score = None
-        self.success = None
-        self.reason = None
-        self.error = None
-        self.verbose_logs = None
+        self.score = self.success = self.reason = self.error = self.verbose_logs = self.evaluation_cost = None
 
     @property
     def engine(self) -> GraphEval:
