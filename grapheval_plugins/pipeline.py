@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import logging
 import threading
@@ -131,14 +132,6 @@ class _CheckBatcher:
             self._flush_task = asyncio.ensure_future(self._flush())
         return await future
 
-    async def _wait_for_more(self) -> None:
-        if self._pending_claims >= self.max_claims:
-            return
-        try:
-            await asyncio.wait_for(self._full.wait(), self.max_wait_s)
-        except asyncio.TimeoutError:
-            pass
-
     def _take(self) -> list[tuple[_Request, asyncio.Future[tuple[list[ClaimScore], StageUsage]]]]:
         pending = [item for item in self._pending if not item[1].done()]  # drop callers that were cancelled
         first = _pack([len(req[1]) for req, _ in pending], self.max_claims)[:1]
@@ -153,7 +146,9 @@ class _CheckBatcher:
         # Loops until nothing is pending: no new flush task starts while this one runs, and nothing else would
         # serve a request submitted meanwhile.
         while self._pending:
-            await self._wait_for_more()
+            if self._pending_claims < self.max_claims:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._full.wait(), self.max_wait_s)
             batch = self._take()
             if not batch:
                 continue
