@@ -11,7 +11,7 @@ evenly:
 * ``raw``: ``GraphEval(mode="raw")``, the whole output judged (the baseline a default row is compared with);
 * ``default``: ``GraphEval()`` as shipped (hybrid rule; extraction fidelity as far as the decision needs it);
 * ``no-fidelity``: ``GraphEval(fidelity="off")`` (the default before extraction fidelity);
-* ``paper``: ``GraphEval(method="paper")``.
+* ``paper``: ``GraphEval(rule="paper")``.
 
 Reported per engine: mean seconds a row (extraction and checking apart), claims scored, and the ratio to ``raw``
 on the same rows. Writes ``benchmarks/results/row-cost-<set>-<rows>[-<tag>].json``.
@@ -50,7 +50,7 @@ ENGINES: dict[str, dict[str, Any]] = {
     "raw": {"mode": "raw"},
     "default": {},
     "no-fidelity": {"fidelity": "off"},
-    "paper": {"method": "paper"},
+    "paper": {"rule": "paper"},
 }
 LLM = "local:qwen2.5-coder-1.5b"
 JUDGE = "judge:local:qwen2.5-coder-1.5b"

@@ -469,7 +469,7 @@ def report(
     typer.echo(stats(sets))
 
 
-# ----------------------------------------------------------------- the shipped decision rule (method="hybrid")
+# ----------------------------------------------------------------- the shipped decision rule (rule="hybrid")
 PAPER_TAG = "examples-first"
 """Per-row files of the paper's procedure (kg-parser/1: triples only)."""
 DEFAULT_TAG = "examples-first+pairs"
@@ -554,7 +554,7 @@ def hybrid_report(
     n_boot: Annotated[int, typer.Option()] = 2000,
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
-    """The shipped default (``method="hybrid"``) against raw and the paper's procedure, from the per-row files."""
+    """The shipped default (``rule="hybrid"``) against raw and the paper's procedure, from the per-row files."""
     names = datasets.split(",")
     paper = _load_sets(llm, scorer, PAPER_TAG, "concat", names)
     default = _load_sets(llm, scorer, DEFAULT_TAG, "concat", names)

@@ -1,29 +1,15 @@
 """Stage 3: the decision rules over the claims' P(unsupported), named and registered.
 
-A decision rule is a :class:`DecisionRule`: it declares what it needs (:class:`Needs`: the whole output scored as
-one more claim, fitted weights) and gives a row's :class:`~grapheval_plugins.types.Decision`: its P(hallucination)
-and its own account of the verdict (the claim that decided; whether another term outweighed a claim above the
-threshold, or flagged the output with none above), from which every host's explanation is built. The output is a
-hallucination iff P(hallucination) exceeds the *hallucination threshold* (0.5): the one threshold concept of the
-core, ``GraphEval(hallucination_threshold=...)``. Rules are looked up by name in :data:`RULES`
-(``GraphEval(rule="paper")``); :func:`register_rule` adds one.
+A :class:`DecisionRule` declares what it needs (:class:`Needs`) and gives a row's
+:class:`~grapheval_plugins.types.Decision`: P(hallucination) and its account of the verdict. The output is a
+hallucination iff P(hallucination) exceeds the hallucination threshold (0.5). Rules are looked up by name in
+:data:`RULES`; :func:`register_rule` adds one.
 
 - ``"paper"`` (:class:`PaperRule`): the largest P(unsupported) over the triples' claims (the paper's rule).
-- ``"hybrid"`` (:class:`HybridRule`, the default): a logistic combination of the whole output's P(unsupported) and
-  the largest over its triples, ``σ(bias + whole · logit(p_whole) + claims · logit(max p_claim))``, with weights
-  fitted for one scorer (its name and :meth:`~grapheval_plugins.check.Scorer.fingerprint`: wording, calibration,
-  weights file …), extraction prompt and fidelity setting (:data:`FITTED_WEIGHTS`, looked up by
-  :func:`fitted_weights`; fitted by ``benchmarks/detection.py fit-hybrid``). An engine with no weights fitted for
-  its setting is decided by the paper's rule.
+- ``"hybrid"`` (:class:`HybridRule`, the default): ``σ(bias + whole · logit(p_whole) + claims · logit(max p_claim))``
+  with weights fitted for one scorer, prompt and fidelity setting (:func:`fitted_weights`); without them, the
+  paper's rule decides.
 
-The score reported to host frameworks (1 = faithful) is ``1 − P(hallucination)``; a host whose threshold is a
-minimum score (DeepEval) is translated with :func:`threshold_for_min_score`, so that ``score >= min_score`` is
-exactly "not a hallucination" at the translated threshold.
-
->>> any_above([0.1, 0.7], 0.5)
-True
->>> faithfulness_score([0.1, 0.7])
-0.30000000000000004
 >>> mean = HybridWeights(whole=0.5, claims=0.5, bias=0.0, fitted_on="the mean of the two log-odds")
 >>> round(mean.probability(0.2, [0.1, 0.8]), 3)
 0.5
@@ -54,16 +40,13 @@ __all__ = [
     "Needs",
     "PaperRule",
     "RuleLike",
-    "any_above",
     "check_threshold",
     "faithful_to_output",
-    "faithfulness_score",
     "fidelity_to_check",
     "fitted_weights",
     "get_rule",
     "hybrid_weights",
     "logit",
-    "max_unsupported",
     "p_hallucination",
     "register_rule",
     "rule_argument",
@@ -73,21 +56,6 @@ __all__ = [
 
 DEFAULT_THRESHOLD = 0.5
 """The paper's hallucination threshold."""
-
-
-def max_unsupported(p_unsupported: Sequence[float]) -> float:
-    """The largest P(unsupported); 0.0 for no claims."""
-    return max(p_unsupported, default=0.0)
-
-
-def any_above(p_unsupported: Sequence[float], threshold: float = 0.5) -> bool:
-    """The paper's rule: True iff some claim's P(unsupported) is strictly above ``threshold``."""
-    return any(p > threshold for p in p_unsupported)
-
-
-def faithfulness_score(p_unsupported: Sequence[float]) -> float:
-    """``1 − max P(unsupported)``: 1 = every claim supported, 0 = some claim certainly unsupported."""
-    return 1.0 - max_unsupported(p_unsupported)
 
 
 def check_threshold(value: object, field: str = "hallucination_threshold") -> float:
@@ -106,16 +74,11 @@ def check_threshold(value: object, field: str = "hallucination_threshold") -> fl
 
 
 def threshold_for_min_score(min_score: float) -> float:
-    """The hallucination threshold at which "not a hallucination" is exactly ``score >= min_score``.
+    """The hallucination threshold at which "not a hallucination" is exactly ``score >= min_score``: ``1 − min_score``,
+    rounded to 12 decimals so that the boundary agrees in floating point too.
 
-    ``score = 1 − max P(unsupported)``, so the threshold is ``1 − min_score``, rounded to 12 decimals so that the
-    boundary case agrees in floating point too (a claim at P(unsupported) = 0.2 passes a minimum score of 0.8).
-
-    >>> threshold_for_min_score(0.8)
-    0.2
-    >>> score = faithfulness_score([0.2])
-    >>> score >= 0.8, any_above([0.2], threshold_for_min_score(0.8))
-    (True, False)
+    >>> threshold_for_min_score(0.8), 1.0 - 0.2 >= 0.8
+    (0.2, True)
     """
     return round(1.0 - check_threshold(min_score, "threshold"), 12)
 
@@ -142,26 +105,18 @@ def sigmoid(x: float) -> float:
 
 
 Fidelity = Literal["off", "drop"]
-"""Extraction fidelity in force: ``"drop"`` scores triples against the output they were extracted from and leaves
-out of the decision the triples the output does not support; ``"off"`` keeps them all. Fitted weights are keyed by
-it (:attr:`HybridWeights.fidelity`)."""
+"""Extraction fidelity in force: ``"drop"`` leaves out the triples their own output does not support; ``"off"``."""
 
 FidelityOption = Literal["auto", "off", "drop"]
-"""``GraphEval(fidelity=...)``: a :data:`Fidelity`, or ``"auto"`` (the default): ``"drop"`` where weights fitted with
-it exist for the engine's setting (:data:`FITTED_WEIGHTS`; the offline default judge has them), else ``"off"``."""
+"""``GraphEval(fidelity=...)``: a :data:`Fidelity`, or ``"auto"`` (the default; see ``GraphEval.fidelity_in_force``)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class HybridWeights:
     """The ``hybrid`` rule's weights: ``P = σ(bias + whole · logit(p_whole) + claims · logit(max p_claim))``.
 
-    ``p_whole`` is the scorer's P(unsupported) for the whole output read as one claim, ``max p_claim`` the largest
-    over the output's triples (``p_whole`` again when no triple was extracted). ``fitted_on`` says where the
-    weights come from (data sets and command), so a report can name its calibration; ``scorer``, ``prompt`` (the
-    extraction prompt's :attr:`~grapheval_plugins.KGPrompt.version`), ``fidelity`` and ``fingerprint`` (the
-    scorer's :meth:`~grapheval_plugins.check.Scorer.fingerprint` when fitted: its wording, calibration, window,
-    weights file …) say for which setting they were fitted (:data:`FITTED_WEIGHTS` is looked up by them; ``None``
-    for weights given to one engine, or a setting not recorded: any).
+    ``fitted_on`` says where they come from; ``scorer``, ``prompt`` (version), ``fidelity`` and ``fingerprint``
+    (the scorer's :meth:`~grapheval_plugins.check.Scorer.fingerprint`) the setting they were fitted for (``None``: any).
 
     >>> w = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
     >>> round(w.probability(0.3, [0.9]), 6)
@@ -188,8 +143,7 @@ _FITTED_WITH = ("summeval+qags_c+qags_x (728 rows: summeval 254, qags_c 235, qag
                 "benchmarks/bench_judge_prompt.py fit --variant question-first")
 
 _FITTED_JUDGE = "48ed8ef2b2073f46"
-"""The fingerprint of the judge the shipped entries were fitted with (recorded in every row of their files): the
-1.5B's pinned weights, its question-first wording, identity calibration and a 4096-token window."""
+"""The fingerprint of the judge the shipped entries were fitted with (the 1.5B's weights, wording and window)."""
 
 FITTED_WEIGHTS: list[HybridWeights] = [
     HybridWeights(
@@ -204,25 +158,14 @@ FITTED_WEIGHTS: list[HybridWeights] = [
         fingerprint=_FITTED_JUDGE,
     ),
 ]
-"""The ``hybrid`` rule's fitted weights, each for one (scorer, extraction prompt version, fidelity) setting. The
-prompt is the engine's ``prompt.version`` (``KG_PROMPT``'s, ``"kg-a/1-examples-first"``: the benchmark files' tag
-``examples-first+pairs`` is that prompt's graphs read with pairs, as the parser reads them). Under
-``fidelity="drop"`` the kept triples carry more signal, so their term weighs more. The scorer's entries were
-fitted with its own judge wording (the 1.5B's: ``local.judge.QUESTION_FIRST_PROMPT``, from ``JUDGE_PROMPTS``),
-weights file and window, which their ``fingerprint`` records: a judge of that name with another wording, file or
-window gets none of them (the paper's rule decides). Append an entry for your own setting (``prompt=None``: fitted
-without one recorded, for any prompt; ``fingerprint=None``: for any scorer of that name)."""
+"""The ``hybrid`` rule's fitted weights, each for one (scorer, prompt version, fidelity, fingerprint) setting; append
+an entry for your own setting (``None`` fields match any)."""
 
 
 def fitted_weights(scorer: str | None, prompt: str | None, fidelity: Fidelity = "off",
                    fingerprint: str | Callable[[], str | None] | None = None) -> HybridWeights | None:
-    """The weights fitted for this scorer name, extraction prompt version and fidelity setting, or ``None`` (then
-    the hybrid rule leaves the decision to the paper's rule).
-
-    ``fingerprint`` is the scorer's :meth:`~grapheval_plugins.check.Scorer.fingerprint` (or a function giving it,
-    called only when an entry records one): an entry fitted with another scorer of the same name (another judge
-    wording, weights file or window) is passed over. ``None`` (or a function giving ``None``): not checked, what
-    was fitted for the name.
+    """The weights fitted for this scorer name, prompt version and fidelity, or ``None``. ``fingerprint`` (or a
+    function giving it, called only when needed) passes over entries fitted with another scorer of the same name.
 
     >>> fitted_weights("judge:local:qwen2.5-coder-1.5b", "kg-a/1-examples-first", "drop").claims
     0.2501
@@ -290,9 +233,7 @@ def hybrid_weights(scorer_name: str | None, fidelity: Fidelity = "off") -> Hybri
 
 
 def p_hallucination(p_triples: Sequence[float], p_whole: float | None, weights: HybridWeights | None) -> float:
-    """A row's P(hallucination): the hybrid rule when ``weights`` and the whole output's ``p_whole`` are given,
-    else the paper's rule (the largest of ``p_triples``). The arithmetic of :class:`HybridRule` and
-    :class:`PaperRule`.
+    """A row's P(hallucination): the hybrid rule with ``weights`` and ``p_whole``, else the largest of ``p_triples``.
 
     >>> p_hallucination([0.1, 0.7], None, None)
     0.7
@@ -301,20 +242,15 @@ def p_hallucination(p_triples: Sequence[float], p_whole: float | None, weights: 
     0.2
     """
     if weights is None or p_whole is None:
-        return max_unsupported(p_triples)
+        return max(p_triples, default=0.0)
     return weights.probability(p_whole, p_triples)
 
 
 # --------------------------------------------------------------------- decision rules, named and registered
 @dataclasses.dataclass(frozen=True)
 class Needs:
-    """What a decision rule needs from the engine.
-
-    ``whole_output``: the whole output scored as one more claim against the context (given to
-    :meth:`DecisionRule.decide` as ``whole_output``). ``weights``: weights fitted for the engine's (scorer,
-    extraction prompt version, fidelity) setting (:func:`fitted_weights`, or the engine's own ``hybrid_weights``);
-    an engine without them is decided by the paper's rule.
-    """
+    """What a decision rule needs: the whole output scored as one more claim, and fitted weights (without them the
+    paper's rule decides)."""
 
     whole_output: bool = False
     weights: bool = False
@@ -323,16 +259,9 @@ class Needs:
 class DecisionRule:
     """A named decision rule: a row's claims in, its :class:`~grapheval_plugins.types.Decision` out.
 
-    Subclass it, set :attr:`name` (and :attr:`needs`), implement :meth:`decide`, and :func:`register_rule` an
-    instance; ``GraphEval(rule=name)`` then decides by it. ``decide`` gets the row's claims (the triples' claims,
-    or the whole output as the one claim when nothing was extracted), each with its P(unsupported), and returns
-    :meth:`Decision.of <grapheval_plugins.types.Decision.of>` of its P(hallucination), so the explanation every
-    host shows is built from it; ``why`` names, in the rule's words, what outweighs or combines the claims.
-
-    Under extraction fidelity (``GraphEval(fidelity="drop")``, or ``"auto"`` where weights fitted with it exist)
-    the claims are the triples kept after a round trip scored as far as a rule over the *largest* P(unsupported)
-    needs it (:func:`fidelity_to_check`): a triple below the first kept one is passed on unchecked. Both shipped
-    rules read the largest; a rule that reads every triple (a mean, a count) should be used with ``fidelity="off"``.
+    Subclass it, set :attr:`name` (and :attr:`needs`), implement :meth:`decide` (returning
+    :meth:`Decision.of <grapheval_plugins.types.Decision.of>`) and :func:`register_rule` an instance. Fidelity
+    checks only what a rule over the *largest* P(unsupported) needs: use ``fidelity="off"`` with any other rule.
     """
 
     name: ClassVar[str] = ""
@@ -359,7 +288,7 @@ class PaperRule(DecisionRule):
 
     def decide(self, claims: list[ClaimCheck], *, threshold: float, whole_output: ClaimCheck | None = None,
                weights: HybridWeights | None = None) -> Decision:
-        p = max_unsupported([c.p_unsupported for c in claims])
+        p = max((c.p_unsupported for c in claims), default=0.0)
         return Decision.of(self.name, p, claims, threshold)
 
 
@@ -367,8 +296,7 @@ class HybridRule(DecisionRule):
     """The hybrid rule: a logistic combination of the whole output's P(unsupported) and the largest claim's, with
     weights fitted for the engine's setting (:data:`FITTED_WEIGHTS`).
 
-    With nothing extracted, the one claim is the whole output and stands for both terms; when the whole output's
-    own claim went unjudged, the largest claim's P(unsupported) decides (and only a positive verdict stands).
+    With nothing extracted, the whole output stands for both terms; unjudged, the largest claim's decides.
 
     >>> w = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
     >>> claim = ClaimCheck(claim="a b", p_unsupported=0.9, unsupported=True)
@@ -481,15 +409,8 @@ def faithful_to_output(p_unsupported_by_output: float | None) -> bool:
 def fidelity_to_check(
     p_context: Sequence[float | None], p_output: Mapping[int, float | None], threshold: float
 ) -> list[int]:
-    """Which triples to score against their own output next, so that the decision is the one scoring every triple
-    gives, at a fraction of the cost.
-
-    ``p_context[i]`` is claim ``i``'s P(unsupported) against the context (``None`` for a claim that is not a triple,
-    or was not judged); ``p_output`` holds the triples already scored against the output. Both rules read the
-    largest P(unsupported) over the kept triples, and an explanation names every triple above ``threshold``; so
-    the triples above the threshold are checked first (all at once), then the others one at a time in decreasing
-    P(unsupported) until one is kept. A triple below the first kept one decides nothing and is not checked.
-    Returns ``[]`` when nothing more is needed.
+    """Which triples to score against their own output next (``[]``: settled), deciding as scoring them all: those
+    above ``threshold`` at once, then one at a time in decreasing ``p_context`` until one is kept (``p_output``).
 
     >>> fidelity_to_check([0.9, 0.2, 0.1, None], {}, 0.5)       # the triple above the threshold first
     [0]

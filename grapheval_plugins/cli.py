@@ -47,11 +47,8 @@ _CSV_FIELD_LIMIT = 2**31 - 1  # a CSV field may be as long as a JSONL line (the 
 def read_rows(
     path: Path, *, delimiter: str | None = None
 ) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    r"""Yield ``(line number, row, error)`` for each record of a JSONL or CSV file, streamed; a bad record gives an
-    error instead of a row, and the records after it are still read.
-
-    A CSV record's number is the line it starts on (a quoted field may span lines). Its delimiter is
-    ``delimiter``, else a tab for a ``.tsv`` file, else the one of :data:`CSV_DELIMITERS` sniffed from the header.
+    r"""Yield ``(line number, row, error)`` for each record of a JSONL or CSV file, streamed (a CSV record's number
+    is the line it starts on; its delimiter ``delimiter``, a tab for ``.tsv``, else sniffed from the header).
 
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "rows.csv"
@@ -123,22 +120,9 @@ def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str
 
 
 def _failed(row: Any) -> bool:
-    """A written report without a verdict because a model or its service failed (``ok`` false, no ``input``
-    error): a resumed run does its row again. A record that could not be read fails the same way again: fix it."""
+    """A written report without a verdict for a reason other than its input: a resumed run does its row again."""
     errors = row.get("errors") or []
     return row.get("ok") is False and not any(isinstance(e, dict) and e.get("stage") == "input" for e in errors)
-
-
-def done_ids(path: Path) -> set[str]:
-    """Ids already written to an output file (for resuming); the file is only read. Reports without a verdict
-    (``ok`` false) do not count: their rows are done again.
-
-    Raises:
-        NotAStoreError: the file holds a line that is not a keyed row (someone else's file; it is left alone).
-    """
-    from .jsonl import JsonlStore
-
-    return JsonlStore(path, keep_rows=False, redo=_failed).ids()
 
 
 def _refuse_same_files(reads: dict[str, Path | None], writes: dict[str, Path | None]) -> None:
@@ -148,8 +132,7 @@ def _refuse_same_files(reads: dict[str, Path | None], writes: dict[str, Path | N
     try:
         refuse_same_files(reads, writes)
     except SameFileError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(code=2) from exc
+        raise _fail(exc) from exc
 
 
 def _summary_table(title: str, counts: dict[str, Any]) -> Table:
@@ -186,14 +169,9 @@ def _delimiter(value: str | None) -> str | None:
 
 
 class _Pending:
-    """The rows of INPUT still to process, streamed: each input record is read once, when it is needed, and only
-    the ids seen so far are kept. Unreadable records and repeated ids are skipped and recorded in ``problems``
-    (``unreadable`` counts them); with ``stop_on_error``, the first one stops the run instead (exit code 1; what
-    was written before it stays, and a re-run resumes).
-
-    ``store`` is OUTPUT, only read so far: its ids are skipped when resuming; without ``resume`` it writes a new
-    file that replaces OUTPUT once the run is complete. OUTPUT holding anything but this command's reports (a
-    line with an ``id`` and ``report_field``) stops the run (exit code 2) with the file untouched."""
+    """The rows of INPUT still to process, streamed. Unreadable records and repeated ids are skipped into
+    ``problems`` (or, with ``stop_on_error``, stop the run). ``store`` is OUTPUT: its ids are skipped when resuming;
+    without ``resume`` a new file replaces it once the run is complete."""
 
     def __init__(self, input: Path, output: Path, id_field: str, limit: int | None, resume: bool, *,
                  delimiter: str | None = None, stop_on_error: bool = False, report_field: str = "hallucinated") -> None:
@@ -207,8 +185,7 @@ class _Pending:
         try:
             self.store = JsonlStore(output, key=key, keep_rows=False, replace=not resume, redo=_failed)
         except NotAStoreError as exc:
-            console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(code=2) from exc
+            raise _fail(exc) from exc
         self.input, self.id_field, self.limit, self.delimiter = input, id_field, limit, delimiter
         self.stop_on_error, self.resume = stop_on_error, resume
         self.done = self.store.ids()
@@ -284,9 +261,8 @@ def _process_in_batches(
     tally: Callable[[dict[str, Any], Any], None],
     total: int | None = None,
 ) -> None:
-    """Run ``process`` on batches of rows (read as they are needed), append each result (a pydantic model) to
-    OUTPUT (``rows.store``) as it comes, and ``tally`` it. A configuration error (a model that cannot load) stops the run; what is
-    written stays (``--no-resume``: the old OUTPUT stays). Only the ids written are kept in memory."""
+    """Run ``process`` on batches of rows, append each result to OUTPUT as it comes and ``tally`` it; a
+    configuration error stops the run (what is written stays)."""
     from ._progress import progress_bar
     from .exceptions import GraphEvalError
 
@@ -295,8 +271,7 @@ def _process_in_batches(
             try:
                 results = process(batch)
             except GraphEvalError as exc:
-                console.print(f"[red]error:[/red] {exc}")
-                raise typer.Exit(code=2) from exc
+                raise _fail(exc) from exc
             for row, result in zip(batch, results):
                 data = result.model_dump(mode="json")
                 data["id"] = row[id_field]
@@ -308,14 +283,33 @@ def _process_in_batches(
 
 
 def _renamed_option(value: str, old: str | None, flag: str, default: str) -> str:
-    """An option's value, or that of ``--method``, its deprecated old name (a warning is printed); both, differently:
-    an error."""
+    """An option's value, or that of ``--method``, its deprecated old name (warns)."""
     if old is None:
         return value
     console.print(f"[yellow]--method is deprecated: use {flag}[/yellow]")
     if value != default and value != old:
         raise typer.BadParameter(f"give {flag} (--method is its deprecated old name), not both")
     return old
+
+
+_Threshold = Annotated[float, typer.Option(
+    "--hallucination-threshold", "--threshold",
+    help="The P(unsupported) above which a claim is unsupported and P(hallucination) above which a row is "
+         "flagged (--threshold: the same, older name).")]
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    """Print the error; the exit (code 2) to raise."""
+    console.print(f"[red]error:[/red] {exc}")
+    return typer.Exit(code=2)
+
+
+def _finish(title: str, counts: dict[str, Any], problems: list[str], written: str) -> None:
+    """The run's summary table, its problems and where its results are."""
+    console.print(_summary_table(title, counts))
+    for problem in problems:
+        console.print(f"[yellow]{problem}[/yellow]")
+    console.print(written)
 
 
 @app.command()
@@ -326,10 +320,7 @@ def evaluate(
     ),
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec, e.g. local:qwen2.5-coder-1.5b or bedrock:<id>.")] = None,
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, trueteacher, nli:<model>, judge:local:<name> (default: an LLM judge over --llm; the offline local judge when --llm is not given either).")] = None,
-    threshold: Annotated[float, typer.Option(
-        "--hallucination-threshold", "--threshold",
-        help="The P(unsupported) above which a claim is unsupported and P(hallucination) above which a row is "
-             "flagged (--threshold: the same, older name).")] = 0.5,
+    threshold: _Threshold = 0.5,
     mode: Annotated[str, typer.Option(help="graph (GraphEval) or raw (whole output as one claim).")] = "graph",
     rule: Annotated[str, typer.Option(help="Graph mode's decision rule: hybrid (default: whole output and triples "
                                            "combined, for scorers with fitted weights), paper (the paper's rule), or "
@@ -420,10 +411,8 @@ def _evaluate_here(
     )
     counts["skipped (unreadable)"] = pending.unreadable
     counts.update(_usage_counts(usage[0]))
-    console.print(_summary_table(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts))
-    for problem in problems:
-        console.print(f"[yellow]{problem}[/yellow]")
-    console.print(f"reports written to {output}")
+    _finish(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts, problems,
+            f"reports written to {output}")
 
 
 def _evaluate_on_ray(
@@ -436,14 +425,12 @@ def _evaluate_on_ray(
     try:
         from .integrations.ray import RayEvalSummary, evaluate_to_file
     except GraphEvalError as exc:  # pragma: no cover - the extra is missing
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(code=2) from exc
+        raise _fail(exc) from exc
     if rows:
         try:
             summary = evaluate_to_file(rows, output, append=append, address=address, show_progress=True, **options)
         except GraphEvalError as exc:
-            console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(code=2) from exc
+            raise _fail(exc) from exc
     else:
         if not append:  # --no-resume and nothing to do: the output is the empty run
             from .jsonl import JsonlStore
@@ -453,10 +440,7 @@ def _evaluate_on_ray(
     counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
     counts.update(_usage_counts(summary.usage))
     problems.extend(summary.problems)
-    console.print(_summary_table(f"GraphEval on Ray ({options.get('mode')})", counts))
-    for problem in problems:
-        console.print(f"[yellow]{problem}[/yellow]")
-    console.print(f"reports written to {output}")
+    _finish(f"GraphEval on Ray ({options.get('mode')})", counts, problems, f"reports written to {output}")
 
 
 @app.command()
@@ -473,10 +457,7 @@ def correct(
     method: Annotated[Optional[str], typer.Option(hidden=True, help="Deprecated: --strategy.")] = None,
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec (extraction and correction).")] = None,
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, nli:<model>, judge:local:<name> (default: an LLM judge over --llm, else the offline local judge).")] = None,
-    threshold: Annotated[float, typer.Option(
-        "--hallucination-threshold", "--threshold",
-        help="The P(unsupported) above which a claim is unsupported and P(hallucination) above which a row is "
-             "flagged (--threshold: the same, older name).")] = 0.5,
+    threshold: _Threshold = 0.5,
     max_rounds: Annotated[int, typer.Option(help="Correct → re-check rounds (1 = the paper).")] = 1,
     guard: Annotated[str, typer.Option(help="off, reject or flag a change that drops a supported triple.")] = "off",
     batch_step1: Annotated[bool, typer.Option(help="Correct all flagged triples of an output in one call.")] = False,
@@ -556,10 +537,7 @@ def correct(
     counts["skipped (unreadable)"] = pending.unreadable
     counts.update(_usage_counts(usage[0]))
     title = f"{'Direct Prompt' if strategy == 'direct' else 'GraphCorrect'} ({fixer.describe() if counts['rows'] else strategy})"
-    console.print(_summary_table(title, counts))
-    for problem in problems:
-        console.print(f"[yellow]{problem}[/yellow]")
-    console.print(f"correction reports written to {output}")
+    _finish(title, counts, problems, f"correction reports written to {output}")
     pending.check_stopped()
     if report is not None:
         _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,
@@ -573,8 +551,7 @@ def _write_html_report(results: list[Path], out: Path, **kwargs: Any) -> None:
     try:
         run = write_run_report(results, out, **kwargs)
     except MissingDependencyError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(code=2) from exc
+        raise _fail(exc) from exc
     if isinstance(run, CorrectionRunView):
         console.print(f"HTML report of {run.total} correction(s) ({run.flagged} flagged, {run.changed} changed, "
                       f"{run.passed} pass the re-check, {run.errors + run.unreadable} with a problem) written to {out}")
@@ -612,10 +589,7 @@ def demo(
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec (default: an LLM judge over --llm, else the offline local LLM judge).")] = None,
     fast: Annotated[bool, typer.Option("--fast", help="Use the small local 0.5B model for both (a smaller download and memory; not quicker per row, less accurate).")] = False,
     examples: Annotated[Optional[Path], typer.Option(exists=True, dir_okay=False, help="Your own JSONL rows instead of the bundled ones.")] = None,
-    threshold: Annotated[float, typer.Option(
-        "--hallucination-threshold", "--threshold",
-        help="The P(unsupported) above which a claim is unsupported and P(hallucination) above which a row is "
-             "flagged (--threshold: the same, older name).")] = 0.5,
+    threshold: _Threshold = 0.5,
 ) -> None:
     """Check a few bundled examples (some faithful, some with planted errors) and print the verdicts."""
     import time
@@ -643,8 +617,7 @@ def demo(
         started = time.perf_counter()
         reports = engine.evaluate_many(rows, show_progress=True)
     except GraphEvalError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(code=2) from exc
+        raise _fail(exc) from exc
     elapsed = time.perf_counter() - started
     table = Table(title=f"GraphEval demo — {engine.describe()}", show_lines=True)
     for column in ("example", "expected", "verdict", "score", "unsupported triples (P(unsupported))"):

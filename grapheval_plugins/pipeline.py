@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import logging
 import threading
@@ -59,41 +60,30 @@ def _pack(sizes: Sequence[int], cap: int) -> list[slice]:
     return out
 
 
-async def _score_isolated(scorer: Scorer, requests: Sequence[_Request]) -> list[list[ClaimScore] | ScoringError]:
-    """Score several rows in one scorer pass, so that one bad row fails alone.
-
-    Returns, per request, its claim scores or the :class:`ScoringError` it raised. When the joint pass fails,
-    each request is scored on its own (a lone request is not scored twice). Errors outside the scorer contract
-    (anything but ``ScoringError``) propagate.
-    """
-    contexts = [c for ctxs, _ in requests for c in ctxs]
-    claims = [c for _, clms in requests for c in clms]
-    try:
-        scores = await scorer.acheck(contexts, claims)
-    except ScoringError as exc:
-        if len(requests) == 1:
-            return [exc]
-        out: list[list[ClaimScore] | ScoringError] = []
-        for ctxs, clms in requests:
-            try:
-                out.append(await scorer.acheck(ctxs, clms))
-            except ScoringError as row_exc:
-                out.append(row_exc)
-        return out
-    results: list[list[ClaimScore] | ScoringError] = []
-    start = 0
-    for ctxs, _ in requests:
-        results.append(scores[start : start + len(ctxs)])
-        start += len(ctxs)
-    return results
-
-
 async def _score_metered(
     scorer: Scorer, requests: Sequence[_Request]
 ) -> tuple[list[list[ClaimScore] | ScoringError], list[StageUsage]]:
-    """:func:`_score_isolated`, with each request's share of the pass's chat-model usage (by its claims)."""
+    """Per request, its scores or its :class:`ScoringError` (one joint pass, each alone when that fails), and its
+    share of the chat-model usage (by its claims)."""
+    results: list[list[ClaimScore] | ScoringError] = []
     with metered(detached=True) as meter:
-        results = await _score_isolated(scorer, requests)
+        try:
+            scores = await scorer.acheck([c for ctxs, _ in requests for c in ctxs],
+                                         [c for _, clms in requests for c in clms])
+        except ScoringError as exc:
+            if len(requests) == 1:  # a lone request is not scored twice
+                results.append(exc)
+            else:
+                for ctxs, clms in requests:
+                    try:
+                        results.append(await scorer.acheck(ctxs, clms))
+                    except ScoringError as row_exc:
+                        results.append(row_exc)
+        else:
+            start = 0
+            for ctxs, _ in requests:
+                results.append(scores[start : start + len(ctxs)])
+                start += len(ctxs)
     return results, meter.usage().split([len(clms) for _, clms in requests])
 
 
@@ -119,13 +109,8 @@ def _p(score: ClaimScore) -> float | None:
 
 
 class _CheckBatcher:
-    """Gathers the claims of concurrent ``aevaluate`` calls into shared scorer passes (one batcher per loop).
-
-    A pass starts ``max_wait_s`` after the first pending request, or at once when the pending claims reach
-    ``max_claims``; it takes pending requests in arrival order up to ``max_claims`` claims (a single larger
-    request goes alone), so early callers are not held back by a large crowd behind them. A request submitted
-    while a pass runs is served by a later pass of the same flush task.
-    """
+    """Gathers concurrent ``aevaluate`` calls' claims into shared scorer passes (one per loop): a pass starts
+    ``max_wait_s`` after the first request or when ``max_claims`` are pending, and takes requests in order."""
 
     def __init__(self, scorer: Scorer, max_wait_s: float, max_claims: int) -> None:
         self.scorer = scorer
@@ -147,14 +132,6 @@ class _CheckBatcher:
             self._flush_task = asyncio.ensure_future(self._flush())
         return await future
 
-    async def _wait_for_more(self) -> None:
-        if self._pending_claims >= self.max_claims:
-            return
-        try:
-            await asyncio.wait_for(self._full.wait(), self.max_wait_s)
-        except asyncio.TimeoutError:
-            pass
-
     def _take(self) -> list[tuple[_Request, asyncio.Future[tuple[list[ClaimScore], StageUsage]]]]:
         pending = [item for item in self._pending if not item[1].done()]  # drop callers that were cancelled
         first = _pack([len(req[1]) for req, _ in pending], self.max_claims)[:1]
@@ -169,7 +146,9 @@ class _CheckBatcher:
         # Loops until nothing is pending: no new flush task starts while this one runs, and nothing else would
         # serve a request submitted meanwhile.
         while self._pending:
-            await self._wait_for_more()
+            if self._pending_claims < self.max_claims:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._full.wait(), self.max_wait_s)
             batch = self._take()
             if not batch:
                 continue
@@ -203,71 +182,43 @@ class GraphEval:
     1. **Extract**: one chat-model call turns the output (never the context) into ``[entity, relation, entity]``
        triples (prompt A).
     2. **Check**: each triple, read as a sentence, is scored against the context: P(unsupported). Under the default
-       ``rule="hybrid"`` the whole output is scored too, as one more claim against the same context.
-    3. **Aggregate**: a named decision rule (:mod:`grapheval_plugins.aggregate`) gives the row's P(hallucination)
-       and its account of the verdict (``report.decision``): under ``rule="paper"`` (the paper's rule), the
-       largest triple's P(unsupported); under ``hybrid``, a combination of the whole output's and the largest
-       triple's, weighted for the scorer, prompt and fidelity setting
-       (:data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS`, fitted on labelled data sets). The output is a
-       hallucination iff P(hallucination) > ``hallucination_threshold``; the triples above the threshold are the
-       explanation. ``score = 1 − P(hallucination)`` (1 = faithful).
+       ``rule="hybrid"`` the whole output is scored too, as one more claim.
+    3. **Aggregate**: a decision rule (:mod:`grapheval_plugins.aggregate`) gives P(hallucination) and its account
+       (``report.decision``). The output is a hallucination iff P(hallucination) > ``hallucination_threshold``;
+       ``score = 1 − P(hallucination)`` (1 = faithful).
 
     ``mode="raw"`` skips extraction and scores the whole output as one claim: the paper's baseline.
 
     Args:
-        llm: a LangChain chat model, or a spec resolved by :func:`~grapheval_plugins.models.resolve_llm`
-            (``"local:qwen2.5-coder-1.5b"``, ``"bedrock:<model id>"`` …). ``None``: the offline default.
-            Resolved on first use, never in the constructor.
-        scorer: a :class:`~grapheval_plugins.check.Scorer`, or a spec for
-            :func:`~grapheval_plugins.models.resolve_scorer` (``"hhem"``, ``"trueteacher"``, ``"nli:<model>"``,
-            ``"judge:local:qwen2.5-coder-1.5b"`` …). ``None``: an LLM judge over ``llm`` when a model is given,
-            else the offline default (:func:`~grapheval_plugins.models.scorer_for`). A spec loads once per process
-            (:func:`~grapheval_plugins.shared.shared_scorer`): engines over the same spec share the model.
-        hallucination_threshold: the P(unsupported) above which a claim is unsupported (and the output a
-            hallucination); the paper's 0.5 by default. Hosts whose threshold means something else translate it
-            (DeepEval's minimum score ``t`` becomes ``1 − t``).
+        llm: a LangChain chat model or a spec for :func:`~grapheval_plugins.models.resolve_llm`; ``None``: the
+            offline default. Resolved on first use.
+        scorer: a :class:`~grapheval_plugins.check.Scorer` or a spec for
+            :func:`~grapheval_plugins.models.resolve_scorer`; ``None``: an LLM judge over ``llm`` when given, else
+            the offline default (:func:`~grapheval_plugins.models.scorer_for`). Specs load once per process.
+        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5).
         threshold: deprecated alias of ``hallucination_threshold`` (warns).
-        mode: ``"graph"`` (GraphEval) or ``"raw"`` (whole output as one hypothesis).
-        rule: graph mode's decision rule, a registered name (:data:`~grapheval_plugins.aggregate.RULES`) or a
-            :class:`~grapheval_plugins.aggregate.DecisionRule`: ``"hybrid"`` (default; with the offline default
-            scorer measured at least level with raw on ROC AUC on every benchmark set, docs/benchmarks.md) or
-            ``"paper"`` (the paper's procedure). A rule that needs fitted weights (``hybrid``) takes
-            ``hybrid_weights``, else those fitted for the scorer, ``prompt.version`` and ``fidelity``
-            (:func:`~grapheval_plugins.aggregate.fitted_weights`); an engine without any is decided by the paper's
-            rule.
-        method: deprecated alias of ``rule`` (warns; ``GraphCorrect``'s correction strategy is ``strategy=``).
-        hybrid_weights: the hybrid rule's weights for this engine, e.g. fitted on your labelled rows with
-            :func:`~grapheval_plugins.calibrate.fit_hybrid` (default: the entry of
-            :data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS` for the scorer's name, the prompt's version and
-            ``fidelity``).
+        mode: ``"graph"`` or ``"raw"``.
+        rule: the decision rule, a name in :data:`~grapheval_plugins.aggregate.RULES` or a
+            :class:`~grapheval_plugins.aggregate.DecisionRule`: ``"hybrid"`` (default) or ``"paper"``. Without
+            fitted weights (:func:`~grapheval_plugins.aggregate.fitted_weights`) the paper's rule decides.
+        method: deprecated alias of ``rule`` (warns).
+        hybrid_weights: the hybrid rule's weights (e.g. from :func:`~grapheval_plugins.calibrate.fit_hybrid`).
         prompt: prompt A; see :mod:`grapheval_plugins.extract.prompts`.
         max_retries: extra extraction calls when an answer cannot be parsed or the call raises.
-        cache: knowledge-graph cache: ``True`` (in memory, default), ``False``/``None`` (off), a path (SQLite
-            file), or a :class:`~grapheval_plugins.cache.KGCache`.
-        score_cache: claim-score cache (:mod:`grapheval_plugins.score_cache`), keyed by scorer, its fingerprint
-            (prompt, calibration), premise and claim, so that re-deciding or re-filtering scores only what changed:
-            ``None``/``False`` (off, default: every call scores its claims), ``True`` (in memory), a path (SQLite
-            file), or a :class:`~grapheval_plugins.score_cache.ScoreCache`.
-        fidelity: extraction fidelity, a round trip: ``"drop"`` scores triples against the output they were
-            extracted from (short-premise claims, after the context pass) and leaves out of the decision and of
-            ``claims`` every triple the output does not support (P(unsupported) above
-            :data:`~grapheval_plugins.aggregate.FIDELITY_THRESHOLD`), listing each in ``extraction.issues``; when
-            every triple of a row is dropped, the whole output is decided as one claim (as when nothing was
-            extracted). Only the triples the decision needs are scored
-            (:func:`~grapheval_plugins.aggregate.fidelity_to_check`: every triple above the threshold, then down
-            to the first one kept), which decides as scoring them all. ``"off"``: every triple counts. ``"auto"``
-            (default): ``"drop"`` where the hybrid weights in force were fitted for it (the offline default judge,
-            :data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS`), else ``"off"`` (the paper's procedure
-            and scorers without such weights are unchanged); :meth:`fidelity_in_force` says which.
+        cache: knowledge-graph cache: ``True`` (memory, default), ``False``/``None``, a SQLite path or a
+            :class:`~grapheval_plugins.cache.KGCache`.
+        score_cache: claim-score cache (:mod:`grapheval_plugins.score_cache`): ``None``/``False`` (default),
+            ``True``, a SQLite path or a :class:`~grapheval_plugins.score_cache.ScoreCache`.
+        fidelity: ``"drop"`` leaves out every triple the output itself does not support (listed in
+            ``extraction.issues``; see :func:`~grapheval_plugins.aggregate.fidelity_to_check`), ``"off"``, or
+            ``"auto"`` (default): see :meth:`fidelity_in_force`.
         max_concurrency: chat-model calls in flight at once in batch runs.
         check_batch_rows: rows whose claims go to the scorer together in :meth:`evaluate_many`.
-        max_batch_claims: most claims in one scorer pass, whether gathered from concurrent :meth:`aevaluate`
-            calls or from the rows of :meth:`evaluate_many` (the claims of a single row are never split).
+        max_batch_claims: most claims in one scorer pass (a single row's claims are never split).
         render_triple: how a triple becomes the scorer's hypothesis (default: the paper's concatenation).
         locate: find each triple's character span in the output.
-        show_progress: progress bars in batch runs (default: on for 2+ rows when attached to a terminal).
-        retry: the backoff of extraction calls that raised (a :class:`~grapheval_plugins.retry.RetryPolicy`;
-            default: ``max_retries + 1`` attempts with the policy's default backoff).
+        show_progress: progress bars in batch runs (default: on for 2+ rows on a terminal).
+        retry: the backoff of extraction calls that raised (:class:`~grapheval_plugins.retry.RetryPolicy`).
 
     Example:
         >>> from grapheval_plugins import GraphEval
@@ -370,12 +321,8 @@ class GraphEval:
         hallucination_threshold: float | None = None,
         method: aggregate.RuleLike | None = None,
     ) -> GraphEval:
-        """The process-wide engine for these models and this decision rule (also
-        :func:`~grapheval_plugins.registry.shared_engine`).
-
-        Every host adapter builds its engine here: a DeepEval metric, a Ragas metric and a Runnable over the same
-        specs and rule score with one engine, and its models load once. Nothing loads until first use.
-        ``method`` is a deprecated alias of ``rule`` (warns).
+        """The process-wide engine for these models and rule, which every host adapter uses; nothing loads until
+        first use. ``method`` is a deprecated alias of ``rule`` (warns).
 
         >>> GraphEval.shared(scorer="hhem") is GraphEval.shared(scorer="hhem:vectara/hallucination_evaluation_model")
         True
@@ -390,8 +337,7 @@ class GraphEval:
         return engine.with_options(hallucination_threshold=value)
 
     def with_options(self, *, hallucination_threshold: float | None = None) -> GraphEval:
-        """This engine deciding at another hallucination threshold, sharing its models, knowledge-graph cache and
-        scorer passes; ``self`` when nothing changes, and the same view for the same threshold every time.
+        """This engine at another hallucination threshold, sharing its models, caches and scorer passes.
 
         >>> from grapheval_plugins.testing import KeywordScorer
         >>> engine = GraphEval(scorer=KeywordScorer())
@@ -419,9 +365,8 @@ class GraphEval:
 
     @property
     def hallucination_threshold(self) -> float:
-        """The P(unsupported) above which a claim is unsupported, and P(hallucination) above which the output is a
-        hallucination. Read-only: an engine may be shared by many adapters, so another threshold is another view,
-        :meth:`with_options`, never a change to this one."""
+        """The P(unsupported) above which a claim (and P(hallucination) above which the output) is flagged.
+        Read-only: another threshold is another view, :meth:`with_options`."""
         return self._hallucination_threshold
 
     @hallucination_threshold.setter
@@ -450,8 +395,7 @@ class GraphEval:
 
     # ----------------------------------------------------------------- models (resolved lazily)
     def _resolved(self, name: str, resolve: Callable[[], Any]) -> Any:
-        """The model in ``self._<name>``, resolved on first access: the origin's (a view of an engine resolves
-        nothing of its own), else ``resolve()`` once, under the engine's lock."""
+        """``self._<name>``, resolved once: the origin's for a view, else ``resolve()`` under the lock."""
         if getattr(self, f"_{name}") is None:
             if self._origin is not None:
                 setattr(self, f"_{name}", getattr(self._origin, name))
@@ -495,21 +439,14 @@ class GraphEval:
                     )
         return self._extractor
 
-    async def _aextractor(self) -> TripleExtractor:
-        """:attr:`extractor`, resolved in a worker thread the first time (loading a model never blocks the loop)."""
-        if self._extractor is not None:
-            return self._extractor
-        return await asyncio.to_thread(lambda: self.extractor)
-
-    async def _ascorer(self) -> Scorer:
-        """:attr:`scorer`, resolved in a worker thread the first time."""
-        if self._scorer is not None:
-            return self._scorer
-        return await asyncio.to_thread(lambda: self.scorer)
+    async def _aget(self, name: str) -> Any:
+        """The model property ``name``, resolved in a worker thread the first time (never blocking the loop)."""
+        got = getattr(self, f"_{name}")
+        return got if got is not None else await asyncio.to_thread(getattr, self, name)
 
     async def _acheck_scorer(self) -> Scorer:
         """What scores the claims: :attr:`scorer`, behind the claim-score cache when there is one."""
-        scorer = await self._ascorer()
+        scorer: Scorer = await self._aget("scorer")
         if self.score_cache is None:
             return scorer
         cached = self._cached_scorer
@@ -529,10 +466,8 @@ class GraphEval:
         return batcher
 
     def describe(self, *, load: bool = True) -> str:
-        """``"<llm> + <scorer>"`` (or ``"raw + <scorer>"``): names every model a verdict depends on.
-
-        ``load=False`` names them from what was given to the constructor (spec strings, or the objects' names)
-        without loading anything; that name is the same before and after first use, so it suits cache keys.
+        """``"<llm> + <scorer>"`` (or ``"raw + <scorer>"``); ``load=False`` names them from the constructor's
+        arguments without loading anything (the same before and after first use).
 
         >>> GraphEval(scorer="hhem").describe(load=False)
         'local:qwen2.5-coder-1.5b + hhem'
@@ -561,15 +496,14 @@ class GraphEval:
 
     @property
     def method(self) -> str:
-        """Deprecated (warns): the name of the rule that decides this engine's rows, as its reports give it,
-        ``decision_rule()[0].name`` (:attr:`rule` is the rule asked for)."""
+        """Deprecated (warns): ``decision_rule()[0].name``."""
         warnings.warn("GraphEval.method is deprecated: read engine.decision_rule()[0].name (the rule that decides) "
                       "or engine.rule.name (the rule asked for)", DeprecationWarning, stacklevel=2)
         return self.decision_rule()[0].name
 
     def decision_rule(self) -> tuple[aggregate.DecisionRule, aggregate.HybridWeights | None]:
-        """The rule that decides this engine's rows, and the weights it gets: the paper's rule in raw mode, and in
-        place of a rule that needs fitted weights when none are fitted for this setting. Nothing loads.
+        """The rule that decides this engine's rows and its weights: the paper's in raw mode or when the rule's
+        weights are missing. Nothing loads.
 
         >>> GraphEval(scorer="hhem").decision_rule()[0].name
         'paper'
@@ -582,9 +516,8 @@ class GraphEval:
         return (self.rule, weights) if weights is not None else (aggregate.PAPER, None)
 
     def decision_weights(self) -> aggregate.HybridWeights | None:
-        """The fitted weights of the rule this engine decides by; ``None``: the rule needs none, or none are fitted
-        for this engine's scorer (its name and fingerprint), ``prompt.version`` and ``fidelity`` (then the paper's
-        rule decides), or raw mode. Nothing loads (the scorer is built, if an entry of its name needs its fingerprint).
+        """The weights of this engine's rule (``hybrid_weights``, else fitted for its scorer, prompt and fidelity);
+        ``None`` when the rule needs none or none are fitted. Nothing loads.
 
         >>> GraphEval().decision_weights().fitted_on.startswith("summeval+qags_c+qags_x")
         True
@@ -599,8 +532,7 @@ class GraphEval:
                                         self._scorer_fingerprint)
 
     def _scorer_fingerprint(self) -> str | None:
-        """The scorer's fingerprint, which fitted weights are keyed by (the scorer is built, nothing loads);
-        ``None`` when it cannot be built here (its run then fails with the reason)."""
+        """The scorer's fingerprint (built, not loaded); ``None`` when it cannot be built."""
         try:
             return self.scorer.fingerprint()
         except GraphEvalError:
@@ -611,11 +543,8 @@ class GraphEval:
         return self._scorer.name if self._scorer is not None else self.describe(load=False).split(" + ", 1)[1]
 
     def fidelity_in_force(self) -> aggregate.Fidelity:
-        """What ``fidelity`` means for this engine: ``"auto"`` (the default) is ``"drop"`` exactly when the engine's
-        rule takes fitted weights and weights fitted with extraction fidelity exist for its scorer and prompt
-        (:data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS`: the offline default judge has them), else ``"off"``
-        (the paper's procedure, raw mode, your own ``hybrid_weights``, a scorer without such weights). Nothing
-        loads.
+        """What ``fidelity`` means here: ``"auto"`` is ``"drop"`` exactly when weights fitted with fidelity exist
+        for the rule, scorer and prompt (:data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS`), else ``"off"``.
 
         >>> GraphEval().fidelity_in_force(), GraphEval(rule="paper").fidelity_in_force()
         ('drop', 'off')
@@ -639,15 +568,11 @@ class GraphEval:
     async def aevaluate(
         self, context: Any, output: Any, *, id: str | None = None, config: RunnableConfig | None = None
     ) -> Report:
-        """Check one output against its context.
-
-        Concurrent calls on one event loop share scorer passes (their claims are batched together).
+        """Check one output against its context; concurrent calls share scorer passes. Stage failures do not
+        raise: the report carries them (``errors``, ``hallucinated=None``).
 
         Raises:
-            InputError: the context or output is missing, empty or of the wrong type (the message names it).
-
-        Stage failures (the chat model raising on every retry, the scorer failing) do not raise: the report
-        carries them in ``errors`` with ``hallucinated=None``.
+            InputError: the context or output is missing, empty or of the wrong type.
         """
         sample = Sample.of(context, output, id)
         t0 = time.perf_counter()
@@ -674,23 +599,9 @@ class GraphEval:
         timings = {"extract": t1 - t0, "check": t2 - t1, "total": t2 - t0}
         return self._with_usage(self._report(sample, extraction, claims, scores, round_trip, timings), usage)
 
-    def evaluate_many(
-        self,
-        rows: Iterable[Any],
-        *,
-        context_key: str = "context",
-        output_key: str = "output",
-        id_key: str = "id",
-        show_progress: bool | None = None,
-        config: RunnableConfig | None = None,
-    ) -> list[Report]:
+    def evaluate_many(self, rows: Iterable[Any], **options: Any) -> list[Report]:
         """Check many rows. See :meth:`aevaluate_many`."""
-        return run_sync(
-            self.aevaluate_many(
-                rows, context_key=context_key, output_key=output_key, id_key=id_key,
-                show_progress=show_progress, config=config,
-            )
-        )
+        return run_sync(self.aevaluate_many(rows, **options))
 
     async def aevaluate_many(
         self,
@@ -702,50 +613,30 @@ class GraphEval:
         show_progress: bool | None = None,
         config: RunnableConfig | None = None,
     ) -> list[Report]:
-        """Check many rows: mappings with ``context``/``output`` (and optional ``id``) keys, or pairs.
-
-        Extraction calls run with at most ``max_concurrency`` in flight; the claims of ``check_batch_rows`` rows
-        at a time go to the scorer in one batched pass, after every row is extracted. A bad row never
-        stops the batch: its report carries the error (``errors``, ``hallucinated=None``). Reports come back in
-        the order of ``rows``.
-        """
+        """Check many rows (mappings with ``context``/``output``/``id`` keys, or pairs), reports in order.
+        Extraction runs ``max_concurrency`` at a time, then ``check_batch_rows`` rows per scorer pass; a bad row's
+        report carries its error."""
         rows = list(rows)
         show_progress = show_bars(show_progress, self.show_progress, len(rows))
         # The two stages of extract_rows / check_rows, with progress: one batch pipeline.
         bar = progress_bar(len(rows), "extract", enabled=show_progress and self.mode == "graph")
         try:
-            staged = await self._aextract_rows(
-                rows, context_key=context_key, output_key=output_key, id_key=id_key, config=config, positions=None,
-                on_row=lambda i, result: bar.update(1),
-            )
+            staged = await self.aextract_rows(rows, context_key=context_key, output_key=output_key, id_key=id_key,
+                                              config=config, on_row=lambda i, result: bar.update(1))
         finally:
             bar.close()
         pending = [r for r in staged if isinstance(r, ExtractedRow)]
         bar = progress_bar(len(pending), "check", enabled=show_progress)
         try:
-            checked = iter(await self._acheck_rows(pending, on_group=bar.update))
+            checked = iter(await self.acheck_rows(pending, on_group=bar.update))
         finally:
             bar.close()
         return [next(checked) if isinstance(r, ExtractedRow) else r for r in staged]
 
     # ----------------------------------------------------------------- the two stages, one at a time
-    def extract_rows(
-        self,
-        rows: Iterable[Any],
-        *,
-        context_key: str = "context",
-        output_key: str = "output",
-        id_key: str = "id",
-        config: RunnableConfig | None = None,
-        positions: Sequence[int] | None = None,
-    ) -> list[Report | ExtractedRow]:
+    def extract_rows(self, rows: Iterable[Any], **options: Any) -> list[Report | ExtractedRow]:
         """Stage 1 alone. See :meth:`aextract_rows`."""
-        return run_sync(
-            self.aextract_rows(
-                rows, context_key=context_key, output_key=output_key, id_key=id_key, config=config,
-                positions=positions,
-            )
-        )
+        return run_sync(self.aextract_rows(rows, **options))
 
     async def aextract_rows(
         self,
@@ -756,15 +647,12 @@ class GraphEval:
         id_key: str = "id",
         config: RunnableConfig | None = None,
         positions: Sequence[int] | None = None,
+        on_row: Callable[[int, Report | ExtractedRow], Any] | None = None,
     ) -> list[Report | ExtractedRow]:
-        """The extraction stage of :meth:`aevaluate_many` on its own, for running the stages apart (e.g. on a cluster).
-
-        Rows are read as in :meth:`aevaluate_many`, with at most ``max_concurrency`` chat-model calls in flight.
-        A row that fails here (bad input, the chat model raising on every retry) comes back as its final
-        :class:`~grapheval_plugins.types.Report`, the one :meth:`aevaluate_many` gives it; every other row as an
-        :class:`~grapheval_plugins.types.ExtractedRow` for :meth:`acheck_rows`. Results are in the order of
-        ``rows``. The scorer is not loaded. ``positions``: each row's index in the whole batch, for the messages
-        of input errors (``rows[i]``) when ``rows`` is one slice of it (default: 0, 1, …).
+        """The extraction stage of :meth:`aevaluate_many` alone: a row that fails here comes back as its final
+        :class:`~grapheval_plugins.types.Report`, every other as an :class:`~grapheval_plugins.types.ExtractedRow`
+        for :meth:`acheck_rows`. ``positions``: the rows' indices in the whole batch, for input-error messages;
+        ``on_row(i, result)`` is called as each row ``rows[i]`` is done.
 
         >>> from grapheval_plugins.testing import ScriptedChatModel, KeywordScorer
         >>> ge = GraphEval(llm=ScriptedChatModel(responses=['<python>[["Sky", "is", "green"]]</python>']),
@@ -775,23 +663,6 @@ class GraphEval:
         >>> ge.check_rows([pending])[0].hallucinated
         True
         """
-        return await self._aextract_rows(
-            rows, context_key=context_key, output_key=output_key, id_key=id_key, config=config, positions=positions,
-            on_row=None,
-        )
-
-    async def _aextract_rows(
-        self,
-        rows: Iterable[Any],
-        *,
-        context_key: str,
-        output_key: str,
-        id_key: str,
-        config: RunnableConfig | None,
-        positions: Sequence[int] | None,
-        on_row: Callable[[int, Report | ExtractedRow], Any] | None,
-    ) -> list[Report | ExtractedRow]:
-        """:meth:`aextract_rows`, calling ``on_row(i, result)`` as each row ``rows[i]`` is done."""
         rows = list(rows)
         where = list(range(len(rows))) if positions is None else list(positions)
         if len(where) != len(rows):
@@ -837,23 +708,15 @@ class GraphEval:
             raise
         return [r for r in results if r is not None]
 
-    def check_rows(self, rows: Sequence[ExtractedRow]) -> list[Report]:
+    def check_rows(self, rows: Sequence[ExtractedRow], **options: Any) -> list[Report]:
         """Stages 2 and 3 alone. See :meth:`acheck_rows`."""
-        return run_sync(self.acheck_rows(rows))
+        return run_sync(self.acheck_rows(rows, **options))
 
-    async def acheck_rows(self, rows: Sequence[ExtractedRow]) -> list[Report]:
-        """Score and decide rows extracted by :meth:`aextract_rows` (possibly by another process).
-
-        As in :meth:`aevaluate_many`: the claims of ``check_batch_rows`` rows at a time go to the scorer in one
-        pass, a scorer failure fails only its own row, and the reports are those :meth:`aevaluate_many` gives
-        (``llm`` names the chat model that extracted the row; the chat model is not loaded here).
-        """
-        return await self._acheck_rows(rows, on_group=None)
-
-    async def _acheck_rows(
-        self, rows: Sequence[ExtractedRow], *, on_group: Callable[[int], Any] | None
+    async def acheck_rows(
+        self, rows: Sequence[ExtractedRow], *, on_group: Callable[[int], Any] | None = None
     ) -> list[Report]:
-        """:meth:`acheck_rows`, calling ``on_group(n)`` after each scorer pass of ``n`` rows (progress)."""
+        """Score and decide rows from :meth:`aextract_rows` (maybe another process's): the reports
+        :meth:`aevaluate_many` gives; ``on_group(n)`` is called after each scorer pass of ``n`` rows."""
         reports: list[Report] = []
         for start in range(0, len(rows), self.check_batch_rows):
             group = rows[start : start + self.check_batch_rows]
@@ -895,7 +758,7 @@ class GraphEval:
         if self.mode == "raw":
             return None, self.claims_of(sample.output, None), None
         try:
-            extractor = await self._aextractor()
+            extractor: TripleExtractor = await self._aget("extractor")
             extraction = await extractor.aextract(sample.output, config=config)
         except ExtractionError as exc:
             return None, [], StageError(stage="extract", type=type(exc).__name__, message=str(exc))
@@ -904,10 +767,8 @@ class GraphEval:
         return extraction, self.claims_of(sample.output, extraction), None
 
     def claims_of(self, output: str, extraction: Extraction | None) -> list[tuple[str, Triple | None]]:
-        """What the check stage scores for ``output`` given its extraction (the ``claims`` of an
-        :class:`~grapheval_plugins.types.ExtractedRow`): each distinct triple rendered, then the whole output when
-        the decision rule or fidelity reads it; the whole output alone when there is no triple (raw mode, no
-        extraction, a fallback, nothing extracted).
+        """What the check stage scores: each distinct triple rendered, then the whole output when the rule or
+        fidelity reads it; the whole output alone when there is no triple.
 
         >>> from grapheval_plugins.testing import KeywordScorer
         >>> GraphEval(scorer=KeywordScorer(), mode="raw").claims_of("The sky is green.", None)
@@ -942,9 +803,8 @@ class GraphEval:
         self, claims: Sequence[tuple[str, Triple | None]], scores: Sequence[ClaimScore],
         round_trip: dict[int, ClaimScore],
     ) -> list[int]:
-        """Extraction fidelity, scored as far as the decision needs it: the indices of the triples to score against
-        the output itself next (``round_trip`` holds those already scored); ``[]`` when the row is settled or
-        fidelity is off (:func:`~grapheval_plugins.aggregate.fidelity_to_check`)."""
+        """The triples to score against the output next (:func:`~grapheval_plugins.aggregate.fidelity_to_check`);
+        ``[]`` when the row is settled or fidelity is off."""
         if self.fidelity_in_force() != "drop":
             return []
         p_context = [None if t is None else _p(score) for (_, t), score in zip(claims, scores)]
@@ -976,10 +836,7 @@ class GraphEval:
     async def _check_group(
         self, group: Sequence[tuple[Sample, list[tuple[str, Triple | None]]]]
     ) -> tuple[list[tuple[list[ClaimScore], dict[int, ClaimScore]] | StageError], list[dict[str, StageUsage]]]:
-        """Score a group of rows in passes of at most ``max_batch_claims`` claims, then their extraction fidelity
-        as far as each decision needs it (:meth:`_round_trip_next`), in passes too; one bad row fails alone.
-        Returns per row its claims' scores and its fidelity scores by claim index, or the row's error; and per row
-        the chat-model usage of its stages ``check`` and ``fidelity``."""
+        """Per row: its claims' scores and fidelity scores by claim index (or its error), and its usage by stage."""
         scorer = await self._acheck_scorer()
         scored = await _score_rows(scorer, [self._request(s, claims) for s, claims in group], self.max_batch_claims)
         results: list[tuple[list[ClaimScore], dict[int, ClaimScore]] | StageError] = [

@@ -1,9 +1,5 @@
-"""Typed, serialisable results of GraphEval. Imports nothing else from the package.
-
-Every model here is a pydantic model: ``report.model_dump()`` gives plain JSON-ready data and
-``Report.model_validate(data)`` reads it back. ``to_html()`` draws with the renderer that the package sets at import
-(:func:`set_html_renderer`, :func:`grapheval_plugins.report.report_html`), so this module needs nothing above it.
-"""
+"""Typed, serialisable (pydantic) results of GraphEval. Imports nothing else from the package: ``to_html()`` draws
+with the renderer the package sets at import (:func:`set_html_renderer`)."""
 
 from __future__ import annotations
 
@@ -36,9 +32,7 @@ __all__ = [
 Mode = Literal["graph", "raw"]
 """``"graph"``: check each extracted triple (GraphEval). ``"raw"``: check the whole output as one claim (baseline)."""
 Method = Literal["hybrid", "paper"]
-"""The names of the shipped decision rules (see :mod:`grapheval_plugins.aggregate`): ``hybrid`` (default) combines the
-whole output's score with its triples'; ``paper`` is the paper's rule, the largest P(unsupported) over the triples.
-A rule registered with :func:`~grapheval_plugins.aggregate.register_rule` is named by any string."""
+"""The names of the shipped decision rules (:mod:`grapheval_plugins.aggregate`); a registered rule may have any."""
 Case = Literal["faithful", "unsupported", "outweighed", "combined"]
 """The four ways a verdict can stand against the claims (see :class:`Decision`)."""
 
@@ -50,11 +44,8 @@ _html_renderer: list[HTMLRenderer] = []
 
 
 def set_html_renderer(renderer: HTMLRenderer) -> None:
-    """Set what ``to_html()`` and ``_repr_html_()`` of the results draw with.
-
-    The package sets :func:`grapheval_plugins.report.report_html` when it is imported; the result types themselves
-    import nothing from the report layer above them.
-    """
+    """Set what ``to_html()`` and ``_repr_html_()`` draw with (the package sets
+    :func:`grapheval_plugins.report.report_html` on import)."""
     _html_renderer[:] = [renderer]
 
 
@@ -99,7 +90,7 @@ def render_sentence(triple: Triple) -> str:
     >>> render_sentence(Triple(subject="the treaty", relation="was signed in", object="Vienna"))
     'The treaty was signed in Vienna.'
     """
-    text = f"{triple.subject} {triple.relation} {triple.object}".strip()
+    text = triple.sentence().strip()
     text = text[:1].upper() + text[1:]
     return text if text.endswith((".", "!", "?")) else text + "."
 
@@ -108,9 +99,8 @@ TRIPLE_RENDERERS: dict[str, Callable[[Triple], str]] = {
     "concat": Triple.sentence,
     "sentence": render_sentence,
 }
-"""How a triple becomes the scorer's hypothesis (``GraphEval(render_triple=...)``): ``concat`` (the paper: the
-three parts joined by spaces, :meth:`Triple.sentence`) or ``sentence`` (the same, capitalised and ending with a
-full stop)."""
+"""How a triple becomes the scorer's hypothesis (``GraphEval(render_triple=...)``): the paper's ``concat`` or a
+written ``sentence``."""
 
 
 class StageError(BaseModel):
@@ -122,12 +112,7 @@ class StageError(BaseModel):
 
 
 class StageUsage(BaseModel):
-    """The chat-model calls of one stage of one row (``extract``, ``check``, ``fidelity``, ``correct``) and their
-    tokens, read from each answer's ``usage_metadata``.
-
-    A token count is ``None`` when some call of the stage reported none (a model that does not meter its answers).
-    ``cost``: the US dollars the model itself reported for the calls (DeepEval's own models do), ``None`` when not
-    every call reported one; :func:`usage_cost` prices the tokens instead.
+    """The chat-model calls of one stage of one row and their tokens (from each answer's ``usage_metadata``).
 
     >>> a = StageUsage(calls=1, input_tokens=100, output_tokens=10)
     >>> (a + a).calls, (a + a).input_tokens, (a + StageUsage(calls=1, input_tokens=None)).input_tokens
@@ -155,8 +140,7 @@ class StageUsage(BaseModel):
                           output_tokens=tokens(self.output_tokens, other.output_tokens), cost=cost)
 
     def split(self, weights: list[int]) -> list[StageUsage]:
-        """This usage shared among parts in proportion to ``weights`` (rows' claims in one scorer pass): counts by
-        largest remainder, so the parts add up to the whole exactly.
+        """This usage shared in proportion to ``weights``, by largest remainder (the parts add up exactly).
 
         >>> [u.calls for u in StageUsage(calls=3, input_tokens=10, output_tokens=1).split([1, 1])]
         [2, 1]
@@ -253,8 +237,7 @@ class ClaimCheck(BaseModel):
 
 
 _THRESHOLD_NAMES = AliasChoices("hallucination_threshold", "threshold")
-"""The names the hallucination threshold reads from: JSON written before the field was renamed calls it
-``threshold``."""
+"""The names the hallucination threshold reads from (older JSON calls it ``threshold``)."""
 
 
 def _deprecated_threshold(owner: str, value: float) -> float:
@@ -280,13 +263,9 @@ def _case(flagged: bool, any_above: bool) -> Case:
 
 
 class Decision(BaseModel):
-    """A decision rule's own account of one row's verdict (:class:`~grapheval_plugins.aggregate.DecisionRule`):
-    what :meth:`Report.explanation`, hence every host's reason, is built from.
-
-    ``case`` states how the verdict stands against the claims above the hallucination threshold:
-    ``faithful`` (none above, not a hallucination), ``unsupported`` (a hallucination the claims above explain),
-    ``outweighed`` (not a hallucination although some claims are above: the rule's other terms outweighed them) and
-    ``combined`` (a hallucination with no single claim above: the rule's combination decided).
+    """A decision rule's account of one row's verdict, which every host's reason is built from. ``case``:
+    ``faithful`` (no claim above the threshold), ``unsupported`` (flagged, claims above), ``outweighed`` (not
+    flagged although claims are above) or ``combined`` (flagged with no claim above).
 
     >>> c = ClaimCheck(claim="a", p_unsupported=0.7, unsupported=True)
     >>> d = Decision.of("paper", 0.7, [c], 0.5)
@@ -300,15 +279,12 @@ class Decision(BaseModel):
     """The rule that decided (its registered name)."""
     p_hallucination: float
     hallucination_threshold: float = Field(validation_alias=_THRESHOLD_NAMES)
-    """The P(hallucination) above which the verdict is a hallucination (and the P(unsupported) above which a claim
-    is unsupported)."""
+    """The P(hallucination) (and P(unsupported) of a claim) above which it is flagged."""
     case: Case
     deciding: int | None = None
-    """Index in the report's ``claims`` of the claim that decided, or weighed most (the likeliest unsupported);
-    ``None`` when there is no claim."""
+    """Index in ``claims`` of the likeliest unsupported claim; ``None`` without claims."""
     why: str = ""
-    """The rule's own words for what outweighed or combined the claims (cases ``outweighed`` and ``combined``),
-    e.g. ``"the whole output's score"``."""
+    """The rule's words for what outweighed or combined the claims, e.g. ``"the whole output's score"``."""
 
     @property
     def hallucinated(self) -> bool:
@@ -323,9 +299,7 @@ class Decision(BaseModel):
     @classmethod
     def of(cls, rule: str, p_hallucination: float, claims: list[ClaimCheck], threshold: float,
            why: str = "", *, hallucinated: bool | None = None) -> Decision:
-        """The account of a verdict of ``p_hallucination`` over ``claims`` at ``threshold``: its case and its
-        deciding claim (the largest P(unsupported)). ``hallucinated``: the verdict when already known (a stored
-        report's), else ``p_hallucination > threshold``."""
+        """The account of ``p_hallucination`` over ``claims`` at ``threshold`` (``hallucinated``: a known verdict)."""
         if hallucinated is None:
             hallucinated = p_hallucination > threshold
         case = _case(hallucinated, any(c.p_unsupported > threshold for c in claims))
@@ -335,8 +309,7 @@ class Decision(BaseModel):
 
 
 class Explanation(BaseModel):
-    """The one explanation of a verdict, built by :meth:`Report.explanation` from the rule's :class:`Decision`;
-    every host formats it (``Report.explain()``, DeepEval's reason, Ragas's and LangChain's).
+    """The one explanation of a verdict (:meth:`Report.explanation`), which every host formats.
 
     >>> r = Report(output="x", mode="raw", hallucination_threshold=0.5, hallucinated=False, score=0.9)
     >>> r.explanation().summary
@@ -349,8 +322,7 @@ class Explanation(BaseModel):
     summary: str
     """One line: what the claims say and, when they alone did not decide, what did."""
     claims: list[ClaimCheck] = Field(default_factory=list)
-    """The claims to list, likeliest unsupported first: those above the threshold, or (case ``combined``) the one
-    that weighed most."""
+    """The claims above the threshold to list, likeliest unsupported first."""
     more: int = 0
     """Claims above the threshold left out of ``claims`` (beyond ``max_claims``)."""
     note: str | None = None
@@ -358,49 +330,34 @@ class Explanation(BaseModel):
 
 
 class Report(BaseModel):
-    """GraphEval's verdict on one ``(context, output)`` pair.
-
-    ``score`` follows the convention of DeepEval and Ragas: 1 = faithful, ``1 − P(hallucination)``.
-    ``hallucinated`` is ``P(hallucination) > hallucination_threshold``; P(hallucination) is, under the paper's rule
-    (``GraphEval(rule="paper")``, and in raw mode), the largest ``p_unsupported`` over the claims, and under ``hybrid`` a
-    fitted combination of the whole output's and the triples' (:mod:`grapheval_plugins.aggregate`). Both are
-    ``None`` when the sample errored.
-    """
+    """GraphEval's verdict on one ``(context, output)`` pair: ``hallucinated`` is P(hallucination) >
+    ``hallucination_threshold`` and ``score`` is ``1 − P(hallucination)`` (1 = faithful); both ``None`` on error."""
 
     output: str
     mode: Mode
     hallucination_threshold: float = Field(validation_alias=_THRESHOLD_NAMES)
-    """The P(unsupported) above which a claim is unsupported, and the P(hallucination) above which the output is a
-    hallucination (JSON written before this field was renamed calls it ``threshold``; it still reads)."""
+    """The P(unsupported) and P(hallucination) above which a claim and the output are flagged."""
     hallucinated: bool | None = None
     score: float | None = None
     """``1 − P(hallucination)`` (``None`` on error)."""
     method: str | None = None
-    """The decision rule of a graph-mode report, by name (``"hybrid"``, ``"paper"`` or a registered rule's; ``None``:
-    raw mode, or a report written before rules were named, which used the paper's)."""
+    """The decision rule's name (``None``: raw mode, or an older report, decided by the paper's rule)."""
     claims: list[ClaimCheck] = Field(default_factory=list)
     whole_output: ClaimCheck | None = None
-    """Under the ``hybrid`` rule, the whole output scored as one claim: the rule's other input beside ``claims``
-    (``None`` in raw mode, under the paper's rule, and when nothing was extracted: then the whole output is the
-    one claim in ``claims``)."""
+    """Under the ``hybrid`` rule, the whole output scored as one claim (``None`` when it is in ``claims``)."""
     extraction: Extraction | None = None
     llm: str | None = None
     scorer: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     """Seconds spent per stage: ``extract``, ``check``, ``total``."""
     errors: list[StageError] = Field(default_factory=list)
-    """What failed. A stage failure leaves no verdict (``ok`` is False). A claim the scorer could not judge is listed
-    here (stage ``check``) and left out of ``claims``; the verdict stands only if another claim decides it
-    (some claim is unsupported), else ``hallucinated`` and ``score`` are ``None``."""
+    """What failed: a stage (no verdict), or a claim the scorer could not judge (left out of ``claims``)."""
     id: str | None = None
     """Optional identifier of the sample, carried through batch runs."""
     decision: Decision | None = None
-    """The rule's own account of the verdict (``None`` without a verdict; a report written before rules gave one is
-    read as the paper's rule would account for it)."""
+    """The rule's own account of the verdict (``None`` without one)."""
     usage: dict[str, StageUsage] = Field(default_factory=dict)
-    """The chat-model calls and tokens of each stage this row ran (``extract``, ``check``, ``fidelity``), from the
-    answers' ``usage_metadata``; a scorer pass shared by several rows is shared among them by their claims (the
-    totals are exact). A scorer that is no chat model (the local judge, HHEM, NLI) makes no calls."""
+    """The chat-model calls and tokens of each stage (a shared scorer pass split by claims)."""
 
     @property
     def threshold(self) -> float:
@@ -408,8 +365,7 @@ class Report(BaseModel):
         return _deprecated_threshold("Report", self.hallucination_threshold)
 
     def cost(self, prices: Mapping[str, float] | None = None) -> float | None:
-        """US dollars of this row's calls (:func:`usage_cost`): the cost the model reported, else the tokens at
-        ``prices`` (``{"input": usd_per_1M_tokens, "output": usd_per_1M_tokens}``); ``None`` when unknown."""
+        """US dollars of this row's calls (:func:`usage_cost`)."""
         return usage_cost(self.usage, prices)
 
     @computed_field  # type: ignore[prop-decorator]
@@ -429,14 +385,8 @@ class Report(BaseModel):
         return [c.triple for c in self.claims if c.triple is not None]
 
     def explanation(self, max_claims: int = 10, *, min_score: float | None = None) -> Explanation:
-        """The one explanation of the verdict, built from the rule's :class:`Decision`, that every host formats.
-
-        ``claims`` lists at most ``max_claims`` of the claims above the threshold, likeliest unsupported first (and
-        the likeliest one when none is above but the output is flagged). ``min_score``: for a host whose threshold
-        is a minimum score (DeepEval's, translated to this report's threshold): the verdict is ``score <
-        min_score`` and a claim is unsupported when ``1 − P(unsupported) < min_score``, as the host computes them
-        (they differ from the report's own only at floating-point ties).
-        """
+        """The one explanation of the verdict, listing at most ``max_claims`` claims; ``min_score``: judge in a
+        minimum-score host's terms (``score < min_score``)."""
         if not self.ok:
             msg = "; ".join(f"{e.stage}: {e.message}" for e in self.errors) or "no verdict"
             return Explanation(verdict="error", summary=msg)
@@ -491,8 +441,7 @@ class Report(BaseModel):
         return "\n".join(lines)
 
     def to_html(self, context: str | None = None) -> str:
-        """A self-contained HTML page: the output with each claim's span highlighted by verdict, the knowledge
-        graph drawn, and ``context`` (when given) with the deciding passages marked. Needs the ``report`` extra.
+        """A self-contained HTML page of the report (and ``context``). Needs the ``report`` extra.
 
         >>> r = Report(output="<b>x</b>", mode="raw", hallucination_threshold=0.5, hallucinated=False, score=0.9)
         >>> "&lt;b&gt;x&lt;/b&gt;" in r.to_html()
@@ -505,11 +454,8 @@ class Report(BaseModel):
         return render_html(self, document=False)
 
 class ExtractedRow(BaseModel):
-    """One row between the two stages of :class:`~grapheval_plugins.GraphEval`: extracted, not yet scored.
-
-    Produced by :meth:`GraphEval.extract_rows <grapheval_plugins.GraphEval.extract_rows>` and consumed by
-    :meth:`GraphEval.check_rows <grapheval_plugins.GraphEval.check_rows>`. It is plain data (``model_dump_json`` /
-    ``model_validate_json`` round-trip it), so the two stages can run in different processes or machines.
+    """One row between :meth:`GraphEval.extract_rows <grapheval_plugins.GraphEval.extract_rows>` and
+    :meth:`~grapheval_plugins.GraphEval.check_rows`: plain data, so the stages can run in different processes.
 
     >>> row = ExtractedRow(id="1", context="Paris is in France.", output="Paris is in France.",
     ...                    claims=[("Paris is in France", Triple.from_list(["Paris", "is in", "France"]))])

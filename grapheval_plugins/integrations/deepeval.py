@@ -1,43 +1,10 @@
-"""GraphEval as a DeepEval metric: :class:`GraphEvalMetric`.
+"""GraphEval as a DeepEval metric: :class:`GraphEvalMetric` (how to use it: the DeepEval guide).
 
-Setup:
-    .. code-block:: bash
-
-        pip install 'grapheval-plugins[deepeval,offline]'   # DeepEval + the offline default models
-        export DEEPEVAL_TELEMETRY_OPT_OUT=YES                 # optional: DeepEval's own telemetry off
-
-Use it next to the metrics a suite already has, and run the suite with ``deepeval test run`` or plain pytest:
-
-.. code-block:: python
-
-    from deepeval import assert_test
-    from deepeval.metrics import AnswerRelevancyMetric
-    from deepeval.test_case import LLMTestCase
-    from grapheval_plugins.integrations.deepeval import GraphEvalMetric
-
-    graph_eval = GraphEvalMetric(threshold=0.5)  # offline default models; nothing is loaded here
-
-    def test_answer():
-        case = LLMTestCase(input="Where is the Eiffel Tower?", actual_output="It is in Rome.",
-                           retrieval_context=["The Eiffel Tower is in Paris."])
-        assert_test(case, [graph_eval, AnswerRelevancyMetric()])
-
-The score follows DeepEval's direction (1 = faithful): ``score = 1 − P(hallucination)`` (the engine's decision
-rule over the output's knowledge graph: the hybrid rule by default, or the paper's, the largest triple's
-P(unsupported); see :mod:`grapheval_plugins.aggregate`), and a case passes iff ``score >= threshold``. DeepEval's
-``threshold`` is a minimum score; the engine's hallucination threshold is translated from it (``1 − threshold``),
-so the engine flags exactly the cases that fail, and ``suggest_correction`` corrects them.
-
-The extraction model follows DeepEval's ``model=`` convention: a ``DeepEvalBaseLLM`` (your own, or one of
-DeepEval's) or a model name DeepEval resolves (``model="gpt-4o"``). ``llm=`` takes a LangChain chat model or a
-GraphEval spec (``"local:qwen2.5-coder-1.5b"``) instead; with neither, the offline default is used, never a paid API.
-
-Errors follow DeepEval's conventions. A test case without ``actual_output`` or grounding (``None``, empty or blank)
-raises :class:`deepeval.errors.MissingTestCaseParamsError`: ``deepeval test run -s`` (``skip_on_missing_params``)
-skips it, ``-i`` (``ignore_errors``) records it as an errored case. Any other failure (the chat model raising on
-every retry, the scorer failing, a model that cannot be loaded) sets ``metric.error`` and raises a
-:class:`~grapheval_plugins.exceptions.GraphEvalError`; with ``ignore_errors`` the run records it and carries on
-with the other test cases, as DeepEval does for its own metrics.
+``score = 1 − P(hallucination)`` (1 = faithful); a case passes iff ``score >= threshold``, and the engine decides at
+the hallucination threshold ``1 − threshold``. ``model=`` follows DeepEval's convention, ``llm=`` takes a LangChain
+chat model or a spec; with neither, the offline default. A case without ``actual_output`` or grounding raises
+:class:`deepeval.errors.MissingTestCaseParamsError`; any other failure sets ``metric.error`` and raises a
+:class:`~grapheval_plugins.exceptions.GraphEvalError`.
 """
 
 from __future__ import annotations
@@ -46,6 +13,7 @@ import asyncio
 import threading
 import warnings
 import weakref
+from collections.abc import Callable
 from typing import Any, Literal
 
 from .. import (
@@ -133,11 +101,6 @@ class _NamedModel:
         return self._model
 
 
-def _answer_text(answer: Any) -> str:
-    """The text of a ``generate`` answer: DeepEval's own models return ``(text, cost)``, custom ones the text."""
-    return str(_costed(answer).answer)
-
-
 def _costed(answer: Any) -> Costed:
     """A ``generate`` answer as text and cost: DeepEval's own models return ``(text, cost)`` (the cost in US dollars,
     summed into ``evaluation_cost``), custom ones the text (cost unknown)."""
@@ -150,36 +113,26 @@ def _costed(answer: Any) -> Costed:
 
 
 def _adapt(model: Any) -> PromptChatModel:
-    if isinstance(model, str):
-        named = _NamedModel(model)
+    get: Callable[[], Any] = _NamedModel(model).get if isinstance(model, str) else (lambda: model)
 
-        def generate(prompt: str) -> Costed:
-            return _costed(named.get().generate(prompt))
+    def generate(prompt: str) -> Costed:
+        return _costed(get().generate(prompt))
 
-        async def agenerate(prompt: str) -> Costed:
-            return _costed(await named.get().a_generate(prompt))
+    async def agenerate(prompt: str) -> Costed:
+        return _costed(await get().a_generate(prompt))
 
-        return PromptChatModel(complete=generate, acomplete=agenerate, label=f"deepeval:{model}")
-
-    def generate_with(prompt: str) -> Costed:
-        return _costed(model.generate(prompt))
-
-    async def agenerate_with(prompt: str) -> Costed:
-        return _costed(await model.a_generate(prompt))
-
-    try:
-        name = str(model.get_model_name())
-    except Exception:  # noqa: BLE001 - a name is a nicety; the class name will do
-        name = type(model).__name__
-    return PromptChatModel(complete=generate_with, acomplete=agenerate_with, label=f"deepeval:{name}")
+    name = model
+    if not isinstance(model, str):
+        try:
+            name = str(model.get_model_name())
+        except Exception:  # noqa: BLE001 - a name is a nicety; the class name will do
+            name = type(model).__name__
+    return PromptChatModel(complete=generate, acomplete=agenerate, label=f"deepeval:{name}")
 
 
 def deepeval_chat_model(model: Any) -> PromptChatModel:
-    """A DeepEval model (a ``DeepEvalBaseLLM`` or a model name DeepEval resolves) as the chat model GraphEval's
-    extractor calls: the prompt is rendered to text, ``generate`` / ``a_generate`` answer it.
-
-    One adapter per model object (and per name) in the process, so every copy of a metric shares one engine.
-    A name is resolved by DeepEval (``deepeval.metrics.utils.initialize_model``) on the first call.
+    """A ``DeepEvalBaseLLM`` or a model name DeepEval resolves (on the first call) as the chat model GraphEval's
+    extractor calls; one adapter per model in the process.
 
     Raises:
         InputError: ``model`` is neither a ``DeepEvalBaseLLM`` nor a name.
@@ -197,49 +150,31 @@ def deepeval_chat_model(model: Any) -> PromptChatModel:
 
 
 class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped in DeepEval
-    """GraphEval (knowledge-graph hallucination detection) as a DeepEval metric.
-
-    Reads ``actual_output`` and the grounding from ``context`` or, when that is absent, ``retrieval_context``
-    (see ``context_field``); extracts the output's knowledge graph with one chat-model call and scores every triple
-    against the grounding. ``score = 1 − P(hallucination)`` (1 = faithful); the case passes iff
-    ``score >= threshold``.
+    """GraphEval as a DeepEval metric: reads ``actual_output`` and the grounding (``context_field``);
+    ``score = 1 − P(hallucination)``, the case passes iff ``score >= threshold``.
 
     Args:
-        threshold: minimum passing score (DeepEval's convention). The engine decides at the hallucination threshold
-            ``1 − threshold`` (a claim is unsupported iff P(unsupported) > 1 − threshold), so ``threshold=0.8``
-            flags, and corrects, every case scoring below 0.8. The default 0.5 decides at the engine's default, 0.5.
-        grapheval: the engine to use, passed by reference to every copy DeepEval makes (its loaded models are
-            shared), seen at the metric's threshold. Build one yourself for options beyond
-            ``llm``/``scorer``/``mode`` (cache file, prompt, retries …).
-        model: DeepEval's convention for the model: a ``DeepEvalBaseLLM`` or a model name DeepEval resolves
-            (``"gpt-4o"``). Without ``scorer``, it extracts, judges and corrects (its text answers are parsed).
-        llm: chat model or spec when no engine is given; without ``scorer`` it judges too. Neither ``model`` nor
-            ``llm``: the offline local pair (:func:`~grapheval_plugins.models.scorer_for`).
-        scorer: scorer, spec or ``DeepEvalBaseLLM`` (an LLM judge over it) when no engine is given.
-        mode: ``"graph"`` (default) or ``"raw"`` (the whole output scored as one claim: the paper's baseline).
-        rule: the decision rule when no engine is given: ``"hybrid"`` (default), ``"paper"`` (the paper's rule,
-            the largest triple's P(unsupported)) or a registered rule's name; an engine's own applies otherwise.
-            With an engine, ``None`` or the engine's own rule.
+        threshold: minimum passing score; the engine decides at the hallucination threshold ``1 − threshold``.
+        grapheval: the engine, shared by reference by every copy DeepEval makes, seen at the metric's threshold.
+        model: a ``DeepEvalBaseLLM`` or a model name DeepEval resolves; without ``scorer`` it judges too.
+        llm: a chat model or spec when no engine is given; without ``scorer`` it judges too. Neither ``model`` nor
+            ``llm``: the offline default pair.
+        scorer: a scorer, spec or ``DeepEvalBaseLLM`` (an LLM judge over it) when no engine is given.
+        mode: ``"graph"`` (default) or ``"raw"``.
+        rule: the decision rule when no engine is given (``"hybrid"``, ``"paper"`` …).
         method: deprecated alias of ``rule`` (warns).
-        context_field: ``"auto"`` (default), ``"context"`` or ``"retrieval_context"``.
+        context_field: ``"auto"`` (``context``, else ``retrieval_context``), ``"context"`` or ``"retrieval_context"``.
         include_reason: put the unsupported triples, their probabilities and evidence in ``reason``.
-        strict_mode: DeepEval's strict mode: the threshold becomes 1 and the score is 1 or 0: 1 only when every
-            claim is supported, i.e. the output is not a hallucination and no claim (nor the whole output, where
-            the rule scores it) has P(unsupported) above the engine's hallucination threshold (0.5 for a built
-            engine; ``threshold`` is then not read).
+        strict_mode: score 1 only when no claim is unsupported at the engine's threshold, else 0.
         async_mode: kept for DeepEval's display; scoring always runs off the event loop.
         verbose_mode: print the whole knowledge graph with every score after each measure.
-        suggest_correction: ``True`` (or a configured :class:`~grapheval_plugins.correct.GraphCorrect` over the same
-            engine): for a case GraphEval flags, ask GraphCorrect for a corrected output and append it to
-            ``reason``. Costs a few chat-model calls per flagged case; a failed correction is noted, never raised.
+        suggest_correction: ``True`` or a :class:`~grapheval_plugins.correct.GraphCorrect`: a flagged case's
+            reason gets a suggested correction (a failed one is noted, never raised).
         prices: US dollars per million tokens, ``{"input": ..., "output": ...}``, for ``evaluation_cost`` when the
-            model does not report its cost (DeepEval's own models do, and that cost is used). ``evaluation_cost``
-            is the sum over every stage's chat-model calls (``report.usage``, plus a suggested correction's);
-            ``None`` when neither a reported cost nor prices with token counts are known.
+            model does not report its cost.
 
-    Models are never loaded in the constructor: they load on the first measured test case, once per process
-    (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`: a Ragas metric or a Runnable over the same
-    specs uses the same engine). Concurrent test cases share scorer passes (``evaluate()`` runs 20 at a time).
+    Models load on the first measured case, once per process (:meth:`GraphEval.shared
+    <grapheval_plugins.GraphEval.shared>`).
 
     Example:
         >>> from deepeval.test_case import LLMTestCase
@@ -315,26 +250,15 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         self.prices = _check_prices(prices)
         self._engine = options.engine()
         self.evaluation_model = self._engine.describe(load=False)
-        self.evaluation_cost = None
-        self.score = None
-        self.success = None
-        self.reason = None
-        self.error = None
-        self.verbose_logs = None
+        self.score = self.success = self.reason = self.error = self.verbose_logs = self.evaluation_cost = None
 
     @property
     def engine(self) -> GraphEval:
-        """The GraphEval engine this metric (and every copy of it) shares: the one given as ``grapheval``, else the
-        process-wide engine for its models. Cases are decided by ``engine.with_options(hallucination_threshold=
-        1 - threshold)``: the same models, cache and scorer passes, at the metric's threshold."""
+        """The engine this metric and its copies share (cases are decided by a view of it at ``1 - threshold``)."""
         return self.grapheval if self.grapheval is not None else self._engine
 
     def warm_up(self) -> Report:
-        """Load the models now and check one tiny sample with them; returns its report.
-
-        Local models otherwise load during the first measured test case, inside DeepEval's per-test-case timeout
-        (180 s by default): call this once before a suite (e.g. in a session fixture) on a slow machine.
-        """
+        """Load the models now (outside DeepEval's per-case timeout) and check one tiny sample; its report."""
         report = self._engine.evaluate("The sky is blue.", "The sky is blue.")
         _raise_for_report(report)
         _LOADED.add(self._engine)

@@ -1,15 +1,13 @@
 """GraphEval as a LangChain ``Runnable``: put it at the end of a RAG chain.
 
-The answer and the retrieved documents go in, a :class:`~grapheval_plugins.types.Report` comes out beside them.
-The chat model that extracts the knowledge graph runs as a child of the GraphEval run, so callbacks, tags and
-metadata reach it and tracing (LangSmith, ``astream_events``, your own handlers) shows the nested runs.
+The answer and the retrieved documents go in, a :class:`~grapheval_plugins.types.Report` comes out beside them;
+the chat-model calls run as child runs, so callbacks and tracing see them.
 
 * :class:`GraphEvalRunnable` adds GraphEval's report to the row;
 * :class:`GraphCorrectRunnable` replaces a flagged answer by GraphCorrect's correction;
 * :func:`route_on_hallucination` checks, then sends flagged rows to a corrector or a chain that regenerates.
 
 >>> from langchain_core.documents import Document
->>> from langchain_core.runnables import RunnablePassthrough
 >>> from grapheval_plugins import GraphEval
 >>> from grapheval_plugins.integrations.langchain import GraphEvalRunnable
 >>> from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
@@ -21,14 +19,8 @@ metadata reach it and tracing (LangSmith, ``astream_events``, your own handlers)
 >>> sorted(out), out["grapheval"].hallucinated
 (['answer', 'context', 'grapheval', 'question'], True)
 
-Inside a chain, add the report under a key of your choice with ``RunnablePassthrough.assign`` and
-``report_only=True``:
 
->>> chain = RunnablePassthrough.assign(verdict=check.with_options(report_only=True))
->>> print(chain.invoke({"context": "The Eiffel Tower is in Paris.",
-...                     "answer": "The Eiffel Tower is located in Rome."})["verdict"].explain())
-hallucination (score 0.250): 1 of 1 claim unsupported
-- ['The Eiffel Tower', 'located in', 'Rome'] p_unsupported=0.750
+Inside a chain: ``RunnablePassthrough.assign(verdict=check.with_options(report_only=True))``.
 """
 
 from __future__ import annotations
@@ -37,7 +29,6 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, cast
 
-from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
 from langchain_core.runnables import (
     Runnable,
     RunnableBranch,
@@ -135,21 +126,13 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
     def _max_concurrency(self) -> int:  # pragma: no cover - overridden
         return 4
 
-    # The helpers below take ``run_manager`` and ``config``: LangChain passes the child config (callbacks of this
-    # run) as ``config``, so the chat-model calls inside become nested runs.
-    def _row(self, row: dict[str, Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> Any:
-        return run_sync(self._arow(row, config))
-
-    async def _arow_traced(
-        self, row: dict[str, Any], run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
-    ) -> Any:
-        return await self._arow(row, config)
-
+    # LangChain passes the child config (callbacks of this run) as ``config``: the chat-model calls nest under it.
     def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return self._call_with_config(self._row, input, config, **kwargs)
+        return self._call_with_config(lambda row, config: run_sync(self._arow(row, config)), input, config, **kwargs)
 
     async def ainvoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return await self._acall_with_config(self._arow_traced, input, config, **kwargs)
+        return await self._acall_with_config(lambda row, run_manager, config: self._arow(row, config), input, config,
+                                             **kwargs)
 
     # ----------------------------------------------------------------- many rows
     async def _amany(self, rows: list[dict[str, Any]], config: list[RunnableConfig]) -> list[Any]:
@@ -165,19 +148,6 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
 
         return list(await asyncio.gather(*(one(r, c) for r, c in zip(rows, config))))
 
-    def _many(
-        self, rows: list[dict[str, Any]], run_manager: list[CallbackManagerForChainRun], config: list[RunnableConfig]
-    ) -> list[Any]:
-        return run_sync(self._amany(rows, config))
-
-    async def _amany_traced(
-        self,
-        rows: list[dict[str, Any]],
-        run_manager: list[AsyncCallbackManagerForChainRun],
-        config: list[RunnableConfig],
-    ) -> list[Any]:
-        return await self._amany(rows, config)
-
     def batch(
         self,
         inputs: list[dict[str, Any]],
@@ -190,7 +160,8 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
 
         At most ``max_concurrency`` rows (from the config, else the engine's) are in flight at once.
         """
-        return self._batch_with_config(self._many, inputs, config, return_exceptions=return_exceptions, **kwargs)
+        return self._batch_with_config(lambda rows, config: run_sync(self._amany(rows, config)), inputs, config,
+                                       return_exceptions=return_exceptions, **kwargs)
 
     async def abatch(
         self,
@@ -201,51 +172,29 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
         **kwargs: Any,
     ) -> list[Any]:
         """Async :meth:`batch`."""
-        return await self._abatch_with_config(
-            self._amany_traced, inputs, config, return_exceptions=return_exceptions, **kwargs
-        )
+        return await self._abatch_with_config(lambda rows, run_manager, config: self._amany(rows, config), inputs,
+                                              config, return_exceptions=return_exceptions, **kwargs)
 
 
 class GraphEvalRunnable(_RowRunnable):
     """Checks the answer of a RAG chain against its grounding with GraphEval.
 
-    Input: a dict holding the answer (a string or an ``AIMessage``) and its grounding (a string, or a list of
-    strings or ``Document``\\ s), under the first of ``answer_keys`` / ``context_keys`` present. Output: the input
-    with the :class:`~grapheval_plugins.types.Report` added under ``report_key``, or the report alone with
-    ``report_only=True`` (the form for ``RunnablePassthrough.assign``).
-
-    ``invoke``/``ainvoke`` run one check; ``batch``/``abatch`` run the rows concurrently on one event loop (at most
-    ``max_concurrency`` from the config, else the engine's ``max_concurrency``) so the scorer sees their claims in
-    shared passes. A stage failure does not raise: the report carries it (``report.ok`` is False). An input
-    without an answer or a context raises :class:`~grapheval_plugins.exceptions.InputError`.
+    Input: a dict with the answer (a string or an ``AIMessage``) and its grounding (a string, ``Document``\\ s or a
+    list), under the first of ``answer_keys`` / ``context_keys`` present. Output: the input with the
+    :class:`~grapheval_plugins.types.Report` under ``report_key``, or the report alone (``report_only=True``). A
+    stage failure does not raise (the report carries it); an input without an answer or context raises
+    :class:`~grapheval_plugins.exceptions.InputError`.
 
     Args:
-        grapheval: the engine; when not given, the process-wide engine for ``llm`` and ``scorer``
-            (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`: Runnables, DeepEval and Ragas metrics
-            over the same specs share it, and its models load once).
-        llm, scorer: models or specs for that shared engine (they resolve on first use).
-        mode, rule: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, ``"paper"``, or a
-            registered rule's name), for that shared engine (an engine's own apply otherwise).
+        grapheval: the engine; else the process-wide one for ``llm`` and ``scorer``
+            (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`).
+        llm, scorer, mode, rule: for that shared engine (an engine's own apply otherwise).
         method: deprecated alias of ``rule`` (warns).
-        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default: the engine's,
-            0.5). With a given engine, the Runnable scores with a view of it at this threshold (same models, cache
-            and scorer passes), as every adapter does; the engine itself is not changed.
+        hallucination_threshold: the engine's threshold for this Runnable (a view; the engine is not changed).
         answer_keys: keys tried in turn for the answer (default ``("answer", "output")``).
         context_keys: keys tried in turn for the grounding (default ``("context", "documents")``).
         report_key: where the report goes in the output dict (default ``"grapheval"``).
         report_only: return the report alone.
-
-    Setup::
-
-        pip install 'grapheval-plugins[offline]'      # or [aws] for Claude on Bedrock, [hf] for HHEM
-
-    Instantiate::
-
-        check = GraphEvalRunnable(llm="bedrock:anthropic.claude-v2", scorer="hhem")
-        rag = {"context": retriever, "question": RunnablePassthrough()} | RunnablePassthrough.assign(
-            answer=prompt | chat | StrOutputParser()) | check
-        out = rag.invoke("Who founded the company?")
-        out["grapheval"].hallucinated, out["grapheval"].explain()
     """
 
     name: str | None = "GraphEval"
@@ -287,27 +236,19 @@ class GraphEvalRunnable(_RowRunnable):
 class GraphCorrectRunnable(_RowRunnable):
     """Corrects the answer of a RAG chain with GraphCorrect (detect, fix the flagged triples, check again).
 
-    Input: a dict like :class:`GraphEvalRunnable`'s. When it already holds GraphEval's report on this answer under
-    ``report_key`` (a :class:`GraphEvalRunnable` ran before), detection is not repeated. Output, by ``output``:
-
-    * ``"row"`` (default): the input with the answer replaced by the corrected one (under the key it was read
-      from), the :class:`~grapheval_plugins.correct.CorrectionReport` under ``correction_key``, and, when the
-      row held a report under ``report_key``, that report replaced by the re-check of the corrected answer;
-    * ``"answer"``: the corrected answer alone (``RunnablePassthrough.assign(answer=...)``);
-    * ``"report"``: the correction report alone.
-
-    An answer GraphEval does not flag comes back unchanged, with no correction call. Chat-model failures are
-    recorded in the correction report, not raised.
+    Input: a dict like :class:`GraphEvalRunnable`'s (a report of this answer under ``report_key`` is reused).
+    ``output="row"`` (default): the row with the corrected answer, the
+    :class:`~grapheval_plugins.correct.CorrectionReport` under ``correction_key`` and the re-check under
+    ``report_key`` when the row had one; ``"answer"``: the answer alone; ``"report"``: the correction report alone.
+    An unflagged answer comes back unchanged; chat-model failures are recorded, not raised.
 
     Args:
-        corrector: the :class:`~grapheval_plugins.correct.GraphCorrect` engine; built from ``grapheval`` and
-            ``llm`` when not given.
-        grapheval, llm: shortcuts for ``GraphCorrect(grapheval, llm)`` (no ``grapheval``: the process-wide
-            default engine, :meth:`GraphEval.shared() <grapheval_plugins.GraphEval.shared>`).
-        answer_keys, context_keys: as for :class:`GraphEvalRunnable`.
-        report_key: where a GraphEval report may already be in the row (default ``"grapheval"``).
+        corrector: the :class:`~grapheval_plugins.correct.GraphCorrect`; else ``GraphCorrect(grapheval, llm)``
+            (no ``grapheval``: :meth:`GraphEval.shared() <grapheval_plugins.GraphEval.shared>`).
+        grapheval, llm: see ``corrector``.
+        answer_keys, context_keys, report_key: as for :class:`GraphEvalRunnable`.
         correction_key: where the correction report goes (default ``"correction"``).
-        output: ``"row"``, ``"answer"`` or ``"report"`` (see above).
+        output: ``"row"``, ``"answer"`` or ``"report"``.
 
     >>> from grapheval_plugins import GraphEval
     >>> from grapheval_plugins.correct import GraphCorrect
@@ -377,20 +318,8 @@ class GraphCorrectRunnable(_RowRunnable):
         return out
 
 
-def _flagged(key: str) -> Callable[[Mapping[str, Any]], bool]:
-    def flagged(row: Mapping[str, Any]) -> bool:
-        report = row.get(key)
-        return isinstance(report, Report) and report.hallucinated is True
-
-    return flagged
-
-
-def _errored(key: str) -> Callable[[Mapping[str, Any]], bool]:
-    def errored(row: Mapping[str, Any]) -> bool:
-        report = row.get(key)
-        return isinstance(report, Report) and not report.ok
-
-    return errored
+def _when(key: str, test: Callable[[Report], bool]) -> RunnableLambda[Mapping[str, Any], bool]:
+    return RunnableLambda(lambda row: isinstance(row.get(key), Report) and test(row[key]))
 
 
 def route_on_hallucination(
@@ -400,12 +329,8 @@ def route_on_hallucination(
     otherwise: Runnable[Any, Any] | Callable[[Any], Any] | None = None,
     on_error: Runnable[Any, Any] | Callable[[Any], Any] | None = None,
 ) -> Runnable[dict[str, Any], Any]:
-    """Check the answer, then branch: ``on_hallucination`` runs when GraphEval flags it.
-
-    The row (with the report under ``checker.report_key``) goes to ``on_hallucination`` when the report says
-    ``hallucinated``; to ``on_error`` when no verdict was reached (if given); else to ``otherwise`` (default: the
-    row unchanged). Typical branches: a corrector (``GraphCorrectRunnable``) or a chain that regenerates the
-    answer.
+    """Check the answer, then send the row (with its report) to ``on_hallucination`` when flagged, to ``on_error``
+    (if given) when no verdict was reached, else to ``otherwise`` (default: the row unchanged).
 
     >>> from grapheval_plugins import GraphEval
     >>> from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
@@ -420,9 +345,10 @@ def route_on_hallucination(
     """
     key = checker.report_key
     check = checker.with_options(report_only=False)
-    branches: list[Any] = [(RunnableLambda(_flagged(key)).with_config(run_name="hallucinated"), on_hallucination)]
+    flagged = _when(key, lambda report: report.hallucinated is True).with_config(run_name="hallucinated")
+    branches: list[Any] = [(flagged, on_hallucination)]
     if on_error is not None:
-        branches.append((RunnableLambda(_errored(key)).with_config(run_name="no_verdict"), on_error))
+        branches.append((_when(key, lambda report: not report.ok).with_config(run_name="no_verdict"), on_error))
     branches.append(otherwise if otherwise is not None else RunnablePassthrough())
     branch = RunnableBranch(*branches).with_config(run_name="route_on_hallucination")
     return cast("Runnable[dict[str, Any], Any]", check | branch)

@@ -1,14 +1,7 @@
 """GraphEval as a LangSmith evaluator: ``langsmith.evaluate(target, data=..., evaluators=[GraphEvalEvaluator()])``.
 
-:class:`GraphEvalEvaluator` is a ``langsmith.evaluation.RunEvaluator``: LangSmith calls it with each run and its
-dataset example, and it returns one ``EvaluationResult`` whose ``score`` is ``1 − P(hallucination)`` (1 =
-faithful, the direction of DeepEval and Ragas) and whose ``comment`` is the report's explanation (the unsupported
-triples, each with its P(unsupported)). The whole report is in the result's ``extra``.
-
-The answer is read from the run's outputs (the first of ``answer_keys``; a target returning a string has it under
-``"output"``); the grounding from
-the first of ``context_keys`` in the run's outputs, else its inputs, else the example's inputs, else its outputs
-(a string, a ``Document`` or a list of them, as the retriever returns it).
+Each run gets one ``EvaluationResult``: ``score`` is ``1 − P(hallucination)`` (1 = faithful), ``comment`` the
+report's explanation, ``extra`` the whole report.
 
 >>> import datetime, uuid
 >>> from langsmith.schemas import Run
@@ -57,20 +50,14 @@ class GraphEvalEvaluator(RunEvaluator):
 
     Args:
         grapheval: the engine to score with (its models, cache and threshold), shared by reference.
-        llm: the chat model or spec when no engine is given; with ``scorer``, the process-wide engine for them
-            is used (``GraphEval.shared(llm, scorer)``, the one a DeepEval or Ragas metric or a Runnable over the
-            same models uses); neither: the offline default.
-        scorer: the scorer or spec when no engine is given (``None``: the ``llm`` judges too).
+        llm, scorer: models or specs for the process-wide engine (``GraphEval.shared(llm, scorer)``) when no engine
+            is given.
         key: the feedback key LangSmith shows.
-        answer_keys: where the answer is in the run's outputs (LangSmith puts a target's string result under
-            ``"output"``).
-        context_keys: where the grounding is: the run's outputs, then its inputs, then the example's inputs and
-            outputs.
+        answer_keys: where the answer is in the run's outputs (a target's string result is under ``"output"``).
+        context_keys: where the grounding is: the run's outputs, then its inputs, then the example's.
         max_claims: how many unsupported claims the comment lists.
 
-    A run with no answer or no grounding raises :class:`~grapheval_plugins.InputError`, which LangSmith records as
-    this key's error feedback; a stage failure (the model failing on every retry) gives no score and the failure as
-    the comment.
+    A run with no answer or grounding raises :class:`~grapheval_plugins.InputError`; a stage failure gives no score.
     """
 
     def __init__(

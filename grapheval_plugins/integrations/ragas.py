@@ -1,41 +1,11 @@
-"""GraphEval as Ragas metrics: both of Ragas 0.4's metric APIs.
+"""GraphEval as Ragas metrics, for both of Ragas 0.4's metric APIs (how to use them: the Ragas guide).
 
-* :class:`GraphEvalFaithfulness`: the legacy API (a plain ``SingleTurnMetric`` dataclass, like Ragas's own string
-  metrics: it brings its own engine, so it is no ``MetricWithLLM``), the one ``ragas.evaluate()`` /
-  ``ragas.aevaluate()`` accept. Reads ``response`` and ``retrieved_contexts`` (``user_input`` is optional) and
-  returns a float: 1 = faithful.
-* :class:`GraphEvalRagasMetric`: the ``ragas.metrics.collections`` API. ``score`` / ``ascore`` / ``batch_score`` /
-  ``abatch_score`` return ``MetricResult(value, reason)``, the unsupported triples in the reason. (Its old name
-  here, ``GraphEvalMetric``, is a deprecated alias: ``grapheval_plugins.GraphEvalMetric`` is the DeepEval metric.)
+* :class:`GraphEvalFaithfulness`: the legacy ``SingleTurnMetric`` that ``ragas.evaluate()`` accepts (a float).
+* :class:`GraphEvalRagasMetric`: the ``ragas.metrics.collections`` API (``MetricResult(value, reason)``).
 
-The score is continuous, like Ragas's own ``Faithfulness``: ``1 − P(hallucination)`` (the engine's decision rule
-over the triples extracted from the response, see :mod:`grapheval_plugins.aggregate`), 1 = faithful, with no
-threshold in it; with ``binary=True`` it is the verdict instead: 0 when P(hallucination) exceeds the engine's
-hallucination threshold, else 1. Both classes take the same parameters, all by keyword: ``grapheval``, ``llm``,
-``scorer``, ``binary``, ``check_mode``, ``rule``, ``name``.
-
-Both take a :class:`~grapheval_plugins.GraphEval` engine by reference as ``grapheval=`` (its models load once and
-are shared by every sample and every copy of the metric; ``engine=`` is its deprecated old name), or models from
-which the process-wide engine is taken (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`: a DeepEval
-metric or a LangChain Runnable over the same specs uses the same one). Samples scored concurrently
-(``ragas.evaluate()`` runs them so) share scorer passes: the engine gathers their claims into one batch;
-:meth:`GraphEvalRagasMetric.abatch_score` sends the whole batch through
-:meth:`~grapheval_plugins.GraphEval.aevaluate_many`.
-
-The model may be any of Ragas's own LLMs: a ``LangchainLLMWrapper`` (unwrapped), an Instructor-based LLM from
-``ragas.llms.llm_factory`` (its structured output fills the triples: :mod:`.host_models`), or another
-``BaseRagasLLM`` (its text answers are parsed); or a LangChain chat model or a GraphEval spec, given to the metric.
-Without a ``scorer=``, that one model extracts and judges (:func:`~grapheval_plugins.models.scorer_for`). The
-``llm=`` of ``ragas.evaluate()`` reaches :class:`GraphEvalFaithfulnessWithLLM` (a Ragas LLM metric); the plain
-metrics never receive it (nor the OpenAI model Ragas builds when it gets none): GraphEval never calls a paid API it
-was not given.
-
-Bad samples follow Ragas's convention: a sample without a response or contexts, or one whose extraction or scoring
-failed, scores NaN and the reason is logged (warning, logger ``grapheval_plugins.integrations.ragas``); the other
-samples are scored as usual.
-
-Requires the ``ragas`` extra (``pip install 'grapheval-plugins[ragas]'``). ragas 0.4.3 does not import with
-langchain-community 0.4.2 or later: the extra pins ``langchain-community<0.4.2``.
+The score is ``1 − P(hallucination)`` (1 = faithful), or with ``binary=True`` the verdict (0 or 1). A sample without
+a response or contexts, or whose extraction or scoring failed, scores NaN and the reason is logged.
+Requires the ``ragas`` extra.
 """
 
 from __future__ import annotations
@@ -132,6 +102,7 @@ def _engine_alias(grapheval: Any, engine: Any, owner: str, stacklevel: int) -> A
 def _engine_options(
     grapheval: Any, llm: Any, scorer: Any, check_mode: Any, threshold: Any, binary: Any, rule: Any = None,
 ) -> registry.EngineOptions:
+    """The engine options of a metric's arguments (``check_mode`` is the engine's ``mode``)."""
     if not isinstance(binary, bool):
         raise InputError("binary", f"must be True or False, got {binary!r}")
     return registry.engine_options(
@@ -141,10 +112,7 @@ def _engine_options(
 
 
 def _threshold_alias(hallucination_threshold: Any, threshold: Any, owner: str, stacklevel: int) -> Any:
-    """``hallucination_threshold=`` (or ``threshold=``, its older name): deprecated in the Ragas metrics (warns),
-    still applied for this release. A Ragas score is continuous and has no threshold; ``binary=True`` decides at the
-    engine's hallucination threshold (``GraphEval(hallucination_threshold=...)``). Both equal is fine, as a
-    ``dataclasses.replace`` of a metric carries both along."""
+    """``hallucination_threshold=`` or ``threshold=``: deprecated here (warns), still applied for this release."""
     if threshold is not None and hallucination_threshold is not None and threshold != hallucination_threshold:
         raise InputError("threshold", "give hallucination_threshold= (threshold= is its deprecated old name), not both")
     value = hallucination_threshold if hallucination_threshold is not None else threshold
@@ -196,15 +164,8 @@ def _adapt(llm: Any) -> Any:
 
 
 def ragas_chat_model(llm: Any) -> Any:
-    """A Ragas LLM as the chat model GraphEval's extractor calls (one adapter per LLM object in the process).
-
-    * ``LangchainLLMWrapper``: the LangChain chat model inside it.
-    * an Instructor-based LLM (``ragas.llms.llm_factory(...)``): its structured output fills a list of
-      subject / relation / object triples (:class:`~grapheval_plugins.integrations.host_models.KnowledgeGraphAnswer`).
-    * another ``BaseRagasLLM``: its text answers go to GraphEval's parser.
-
-    Anything else is returned as is (a LangChain chat model, a spec, ``None``).
-    """
+    """A Ragas LLM as the chat model GraphEval's extractor calls: a ``LangchainLLMWrapper``'s chat model, an
+    Instructor-based LLM's structured output, another ``BaseRagasLLM``'s text; anything else as is."""
     if isinstance(llm, LangchainLLMWrapper):
         return llm.langchain_llm
     if isinstance(llm, (InstructorBaseRagasLLM, BaseRagasLLM)):
@@ -213,10 +174,7 @@ def ragas_chat_model(llm: Any) -> Any:
 
 
 def _extraction_model(llm: Any, owner: str) -> Any:
-    """The chat model (or spec) to extract with, from what a metric holds; Ragas's own LLMs are adapted.
-
-    ``None`` means the engine's own default (offline, local).
-    """
+    """The chat model (or spec) to extract with, Ragas's own LLMs adapted; ``None``: the engine's default."""
     if llm is None or isinstance(llm, str):
         return llm
     if isinstance(llm, (LangchainLLMWrapper, InstructorBaseRagasLLM, BaseRagasLLM)):
@@ -227,6 +185,15 @@ def _extraction_model(llm: Any, owner: str) -> Any:
         "llm",
         f"{owner} cannot use {type(llm).__name__}: pass a Ragas LLM, a LangChain chat model, a model spec or an engine",
     )
+
+
+def _current_engine(metric: Any, options: registry.EngineOptions, grapheval: Any, llm: Any) -> GraphEval:
+    """The engine a metric scores with: the given one (seen at the metric's threshold) or the shared one."""
+    if grapheval is not None:
+        return options.engine()
+    engine = options.engine(llm=_extraction_model(llm, metric.name))
+    metric.__dict__["_held"] = engine  # the registry holds engines over objects weakly: keep the one in use alive
+    return engine
 
 
 def _trace_output(report: Report) -> dict[str, Any]:
@@ -248,43 +215,21 @@ def _trace_output(report: Report) -> dict[str, Any]:
 # --------------------------------------------------------------------------- legacy API: ragas.evaluate()
 @dataclass(kw_only=True)
 class GraphEvalFaithfulness(SingleTurnMetric):
-    """GraphEval as a Ragas metric for ``ragas.evaluate()``: 1 = faithful, 0 = a hallucination for certain.
-
-    Reads ``response`` and ``retrieved_contexts`` (``user_input`` is optional and unused: GraphEval checks the
-    response alone against the contexts). The score is ``1 − P(hallucination)`` from the engine's decision rule, with
-    no threshold in it (as Ragas's ``Faithfulness``); ``binary=True`` gives the verdict instead (0.0 if
-    P(hallucination) > the engine's hallucination threshold, else 1.0).
-
-    Which model extracts the triples (and, without ``scorer=``, judges them):
-
-    1. ``grapheval=``: the engine's own (its models are shared by reference and load once).
-    2. ``llm=``: a Ragas LLM (``llm_factory(...)``, ``LangchainLLMWrapper``), a LangChain chat model or a spec
-       (``"openai:gpt-4o-mini"``, ``"bedrock:<model id>"``).
-    3. neither: the offline local pair (``grapheval_plugins.DEFAULT_LLM`` and ``DEFAULT_SCORER``).
-
-    The metric is a plain ``SingleTurnMetric`` (it brings its own engine), so ``ragas.evaluate()`` neither hands it
-    its ``llm=`` nor builds an OpenAI model for it; :class:`GraphEvalFaithfulnessWithLLM` takes that ``llm=``.
+    """GraphEval as a Ragas metric for ``ragas.evaluate()``: reads ``response`` and ``retrieved_contexts``;
+    1 = faithful. It brings its own engine, so ``ragas.evaluate()`` never hands it (or builds) a model.
 
     Args:
         grapheval: a :class:`~grapheval_plugins.GraphEval` to score with; its mode, rule and threshold apply.
         engine: deprecated name of ``grapheval`` (warns).
-        llm: the extraction model or spec when no engine is given.
-        scorer: the scorer or scorer spec when no engine is given (``None``: an LLM judge over the model, or the
-            offline default when there is no model).
-        binary: return the paper's 0/1 verdict (at the engine's hallucination threshold) instead of the
-            continuous score.
-        check_mode: ``"graph"`` (default) or ``"raw"`` (whole response as one claim) when no engine is given.
-            (Not ``mode``: ``ragas.evaluate()`` renames the result column of any metric with a ``mode`` attribute
-            to ``"<name>(mode=...)"``.)
-        rule: the decision rule when no engine is given: ``"hybrid"`` (default), ``"paper"`` or a registered
-            rule's name.
+        llm: the extraction model (a Ragas LLM, a LangChain chat model or a spec) when no engine is given.
+        scorer: the scorer or scorer spec when no engine is given.
+        binary: the 0/1 verdict at the engine's hallucination threshold instead of the continuous score.
+        check_mode: ``"graph"`` (default) or ``"raw"`` when no engine is given (``ragas.evaluate()`` renames the
+            column of a metric with a ``mode`` attribute).
+        rule: the decision rule when no engine is given.
         method: deprecated name of ``rule`` (warns).
-        hallucination_threshold, threshold: deprecated (warn; still applied for this release): the continuous
-            score has no threshold; ``binary=True`` decides at the engine's (``GraphEval(hallucination_threshold=)``).
+        hallucination_threshold, threshold: deprecated (warn; still applied for this release).
         name: the column name in Ragas's result table.
-
-    ``EvaluationResult.traces[i][name]["grapheval"]["output"]`` holds each sample's unsupported triples and
-    reason (Ragas's result table carries floats only).
 
     Example:
         >>> from ragas import SingleTurnSample
@@ -352,11 +297,7 @@ class GraphEvalFaithfulness(SingleTurnMetric):
                 self.grapheval, self.llm, self.scorer, self.check_mode, self.hallucination_threshold, self.binary,
                 self.rule,
             )
-        if self.grapheval is not None:
-            return self._options.engine()  # the engine, seen at this metric's threshold when it gives one
-        engine = self._options.engine(llm=_extraction_model(self.llm, self.name))
-        self.__dict__["_held"] = engine  # the registry holds engines over objects weakly: keep the one in use alive
-        return engine
+        return _current_engine(self, self._options, self.grapheval, self.llm)
 
     async def _single_turn_ascore(self, sample: SingleTurnSample, callbacks: Callbacks) -> float:
         try:
@@ -402,30 +343,16 @@ class GraphEvalFaithfulnessWithLLM(GraphEvalFaithfulness, MetricWithLLM):
 class GraphEvalRagasMetric(BaseMetric):
     """GraphEval as a ``ragas.metrics.collections`` metric: ``MetricResult(value, reason)``, 1 = faithful.
 
-    ``ascore(response=..., retrieved_contexts=[...], user_input=None)``; ``score`` is its sync form;
-    ``abatch_score(inputs)`` / ``batch_score(inputs)`` score a list of such keyword dicts in one engine batch
-    (extraction calls run concurrently, scorer calls are batched across rows). Other Ragas sample columns
-    (``reference`` …) are accepted and ignored, so ``sample.model_dump()`` can be passed as is.
-
-    The reason lists the unsupported triples with their P(unsupported). A row without a response or contexts, or
-    whose extraction or scoring failed, gets ``value=nan`` and the reason (logged as a warning too).
+    ``ascore(response=..., retrieved_contexts=[...])`` (other sample columns are accepted and ignored) and
+    ``abatch_score(inputs)`` (one engine batch) with their sync forms. A bad row gets ``value=nan`` and the reason.
 
     Args:
-        grapheval: a :class:`~grapheval_plugins.GraphEval` to score with, shared by reference; its mode, rule and
-            threshold apply. (Given positionally: deprecated, warns; every parameter is a keyword, as in
-            :class:`GraphEvalFaithfulness`.)
+        grapheval: as in :class:`GraphEvalFaithfulness` (positionally: deprecated, warns).
         engine: deprecated name of ``grapheval`` (warns).
-        llm: the extraction model or spec when no engine is given (``None``: the offline default): a Ragas LLM
-            (``llm_factory(...)``, ``LangchainLLMWrapper``), a LangChain chat model or a spec. Stored as
-            ``extraction_llm``: Ragas reserves ``llm`` for its own LLM type.
-        scorer: the scorer or scorer spec when no engine is given.
-        binary: the 0/1 verdict (at the engine's hallucination threshold) instead of ``1 − P(hallucination)``.
-        check_mode, rule: for an engine built from specs (an engine's own apply otherwise): ``"graph"`` (default) or
-            ``"raw"``, and the decision rule, ``"hybrid"`` (default), ``"paper"`` or a registered rule's name.
+        llm: as in :class:`GraphEvalFaithfulness`; stored as ``extraction_llm`` (Ragas reserves ``llm``).
+        scorer, binary, check_mode, rule, name: as in :class:`GraphEvalFaithfulness`.
         mode, method: deprecated names of ``check_mode`` and ``rule`` (warn).
-        hallucination_threshold, threshold: deprecated (warn; still applied for this release), as in
-            :class:`GraphEvalFaithfulness`.
-        name: the metric name.
+        hallucination_threshold, threshold: deprecated (warn; still applied for this release).
         max_reason_claims: unsupported claims listed in a reason at most.
 
     Not accepted by ``ragas.evaluate()`` (no collections metric is): use :class:`GraphEvalFaithfulness` there.
@@ -496,11 +423,7 @@ class GraphEvalRagasMetric(BaseMetric):
 
     def current_engine(self) -> GraphEval:
         """The engine this metric scores with (shared, built on first use; model loading stays lazy)."""
-        if self.grapheval is not None:
-            return self._options.engine()  # the engine, seen at this metric's threshold when it gives one
-        engine = self._options.engine(llm=_extraction_model(self.extraction_llm, self.name))
-        self._held = engine  # the registry holds engines over objects weakly: keep the one in use alive
-        return engine
+        return _current_engine(self, self._options, self.grapheval, self.extraction_llm)
 
     def _result(self, report: Report) -> MetricResult:
         value = report_value(report, self.binary)

@@ -1,10 +1,5 @@
-"""HTML reports: see where an answer went wrong, for one row, a whole run, or a correction run.
-
-One self-contained file, no network: the output with each claim's span highlighted by verdict (hover or focus a
-stretch for P(unsupported) and the deciding passage), the knowledge graph drawn as static SVG (layout by networkx),
-the context with the deciding passages marked; for a run, the hallucination rate, a score histogram, the most
-frequent unsupported relations, errors by kind and a sortable, filterable table of rows. Every string from a model
-or the data is escaped by the Jinja2 templates (autoescape). Needs the ``report`` extra (jinja2, networkx).
+"""HTML reports of one row, a run or a correction run: one self-contained file, every string escaped by the Jinja2
+templates. Needs the ``report`` extra.
 
 >>> from grapheval_plugins.types import ClaimCheck, Report, Triple
 >>> t = Triple(subject="Ann", relation="won", object="<script>gold</script>")
@@ -163,20 +158,19 @@ def run_html(
     notes: Sequence[str] = (),
     source: str | None = None,
 ) -> str:
-    """The page of a run from reports (or rows from :func:`load_rows`).
-
-    ``contexts`` gives each row's context: a list aligned with ``items``, or a mapping from row id.
-    """
-    views = []
-    for i, item in enumerate(items, start=1):
-        context = None
-        if isinstance(contexts, Mapping):
-            rid = getattr(item, "id", None)
-            context = contexts.get(rid) if rid is not None else None
-        elif contexts is not None:
-            context = contexts[i - 1]
-        views.append(_row_of(item, i, context))
+    """The page of a run from reports (or rows from :func:`load_rows`); ``contexts``: a list aligned with ``items``,
+    or a mapping from row id."""
+    items = list(items)
+    given = _contexts(items, contexts)
+    views = [_row_of(item, i, given[i - 1]) for i, item in enumerate(items, start=1)]
     return render_run_page(run_view(views, title=title, notes=notes), inline_rows=inline_rows, source=source)
+
+
+def _contexts(items: Sequence[Any], contexts: Sequence[str | None] | Mapping[str, str] | None) -> list[str | None]:
+    """Each item's context: by position, or by its ``id`` from a mapping."""
+    if isinstance(contexts, Mapping):
+        return [contexts.get(getattr(item, "id", None) or "") for item in items]
+    return list(contexts) if contexts is not None else [None] * len(items)
 
 
 def _correction_views(
@@ -224,19 +218,9 @@ def correction_run_html(
     source: str | None = None,
 ) -> str:
     """The page of a correction run from :class:`~grapheval_plugins.correct.CorrectionReport` objects (or rows
-    from :func:`load_rows`): the figures of the run, a table of rows with what changed, and each row's original
-    and corrected output with the word diff, the triples that changed and the detection and re-check.
-
-    ``contexts`` gives each row's context: a list aligned with ``items``, or a mapping from row id.
-    """
+    from :func:`load_rows`); ``contexts`` as for :func:`run_html`."""
     items = list(items)
-    if isinstance(contexts, Mapping):
-        given = [contexts.get(getattr(item, "id", None) or "") for item in items]
-    elif contexts is not None:
-        given = list(contexts)
-    else:
-        given = [None] * len(items)
-    views, skipped_notes, skipped = _correction_views(items, given)
+    views, skipped_notes, skipped = _correction_views(items, _contexts(items, contexts))
     run = correction_run_view(views, title=title, notes=[*notes, *skipped_notes], unreadable=skipped)
     return render_correction_run_page(run, source=source)
 
@@ -254,34 +238,27 @@ def write_run_report(
     context_field: str = "context",
     output_field: str = "output",
 ) -> RunView | CorrectionRunView:
-    """Read per-row result file(s) and write the run's HTML page to ``out``; returns the run's figures.
-
-    ``inputs`` (the rows the run was made from: JSONL or CSV, fields named by ``id_field``, ``context_field``,
-    ``output_field``) adds each row's context by id. A file of correction reports (``grapheval correct``) gives
-    the page of a correction run (:func:`correction_run_html`) and a :class:`CorrectionRunView`; any other, the
-    page of a detection run and a :class:`RunView`.
-    """
+    """Read per-row result file(s) and write the run's HTML page to ``out``; returns the run's figures
+    (:class:`CorrectionRunView` for a file of correction reports, else :class:`RunView`). ``inputs``: the rows the
+    run was made from (JSONL or CSV), for each row's context by id."""
     paths = [results] if isinstance(results, (str, Path)) else list(results)
     given = None
     if inputs is not None:
         given = load_inputs(inputs, id_field=id_field, context_field=context_field, output_field=output_field)
     rows, notes = load_rows(paths, inputs=given, limit=limit, threshold=threshold)
-    if _holds_corrections(rows):
-        corrections, skipped_notes, skipped = _correction_views(rows, [None] * len(rows))
-        if given is None:
-            notes.append("No input rows were given (--inputs): the deciding passages are shown without their "
-                         "context.")
-        corrected = correction_run_view(corrections, title=title or "GraphCorrect run",
-                                        notes=[*notes, *skipped_notes], unreadable=skipped)
-        page = render_correction_run_page(corrected, source=", ".join(str(p) for p in paths))
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(page, encoding="utf-8")
-        return corrected
-    views = [_row_of(row, i) for i, row in enumerate(rows, start=1)]
     if given is None:
         notes.append("No input rows were given (--inputs): the deciding passages are shown without their context.")
-    run = run_view(views, title=title or "GraphEval run", notes=notes)
-    html = render_run_page(run, inline_rows=inline_rows, source=", ".join(str(p) for p in paths))
+    source = ", ".join(str(p) for p in paths)
+    run: RunView | CorrectionRunView
+    if _holds_corrections(rows):
+        corrections, skipped_notes, skipped = _correction_views(rows, [None] * len(rows))
+        run = correction_run_view(corrections, title=title or "GraphCorrect run", notes=[*notes, *skipped_notes],
+                                  unreadable=skipped)
+        page = render_correction_run_page(run, source=source)
+    else:
+        run = run_view([_row_of(row, i) for i, row in enumerate(rows, start=1)], title=title or "GraphEval run",
+                       notes=notes)
+        page = render_run_page(run, inline_rows=inline_rows, source=source)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(html, encoding="utf-8")
+    Path(out).write_text(page, encoding="utf-8")
     return run

@@ -158,16 +158,9 @@ def report_from_detection_row(
     row: Mapping[str, Any], output: str, threshold: float = 0.5, *, rule: RuleLike = "hybrid",
     weights: HybridWeights | None = None, method: RuleLike | None = None,
 ) -> Report:
-    """GraphEval's report on ``output``, rebuilt from a detection-study result row (no model is called).
-
-    The row holds every scored triple with its P(unsupported) and the whole output's (``p_raw``); it is decided as
-    ``GraphEval(rule=rule, fidelity="off")`` decides it (``method``: the deprecated old name of ``rule``, warns): a rule that needs fitted weights takes ``weights``,
-    else those fitted for the row's scorer and prompt without fidelity (the row holds every triple and no round
-    trip), else, as in the engine, the paper's rule decides; so does a row without ``p_raw`` when the rule reads
-    the whole output. ``report.method`` and ``report.decision`` name the rule that decided. A fallback row (no
-    triple parsed) becomes one whole-output claim scored ``p_graph``. Only rows of the paper's rendering
-    (``concat``) qualify: they are what :class:`~grapheval_plugins.GraphEval` checks by default. Evidence passages
-    and spans are not stored in result rows, so they are absent.
+    """GraphEval's report on ``output``, rebuilt from a detection-study result row (no model is called), decided as
+    ``GraphEval(rule=rule, fidelity="off")`` would (``method``: deprecated alias of ``rule``, warns); without
+    weights or ``p_raw`` where the rule needs them, the paper's rule decides. Only ``concat`` rows qualify.
 
     >>> row = {"id": "r1", "p_graph": 0.8, "fallback": False, "llm_calls": 1, "cached": False, "p_raw": 0.3,
     ...        "render": "concat", "triples": [["Ann", "won", "gold", 0.8], ["Ann", "is", "a swimmer", 0.1]]}

@@ -9,8 +9,8 @@ import threading
 import pytest
 from langchain_core.documents import Document
 
-from grapheval_plugins import GraphEval, InputError, Report, Triple
-from grapheval_plugins.aggregate import any_above, faithfulness_score
+from grapheval_plugins import ClaimCheck, GraphEval, InputError, Report, Triple
+from grapheval_plugins.aggregate import PAPER
 from grapheval_plugins.check.base import Scorer, split_context
 from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel
 
@@ -35,9 +35,13 @@ class TableScorer(Scorer):
 
 # --------------------------------------------------------------------------- decision rule
 def test_decision_rule_is_any_triple_strictly_above_the_threshold() -> None:
-    assert any_above([0.5, 0.2], 0.5) is False  # 0.5 is not above 0.5
-    assert any_above([0.5001], 0.5) is True
-    assert faithfulness_score([]) == 1.0
+    def paper(*ps: float) -> bool:
+        claims = [ClaimCheck(claim=str(i), p_unsupported=p, unsupported=p > 0.5) for i, p in enumerate(ps)]
+        return PAPER.decide(claims, threshold=0.5).hallucinated
+
+    assert paper(0.5, 0.2) is False  # 0.5 is not above 0.5
+    assert paper(0.5001) is True
+    assert PAPER.decide([], threshold=0.5).p_hallucination == 0.0
     llm = llm_for([["A", "is", "x"], ["B", "is", "y"], ["C", "is", "z"]])
     scorer = TableScorer({"A is x": 0.9, "B is y": 0.3, "C is z": 0.6})  # p_unsupported 0.1, 0.7, 0.4
     report = GraphEval(llm=llm, scorer=scorer).evaluate("ctx", "A is x. B is y. C is z.")
