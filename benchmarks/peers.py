@@ -27,6 +27,27 @@ How each tool is driven:
 
 P(hallucination) = 1 − score; every method decides "hallucinated" iff P > 0.5 (Ragas: score < 0.5; DeepEval: score
 below its default threshold 0.5, i.e. ``not metric.success``).
+
+Over an OpenAI-compatible server (the comparison an API user makes; the ``api-*`` commands)::
+
+    .venv/bin/python benchmarks/peers.py api-rows        # the planned rows -> benchmarks/api_peers_rows.json
+    nice -n 15 .venv/bin/python benchmarks/peers.py serve --port 8766 --n-ctx 8192 &   # llama_cpp.server, 1.5B
+    nice -n 15 .venv/bin/python benchmarks/peers.py api-run -c 1 --until 16:40 --stop-at 16:46
+    nice -n 15 .venv/bin/python benchmarks/peers.py api-run -c 8 --first 8 --until 17:05 --stop-at 17:12
+    .venv/bin/python benchmarks/peers.py api-table       # no model, no server: the per-row files
+
+Five methods, each through its own host's client stack, one model (qwen2.5-coder-1.5b Q4_K_M) for every LLM call,
+temperature 0 and the same ``max_tokens`` everywhere: ``GraphEval(llm=ChatOpenAI(base_url=...))`` (it extracts and
+judges; the judge asks for log-probabilities itself), the same with ``mode="raw"``, Ragas's
+``ragas.metrics.collections.Faithfulness`` over ``llm_factory(model, client=openai.AsyncOpenAI(base_url=...))``
+(Ragas's own way to reach an OpenAI-compatible endpoint, Instructor underneath), DeepEval's ``FaithfulnessMetric``
+and ``HallucinationMetric`` over DeepEval's own ``LocalModel(base_url=...)`` (``async_mode=True``,
+``include_reason=False``). Every client's ``httpx`` transport is :func:`counting_transport`: each
+``/chat/completions`` answer adds one call and its ``usage`` (prompt and completion tokens, as the server counted
+them) to the row being scored (a ``ContextVar`` per task), the same way for every method, retries included. Per-row
+files: ``benchmarks/results/api-peers/<method>-c<concurrency>.jsonl`` (a failure is a result: ``p_hallucination``
+null and the error). At concurrency 1 each row gets all five methods before the next row; at concurrency N each
+method in turn has N rows in flight (each row its own metric or engine, so nothing is batched across rows).
 """
 
 from __future__ import annotations
