@@ -883,10 +883,20 @@ def api_table_text(out: Path = API_OUT, rows_file: Path = API_ROWS) -> str:
         best = max((s["auc"] for s in peers_ if not math.isnan(s["auc"])), default=math.nan)
         mine = summary["grapheval"]
         fewer = all(mine["tokens"] < s["tokens"] for s in peers_)
-        level_ok = not math.isnan(mine["auc"]) and not math.isnan(best) and mine["auc"] >= best
+        if math.isnan(mine["auc"]) or math.isnan(best):
+            level = "not measurable on these rows (an AUC needs both labels and a score from each method)"
+        else:
+            level = f"{'yes' if mine['auc'] >= best else 'no'} ({_fmt(100 * mine['auc'])} vs {_fmt(100 * best)})"
         lines.append(f"\nGoal on these {len(common)} rows: fewer tokens per row than every peer: "
-                     f"{'yes' if fewer else 'no'}; ROC AUC at least level with the best peer "
-                     f"({_fmt(100 * best)}): {'yes' if level_ok else 'no'} ({_fmt(100 * mine['auc'])}).")
+                     f"{'yes' if fewer else 'no'}; ROC AUC at least level with the best peer: {level}.")
+        lines.append("\nP(hallucination) per row at concurrency 1 (— : the method failed on the row):\n")
+        lines.append("| row | label | " + " | ".join(API_LABELS[m] for m in API_METHODS) + " |")
+        lines.append("|---|---|" + "---|" * len(API_METHODS))
+        for p in plan:
+            if any(p["id"] in one.get(m, {}) for m in API_METHODS):
+                cells = [_fmt(one[m][p["id"]].get("p_hallucination"), 2) if p["id"] in one.get(m, {}) else " "
+                         for m in API_METHODS]
+                lines.append(f"| {p['id']} | {p['label']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -157,4 +157,5 @@ def test_table_from_the_per_row_files(tmp_path: Path) -> None:
     assert "| Ragas Faithfulness | 1 | 1 |" in text
     assert "| GraphEval raw | 2 | 0 | 15.0 | 10.5 | 15.0 (2 rows) | 50 (50) |" in text  # wall: (121 - 100) / 2
     assert "fewer tokens per row than every peer: yes" in text
-    assert "at least level with the best peer (100.0): yes (100.0)" in text
+    assert "at least level with the best peer: yes (100.0 vs 100.0)" in text
+    assert "| a | 0 | 0.30 | 0.30 | 0.30 | 0.30 | 0.30 |" in text and "| b | 1 | 0.80 | 0.80 | — | 0.80 | 0.80 |" in text
