@@ -31,9 +31,9 @@ below its default threshold 0.5, i.e. ``not metric.success``).
 Over an OpenAI-compatible server (the comparison an API user makes; the ``api-*`` commands)::
 
     .venv/bin/python benchmarks/peers.py api-rows        # the planned rows -> benchmarks/api_peers_rows.json
-    nice -n 15 .venv/bin/python benchmarks/peers.py serve --port 8766 --n-ctx 8192 &   # llama_cpp.server, 1.5B
+    nice -n 15 .venv/bin/python benchmarks/peers.py serve --port 8766 --n-ctx 8192 --threads 1 &   # the 1.5B
     nice -n 15 .venv/bin/python benchmarks/peers.py api-run -c 1 --until 16:40 --stop-at 16:46
-    nice -n 15 .venv/bin/python benchmarks/peers.py api-run -c 8 --first 8 --until 17:05 --stop-at 17:12
+    nice -n 15 .venv/bin/python benchmarks/peers.py api-run -c 8 --first 8 --until 17:08 --stop-at 17:13
     .venv/bin/python benchmarks/peers.py api-table       # no model, no server: the per-row files
 
 Five methods, each through its own host's client stack, one model (qwen2.5-coder-1.5b Q4_K_M) for every LLM call,
@@ -772,7 +772,7 @@ def api_rows(seed: Annotated[int, typer.Option()] = 0) -> None:
 @app.command()
 def serve(
     port: Annotated[int, typer.Option()] = 8766,
-    threads: Annotated[int, typer.Option()] = 2,
+    threads: Annotated[int, typer.Option(help="llama.cpp threads (1 survives a busy machine best).")] = 1,
     n_ctx: Annotated[int, typer.Option(help="Context window (tokens).")] = 8192,
 ) -> None:
     """llama_cpp.server on 127.0.0.1 with the 1.5B GGUF, log-probabilities on (``logits_all``), llama.cpp's extra
