@@ -99,11 +99,12 @@ def correct_path(results: Path, llm: str, scorer: str, method: str, tag: str | N
 
 def select(
     cases: Sequence[pe.PlantedCase], sample: int | None, seed: int, limit: int | None,
-    exclude: Sequence[tuple[int, int]] = (),
+    exclude: Sequence[tuple[int, int]] = (), skip: int = 0,
 ) -> list[pe.PlantedCase]:
     """The cases of a run: all, or ``sample`` drawn with ``seed`` (kinds in turn, :func:`planted_errors.draw`),
     then grouped by context (cases of one context back to back, so a local judge reuses its evaluated prefix),
-    then the first ``limit``. Each ``(n, s)`` of ``exclude`` first leaves out the cases of the earlier draw of ``n``
+    then, past the first ``skip``, the first ``limit`` (two runs side by side take ``--limit N`` and ``--skip N``,
+    each with its own ``--tag``). Each ``(n, s)`` of ``exclude`` first leaves out the cases of the earlier draw of ``n``
     with seed ``s``, in turn (each draw from what the ones before it left): a held-out sample for settings tuned on
     those draws."""
     for n, s in exclude:
@@ -112,6 +113,7 @@ def select(
     picked = pe.draw(cases, sample, seed) if sample is not None else list(cases)
     first = {c: i for i, c in reversed(list(enumerate(x.context for x in picked)))}
     picked = sorted(picked, key=lambda x: first[x.context])
+    picked = picked[skip:]
     return picked[:limit] if limit is not None else picked
 
 
@@ -237,6 +239,7 @@ def run(
     sample: Annotated[Optional[int], typer.Option(help="Draw N cases (kinds in turn, seeded).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the draw.")] = 0,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N cases (after drawing/grouping).")] = None,
+    skip: Annotated[int, typer.Option(help="Leave out the first N cases (after drawing/grouping).")] = 0,
     exclude_draw: Annotated[
         Optional[list[str]],
         typer.Option(help="N:SEED: leave out the cases of that earlier draw (a held-out sample); repeat for "
@@ -260,7 +263,7 @@ def run(
     bad = [m for m in methods if m not in variants]
     if bad:
         raise typer.BadParameter(f"unknown method(s) {bad}: use {sorted(variants)}")
-    cases = select(pe.read_cases(cases_file), sample, seed, limit, _draws(exclude_draw))
+    cases = select(pe.read_cases(cases_file), sample, seed, limit, _draws(exclude_draw), skip)
     llm_name, scorer_name = _names(llm, scorer, fake)
     engine = _engine(llm, scorer, fake, threads)
     if not fake:
