@@ -721,7 +721,7 @@ class ConstrainedStrategy:
         old_value, new_value = is_value(edit.old), is_value(edit.new)
         if old_value != new_value:
             return f"the change replaces {edit.old!r} with {edit.new!r}: a value with something else, or the reverse"
-        if old_value or _words(edit.old) == _words(edit.new) or _stated_name(edit.new, context):
+        if old_value or _words(edit.old) == _words(edit.new) or (_is_name(edit.old) and _stated_name(edit.new, context)):
             return None
         return (f"the change is not a value replaced in kind: {edit.old!r} → {edit.new!r} is neither a value, nor "
                 "a name of the context, nor a negation, nor as many words for as many")
@@ -729,6 +729,13 @@ class ConstrainedStrategy:
 
 def _words(text: str) -> int:
     return len(re.findall(r"\w+", text))
+
+
+def _is_name(text: str) -> bool:
+    """Whether ``text`` is words of a name only (spaCy's proper nouns, nouns, adjectives, determiners,
+    possessives): no verb, no negation, no function word that a name would not hold."""
+    words = [t for t in pipeline()(text) if not t.is_punct]
+    return bool(words) and all(t.pos_ in ("PROPN", "NOUN", "ADJ", "DET") or t.tag_ == "POS" for t in words)
 
 
 def _stated_name(text: str, context: str) -> bool:

@@ -814,3 +814,15 @@ def test_values_are_spacys_entities_and_numbers() -> None:
     found = [(v.text, v.label) for v in values("Greg Dyke said England lost 81 games in 2014 for $ 6 each.")]
     assert found == [("Greg Dyke", "PERSON"), ("England", "GPE"), ("81", "CARDINAL"), ("2014", "DATE"),
                      ("6", "MONEY")]
+
+
+@pytest.mark.usefixtures("triples_only")
+def test_an_answer_that_drops_a_verb_beside_a_name_is_no_name_replaced() -> None:
+    context = "Professor John Warren led the study. Warren discovered that avocado trees switch from male to female."
+    assert ("Warren", "PERSON") in [(v.text, v.label) for v in values(context)]  # a name of the context
+    output = "Professor John Warren did not discover that avocado trees switch from male to female."
+    KG[output] = [["Professor John", "Warren", "did not discover that avocado trees switch"]]
+    model = Model(lambda old, n: json.dumps(["Professor John", "Warren", "that avocado trees switch"]))
+    result = judged(model, lambda premise, claim: 0.0 if "not" in claim else 0.9).correct(context, output)
+    assert "did not discover" not in result.corrected or result.corrected == output
+    assert "Warren that avocado" not in result.corrected  # the verb is never deleted with its negation
