@@ -452,7 +452,9 @@ def table(
     cases_file: Annotated[Path, typer.Option("--cases", help="The planted-errors file.")] = pe.DEFAULT_OUT,
     llm: Annotated[str, typer.Option(help="Chat model spec the run used.")] = DEFAULT_LLM,
     scorer: Annotated[str, typer.Option(help="Scorer spec the run used.")] = DEFAULT_SCORER,
-    tag: Annotated[Optional[str], typer.Option(help="The run's --tag.")] = None,
+    tag: Annotated[
+        Optional[list[str]], typer.Option(help="The run's --tag (repeat: runs side by side on parts of the cases).")
+    ] = None,
     fake: Annotated[bool, typer.Option(help="Report the fake smoke-test run.")] = False,
     same_cases: Annotated[bool, typer.Option(help="Compare the methods on the cases all of them corrected.")] = True,
     results_dir: Annotated[Path, typer.Option(help="Where the per-case files are.")] = RESULTS,
@@ -460,11 +462,13 @@ def table(
     """Markdown tables from the per-case files (no model is loaded)."""
     llm_name, scorer_name = _names(llm, scorer, fake)
     all_cases = {c.id: c for c in pe.read_cases(cases_file)}
-    path = detect_path(results_dir, llm_name, scorer_name, tag)
-    if not path.exists():
-        typer.echo(f"no detection results at {path}")
+    tags: list[str | None] = list(tag) if tag else [None]
+    paths = [detect_path(results_dir, llm_name, scorer_name, t) for t in tags]
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        typer.echo(f"no detection results at {missing[0]}")
         raise typer.Exit(1)
-    det = {r["id"]: r for r in bench.load_results(path)}
+    det = {r["id"]: r for p in paths for r in bench.load_results(p)}
     cases = [all_cases[i] for i in det if i in all_cases]
     for case in cases:  # recomputed from the stored report, so the figure follows on_target() as it is
         row = det[case.id]
@@ -473,16 +477,16 @@ def table(
             det[case.id] = {**row, "on_target": on_target(report, case)}
     typer.echo(f"Chat model: `{llm_name}`; scorer: `{scorer_name}`; machine: {bench.cpu_model()} ({platform.machine()}, "
                f"{os.cpu_count()} CPU(s)); {len(cases)} planted cases detected.\n")
-    opath = originals_path(results_dir, llm_name, scorer_name, tag)
-    original = {r["id"]: r for r in bench.load_results(opath)} if opath.exists() else None
+    opaths = [p for t in tags if (p := originals_path(results_dir, llm_name, scorer_name, t)).exists()]
+    original = {r["id"]: r for p in opaths for r in bench.load_results(p)} if opaths else None
     typer.echo(detection_table(cases, det, original))
     per_method: dict[str, list[dict[str, Any]]] = {}
     for method in _variants():
-        p = correct_path(results_dir, llm_name, scorer_name, method, tag)
-        if p.exists():
+        files = [p for t in tags if (p := correct_path(results_dir, llm_name, scorer_name, method, t)).exists()]
+        if files:
             per_method[method] = [
                 {**r, **score_fields(all_cases[r["id"]], r["corrected"])} if r["id"] in all_cases else r
-                for r in bench.load_results(p)
+                for p in files for r in bench.load_results(p)
             ]
     if not per_method:
         return
