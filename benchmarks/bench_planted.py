@@ -99,11 +99,12 @@ def correct_path(results: Path, llm: str, scorer: str, method: str, tag: str | N
 
 def select(
     cases: Sequence[pe.PlantedCase], sample: int | None, seed: int, limit: int | None,
-    exclude: Sequence[tuple[int, int]] = (),
+    exclude: Sequence[tuple[int, int]] = (), skip: int = 0,
 ) -> list[pe.PlantedCase]:
     """The cases of a run: all, or ``sample`` drawn with ``seed`` (kinds in turn, :func:`planted_errors.draw`),
     then grouped by context (cases of one context back to back, so a local judge reuses its evaluated prefix),
-    then the first ``limit``. Each ``(n, s)`` of ``exclude`` first leaves out the cases of the earlier draw of ``n``
+    then, past the first ``skip``, the first ``limit`` (two runs side by side take ``--limit N`` and ``--skip N``,
+    each with its own ``--tag``). Each ``(n, s)`` of ``exclude`` first leaves out the cases of the earlier draw of ``n``
     with seed ``s``, in turn (each draw from what the ones before it left): a held-out sample for settings tuned on
     those draws."""
     for n, s in exclude:
@@ -112,6 +113,7 @@ def select(
     picked = pe.draw(cases, sample, seed) if sample is not None else list(cases)
     first = {c: i for i, c in reversed(list(enumerate(x.context for x in picked)))}
     picked = sorted(picked, key=lambda x: first[x.context])
+    picked = picked[skip:]
     return picked[:limit] if limit is not None else picked
 
 
@@ -237,6 +239,7 @@ def run(
     sample: Annotated[Optional[int], typer.Option(help="Draw N cases (kinds in turn, seeded).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the draw.")] = 0,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N cases (after drawing/grouping).")] = None,
+    skip: Annotated[int, typer.Option(help="Leave out the first N cases (after drawing/grouping).")] = 0,
     exclude_draw: Annotated[
         Optional[list[str]],
         typer.Option(help="N:SEED: leave out the cases of that earlier draw (a held-out sample); repeat for "
@@ -260,7 +263,7 @@ def run(
     bad = [m for m in methods if m not in variants]
     if bad:
         raise typer.BadParameter(f"unknown method(s) {bad}: use {sorted(variants)}")
-    cases = select(pe.read_cases(cases_file), sample, seed, limit, _draws(exclude_draw))
+    cases = select(pe.read_cases(cases_file), sample, seed, limit, _draws(exclude_draw), skip)
     llm_name, scorer_name = _names(llm, scorer, fake)
     engine = _engine(llm, scorer, fake, threads)
     if not fake:
@@ -449,7 +452,9 @@ def table(
     cases_file: Annotated[Path, typer.Option("--cases", help="The planted-errors file.")] = pe.DEFAULT_OUT,
     llm: Annotated[str, typer.Option(help="Chat model spec the run used.")] = DEFAULT_LLM,
     scorer: Annotated[str, typer.Option(help="Scorer spec the run used.")] = DEFAULT_SCORER,
-    tag: Annotated[Optional[str], typer.Option(help="The run's --tag.")] = None,
+    tag: Annotated[
+        Optional[list[str]], typer.Option(help="The run's --tag (repeat: runs side by side on parts of the cases).")
+    ] = None,
     fake: Annotated[bool, typer.Option(help="Report the fake smoke-test run.")] = False,
     same_cases: Annotated[bool, typer.Option(help="Compare the methods on the cases all of them corrected.")] = True,
     results_dir: Annotated[Path, typer.Option(help="Where the per-case files are.")] = RESULTS,
@@ -457,11 +462,13 @@ def table(
     """Markdown tables from the per-case files (no model is loaded)."""
     llm_name, scorer_name = _names(llm, scorer, fake)
     all_cases = {c.id: c for c in pe.read_cases(cases_file)}
-    path = detect_path(results_dir, llm_name, scorer_name, tag)
-    if not path.exists():
-        typer.echo(f"no detection results at {path}")
+    tags: list[str | None] = list(tag) if tag else [None]
+    paths = [detect_path(results_dir, llm_name, scorer_name, t) for t in tags]
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        typer.echo(f"no detection results at {missing[0]}")
         raise typer.Exit(1)
-    det = {r["id"]: r for r in bench.load_results(path)}
+    det = {r["id"]: r for p in paths for r in bench.load_results(p)}
     cases = [all_cases[i] for i in det if i in all_cases]
     for case in cases:  # recomputed from the stored report, so the figure follows on_target() as it is
         row = det[case.id]
@@ -470,16 +477,16 @@ def table(
             det[case.id] = {**row, "on_target": on_target(report, case)}
     typer.echo(f"Chat model: `{llm_name}`; scorer: `{scorer_name}`; machine: {bench.cpu_model()} ({platform.machine()}, "
                f"{os.cpu_count()} CPU(s)); {len(cases)} planted cases detected.\n")
-    opath = originals_path(results_dir, llm_name, scorer_name, tag)
-    original = {r["id"]: r for r in bench.load_results(opath)} if opath.exists() else None
+    opaths = [p for t in tags if (p := originals_path(results_dir, llm_name, scorer_name, t)).exists()]
+    original = {r["id"]: r for p in opaths for r in bench.load_results(p)} if opaths else None
     typer.echo(detection_table(cases, det, original))
     per_method: dict[str, list[dict[str, Any]]] = {}
     for method in _variants():
-        p = correct_path(results_dir, llm_name, scorer_name, method, tag)
-        if p.exists():
+        files = [p for t in tags if (p := correct_path(results_dir, llm_name, scorer_name, method, t)).exists()]
+        if files:
             per_method[method] = [
                 {**r, **score_fields(all_cases[r["id"]], r["corrected"])} if r["id"] in all_cases else r
-                for r in bench.load_results(p)
+                for p in files for r in bench.load_results(p)
             ]
     if not per_method:
         return

@@ -760,6 +760,17 @@ def generate(
     return cases
 
 
+def used_contexts(results: Path = RESULTS) -> set[str]:
+    """The contexts of every case a per-case file under ``results`` holds (``planted-detect-*`` and
+    ``planted-correct-*``, looked up in the ``planted-errors*.jsonl`` case files there): what an earlier run drew."""
+    ids = {
+        json.loads(line)["id"]
+        for path in sorted([*results.glob("planted-detect-*.jsonl"), *results.glob("planted-correct-*.jsonl")])
+        for line in path.open(encoding="utf-8") if line.strip()
+    }
+    return {c.context for path in sorted(results.glob("planted-errors*.jsonl")) for c in read_cases(path) if c.id in ids}
+
+
 def draw(cases: Sequence[PlantedCase], n: int, seed: int) -> list[PlantedCase]:
     """``n`` cases drawn with ``random.Random(seed)``, the kinds taken in turn (each kind's cases shuffled), in the
     order drawn.
@@ -810,9 +821,13 @@ def generate_command(
     out: Annotated[Path, typer.Option(help="The JSONL file written.")] = DEFAULT_OUT,
     exclude_contexts_of: Annotated[Optional[list[Path]], typer.Option(
         "--exclude-contexts-of", help="A case file whose contexts are left out (repeat): a held-out set.")] = None,
+    exclude_drawn_in: Annotated[Optional[Path], typer.Option(
+        help="Leave out the context of every case a per-case file in this folder holds (planted-detect-*, "
+             "planted-correct-*): a held-out set of contexts no earlier run drew.")] = None,
 ) -> None:
     """Plant errors in faithful outputs and write the cases."""
     excluded = {c.context for path in exclude_contexts_of or () for c in read_cases(path)}
+    excluded |= used_contexts(exclude_drawn_in) if exclude_drawn_in is not None else set()
     cases = generate(tuple(sets or SETS), per_set=per_set, seed=seed, max_per_row=max_per_row, max_rows=max_rows,
                      exclude_contexts=excluded)
     n = write_cases(out, cases)

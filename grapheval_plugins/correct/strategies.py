@@ -20,39 +20,28 @@ from langchain_core.runnables import RunnableConfig
 
 from ..exceptions import ScoringError
 from ..extract.parser import parse_single_triple, parse_triples
-from ..locate import locate_triple
 from ..messages import message_text
 from ..retry import RetryPolicy
-from ..text import sentence_at, sentence_spans
+from ..text import sentence_at
 from ..types import ClaimCheck, Report, Triple
 from .evidence import closest_sentences, deciding_passage, failure_reason
 from .guard import Guard, Tally
 from .prompts import CorrectionPrompts
 from .spans import (
-    Change,
+    VALUE_LABELS,
     Edit,
-    bound_problem,
-    candidates_for,
-    copied_changes,
+    Value,
     drop_negation,
-    edit_problem,
-    filler_problem,
     foreign_words,
-    has_spaced_numbers,
-    in_kind,
-    kinds_lost,
+    is_value,
     negation_only,
-    one_for_one,
+    pipeline,
     replace_value,
-    stated_around,
+    same_kind_values,
     substitute,
     text_changes,
-    tidy_numbers,
     triple_edits,
-    typed_values,
-    unit_lost,
-    unstated_values,
-    value_options,
+    values,
 )
 from .text import check_rewrite, clean_rewrite
 from .types import CorrectionMethod, TripleChange
@@ -74,7 +63,7 @@ __all__ = [
 ]
 
 RESTATE_OPTIONS = 5
-"""How many of the context's values ``method="constrained"`` tries in place of an output value the context does not
+"""How many of the context's values ``strategy="constrained"`` tries in place of an output value the context does not
 state (one scorer call each, on the value's sentence)."""
 
 NO_EVIDENCE = "(no sentence of the context shares a word with the triple)"
@@ -83,7 +72,7 @@ NO_EVIDENCE = "(no sentence of the context shares a word with the triple)"
 MINIMAL_PAIR_MARGIN = 0.15
 """How much less unsupported than the flagged claim a correction that differs from it in one place only (its
 opposite: a negation added or taken out; or one to three words replaced by as many: "father" → "mother") must be
-scored for ``method="constrained"`` to take it when the judge does not find it supported outright. Of two claims
+scored for ``strategy="constrained"`` to take it when the judge does not find it supported outright. Of two claims
 that differ in one place, the context supports the one the judge doubts less, which a small judge decides better
 than an absolute threshold."""
 
@@ -141,7 +130,7 @@ class Editor:
     max_growth: float
     min_similarity: float
     verify: bool = True
-    """``method="constrained"``: score a corrected triple against the context before taking it."""
+    """``strategy="constrained"``: score a corrected triple against the context before taking it."""
 
     async def call(self, messages: list[BaseMessage], config: RunnableConfig | None) -> tuple[str | None, str | None, int]:
         """``(answer, error, calls)``: the answer, or ``None`` and the last error once the retries ran out."""
@@ -356,45 +345,36 @@ _OPTION = re.compile(r"\s*(?:option\s*)?(\d+)\s*(?:[.:)\]]|$)", re.IGNORECASE)
 
 
 class ConstrainedStrategy:
-    """``method="constrained"`` (not from the paper): first the output's numbers and dates that the context never
-    states, each replaced in place by the value of the context the judge finds best supported, and the places where
-    an output sentence departs from a context sentence it nearly copies, restored the same way; then for each
-    flagged triple, ``evidence``'s step 1 (the reason and the closest sentences), its answer held to the context,
-    the change made in place, no rewrite call.
+    """``strategy="constrained"`` (not from the paper): the values of the flagged claims replaced in place by values of
+    the context of the same kind, on the judge's word; then for each flagged triple left, ``evidence``'s step 1 (the
+    reason and the closest sentences), its answer held to the context, the change made in place, no rewrite call.
+    Values, kinds and word forms are spaCy's (:mod:`~grapheval_plugins.correct.spans`: named entities and their
+    labels, ``like_num``, lemmas).
 
-    First (:meth:`_restate_values`, no chat-model call), each number or date of the output that no value of the
-    context states is tried with the context's values of its kind and unit, the closest sentences' first; the judge
-    scores the value's sentence with each, and the best is taken when it is scored at least
-    :data:`MINIMAL_PAIR_MARGIN` less unsupported than the sentence was. Second (:meth:`_restore_copies`, no
-    chat-model call either), an output sentence that the judge scores unsupported and that nearly copies a sentence
-    of the context, differing from it in one place (a name swapped, a relation word changed, a negation added), is
-    tried with the context's words at that place, under the same rule. A flagged triple that held the words changed
-    is then carried over without a call. Then:
-
-    0. The triples to correct are the flagged ones; when the output is flagged and none of its triples is (the
-       hybrid rule's whole-output term carried the verdict), the triple the scorer doubted most stands in
-       (:func:`_to_correct`), and a correction of it must also be scored less unsupported than it was.
-    1. The evidence prompt proposes a corrected triple.
-    2. Each change it makes at one place is kept when every word it brings in occurs in the context and it is a
-       corrected value replaced in kind (:meth:`_problem`); the others are left out. When several are kept, each
-       is tried alone (:meth:`_take`). A try is taken when GraphEval's scorer finds it supported by the context,
-       or (a number or a date) at least better supported than the flagged triple, or (a minimal pair with the
-       flagged claim: a negation added or taken out, or a few words replaced by as many) better supported by
-       :data:`MINIMAL_PAIR_MARGIN` (one scorer call); of several, the best supported. Otherwise (the same triple, no triple, no change kept, or still
-       unsupported): a triple that negates an auxiliary is tried without the negation (held to the same rule);
-       then, when the triple holds a number or a date and the closest sentences hold other values of that kind
-       and unit, the model chooses among those values (one call, answered by a number; ``0``: none), and the
-       choice is held to the bound rule and scored the same way; else, for an unchanged answer, the evidence
-       follow-up is sent once and its answer held to the same rules.
-    3. The words that changed in the triple are replaced in the output where the triple sits (the output's other
-       words are never touched); when they are not found there, the change is refused, not handed to a rewrite.
-       It is not made where the context says the words around it word for word
-       (:func:`~grapheval_plugins.correct.spans.stated_around`), and made only when the judge scores the sentence
-       less unsupported with it (:meth:`_sentence_problem`).
+    1. (:meth:`_restate_values`, no chat-model call) Each value (a named entity or a number) of a flagged triple
+       whose sentence the judge scores unsupported is tried with the context's values of the same entity label,
+       the sentences closest to it first (up to :data:`RESTATE_OPTIONS`); the best is made in place when it is
+       scored at least :data:`MINIMAL_PAIR_MARGIN` less unsupported than the sentence was and no other scores the
+       same. A flagged triple that held the value is then carried over without a call.
+    2. For each flagged triple left (or, when only the whole output is flagged, the triple the scorer doubted most,
+       :func:`_to_correct`), the evidence prompt proposes a corrected triple. Each change it makes at one place
+       is kept when it brings in no word whose lemma the context lacks and replaces a value by a value, or a
+       name by a name of the context, or only adds or takes out a negation, or replaces as many words as it brings
+       (:meth:`_problem`). A try is taken when the judge finds it supported by the context, or (a value) better
+       supported than the flagged triple, or (a minimal pair: a negation, or as many words for as many) better by
+       :data:`MINIMAL_PAIR_MARGIN`. Otherwise a negated auxiliary is tried without its negation; then, for a
+       triple holding a value, the model chooses among the closest sentences' values of its label (one call,
+       answered by a number; ``0``: none); else, for an unchanged answer, the follow-up is sent once.
+    3. The changed words are replaced in the output where the triple sits (nothing else of the output changes;
+       refused when they are not found there), and only when the judge scores the sentence less unsupported with
+       the change (:meth:`_sentence_problem`).
     4. The round records the triples the output now states (:attr:`Round.after_triples`): the re-check is the
-       engine's check of them (the whole output alone when there is none), without extracting again.
+       engine's check of them, without extracting again.
 
     A change is made only on the scorer's word: when scoring it fails, it is refused as not verified.
+
+    Raises:
+        MissingDependencyError: spaCy or its English pipeline is missing (the ``correct`` extra).
     """
 
     method: CorrectionMethod = "constrained"
@@ -408,24 +388,19 @@ class ConstrainedStrategy:
             raise ValueError("context_sentences must be None or >= evidence_sentences")
         self.evidence_sentences = evidence_sentences
         self.direct_fallback = direct_fallback
-        """When no flagged triple could be corrected (or none was extracted), ask the Direct Prompt and keep, of its
-        rewrite, one changed place held to the same rules (:meth:`_fallback`)."""
+        """When no flagged triple could be corrected, ask the Direct Prompt and keep, of its rewrite, one changed
+        place held to the same rules (:meth:`_fallback`)."""
         self.context_sentences = context_sentences
         """How many sentences of the deciding passage (the closest to the triple, in passage order) step 1 reads as
-        its context; ``None``: the whole context. A short prompt is read faster, and the values it offers are the
-        closest sentences' anyway."""
+        its context; ``None``: the whole context."""
 
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]:
+        pipeline()  # spaCy or its pipeline missing: say so before any model call
         current = job.current
-        changes: list[TripleChange] = []
         after = [c.triple for c in job.report.claims if c.triple is not None]
-        done: set[tuple[str, str]] = set()
         applied: list[Edit] = []
-        current, restated = await self._restate_values(editor, job, current, after, applied)
-        changes.extend(restated)
-        current, copied = await self._restore_copies(editor, job, current, after, applied)
-        changes.extend(copied)
-        done.update((" ".join(e.old.casefold().split()), " ".join(e.new.casefold().split())) for e in applied)
+        current, changes = await self._restate_values(editor, job, current, after, applied)
+        done = {_edit_key(e) for e in applied}
         for claim in _to_correct(job.report):
             old = claim.triple
             if old is None:
@@ -446,9 +421,7 @@ class ConstrainedStrategy:
                 continue
             change.new = new
             edits = triple_edits(old, new)
-            key = tuple(sorted((" ".join(e.old.casefold().split()), " ".join(e.new.casefold().split()))
-                               for e in edits))
-            if any(k in done for k in key):
+            if any(_edit_key(e) in done for e in edits):
                 change.reason = "the same change was already made for another triple"
                 _replace(after, old, new)
                 continue
@@ -456,17 +429,13 @@ class ConstrainedStrategy:
             if edited is None:
                 change.reason = "the changed words of the triple are not in the output"
                 continue
-            stated = _stated(current, edited, job.ctx)
-            if stated is not None:
-                change.reason = f"the context says {stated!r} word for word; the change would depart from it"
-                continue
             worse = await self._sentence_problem(editor, job, current, edited)
             if worse is not None:
                 change.reason = worse
                 continue
             current = edited
             change.applied = True
-            done.update(key)
+            done.update(_edit_key(e) for e in edits)
             applied.extend(edits)
             _replace(after, old, new)
         if self.direct_fallback and current == job.current:
@@ -478,43 +447,41 @@ class ConstrainedStrategy:
     async def _restate_values(
         self, editor: Editor, job: Round, current: str, after: list[Triple], applied: list[Edit]
     ) -> tuple[str, list[TripleChange]]:
-        """The first step, no chat-model call: each number or date of the output that the context never states
-        (:func:`~grapheval_plugins.correct.spans.unstated_values`) is tried with each value of its kind and unit in
-        the context sentences closest to its sentence (:func:`~grapheval_plugins.correct.spans.value_options`, up to
-        :data:`RESTATE_OPTIONS`, the closest three sentences' first); the judge scores the sentence against the
-        context with each, and the best is made in place when it is scored at least :data:`MINIMAL_PAIR_MARGIN`
-        less unsupported than the sentence as it was and no other value is scored the same (a scorer that cannot
-        tell two values apart, such as a word-overlap one, decides nothing here; the options keep to the bound rule). The edits made are appended to
-        ``applied`` and made in ``after`` too, so the flagged triples that held the value are carried, not asked
-        again. Every try is recorded with its score in the change's reason."""
+        """Step 1, no chat-model call: each value of a flagged triple (a spaCy entity or number of the output inside
+        the triple's words; every value of the output when no triple was extracted), in a sentence the judge scores unsupported, tried with the context's values of the
+        same label (:func:`~grapheval_plugins.correct.spans.same_kind_values`, the closest three sentences' first,
+        up to :data:`RESTATE_OPTIONS`); the best is made in place under :func:`_best_variant`'s rule. The edits
+        made are appended to ``applied`` and made in ``after``, so the triples that held the value are carried.
+        Every try is recorded with its score in the change's reason."""
         changes: list[TripleChange] = []
         if not editor.verify:  # the rule is the scorer's: nothing to decide by without it
             return current, changes
-        for value in reversed(unstated_values(current, job.ctx)):  # from the end: earlier offsets stay valid
+        flagged = [c.triple for c in _to_correct(job.report) if c.triple is not None]
+        whole = not any(c.triple is not None for c in job.report.claims)  # no triple: every value of the output
+        threshold = editor.guard.grapheval.hallucination_threshold
+        for value in reversed(values(current)):  # from the end: earlier offsets stay valid
+            holder = next((t for t in flagged if replace_value(t, value.text, value.text) is not None), None)
+            if holder is None and not whole:
+                continue
             start, end = sentence_at(current, value.start)
             sentence = current[start:end]
             near = _SentenceClaim(sentence)
-            options = value_options(value, closest_sentences(job.ctx, near, k=3), own_text=current)
-            wider = closest_sentences(job.ctx, near, k=self.context_sentences or 8)
-            options += [o for o in value_options(value, wider, own_text=current) if o not in options]
-            options = [_like(o, value.text) for o in options[:RESTATE_OPTIONS]  # written whole: "1.1 million"
-                       if bound_problem(Edit(old=value.text, new=o), sentence, job.ctx) is None]
+            evidence = closest_sentences(job.ctx, near, k=3) + " " + closest_sentences(
+                job.ctx, near, k=self.context_sentences or 8)
+            options = [_like(o, value.text) for o in same_kind_values(value, evidence, limit=RESTATE_OPTIONS)]
             if not options:
                 continue
-            holder = next((t for t in after if replace_value(t, value.text, value.text) is not None), None)
-            change = TripleChange(round=job.number, kind="constrained", old=holder)
-            changes.append(change)
             before = await self._p_unsupported(editor, job, sentence)
-            if before is None:
-                change.reason = f"{value.text!r}, a value the context does not state: scoring its sentence failed"
-                continue
-            change.p_unsupported = before
+            if before is None or before <= threshold:
+                continue  # supported (or unscored): nothing to restate
+            change = TripleChange(round=job.number, kind="constrained", old=holder, p_unsupported=before)
+            changes.append(change)
             at = value.start - start
             tried = await self._try_variants(editor, job, [
                 (option, sentence[:at] + option + sentence[at + len(value.text):]) for option in options
             ])
-            said = (f"{value.text!r} is a value the context does not state; its sentence scored {before:.2f}, "
-                    f"with the context's values: {_scores(tried)}")
+            said = (f"{value.text!r} ({value.label}): its sentence scored {before:.2f}, with the context's values "
+                    f"of that kind: {_scores(tried)}")
             option, why = _best_variant(tried, before)
             if option is None:
                 change.reason = f"{said}: {why}"
@@ -523,64 +490,16 @@ class ConstrainedStrategy:
             edit = Edit(old=value.text, new=option)
             applied.append(edit)
             _made_in(after, edit)
+            flagged = [replace_value(t, value.text, option) or t for t in flagged]
             change.new = replace_value(holder, value.text, option) if holder is not None else None
             change.applied = True
             change.reason = f"{said}: {option!r} taken"
         return current, changes
 
-    async def _restore_copies(
-        self, editor: Editor, job: Round, current: str, after: list[Triple], applied: list[Edit]
-    ) -> tuple[str, list[TripleChange]]:
-        """The second step, no chat-model call: an output sentence that nearly copies a sentence of the context
-        and differs from it in one place ("sterling was present among the reds squad" against "Ibe was present
-        among the Reds squad", :func:`~grapheval_plugins.correct.spans.copied_changes`) is tried with the
-        context's words at that place, each change alone and held to the rules of a corrected value
-        (:meth:`_problem`), when the judge scores the sentence unsupported. The best is made in place under
-        :meth:`_restate_values`' rule (at least :data:`MINIMAL_PAIR_MARGIN` less unsupported than the sentence, no
-        other scored the same), and carried into ``after`` and ``applied``. A swapped name, a relation changed, a
-        negation added or taken out: what the chat model's step 1 rarely restores, read off the sentence the output
-        copied."""
-        changes: list[TripleChange] = []
-        if not editor.verify:
-            return current, changes
-        threshold = editor.guard.grapheval.hallucination_threshold
-        for start, end in reversed(sentence_spans(current)):  # from the end: earlier offsets stay valid
-            sentence = current[start:end]
-            found = [c for c in copied_changes(sentence, job.ctx)
-                     if self._problem(c.edit, sentence, job.ctx) is None]
-            if not found:
-                continue
-            before = await self._p_unsupported(editor, job, sentence)
-            if before is None or before <= threshold:
-                continue  # supported (or unscored): a near copy that differs is a paraphrase, not an error
-            here = [i for i, t in enumerate(after) if (at := locate_triple(current, t)) and start <= at[0] < end]
-            holder = next((after[i] for c in found for i in here
-                           if replace_value(after[i], c.old, c.old) is not None), None)
-            change = TripleChange(round=job.number, kind="constrained", old=holder, p_unsupported=before)
-            changes.append(change)
-            tried = await self._try_variants(editor, job, [(c, c.apply(sentence)) for c in found])
-            said = (f"{sentence!r} nearly copies the context; it scored {before:.2f}, with the context's words: "
-                    + ", ".join(f"{c.old!r} → {c.new!r} {p:.2f}" for p, c in tried))
-            made, why = _best_variant(tried, before)
-            if made is None:
-                change.reason = f"{said}: {why}"
-                continue
-            current = current[:start] + made.apply(sentence) + current[end:]
-            applied.append(made.edit)
-            change.new = replace_value(holder, made.old, made.new) if holder is not None else None
-            for i in here:  # the triples of this sentence only: "has" → "has not" is no edit of every "has"
-                after[i] = replace_value(after[i], made.old, made.new) or after[i]
-            change.applied = True
-            change.reason = f"{said}: {made.old!r} → {made.new!r} taken"
-        return current, changes
-
     async def _sentence_problem(self, editor: Editor, job: Round, current: str, edited: str) -> str | None:
         """Why a corrected triple's change is not made in the output (``None``: it is made): the judge scores the
-        output's sentences it changes no less unsupported with it than without. The triple was scored alone, and
-        its sentence may hold another error the change leaves in place ("the late pink floyd [star → legend] syd
-        barrett is to be not built": the triple now agrees with the context, the sentence no better), or an earlier
-        change may have corrected that sentence already. Nothing is decided without a scorer; a sentence that
-        cannot be scored leaves the change unverified, and not made."""
+        output's sentences it changes no less unsupported with it than without (the sentence may hold another
+        error the change leaves in place). A sentence that cannot be scored leaves the change unverified."""
         if not editor.verify:
             return None
         before_text, after_text = _changed_sentences(current, edited)
@@ -603,10 +522,8 @@ class ConstrainedStrategy:
 
     async def _fallback(self, editor: Editor, job: Round, after: list[Triple]) -> tuple[str, TripleChange]:
         """The Direct Prompt's rewrite held to the rules of the triples: each place where it changes words of the
-        output (case and punctuation aside) is a change held to :meth:`_problem`; each kept one is made alone in the
-        output and the sentence it sits in is scored against the context (supported outright; a number or a date:
-        better supported than the sentence was); the best supported is made, nothing else of the rewrite. The
-        triples in ``after`` that held its old words are given the new ones."""
+        output is a change held to :meth:`_problem`; each kept one is made alone and its sentence scored (supported
+        outright); the best supported is made, nothing else of the rewrite."""
         current = job.current
         answer, error, calls = await editor.call(editor.prompts.direct_messages(current, job.ctx), job.config)
         change = TripleChange(round=job.number, kind="direct", llm_calls=calls)
@@ -619,37 +536,21 @@ class ConstrainedStrategy:
             change.reason = problem
             return current, change
         found = text_changes(current, rewrite, words_only=True)
-        if not found:
-            change.reason = "the Direct Prompt changed no word of the output"
-            return current, change
-        problems = [self._problem(c.edit, _sentence_at(current, c.start), job.ctx) for c in found]
+        problems = [self._problem(c.edit, job.ctx) for c in found]
         kept = [c for c, problem in zip(found, problems) if problem is None]
         if not kept:
-            change.reason = f"the Direct Prompt's rewrite: {next(p for p in problems if p)}"
+            change.reason = f"the Direct Prompt's rewrite: {next((p for p in problems if p), 'no word changed')}"
             return current, change
-        best: tuple[float, str, Change] | None = None
-        closest: float | None = None  # the lowest P(unsupported) of a change refused
-        for made in kept:
-            edited = made.apply(current)
-            p_new = await self._p_unsupported(editor, job, _sentence_at(edited, made.start))
-            if p_new is None:
-                continue
-            bar = editor.guard.grapheval.hallucination_threshold
-            if typed_values(made.old) and typed_values(made.new):  # a number or a date: better than it was
-                before = await self._p_unsupported(editor, job, _sentence_at(current, made.start))
-                bar = max(bar, before - 1e-9) if before is not None else bar
-            if p_new > bar:
-                closest = p_new if closest is None else min(closest, p_new)
-            elif best is None or p_new < best[0]:
-                best = (p_new, edited, made)
+        bar = editor.guard.grapheval.hallucination_threshold
+        tried = await self._try_variants(editor, job, [(c, _sentence_at(c.apply(current), c.start)) for c in kept])
+        best = min((pc for pc in tried if pc[0] <= bar), key=lambda pc: pc[0], default=None)
         if best is None:
-            lowest = "" if closest is None else f" (lowest P(unsupported) {closest:.2f})"
-            change.reason = f"the Direct Prompt's rewrite: no change of it is supported by the context{lowest}"
+            change.reason = "the Direct Prompt's rewrite: no change of it is supported by the context"
             return current, change
-        _, edited, made = best
+        made = best[1]
         change.applied = True
         _made_in(after, made.edit)
-        return edited, change
+        return made.apply(current), change
 
     @staticmethod
     async def _p_unsupported(editor: Editor, job: Round, claim: str) -> float | None:
@@ -660,8 +561,7 @@ class ConstrainedStrategy:
     @staticmethod
     async def _score(editor: Editor, job: Round, claim: str, what: str, note: str = "") -> ClaimScore | None:
         """``claim`` scored against the context by GraphEval's scorer; ``None`` when scoring failed (a raised
-        :class:`~grapheval_plugins.exceptions.ScoringError`, recorded in the tally as ``what`` failed ``note``, or
-        a per-claim error)."""
+        :class:`~grapheval_plugins.exceptions.ScoringError`, recorded in the tally, or a per-claim error)."""
         try:
             scorer = await asyncio.to_thread(lambda: editor.guard.grapheval.scorer)
             [score] = await scorer.acheck([tuple(job.passages or (job.ctx,))], [claim])
@@ -694,15 +594,13 @@ class ConstrainedStrategy:
             editor, job, flipped, claim.p_unsupported, strict=True, paired=True
         ) is None:
             return flipped  # the context states the claim without its negation
-        offered = candidates_for(old, evidence, output=current) if evidence else None
+        offered = _choices(old, evidence, current) if evidence else None
         if offered is not None:
             value, options = offered
             choice = await self._ask(
                 editor, job, editor.prompts.choice_messages(old, shown, evidence, value.text, options), change
             )
             picked = _option(choice, options) if choice is not None else None
-            if picked is not None and not has_spaced_numbers(job.current):
-                picked = tidy_numbers(picked)
             if picked is None:
                 change.reason = f"step 1: {problem}; no value of the context chosen for {value.text!r}"
                 return None
@@ -710,9 +608,7 @@ class ConstrainedStrategy:
             if chosen is None or _same_triple(old, chosen):
                 change.reason = f"step 1: {problem}; the chosen value changes nothing"
                 return None
-            unsupported = bound_problem(Edit(old=value.text, new=picked), old.sentence(), job.ctx)
-            if unsupported is None:
-                unsupported = await self._unsupported(editor, job, chosen, claim.p_unsupported)
+            unsupported = await self._unsupported(editor, job, chosen, claim.p_unsupported)
             if unsupported is not None:
                 change.new = chosen
                 change.reason = f"step 1: {problem}; with the chosen value {picked!r}: {unsupported}"
@@ -735,22 +631,15 @@ class ConstrainedStrategy:
     async def _take(
         self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, new: Triple | None
     ) -> tuple[Triple | None, str | None]:
-        """The corrected triple taken from a proposed one, or ``None`` and why not.
-
-        Each change the proposal makes at one place is held to the rules of :meth:`_problem`. The changes that
-        break them are dropped when others keep to them ("9th hole" → "11th hole at port douglas": the added place
-        goes, the corrected number stays), and a triple is corrected one value at a time: when several changes keep
-        to the rules, each is tried alone and the best supported is taken ("sherwood will repeat" → "Grealish will
-        not repeat": the name and the negation are scored apart). Each try is scored as in :meth:`_unsupported`.
-        """
+        """The corrected triple taken from a proposed one, or ``None`` and why not. Each change the proposal makes
+        at one place is held to :meth:`_problem`; those that break it are dropped when others keep to it, and when
+        several are kept each is tried alone, the best supported taken (scored as in :meth:`_unsupported`)."""
         if new is None:
             return None, "no triple could be parsed from the answer"
-        if not has_spaced_numbers(job.current):  # the context's "3, 500" is written "3,500" in such an output
-            new = Triple.from_list([tidy_numbers(part) for part in new.as_list()])
         edits = triple_edits(old, new)
         if not edits:
             return None, "the model returned the triple unchanged"
-        problems = [filler_problem(old, edit) or self._problem(edit, old.sentence(), job.ctx) for edit in edits]
+        problems = [self._problem(edit, job.ctx) for edit in edits]
         kept = [edit for edit, problem in zip(edits, problems) if problem is None]
         first = next((problem for problem in problems if problem is not None), None)
         if not kept:
@@ -778,44 +667,32 @@ class ConstrainedStrategy:
     async def _unsupported(
         editor: Editor, job: Round, new: Triple, before: float | None, strict: bool = False, paired: bool = False
     ) -> str | None:
-        """Why a corrected triple is not taken after scoring it against the context: it is unsupported and no
-        better supported than the flagged triple was (P(unsupported) ``before``); ``None``: it is taken. (A small
-        judge often leaves a right correction just above the threshold: better than the flagged triple is enough,
-        the re-check then says whether the output passes.) ``strict`` (a correction that changes something other
-        than a number or a date: a name, a word, a negation, which nothing constrains the way the context's values
-        of one kind constrain a number or a date): it must be supported, unless it is the flagged claim's
-        ``paired`` with the flagged claim (they differ in one place: a negation added or taken out, or a few words
-        replaced by as many, see :func:`_minimal_pair`) and the judge prefers it to the flagged claim by
-        :data:`MINIMAL_PAIR_MARGIN` or more: of two such claims, the one the context supports is the one scored the
-        less unsupported, which a small judge decides better than an absolute threshold. A triple that was not
-        flagged (``before`` at or under the threshold: a stand-in, see :func:`_to_correct`) is corrected only into
-        one scored less unsupported than it was. The verdict is
-        kept to rank the tries (:attr:`Round.verified`); a triple that cannot be scored is not verified, and not
-        taken."""
+        """Why a corrected triple is not taken after scoring it against the context (``None``: it is taken): it is
+        unsupported and no better supported than the flagged triple was (P(unsupported) ``before``). ``strict`` (a
+        change of something other than a value): it must be supported, unless ``paired`` with the flagged claim (a
+        minimal pair, :func:`_minimal_pair`) and scored at least :data:`MINIMAL_PAIR_MARGIN` less unsupported. A
+        triple that was not flagged (a stand-in, see :func:`_to_correct`) is corrected only into one scored less
+        unsupported than it was. A triple that cannot be scored is not verified, and not taken."""
         if not editor.verify:
             return None
         engine = editor.guard.grapheval
-        claim = engine.render_triple(new)
-        score = await ConstrainedStrategy._score(editor, job, claim, f"{new.as_list()}", ", not taken")
+        score = await ConstrainedStrategy._score(editor, job, engine.render_triple(new), f"{new.as_list()}",
+                                                 ", not taken")
         if score is None:
             return "scoring the corrected triple failed: it is not verified, not taken"
         threshold = engine.hallucination_threshold
-        job.verified[new] = score.p_unsupported
-        unsupported = score.p_unsupported > threshold
-        if before is not None and before <= threshold and score.p_unsupported >= before:  # a stand-in triple
+        job.verified[new] = p = score.p_unsupported
+        if before is not None and before <= threshold and p >= before:  # a stand-in triple
             return (f"the corrected triple is no less unsupported than the unflagged triple it corrects "
-                    f"(P(unsupported) = {score.p_unsupported:.2f}, the triple's {before:.2f})")
-        if unsupported and strict and paired and before is not None and (
-            score.p_unsupported <= before - MINIMAL_PAIR_MARGIN
-        ):
+                    f"(P(unsupported) = {p:.2f}, the triple's {before:.2f})")
+        if p <= threshold or (strict and paired and before is not None and p <= before - MINIMAL_PAIR_MARGIN):
             return None
-        if unsupported and strict:
-            return (f"the corrected triple changes more than a number or a date and is not supported by the "
-                    f"context (P(unsupported) = {score.p_unsupported:.2f})")
-        if unsupported and (before is None or score.p_unsupported >= before):
+        if strict:
+            return (f"the corrected triple changes more than a value and is not supported by the context "
+                    f"(P(unsupported) = {p:.2f})")
+        if before is None or p >= before:
             was = "" if before is None else f", the flagged triple's {before:.2f}"
-            return (f"the corrected triple is not supported by the context either (P(unsupported) = "
-                    f"{score.p_unsupported:.2f}{was})")
+            return f"the corrected triple is not supported by the context either (P(unsupported) = {p:.2f}{was})"
         return None
 
     @staticmethod
@@ -829,35 +706,63 @@ class ConstrainedStrategy:
         return answer if answer.strip() else None
 
     @staticmethod
-    def _problem(edit: Edit, where: str, context: str) -> str | None:
+    def _problem(edit: Edit, context: str) -> str | None:
         """Why one change (of a proposed triple, or of a rewrite) is not a correction (``None``: it may be one): it
-        brings in words the context lacks (another inflection of a verb whose negation it takes out aside: "did not
-        ease" → "eased"), turns a number or a date into something else or a count into a percentage or money
-        (:func:`~grapheval_plugins.correct.spans.unit_lost`), is no corrected value
-        (:func:`~grapheval_plugins.correct.spans.edit_problem`), changes a number under a bound that the new value
-        does not need changed (:func:`~grapheval_plugins.correct.spans.bound_problem`; ``where``: the text the
-        edit's old words sit in), or rewrites words rather than replacing a value in kind
-        (:func:`~grapheval_plugins.correct.spans.in_kind`: "see their last live" → "watch gp")."""
-        foreign = foreign_words(edit.new, context, inflecting=edit.old if negation_only(edit) else "")
+        brings in a word whose lemma the context lacks (the verb a negation taken out inflects aside: "did not
+        discover" → "discovered"), or it is none of: a negation added or taken out; a value replaced by a value
+        (spaCy's entities of :data:`~grapheval_plugins.correct.spans.VALUE_LABELS`, or numbers); a name replaced
+        by a name the context states; as many words for as many."""
+        negation = negation_only(edit)
+        foreign = foreign_words(edit.new, context, inflecting=edit.old if negation else "")
         if foreign:
             return "the change brings in words the context does not contain: " + ", ".join(foreign[:5])
-        lost = kinds_lost(edit)
-        if lost:
-            return f"the change replaces a {lost} ({edit.old!r}) with something else ({edit.new!r})"
-        unit = unit_lost(edit)
-        if unit:
-            return f"the change is not a corrected value: {unit}"
-        problem = edit_problem(edit, context) or bound_problem(edit, where, context)
-        if problem:
-            return f"the change is not a corrected value: {problem}"
-        if not in_kind(edit, context):
-            return (f"the change is not a value replaced in kind: {edit.old!r} → {edit.new!r} is neither as many "
-                    "words for as many, nor a name of the context for another, nor a negation")
-        return None
+        if negation:
+            return None
+        old_value, new_value = is_value(edit.old), is_value(edit.new)
+        if old_value != new_value:
+            return f"the change replaces {edit.old!r} with {edit.new!r}: a value with something else, or the reverse"
+        if old_value or _words(edit.old) == _words(edit.new) or (_is_name(edit.old) and _stated_name(edit.new, context)):
+            return None
+        return (f"the change is not a value replaced in kind: {edit.old!r} → {edit.new!r} is neither a value, nor "
+                "a name of the context, nor a negation, nor as many words for as many")
+
+
+def _words(text: str) -> int:
+    return len(re.findall(r"\w+", text))
+
+
+def _is_name(text: str) -> bool:
+    """Whether ``text`` is words of a name only (spaCy's proper nouns, nouns, adjectives, determiners,
+    possessives): no verb, no negation, no function word that a name would not hold."""
+    words = [t for t in pipeline()(text) if not t.is_punct]
+    return bool(words) and all(t.pos_ in ("PROPN", "NOUN", "ADJ", "DET") or t.tag_ == "POS" for t in words)
+
+
+def _stated_name(text: str, context: str) -> bool:
+    """Whether ``text`` is a name (a spaCy entity) of ``context``."""
+    key = " ".join(text.casefold().split())
+    return bool(key) and any(v.key == key for v in values(context))
+
+
+def _edit_key(edit: Edit) -> tuple[str, str]:
+    return " ".join(edit.old.casefold().split()), " ".join(edit.new.casefold().split())
+
+
+def _choices(old: Triple, evidence: str, output: str) -> tuple[Value, list[str]] | None:
+    """The first value of ``old`` (a spaCy entity of a number, an amount or a date) and the values of ``evidence``
+    of its label that ``output`` does not state (``None`` when there are none)."""
+    for value in values(old.sentence()):
+        if value.label not in VALUE_LABELS:
+            continue
+        stated = {v.key for v in values(output)}
+        options = [o for o in same_kind_values(value, evidence) if " ".join(o.casefold().split()) not in stated]
+        if options:
+            return value, options
+    return None
 
 
 def _to_correct(report: Report) -> list[ClaimCheck]:
-    """The claims ``method="constrained"`` corrects: the flagged ones; when the output is flagged and none of its
+    """The claims ``strategy="constrained"`` corrects: the flagged ones; when the output is flagged and none of its
     triples is (the hybrid rule's whole-output term carried the verdict), the triple the scorer doubted most stands
     in, held to one more rule: its correction must be scored less unsupported than it was."""
     flagged = list(report.unsupported)
@@ -944,17 +849,6 @@ def _changed_sentences(before: str, after: str) -> tuple[str, str]:
     return spans[0], spans[1]
 
 
-def _stated(before: str, after: str, context: str) -> str | None:
-    """The words around the place where ``after`` departs from ``before`` when the context says them word for word
-    (:func:`~grapheval_plugins.correct.spans.stated_around`), else ``None``.
-
-    >>> _stated("Ann won gold in 2012.", "Ann won silver in 2012.", "Ann won gold in 2012 in London.")
-    'Ann won gold in 2012'
-    """
-    head, end, _ = _changed_span(before, after)
-    return stated_around(before, head, end, context)
-
-
 def _sentence_at(text: str, at: int) -> str:
     """The sentence of ``text`` that holds character ``at`` (the whole text when none does)."""
     return text[slice(*sentence_at(text, at))]
@@ -976,20 +870,18 @@ def _p(job: Round, triple: Triple) -> float:
 
 
 def _minimal_pair(old: Triple, new: Triple) -> bool:
-    """Whether ``new`` differs from ``old`` in one place: it only adds or takes out negations (see
-    :func:`~grapheval_plugins.correct.spans.negation_only`), or makes one change of a few words into as many
-    (:func:`~grapheval_plugins.correct.spans.one_for_one`)."""
+    """Whether ``new`` differs from ``old`` in one place: it only adds or takes out negations
+    (:func:`~grapheval_plugins.correct.spans.negation_only`), or makes one change of as many words for as many."""
     edits = triple_edits(old, new)
     if not edits:
         return False
-    return all(negation_only(e) for e in edits) or (len(edits) == 1 and one_for_one(edits[0]))
+    return all(negation_only(e) for e in edits) or (len(edits) == 1 and _words(edits[0].old) == _words(edits[0].new))
 
 
 def _changes_a_value(old: Triple, new: Triple) -> bool:
-    """Whether every change from ``old`` to ``new`` replaces a number or a date (by one of its kind, see
-    :func:`~grapheval_plugins.correct.spans.kinds_lost`)."""
+    """Whether every change from ``old`` to ``new`` replaces a value by a value (spaCy's numbers and dates)."""
     edits = triple_edits(old, new)
-    return bool(edits) and all(typed_values(e.old) and typed_values(e.new) for e in edits)
+    return bool(edits) and all(is_value(e.old) and is_value(e.new) for e in edits)
 
 
 def _option(answer: str, options: Sequence[str]) -> str | None:
@@ -1016,11 +908,11 @@ def _carry(old: Triple, applied: Sequence[Edit]) -> Triple | None:
     words are in the triple and not in its replacement); ``None`` when none does."""
     new = old
     for edit in applied:
-        if not edit.new or edit.old.casefold() in edit.new.casefold() or not foreign_words(edit.old, ""):
-            continue  # a deletion, an addition, or only common words ("is not"): too loose to carry over
-        replaced = replace_value(new, edit.old, edit.new)
-        if replaced is not None:
-            new = replaced
+        if not edit.new or edit.old.casefold() in edit.new.casefold() or not (
+            is_value(edit.old) or foreign_words(edit.old, "")
+        ):
+            continue  # a deletion, an addition, or only stop words ("is not"): too loose to carry over
+        new = replace_value(new, edit.old, edit.new) or new
     return None if new == old else new
 
 

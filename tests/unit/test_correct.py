@@ -777,7 +777,7 @@ def test_guard_refuses_a_change_it_could_not_verify(fail: str) -> None:
 
 def test_deepeval_says_passes_the_recheck_only_for_a_scored_pass() -> None:
     """Raw mode (no triple): the value step corrects "3" into "2"; the whole output, scored again, is still
-    unsupported ("Rome"), and the reason says so."""
+    unsupported ("Rome", no place of the context to put in its stead), and the reason says so."""
     pytest.importorskip("deepeval")
     from deepeval.test_case import LLMTestCase
 
@@ -786,7 +786,7 @@ def test_deepeval_says_passes_the_recheck_only_for_a_scored_pass() -> None:
     support = lambda premise, claim: 0.0 if "3 medals" in claim or "Rome" in claim else 1.0  # noqa: E731
     metric = GraphEvalMetric(scorer=FunctionScorer(support), mode="raw", suggest_correction=True)
     metric.measure(LLMTestCase(input="q", actual_output="Ann won 3 medals in 2012. Bob lives in Rome.",
-                               context=["Ann won 2 medals in 2012. Bob lives in Oslo."]), _show_indicator=False)
+                               context=["Ann won 2 medals in 2012. Bob lives abroad."]), _show_indicator=False)
     assert metric.reason is not None and "passes the re-check" not in metric.reason
     assert "suggested correction (still flagged by the re-check): Ann won 2 medals in 2012. Bob lives in Rome." in (
         metric.reason)

