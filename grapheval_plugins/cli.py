@@ -144,8 +144,9 @@ def _summary_table(title: str, counts: dict[str, Any]) -> Table:
     return table
 
 
-def _usage_counts(usage: Any) -> dict[str, Any]:
-    """A run's chat-model totals (a :class:`~grapheval_plugins.types.StageUsage`) as summary-table rows."""
+def _usage_counts(usage: Any, prices: tuple[float, float] | None = None) -> dict[str, Any]:
+    """A run's chat-model totals (a :class:`~grapheval_plugins.types.StageUsage`) as summary-table rows; the cost as
+    the models reported it, else at ``--prices``."""
     from .types import usage_cost
 
     def known(value: int | None) -> int | str:
@@ -153,9 +154,9 @@ def _usage_counts(usage: Any) -> dict[str, Any]:
 
     counts: dict[str, Any] = {"chat-model calls": usage.calls, "prompt tokens": known(usage.input_tokens),
                               "completion tokens": known(usage.output_tokens)}
-    cost = usage_cost({"all": usage})
+    cost = usage_cost({"all": usage}, None if prices is None else {"input": prices[0], "output": prices[1]})
     if usage.calls and cost is not None:
-        counts["cost (USD, reported)"] = f"{cost:.6f}"
+        counts["cost (USD, reported)" if usage.cost is not None else "cost (USD, at --prices)"] = f"{cost:.6f}"
     return counts
 
 
@@ -292,6 +293,10 @@ def _renamed_option(value: str, old: str | None, flag: str, default: str) -> str
     return old
 
 
+_Prices = Annotated[Optional[tuple[float, float]], typer.Option(
+    metavar="PROMPT COMPLETION",
+    help="US dollars per million prompt and completion tokens: the summary shows the run's cost where the models "
+         "report none.")]
 _Threshold = Annotated[float, typer.Option(
     "--hallucination-threshold", "--threshold",
     help="The P(unsupported) above which a claim is unsupported and P(hallucination) above which a row is "
@@ -321,6 +326,7 @@ def evaluate(
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec, e.g. local:qwen2.5-coder-1.5b or bedrock:<id>.")] = None,
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, trueteacher, nli:<model>, judge:local:<name> (default: an LLM judge over --llm; the offline local judge when --llm is not given either).")] = None,
     threshold: _Threshold = 0.5,
+    prices: _Prices = None,
     mode: Annotated[str, typer.Option(help="graph (GraphEval) or raw (whole output as one claim).")] = "graph",
     rule: Annotated[str, typer.Option(help="Graph mode's decision rule: hybrid (default: whole output and triples "
                                            "combined, for scorers with fitted weights), paper (the paper's rule), or "
@@ -370,10 +376,10 @@ def evaluate(
             rows, output, counts, pending.problems, append=resume, llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
             rule=decision_rule, cache=cache, context_key=context_field, output_key=output_field, id_key=id_field, address=address,
             extract_actors=extract_actors, check_actors=check_actors, requests_per_minute=requests_per_minute,
-            tokens_per_minute=tokens_per_minute,
+            tokens_per_minute=tokens_per_minute, prices=prices,
         )
     else:
-        _evaluate_here(engine, pending, output, counts, batch_rows=batch_rows, mode=mode,
+        _evaluate_here(engine, pending, output, counts, batch_rows=batch_rows, mode=mode, prices=prices,
                        context_field=context_field, output_field=output_field, id_field=id_field)
     pending.check_stopped()
     if report is not None:
@@ -384,6 +390,7 @@ def evaluate(
 def _evaluate_here(
     engine: Any, pending: _Pending, output: Path, counts: dict[str, Any], *,
     batch_rows: int, mode: str, context_field: str, output_field: str, id_field: str,
+    prices: tuple[float, float] | None = None,
 ) -> None:
     """``evaluate`` in this process: batches through ``engine.evaluate_many``, each report appended as it comes."""
     from .types import StageUsage, total_usage
@@ -410,14 +417,14 @@ def _evaluate_here(
         ),
     )
     counts["skipped (unreadable)"] = pending.unreadable
-    counts.update(_usage_counts(usage[0]))
+    counts.update(_usage_counts(usage[0], prices))
     _finish(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts, problems,
             f"reports written to {output}")
 
 
 def _evaluate_on_ray(
     rows: list[dict[str, Any]], output: Path, counts: dict[str, Any], problems: list[str], *, address: str | None,
-    append: bool, **options: Any,
+    append: bool, prices: tuple[float, float] | None = None, **options: Any,
 ) -> None:
     """``evaluate --engine ray``: the pending rows through the Ray pipeline, each report appended as it comes."""
     from .exceptions import GraphEvalError
@@ -438,7 +445,7 @@ def _evaluate_on_ray(
             JsonlStore(output, replace=True, keep_rows=False).close()
         summary = RayEvalSummary(path=output)
     counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
-    counts.update(_usage_counts(summary.usage))
+    counts.update(_usage_counts(summary.usage, prices))
     problems.extend(summary.problems)
     _finish(f"GraphEval on Ray ({options.get('mode')})", counts, problems, f"reports written to {output}")
 
@@ -458,6 +465,7 @@ def correct(
     llm: Annotated[Optional[str], typer.Option(help="Chat model spec (extraction and correction).")] = None,
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, nli:<model>, judge:local:<name> (default: an LLM judge over --llm, else the offline local judge).")] = None,
     threshold: _Threshold = 0.5,
+    prices: _Prices = None,
     max_rounds: Annotated[int, typer.Option(help="Correct → re-check rounds (1 = the paper).")] = 1,
     guard: Annotated[str, typer.Option(help="off, reject or flag a change that drops a supported triple.")] = "off",
     batch_step1: Annotated[bool, typer.Option(help="Correct all flagged triples of an output in one call.")] = False,
@@ -535,7 +543,7 @@ def correct(
             counts[f"mean {key} (flagged rows)"] = sum(values) / len(values)
     counts["skipped (already done)"] = pending.skipped
     counts["skipped (unreadable)"] = pending.unreadable
-    counts.update(_usage_counts(usage[0]))
+    counts.update(_usage_counts(usage[0], prices))
     title = f"{'Direct Prompt' if strategy == 'direct' else 'GraphCorrect'} ({fixer.describe() if counts['rows'] else strategy})"
     _finish(title, counts, problems, f"correction reports written to {output}")
     pending.check_stopped()

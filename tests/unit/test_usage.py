@@ -158,6 +158,23 @@ def test_cli_summary_shows_the_runs_totals(tmp_path: Path, monkeypatch: pytest.M
     assert f"completion tokens │ {total.output_tokens}" in text
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert sum(r["usage"]["extract"]["input_tokens"] for r in written) == total.input_tokens
+    assert "cost" not in text  # the fake model reports no cost, and no prices were given
+
+
+def test_cli_summary_prices_the_runs_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grapheval_plugins import cli, models
+
+    extractor = MeteredChatModel(responses=[KG])
+    monkeypatch.setattr(models, "resolve_llm", lambda spec=None, **_: extractor)
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"id": "1", "context": CONTEXT, "output": OUTPUT}) + "\n")
+    result = CliRunner().invoke(cli.app, ["evaluate", str(source), "-o", str(tmp_path / "out.jsonl"), "--llm", "fake",
+                                          "--rule", "paper", "--prices", "0.5", "2",
+                                          "--scorer", "py:grapheval_plugins.testing:KeywordScorer"])
+    assert result.exit_code == 0, result.output
+    total = _tokens(extractor, extractor.calls)
+    expected = (total.input_tokens * 0.5 + total.output_tokens * 2.0) / 1e6
+    assert f"cost (USD, at --prices) │ {expected:.6f}" in " ".join(result.output.split())
 
 
 def test_the_html_run_page_shows_the_totals() -> None:
