@@ -107,10 +107,6 @@ class RetryPolicy:
     def from_retries(cls, max_retries: int, **kwargs: Any) -> RetryPolicy:
         return cls(attempts=max_retries + 1, **kwargs)
 
-    @staticmethod
-    def _elapsed(state: RetryCallState) -> float:
-        return state.seconds_since_start or 0.0  # None only before the first attempt ends
-
     def _wait(self, state: RetryCallState) -> float:
         outcome = state.outcome
         if outcome is not None and isinstance(outcome.exception(), Reprompt):
@@ -118,7 +114,7 @@ class RetryPolicy:
         backoff = wait_exponential(multiplier=self.initial_s, max=self.max_wait_s) + wait_random(0, self.jitter_s)
         seconds = float(backoff(state))
         if self.deadline_s is not None:
-            seconds = max(0.0, min(seconds, self.deadline_s - self._elapsed(state)))
+            seconds = max(0.0, min(seconds, self.deadline_s - (state.seconds_since_start or 0.0)))
         return seconds
 
     @staticmethod
