@@ -21,7 +21,7 @@ you pass your own ``client``; a ``config`` you pass is merged over it). No netwo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._imports import require
@@ -179,12 +179,8 @@ def chat_bedrock(
     require("boto3", "aws", "Amazon Bedrock chat models")
     from botocore.config import Config
 
-    base = _as_sampling(sampling)
-    settings = Sampling(
-        temperature=base.temperature if temperature is None else temperature,
-        top_p=base.top_p if top_p is None else top_p,
-        top_k=base.top_k if top_k is None else top_k,
-    )
+    overrides: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
+    settings = replace(_as_sampling(sampling), **{k: v for k, v in overrides.items() if v is not None})
 
     fields: dict[str, Any] = dict(kwargs.pop("additional_model_request_fields", None) or {})
     if settings.top_k is not None:

@@ -139,10 +139,6 @@ class RateLimitedChatModel(NamedChatModel):
         self._tokens = TokenBucket(tpm, tpm * share) if tpm else None
 
     @property
-    def requests(self) -> TokenBucket | None:
-        return self._requests
-
-    @property
     def tokens(self) -> TokenBucket | None:
         return self._tokens
 

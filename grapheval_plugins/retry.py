@@ -27,7 +27,7 @@ from tenacity.wait import wait_exponential, wait_random
 
 from .exceptions import InputError, MissingDependencyError, ModelLoadError
 
-__all__ = ["NON_RETRYABLE", "Reprompt", "RetryPolicy", "is_retryable"]
+__all__ = ["NON_RETRYABLE", "RETRY_AFTER_MAX_S", "Reprompt", "RetryPolicy", "is_retryable", "retry_after"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +39,9 @@ NON_RETRYABLE: tuple[type[BaseException], ...] = (
 """Errors a second identical call cannot cure: they are raised (or recorded) after the first attempt."""
 
 _RETRYABLE_STATUS = {408, 409, 425, 429}
+
+RETRY_AFTER_MAX_S = 60.0
+"""The longest ``Retry-After`` a retry waits for (a longer one waits this long)."""
 
 
 class Reprompt(Exception):
@@ -56,6 +59,21 @@ def _status_code(exc: BaseException) -> int | None:
         if isinstance(code, int):
             return code
     return None
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The seconds a provider's ``Retry-After`` header asked to wait, on an SDK error's ``response.headers`` or in
+    botocore's ``ResponseMetadata["HTTPHeaders"]``; ``None`` when there is none (or not in seconds)."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        headers = (response.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
+    else:
+        headers = getattr(response, "headers", None) or {}
+    value = headers.get("retry-after")
+    try:
+        return None if value is None else max(0.0, float(value))
+    except (TypeError, ValueError):
+        return None
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -81,7 +99,8 @@ async def _sleep(seconds: float) -> None:  # asyncio.sleep looked up at each cal
 @dataclass(frozen=True)
 class RetryPolicy:
     """How often, and how patiently, a failing chat-model call is made again: ``attempts`` calls in all, backoffs
-    from ``initial_s`` doubling up to ``max_wait_s`` plus a random ``[0, jitter_s]``, no attempt nor backoff past
+    from ``initial_s`` doubling up to ``max_wait_s`` plus a random ``[0, jitter_s]`` (at least a provider's
+    ``Retry-After``, up to :data:`RETRY_AFTER_MAX_S`), no attempt nor backoff past
     ``deadline_s`` since the first; a :class:`Reprompt` is retried without backoff.
 
     >>> RetryPolicy.from_retries(2).attempts
@@ -107,18 +126,17 @@ class RetryPolicy:
     def from_retries(cls, max_retries: int, **kwargs: Any) -> RetryPolicy:
         return cls(attempts=max_retries + 1, **kwargs)
 
-    @staticmethod
-    def _elapsed(state: RetryCallState) -> float:
-        return state.seconds_since_start or 0.0  # None only before the first attempt ends
-
     def _wait(self, state: RetryCallState) -> float:
-        outcome = state.outcome
-        if outcome is not None and isinstance(outcome.exception(), Reprompt):
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, Reprompt):
             return 0.0
         backoff = wait_exponential(multiplier=self.initial_s, max=self.max_wait_s) + wait_random(0, self.jitter_s)
         seconds = float(backoff(state))
+        asked = retry_after(exc) if exc is not None else None
+        if asked is not None:  # the provider's Retry-After, up to RETRY_AFTER_MAX_S
+            seconds = max(seconds, min(asked, RETRY_AFTER_MAX_S))
         if self.deadline_s is not None:
-            seconds = max(0.0, min(seconds, self.deadline_s - self._elapsed(state)))
+            seconds = max(0.0, min(seconds, self.deadline_s - (state.seconds_since_start or 0.0)))
         return seconds
 
     @staticmethod

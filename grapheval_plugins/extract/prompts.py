@@ -6,10 +6,6 @@ The wording is the paper's (``shared/paper/PROMPTS.md``). Two message orders exi
 * :data:`KG_PROMPT` (the default) — system, tips, examples, then the input last, so that everything before the
   output is a fixed prefix that a provider's prompt cache (or llama.cpp's KV cache) reuses across calls.
 
-:data:`KG_PROMPT_KEEP_QUALIFIERS` (not the default; measured in ``docs/benchmarks.md``, "Lever 2") is the default's
-order and format with tips and examples that keep each statement's numbers, dates, qualifiers and negations in
-its triple, e.g. ``["Electronics", "carry", "a 15% restocking fee"]`` rather than ``[..., "have a", "restocking fee"]``.
-
 Swap in your own with ``dataclasses.replace(KG_PROMPT, examples=...)`` or a new :class:`KGPrompt`.
 """
 
@@ -172,15 +168,11 @@ class KGPrompt:
     retry_instruction: str = _RETRY
     extra: dict[str, str] = field(default_factory=dict)
 
-    def examples_text(self) -> str:
-        parts = [self.examples_header]
-        parts += [ex.render(i) for i, ex in enumerate(self.examples, start=1)]
-        return "\n\n".join(parts)
-
     def messages(self, text: str) -> list[BaseMessage]:
         """The chat messages for ``text`` (the LLM output to turn into a knowledge graph)."""
         system, ask = SystemMessage(self.system), HumanMessage(fill(self.instruction, input=text))
-        fixed = [HumanMessage(self.tips), *([HumanMessage(self.examples_text())] if self.examples else [])]
+        shown = [self.examples_header, *(ex.render(i) for i, ex in enumerate(self.examples, start=1))]
+        fixed = [HumanMessage(self.tips), *([HumanMessage("\n\n".join(shown))] if self.examples else [])]
         return [system, *fixed, ask] if self.examples_first else [system, ask, *fixed]
 
     def retry_message(self, reason: str) -> HumanMessage:

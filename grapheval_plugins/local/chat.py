@@ -14,7 +14,6 @@ Example (``pip install 'grapheval-plugins[offline]'``)::
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from functools import partial
 from typing import Any, cast
@@ -144,14 +143,10 @@ class ChatLocalLlama(BaseChatModel):
                 raise ContextOverflowError("messages", f"the prompt has {len(prompt)} tokens and the model's context "
                                            f"window is {session.n_ctx}: shorten the input or raise n_ctx")
             before = session.stats.reused_tokens
-            started = time.perf_counter()
             generated: list[int] = []
             text, emitted, finish = "", 0, "length"
             hold = max((len(s) for s in stops), default=1) - 1
-            first_token_at: float | None = None
             for token in session.generate(prompt, max_tokens=max_tokens, temperature=temperature, seed=self.seed):
-                if first_token_at is None:
-                    first_token_at = time.perf_counter()
                 generated.append(token)
                 text = session.detokenize(generated).decode("utf-8", errors="ignore")
                 cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
@@ -170,9 +165,7 @@ class ChatLocalLlama(BaseChatModel):
                     finish = "stop"
             if len(text) > emitted:
                 yield piece(text[emitted:])
-            ended = time.perf_counter()
             reused = session.stats.reused_tokens - before
-        first = first_token_at or ended
         yield ChatGenerationChunk(message=AIMessageChunk(
             content="", chunk_position="last",
             usage_metadata=cast(UsageMetadata, {"input_tokens": len(prompt), "output_tokens": len(generated),
@@ -183,8 +176,6 @@ class ChatLocalLlama(BaseChatModel):
                 "finish_reason": finish,
                 "prefix_tokens_reused": reused,
                 "prompt_tokens_evaluated": len(prompt) - reused,
-                "prompt_seconds": round(first - started, 4),
-                "total_seconds": round(ended - started, 4),
             },
         ))
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = ["HubProbe", "default_hub_fetch", "hub_enabled", "hub_endpoint", "probe_hub"]
+__all__ = ["HubProbe", "default_hub_fetch", "hub_enabled", "probe_hub"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,18 +31,6 @@ def hub_enabled(env: Mapping[str, str] | None = None) -> bool:
     environ = os.environ if env is None else env
     flag = environ.get("HF_HUB_OFFLINE", "") or environ.get("GRAPHEVAL_NO_HUB", "")
     return flag.strip().lower() not in ("1", "true", "yes", "on")
-
-
-def hub_endpoint(env: Mapping[str, str] | None = None) -> str | None:
-    """The hub's base URL: ``HF_ENDPOINT``, else ``huggingface_hub``'s default; ``None`` when neither is known."""
-    environ = os.environ if env is None else env
-    if environ.get("HF_ENDPOINT"):
-        return environ["HF_ENDPOINT"]
-    try:
-        from huggingface_hub import constants
-    except ImportError:
-        return None
-    return str(constants.ENDPOINT)
 
 
 @dataclass(frozen=True)
@@ -58,9 +46,12 @@ def probe_hub(*, timeout: float = PROBE_TIMEOUT_S, connect: Callable[..., Any] =
     """One TCP connection attempt to the hub endpoint (no HTTP, no retries); ``connect`` is injectable for tests."""
     if not hub_enabled(env):
         return HubProbe(False, "skipped: HF_HUB_OFFLINE / GRAPHEVAL_NO_HUB set")
-    endpoint = hub_endpoint(env)
-    if endpoint is None:
+    environ = os.environ if env is None else env
+    try:
+        from huggingface_hub import constants
+    except ImportError:
         return HubProbe(False, "skipped: huggingface_hub is not installed")
+    endpoint = environ.get("HF_ENDPOINT") or str(constants.ENDPOINT)
     parsed = urlparse(endpoint)
     host = parsed.hostname
     if not host:

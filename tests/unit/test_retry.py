@@ -158,3 +158,24 @@ def test_policy_arguments_are_validated() -> None:
         RetryPolicy(attempts=0)
     with pytest.raises(InputError, match="deadline_s"):
         RetryPolicy(deadline_s=0)
+
+
+class Throttled(Exception):
+    """A provider SDK's 429 with a ``Retry-After`` header on its ``response``."""
+
+    def __init__(self, seconds: str) -> None:
+        super().__init__("429 Too Many Requests")
+        self.status_code = 429
+        self.response = type("Response", (), {"headers": {"retry-after": seconds}})()
+
+
+def test_a_retry_after_is_waited_up_to_its_bound_and_the_deadline(sleeps: list[float]) -> None:
+    llm = ScriptedChatModel(responses=[Throttled("3"), Throttled("3600"), GOOD])
+    quick = RetryPolicy(attempts=3, initial_s=0.01, jitter_s=0)
+    assert TripleExtractor(llm, retry=quick).extract("Paris is the capital of France.").triples
+    assert sleeps == [3.0, 60.0]  # the header's 3 s, then an hour capped at RETRY_AFTER_MAX_S
+    sleeps.clear()
+    llm = ScriptedChatModel(responses=[Throttled("3600"), GOOD])
+    bounded = RetryPolicy(attempts=2, initial_s=0.01, jitter_s=0, deadline_s=5)
+    assert TripleExtractor(llm, retry=bounded).extract("Paris is the capital of France.").triples
+    assert len(sleeps) == 1 and 4.0 < sleeps[0] <= 5.0  # never past the deadline
