@@ -1,4 +1,4 @@
-"""Stage 3: the decision rules over the claims' P(unsupported), named and registered (docs/concepts.md, "Decide").
+"""Stage 3: the decision rules over the claims' P(unsupported), named and registered (docs/concepts.md).
 
 >>> mean = HybridWeights(whole=0.5, claims=0.5, bias=0.0, fitted_on="the mean of the two log-odds")
 >>> round(mean.probability(0.2, [0.1, 0.8]), 3)
@@ -103,7 +103,7 @@ FidelityOption = Literal["auto", "off", "drop"]
 
 @dataclasses.dataclass(frozen=True)
 class HybridWeights:
-    """The ``hybrid`` rule's weights, and the setting they were fitted for (``None``: any; ``fingerprint``: the
+    """The ``hybrid`` rule's weights and the setting they were fitted for (``None``: any; ``fingerprint``: the
     scorer's :meth:`~grapheval_plugins.check.Scorer.fingerprint`).
 
     >>> w = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
@@ -202,7 +202,7 @@ def __getattr__(name: str) -> Any:
 
 
 def hybrid_weights(scorer_name: str | None, fidelity: Fidelity = "off") -> HybridWeights | None:
-    """Deprecated: :func:`fitted_weights`. The weights fitted for this scorer and fidelity setting, any prompt.
+    """Deprecated: :func:`fitted_weights`. The weights fitted for this scorer and fidelity, any prompt.
 
     >>> hybrid_weights("some-other-scorer") is None
     True
@@ -222,8 +222,8 @@ class Needs:
 
 
 class DecisionRule:
-    """A named decision rule: a row's claims in, its :class:`~grapheval_plugins.types.Decision` out (how to add one:
-    docs/architecture.md, "Where to add")."""
+    """A named decision rule: a row's claims in, its :class:`~grapheval_plugins.types.Decision` out (adding one:
+    docs/architecture.md)."""
 
     name: ClassVar[str] = ""
     needs: ClassVar[Needs] = Needs()
@@ -254,8 +254,8 @@ class PaperRule(DecisionRule):
 
 
 class HybridRule(DecisionRule):
-    """The hybrid rule: :meth:`HybridWeights.probability`; with nothing extracted the whole output stands for both
-    terms, and without weights or a whole-output score the largest claim's decides.
+    """The hybrid rule: :meth:`HybridWeights.probability`; with nothing extracted the whole output stands for
+    both terms, and without weights or a whole-output score the largest claim's decides.
 
     >>> w = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
     >>> claim = ClaimCheck(claim="a b", p_unsupported=0.9, unsupported=True)
@@ -288,8 +288,8 @@ RuleLike: TypeAlias = str | DecisionRule
 
 
 def register_rule(rule: DecisionRule, *, replace: bool = False) -> DecisionRule:
-    """Register ``rule`` under its name for ``GraphEval(rule=name)`` and return it; a name taken by another rule is
-    refused unless ``replace=True``.
+    """Register ``rule`` under its name for ``GraphEval(rule=name)`` and return it; a name taken by another rule
+    is refused unless ``replace=True``.
 
     >>> class Mean(DecisionRule):
     ...     name = "doc-mean"

@@ -56,7 +56,7 @@ class InputError(GraphEvalError, ValueError):
         self.reason = reason
         super().__init__(f"{field}: {message}")
 
-    def __reduce__(self) -> tuple[object, ...]:  # picklable (Ray, multiprocessing): the reason comes with __dict__
+    def __reduce__(self) -> tuple[object, ...]:  # picklable (Ray, multiprocessing), its reason in __dict__
         return type(self), (self.field, str(self).removeprefix(f"{self.field}: ")), self.__dict__
 
 
