@@ -149,11 +149,7 @@ def total_usage(usages: Iterable[Mapping[str, StageUsage]]) -> StageUsage:
     ...              {"check": StageUsage(calls=2, input_tokens=7, output_tokens=1)}]).input_tokens
     12
     """
-    total = StageUsage()
-    for usage in usages:
-        for stage in usage.values():
-            total = total + stage
-    return total
+    return sum((stage for usage in usages for stage in usage.values()), StageUsage())
 
 
 def usage_cost(usage: Mapping[str, StageUsage], prices: Mapping[str, float] | None = None) -> float | None:
