@@ -121,9 +121,7 @@ def fit_hybrid(
     from .aggregate import HybridWeights, logit, sigmoid
 
     y, a = _columns(labels, p_whole)
-    _, b = _columns(labels, p_claims)
-    if len(b) != len(y):
-        raise ValueError(f"p_claims has {len(b)} values for {len(y)} labels")
+    _, b = _columns(labels, p_claims)  # one value per label, as p_whole
     n_pos = sum(1 for v in y if v == 1)
     n_neg = len(y) - n_pos
     if n_pos == 0 or n_neg == 0:
