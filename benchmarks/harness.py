@@ -49,7 +49,7 @@ from grapheval_plugins.extract.extractor import describe_llm
 from grapheval_plugins.extract.prompts import KG_PROMPT, KGPrompt
 from grapheval_plugins.jsonl import JsonlStore, read_jsonl
 from grapheval_plugins.report.load import report_from_detection_row
-from grapheval_plugins.types import TRIPLE_RENDERERS, Report, Triple
+from grapheval_plugins.types import Report, Triple
 
 __all__ = [
     "DATASETS",
@@ -413,8 +413,15 @@ def merge_results(source: str | Path, into: str | Path) -> int:
         return added
 
 
-RENDERERS: dict[str, Callable[[Triple], str]] = TRIPLE_RENDERERS
-"""How a triple becomes the scorer's hypothesis (:data:`grapheval_plugins.types.TRIPLE_RENDERERS`)."""
+def render_sentence(triple: Triple) -> str:
+    """The triple as a written sentence: its parts joined by spaces, capitalised, ending with a full stop."""
+    text = triple.sentence().strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+RENDERERS: dict[str, Callable[[Triple], str]] = {"concat": Triple.sentence, "sentence": render_sentence}
+"""How a triple becomes the scorer's hypothesis: the paper's ``concat`` or a written ``sentence``."""
 
 
 @dataclass

@@ -1,9 +1,4 @@
-"""The one progress bar of the package: tqdm, imported when a bar is made, off when not wanted.
-
-Batch runs (rows), the local judge (claims), the HF scorers (batches), weight assembly (bytes) and the CLI all show
-their progress through :func:`progress_bar`, so they look and behave alike: cleared when done (``leave=False``)
-except where the CLI keeps its summary line, and never drawn when disabled.
-"""
+"""The package's one progress bar: tqdm, imported when a bar is made, cleared when done; off unless wanted."""
 
 from __future__ import annotations
 

@@ -36,15 +36,10 @@ def delimiter_tags(template: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=256)
-def _tag_pattern(tags: frozenset[str]) -> re.Pattern[str]:
-    names = "|".join(re.escape(t) for t in sorted(tags))
-    return re.compile(rf"<(/?)({names})>", re.IGNORECASE)
-
-
-def _neutralise(value: str, tags: frozenset[str]) -> str:
-    if not tags or "<" not in value:
-        return value
-    return _tag_pattern(tags).sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}&gt;", value)
+def _tag_pattern(template: str) -> re.Pattern[str] | None:
+    """Finds the template's own tags in a value (``None``: the template writes none)."""
+    names = "|".join(re.escape(t) for t in sorted(delimiter_tags(template)))
+    return re.compile(rf"<(/?)({names})>", re.IGNORECASE) if names else None
 
 
 def fill(template: str, /, **values: str) -> str:
@@ -55,12 +50,13 @@ def fill(template: str, /, **values: str) -> str:
     >>> fill("{kept} {x}", x="1")
     '{kept} 1'
     """
-    tags = delimiter_tags(template)
+    tags = _tag_pattern(template)
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in values:
             return match.group(0)
-        return _neutralise(str(values[name]), tags)
+        value = str(values[name])
+        return value if tags is None else tags.sub(r"&lt;\1\2&gt;", value)
 
     return _PLACEHOLDER.sub(replace, template)

@@ -1,14 +1,4 @@
-"""Stage 3: the decision rules over the claims' P(unsupported), named and registered.
-
-A :class:`DecisionRule` declares what it needs (:class:`Needs`) and gives a row's
-:class:`~grapheval_plugins.types.Decision`: P(hallucination) and its account of the verdict. The output is a
-hallucination iff P(hallucination) exceeds the hallucination threshold (0.5). Rules are looked up by name in
-:data:`RULES`; :func:`register_rule` adds one.
-
-- ``"paper"`` (:class:`PaperRule`): the largest P(unsupported) over the triples' claims (the paper's rule).
-- ``"hybrid"`` (:class:`HybridRule`, the default): ``σ(bias + whole · logit(p_whole) + claims · logit(max p_claim))``
-  with weights fitted for one scorer, prompt and fidelity setting (:func:`fitted_weights`); without them, the
-  paper's rule decides.
+"""Stage 3: the decision rules over the claims' P(unsupported), named and registered (docs/concepts.md).
 
 >>> mean = HybridWeights(whole=0.5, claims=0.5, bias=0.0, fitted_on="the mean of the two log-odds")
 >>> round(mean.probability(0.2, [0.1, 0.8]), 3)
@@ -18,6 +8,7 @@ hallucination iff P(hallucination) exceeds the hallucination threshold (0.5). Ru
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -47,7 +38,6 @@ __all__ = [
     "get_rule",
     "hybrid_weights",
     "logit",
-    "p_hallucination",
     "register_rule",
     "rule_argument",
     "sigmoid",
@@ -113,10 +103,8 @@ FidelityOption = Literal["auto", "off", "drop"]
 
 @dataclasses.dataclass(frozen=True)
 class HybridWeights:
-    """The ``hybrid`` rule's weights: ``P = σ(bias + whole · logit(p_whole) + claims · logit(max p_claim))``.
-
-    ``fitted_on`` says where they come from; ``scorer``, ``prompt`` (version), ``fidelity`` and ``fingerprint``
-    (the scorer's :meth:`~grapheval_plugins.check.Scorer.fingerprint`) the setting they were fitted for (``None``: any).
+    """The ``hybrid`` rule's weights and the setting they were fitted for (``None``: any; ``fingerprint``: the
+    scorer's :meth:`~grapheval_plugins.check.Scorer.fingerprint`).
 
     >>> w = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
     >>> round(w.probability(0.3, [0.9]), 6)
@@ -174,25 +162,18 @@ def fitted_weights(scorer: str | None, prompt: str | None, fidelity: Fidelity = 
     >>> fitted_weights("judge:local:qwen2.5-coder-1.5b", "kg-a/1-examples-first", "off", "0123456789abcdef") is None
     True
     """
-    known: list[str | None] = []
-
-    def matches(w: HybridWeights) -> bool:
-        if w.fingerprint is None or fingerprint is None:
-            return True
-        if not known:
-            known.append(fingerprint() if callable(fingerprint) else fingerprint)
-        return known[0] is None or w.fingerprint == known[0]
-
+    given = functools.cache(fingerprint if callable(fingerprint) else lambda: fingerprint)
     for wanted in (prompt, None):  # fitted for this prompt, else for any
         for w in FITTED_WEIGHTS:
-            if (w.scorer, w.prompt, w.fidelity) == (scorer, wanted, fidelity) and matches(w):
+            if (w.scorer, w.prompt, w.fidelity) == (scorer, wanted, fidelity) and (
+                    w.fingerprint is None or fingerprint is None or given() in (None, w.fingerprint)):
                 return w
     return None
 
 
 class _ByScorer(dict[str, HybridWeights]):
-    """The deprecated per-scorer tables: a view of :data:`FITTED_WEIGHTS` for one fidelity setting; an entry set
-    here replaces that scorer's entries there, for any prompt (as setting it in the old table did)."""
+    """Deprecated: :data:`FITTED_WEIGHTS` for one fidelity setting, by scorer; setting an entry replaces that
+    scorer's entries there, for any prompt."""
 
     def __init__(self, fidelity: Fidelity) -> None:
         super().__init__()
@@ -221,8 +202,7 @@ def __getattr__(name: str) -> Any:
 
 
 def hybrid_weights(scorer_name: str | None, fidelity: Fidelity = "off") -> HybridWeights | None:
-    """Deprecated: :func:`fitted_weights`, which also takes the extraction prompt version. The weights fitted for
-    this scorer and fidelity setting, whatever the prompt.
+    """Deprecated: :func:`fitted_weights`. The weights fitted for this scorer and fidelity, any prompt.
 
     >>> hybrid_weights("some-other-scorer") is None
     True
@@ -232,37 +212,18 @@ def hybrid_weights(scorer_name: str | None, fidelity: Fidelity = "off") -> Hybri
     return _ByScorer(fidelity).get(scorer_name or "")
 
 
-def p_hallucination(p_triples: Sequence[float], p_whole: float | None, weights: HybridWeights | None) -> float:
-    """A row's P(hallucination): the hybrid rule with ``weights`` and ``p_whole``, else the largest of ``p_triples``.
-
-    >>> p_hallucination([0.1, 0.7], None, None)
-    0.7
-    >>> w = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
-    >>> round(p_hallucination([0.1, 0.7], 0.2, w), 6)
-    0.2
-    """
-    if weights is None or p_whole is None:
-        return max(p_triples, default=0.0)
-    return weights.probability(p_whole, p_triples)
-
-
 # --------------------------------------------------------------------- decision rules, named and registered
 @dataclasses.dataclass(frozen=True)
 class Needs:
-    """What a decision rule needs: the whole output scored as one more claim, and fitted weights (without them the
-    paper's rule decides)."""
+    """What a decision rule needs: the whole output scored as one more claim, and fitted weights."""
 
     whole_output: bool = False
     weights: bool = False
 
 
 class DecisionRule:
-    """A named decision rule: a row's claims in, its :class:`~grapheval_plugins.types.Decision` out.
-
-    Subclass it, set :attr:`name` (and :attr:`needs`), implement :meth:`decide` (returning
-    :meth:`Decision.of <grapheval_plugins.types.Decision.of>`) and :func:`register_rule` an instance. Fidelity
-    checks only what a rule over the *largest* P(unsupported) needs: use ``fidelity="off"`` with any other rule.
-    """
+    """A named decision rule: a row's claims in, its :class:`~grapheval_plugins.types.Decision` out (adding one:
+    docs/architecture.md)."""
 
     name: ClassVar[str] = ""
     needs: ClassVar[Needs] = Needs()
@@ -293,10 +254,8 @@ class PaperRule(DecisionRule):
 
 
 class HybridRule(DecisionRule):
-    """The hybrid rule: a logistic combination of the whole output's P(unsupported) and the largest claim's, with
-    weights fitted for the engine's setting (:data:`FITTED_WEIGHTS`).
-
-    With nothing extracted, the whole output stands for both terms; unjudged, the largest claim's decides.
+    """The hybrid rule: :meth:`HybridWeights.probability`; with nothing extracted the whole output stands for
+    both terms, and without weights or a whole-output score the largest claim's decides.
 
     >>> w = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
     >>> claim = ClaimCheck(claim="a b", p_unsupported=0.9, unsupported=True)
@@ -314,8 +273,8 @@ class HybridRule(DecisionRule):
         ps = [c.p_unsupported for c in claims]
         p_whole = whole_output.p_unsupported if whole_output is not None else (
             ps[0] if claims and claims[0].triple is None else None)
-        return Decision.of(self.name, p_hallucination(ps, p_whole, weights), claims, threshold,
-                           why="the whole output's score")
+        p = max(ps, default=0.0) if weights is None or p_whole is None else weights.probability(p_whole, ps)
+        return Decision.of(self.name, p, claims, threshold, why="the whole output's score")
 
 
 PAPER = PaperRule()
@@ -329,8 +288,8 @@ RuleLike: TypeAlias = str | DecisionRule
 
 
 def register_rule(rule: DecisionRule, *, replace: bool = False) -> DecisionRule:
-    """Register ``rule`` under its :attr:`~DecisionRule.name`, so that ``GraphEval(rule=name)`` decides by it;
-    returns it. A name already taken by another rule is refused unless ``replace=True``.
+    """Register ``rule`` under its name for ``GraphEval(rule=name)`` and return it; a name taken by another rule
+    is refused unless ``replace=True``.
 
     >>> class Mean(DecisionRule):
     ...     name = "doc-mean"

@@ -11,6 +11,7 @@ balanced accuracy, ROC AUC of scores higher for "more likely a hallucination", t
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,15 +32,19 @@ def _columns(labels: Sequence[Any], values: Sequence[Any]) -> tuple[list[int], l
         raise ValueError("labels and values must be 1-d sequences of numbers") from exc
 
 
+def _by_class(labels: Sequence[Any], values: Sequence[Any]) -> tuple[list[float], list[float]]:
+    """The values of the rows labelled 1 and of those labelled 0, each sorted."""
+    y, v = _columns(labels, values)
+    return sorted(x for x, lab in zip(v, y) if lab == 1), sorted(x for x, lab in zip(v, y) if lab == 0)
+
+
 def rates(labels: Sequence[int], predicted: Sequence[bool | int]) -> tuple[float, float]:
     """(true-positive rate, true-negative rate), label 1 positive; ``nan`` for a class that is absent.
 
     >>> rates([1, 1, 0, 0], [1, 0, 0, 1])
     (0.5, 0.5)
     """
-    y, p = _columns(labels, predicted)
-    pos = [v for lab, v in zip(y, p) if lab == 1]
-    neg = [v for lab, v in zip(y, p) if lab == 0]
+    pos, neg = _by_class(labels, predicted)
     tpr = sum(pos) / len(pos) if pos else math.nan
     tnr = 1.0 - sum(neg) / len(neg) if neg else math.nan
     return tpr, tnr
@@ -62,22 +67,11 @@ def roc_auc(labels: Sequence[int], scores: Sequence[float]) -> float:
     >>> roc_auc([0, 1, 0, 1], [0.5, 0.5, 0.5, 0.5])
     0.5
     """
-    y, s = _columns(labels, scores)
-    n_pos, n_neg = sum(1 for v in y if v == 1), sum(1 for v in y if v == 0)
-    if n_pos == 0 or n_neg == 0:
+    pos, neg = _by_class(labels, scores)
+    if not pos or not neg:
         return math.nan
-    order = sorted(range(len(s)), key=lambda i: s[i])
-    rank_sum = 0.0  # sum of the positives' average ranks (1-based) over runs of tied scores
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and s[order[end + 1]] == s[order[start]]:
-            end += 1
-        average = (start + end + 2) / 2
-        rank_sum += average * sum(1 for i in order[start : end + 1] if y[i] == 1)
-        start = end + 1
-    u = rank_sum - n_pos * (n_pos + 1) / 2
-    return u / (n_pos * n_neg)
+    u = sum(bisect.bisect_left(neg, p) + bisect.bisect_right(neg, p) for p in pos) / 2  # ties count half
+    return u / (len(pos) * len(neg))
 
 
 def fit_threshold(labels: Sequence[int], scores: Sequence[float]) -> float:
@@ -90,23 +84,15 @@ def fit_threshold(labels: Sequence[int], scores: Sequence[float]) -> float:
     y, s = _columns(labels, scores)
     if not s:
         raise ValueError("cannot fit a threshold on no rows")
+    pos, neg = _by_class(y, s)
+    if not pos or not neg:
+        return 0.5
     distinct = sorted(set(s))
     candidates = [distinct[0] - 1e-9, *((a + b) / 2 for a, b in zip(distinct, distinct[1:])), distinct[-1]]
-    n_pos, n_neg = sum(1 for v in y if v == 1), sum(1 for v in y if v == 0)
-    if n_pos == 0 or n_neg == 0:
-        return 0.5
-    # Sweep the candidates in increasing order: the rows with score <= t are predicted faithful.
-    rows = sorted(zip(s, y))
-    below_pos = below_neg = 0
-    index = 0
     best_t, best_key = 0.5, (-math.inf, -math.inf)
-    for t in candidates:
-        while index < len(rows) and rows[index][0] <= t:
-            below_pos += rows[index][1] == 1
-            below_neg += rows[index][1] == 0
-            index += 1
-        tpr = (n_pos - below_pos) / n_pos
-        tnr = below_neg / n_neg
+    for t in candidates:  # the rows with score <= t are predicted faithful
+        tpr = (len(pos) - bisect.bisect_right(pos, t)) / len(pos)
+        tnr = bisect.bisect_right(neg, t) / len(neg)
         key = (round((tpr + tnr) / 2, 12), -abs(t - 0.5))
         if key > best_key:
             best_t, best_key = t, key
@@ -135,9 +121,7 @@ def fit_hybrid(
     from .aggregate import HybridWeights, logit, sigmoid
 
     y, a = _columns(labels, p_whole)
-    _, b = _columns(labels, p_claims)
-    if len(b) != len(y):
-        raise ValueError(f"p_claims has {len(b)} values for {len(y)} labels")
+    _, b = _columns(labels, p_claims)  # one value per label, as p_whole
     n_pos = sum(1 for v in y if v == 1)
     n_neg = len(y) - n_pos
     if n_pos == 0 or n_neg == 0:

@@ -56,13 +56,8 @@ class InputError(GraphEvalError, ValueError):
         self.reason = reason
         super().__init__(f"{field}: {message}")
 
-    def __reduce__(self) -> tuple[object, ...]:  # picklable (Ray, multiprocessing) with its reason
-        message = str(self).removeprefix(f"{self.field}: ")
-        return _rebuild_input_error, (type(self), self.field, message, self.reason)
-
-
-def _rebuild_input_error(cls: type[InputError], field: str, message: str, reason: str) -> InputError:
-    return cls(field, message, reason=reason)
+    def __reduce__(self) -> tuple[object, ...]:  # picklable (Ray, multiprocessing), its reason in __dict__
+        return type(self), (self.field, str(self).removeprefix(f"{self.field}: ")), self.__dict__
 
 
 class ExtractionError(GraphEvalError):

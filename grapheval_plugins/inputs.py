@@ -18,24 +18,18 @@ PASSAGE_SEPARATOR = "\n\n"
 _ACCEPTED = "a string, a Document, a mapping with a 'page_content' string, or a list of those"
 
 
-def _one_passage(item: Any) -> str | None:
-    """The text of one passage, or ``None`` when ``item`` is not a passage."""
+def _passage_text(item: Any, field: str) -> str:
+    """The text of one passage, or :class:`~grapheval_plugins.InputError` naming ``field``."""
     if isinstance(item, str):
         return item
     content = getattr(item, "page_content", None)
     if isinstance(content, str):
         return content
-    if isinstance(item, Mapping) and isinstance(item.get("page_content"), str):
+    if not isinstance(item, Mapping):
+        raise InputError(field, f"expected {_ACCEPTED}; got {type(item).__name__}", reason="type")
+    if isinstance(item.get("page_content"), str):
         return str(item["page_content"])
-    return None
-
-
-def _passage_text(item: Any, field: str) -> str:
-    if (text := _one_passage(item)) is not None:
-        return text
-    if isinstance(item, Mapping):
-        raise InputError(field, f"a mapping passage needs a 'page_content' string; got keys {sorted(map(str, item))[:5]}")
-    raise InputError(field, f"expected {_ACCEPTED}; got {type(item).__name__}", reason="type")
+    raise InputError(field, f"a mapping passage needs a 'page_content' string; got keys {sorted(map(str, item))[:5]}")
 
 
 def normalize_passages(context: Any, field: str = "context") -> tuple[str, ...]:
@@ -53,15 +47,11 @@ def normalize_passages(context: Any, field: str = "context") -> tuple[str, ...]:
         raise InputError(field, "is missing (None)", reason="missing")
     if isinstance(context, (bytes, bytearray)):
         raise InputError(field, "expected text, got bytes; decode it first", reason="type")
-    single = _one_passage(context)
-    if single is not None:
-        passages = [single]
-    elif isinstance(context, Mapping):
-        passages = [_passage_text(context, field)]
-    elif isinstance(context, (Sequence, Iterator)) and not isinstance(context, (str, bytes, bytearray)):
+    if isinstance(context, (Sequence, Iterator)) and not isinstance(context, str) and not isinstance(
+            getattr(context, "page_content", None), str):
         passages = [_passage_text(item, f"{field}[{i}]") for i, item in enumerate(context)]
     else:
-        raise InputError(field, f"expected {_ACCEPTED}; got {type(context).__name__}", reason="type")
+        passages = [_passage_text(context, field)]
     kept = tuple(p.strip() for p in passages if p.strip())
     if not kept:
         raise InputError(field, "is empty", reason="empty")

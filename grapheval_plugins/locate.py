@@ -46,9 +46,4 @@ def locate_triple(output: str, triple: Triple, max_span_chars: int = 400) -> tup
         )
         if best[1] - best[0] <= max_span_chars:
             return best
-        return obj[0]
-    if obj:
-        return obj[0]
-    if subj:
-        return subj[0]
-    return None
+    return next(iter(obj or subj), None)

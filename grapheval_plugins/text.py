@@ -71,12 +71,9 @@ def best_sentence(passage: str, claim: str) -> tuple[int, int] | None:
     'Ann won silver in 2012.'
     """
     wanted = words(claim)
-    best, best_score = None, 0
-    for start, end in sentence_spans(passage):
-        score = len(wanted & words(passage[start:end]))
-        if score > best_score:
-            best, best_score = (start, end), score
-    return best
+    scored = [(len(wanted & words(passage[s:e])), (s, e)) for s, e in sentence_spans(passage)]
+    score, best = max(scored, key=lambda sb: sb[0], default=(0, None))  # the first of the best
+    return best if score else None
 
 
 class TripleLike(Protocol):
@@ -102,12 +99,8 @@ _STOP = frozenset(
 
 def _content_words(text: str) -> set[str]:
     """Content words, lower-cased, with a crude plural/inflection trim so "prizes" meets "prize"."""
-    out = set()
-    for w in _CONTENT_WORD.findall(text.lower()):
-        if w in _STOP or len(w) < 2:
-            continue
-        out.add(w[:-1] if len(w) > 3 and w.endswith("s") else w)
-    return out
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w
+            for w in _CONTENT_WORD.findall(text.lower()) if w not in _STOP and len(w) >= 2}
 
 
 def closest_sentences(passage: str, triple: TripleLike, k: int = 3) -> str:
@@ -125,14 +118,9 @@ def closest_sentences(passage: str, triple: TripleLike, k: int = 3) -> str:
     sentences = [passage[start:end] for start, end in sentence_spans(passage)]
     anchor = _content_words(triple.subject) | _content_words(triple.object)
     relation = _content_words(triple.relation)
-    scored = []
-    for index, sentence in enumerate(sentences):
-        found = _content_words(sentence)
-        score = 2 * len(found & anchor) + len(found & relation)
-        if score:
-            scored.append((score, index))
-    best = sorted(scored, key=lambda si: (-si[0], si[1]))[:k]
-    return " ".join(sentences[i] for _, i in sorted(best, key=lambda si: si[1]))
+    scores = [2 * len(found & anchor) + len(found & relation) for found in map(_content_words, sentences)]
+    best = sorted((i for i, score in enumerate(scores) if score), key=lambda i: -scores[i])[:k]  # ties: in order
+    return " ".join(sentences[i] for i in sorted(best))
 
 
 def diff_words(before: str, after: str) -> list[tuple[DiffOp, str]]:

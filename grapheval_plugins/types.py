@@ -10,7 +10,6 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field
 
 __all__ = [
-    "TRIPLE_RENDERERS",
     "Case",
     "ClaimCheck",
     "Decision",
@@ -23,7 +22,6 @@ __all__ = [
     "StageUsage",
     "Triple",
     "render_html",
-    "render_sentence",
     "set_html_renderer",
     "total_usage",
     "usage_cost",
@@ -82,25 +80,6 @@ class Triple(BaseModel):
         """Build from ``[subject, relation, object]``."""
         subject, relation, obj = parts
         return cls(subject=subject, relation=relation, object=obj)
-
-
-def render_sentence(triple: Triple) -> str:
-    """The triple as a written sentence: its parts joined by spaces, capitalised, ending with a full stop.
-
-    >>> render_sentence(Triple(subject="the treaty", relation="was signed in", object="Vienna"))
-    'The treaty was signed in Vienna.'
-    """
-    text = triple.sentence().strip()
-    text = text[:1].upper() + text[1:]
-    return text if text.endswith((".", "!", "?")) else text + "."
-
-
-TRIPLE_RENDERERS: dict[str, Callable[[Triple], str]] = {
-    "concat": Triple.sentence,
-    "sentence": render_sentence,
-}
-"""How a triple becomes the scorer's hypothesis (``GraphEval(render_triple=...)``): the paper's ``concat`` or a
-written ``sentence``."""
 
 
 class StageError(BaseModel):
@@ -170,11 +149,7 @@ def total_usage(usages: Iterable[Mapping[str, StageUsage]]) -> StageUsage:
     ...              {"check": StageUsage(calls=2, input_tokens=7, output_tokens=1)}]).input_tokens
     12
     """
-    total = StageUsage()
-    for usage in usages:
-        for stage in usage.values():
-            total = total + stage
-    return total
+    return sum((stage for usage in usages for stage in usage.values()), StageUsage())
 
 
 def usage_cost(usage: Mapping[str, StageUsage], prices: Mapping[str, float] | None = None) -> float | None:

@@ -160,7 +160,6 @@ def test_the_hybrid_rule_re_decides_the_committed_per_row_files_as_the_weights_d
         whole = ClaimCheck(claim="o", p_unsupported=r["p_raw"], unsupported=r["p_raw"] > 0.5)
         decision = aggregate.HYBRID.decide([triple_claim], threshold=0.5, whole_output=whole, weights=weights)
         assert decision.p_hallucination == weights.probability(r["p_raw"], [r["p_graph"]])
-        assert decision.p_hallucination == aggregate.p_hallucination([r["p_graph"]], r["p_raw"], weights)
 
 
 # --------------------------------------------------------------------------- the one explanation
