@@ -1,11 +1,5 @@
-"""GraphEval as a DeepEval metric: :class:`GraphEvalMetric` (how to use it: the DeepEval guide).
-
-``score = 1 − P(hallucination)`` (1 = faithful); a case passes iff ``score >= threshold``, and the engine decides at
-the hallucination threshold ``1 − threshold``. ``model=`` follows DeepEval's convention, ``llm=`` takes a LangChain
-chat model or a spec; with neither, the offline default. A case without ``actual_output`` or grounding raises
-:class:`deepeval.errors.MissingTestCaseParamsError`; any other failure sets ``metric.error`` and raises a
-:class:`~grapheval_plugins.exceptions.GraphEvalError`.
-"""
+"""GraphEval as a DeepEval metric: :class:`GraphEvalMetric` (how to use it: the DeepEval guide; the ``deepeval``
+extra)."""
 
 from __future__ import annotations
 
@@ -151,30 +145,9 @@ def deepeval_chat_model(model: Any) -> PromptChatModel:
 
 class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped in DeepEval
     """GraphEval as a DeepEval metric: reads ``actual_output`` and the grounding (``context_field``);
-    ``score = 1 − P(hallucination)``, the case passes iff ``score >= threshold``.
-
-    Args:
-        threshold: minimum passing score; the engine decides at the hallucination threshold ``1 − threshold``.
-        grapheval: the engine, shared by reference by every copy DeepEval makes, seen at the metric's threshold.
-        model: a ``DeepEvalBaseLLM`` or a model name DeepEval resolves; without ``scorer`` it judges too.
-        llm: a chat model or spec when no engine is given; without ``scorer`` it judges too. Neither ``model`` nor
-            ``llm``: the offline default pair.
-        scorer: a scorer, spec or ``DeepEvalBaseLLM`` (an LLM judge over it) when no engine is given.
-        mode: ``"graph"`` (default) or ``"raw"``.
-        rule: the decision rule when no engine is given (``"hybrid"``, ``"paper"`` …).
-        method: deprecated alias of ``rule`` (warns).
-        context_field: ``"auto"`` (``context``, else ``retrieval_context``), ``"context"`` or ``"retrieval_context"``.
-        include_reason: put the unsupported triples, their probabilities and evidence in ``reason``.
-        strict_mode: score 1 only when no claim is unsupported at the engine's threshold, else 0.
-        async_mode: kept for DeepEval's display; scoring always runs off the event loop.
-        verbose_mode: print the whole knowledge graph with every score after each measure.
-        suggest_correction: ``True`` or a :class:`~grapheval_plugins.correct.GraphCorrect`: a flagged case's
-            reason gets a suggested correction (a failed one is noted, never raised).
-        prices: US dollars per million tokens, ``{"input": ..., "output": ...}``, for ``evaluation_cost`` when the
-            model does not report its cost.
-
-    Models load on the first measured case, once per process (:meth:`GraphEval.shared
-    <grapheval_plugins.GraphEval.shared>`).
+    ``score = 1 − P(hallucination)``, the case passes iff ``score >= threshold`` (the engine decides at the
+    hallucination threshold ``1 − threshold``). Its arguments: the DeepEval guide's options table; ``method`` is the
+    deprecated name of ``rule`` (warns), ``async_mode`` is kept for DeepEval's display only.
 
     Example:
         >>> from deepeval.test_case import LLMTestCase
@@ -391,18 +364,6 @@ def _check_prices(prices: Any) -> dict[str, float] | None:
 
 
 # --------------------------------------------------------------------- reading test cases
-def _passages(value: Any) -> list[str]:
-    """The text of a ``context`` / ``retrieval_context`` list (``RetrievedContextData`` items give their text)."""
-    if value is None:
-        return []
-    items = [value] if isinstance(value, str) else list(value)
-    texts: list[str] = []
-    for item in items:
-        text = getattr(item, "context", item)
-        texts.append(text if isinstance(text, str) else getattr(text, "page_content", text))
-    return texts
-
-
 def _read_test_case(
     test_case: Any, context_field: ContextField, name: str
 ) -> tuple[str, tuple[str, ...], str]:
@@ -428,8 +389,10 @@ def _read_test_case(
         if value is None:
             problems.append(f"'{field}' is None")
             continue
+        if not isinstance(value, str):  # DeepEval's RetrievedContextData items give their text
+            value = [getattr(item, "context", item) for item in value]
         try:
-            return output_text, normalize_passages(_passages(value), field), field
+            return output_text, normalize_passages(value, field), field
         except InputError as exc:
             if exc.reason != "empty":
                 raise
