@@ -3,11 +3,8 @@ extra)."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import warnings
-import weakref
-from collections.abc import Callable
 from typing import Any, Literal
 
 from .. import (
@@ -47,8 +44,6 @@ text, else ``retrieval_context``)."""
 
 _CONTEXT_FIELDS = ("auto", "context", "retrieval_context")
 
-_LOADED: weakref.WeakSet[GraphEval] = weakref.WeakSet()  # engines whose models are loaded
-
 
 def shared_engine(llm: Any = None, scorer: Any = None, mode: Mode = "graph") -> GraphEval:
     """Deprecated: use :meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>` (the process-wide registry
@@ -77,24 +72,6 @@ def clear_shared_engines() -> None:
 
 
 # --------------------------------------------------------------------- DeepEval's model= convention
-class _NamedModel:
-    """A model name DeepEval resolves (``initialize_model``), resolved on the first call, once."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._model: Any = None
-        self._lock = threading.Lock()
-
-    def get(self) -> Any:
-        if self._model is None:
-            with self._lock:
-                if self._model is None:
-                    from deepeval.metrics.utils import initialize_model
-
-                    self._model, _ = initialize_model(self.name)
-        return self._model
-
-
 def _costed(answer: Any) -> Costed:
     """A ``generate`` answer as text and cost: DeepEval's own models return ``(text, cost)`` (the cost in US dollars,
     summed into ``evaluation_cost``), custom ones the text (cost unknown)."""
@@ -107,7 +84,16 @@ def _costed(answer: Any) -> Costed:
 
 
 def _adapt(model: Any) -> PromptChatModel:
-    get: Callable[[], Any] = _NamedModel(model).get if isinstance(model, str) else (lambda: model)
+    resolved = [] if isinstance(model, str) else [model]
+    lock = threading.Lock()
+
+    def get() -> Any:  # a model name is resolved by DeepEval (initialize_model) on the first call, once
+        with lock:
+            if not resolved:
+                from deepeval.metrics.utils import initialize_model
+
+                resolved.append(initialize_model(model)[0])
+        return resolved[0]
 
     def generate(prompt: str) -> Costed:
         return _costed(get().generate(prompt))
@@ -234,7 +220,6 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         """Load the models now (outside DeepEval's per-case timeout) and check one tiny sample; its report."""
         report = self._engine.evaluate("The sky is blue.", "The sky is blue.")
         _raise_for_report(report)
-        _LOADED.add(self._engine)
         return report
 
     @property
@@ -273,10 +258,6 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         ):
             try:
                 output, context, source = _read_test_case(test_case, self.context_field, self.__name__)
-                if self._engine not in _LOADED:
-                    # Load the models (first use only) in a worker thread, never on the event loop.
-                    await asyncio.to_thread(self._engine.describe)
-                    _LOADED.add(self._engine)
                 report = await self._engine.aevaluate(context, output, id=getattr(test_case, "name", None))
                 _raise_for_report(report)
             except Exception as exc:
@@ -285,7 +266,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
                 raise
             correction = None
             usage = dict(report.usage)
-            fails = report.score is not None and report.score < self._threshold
+            fails = report.score is not None and report.score < self.threshold
             if self.suggest_correction and self.include_reason and report.hallucinated and fails:
                 # The engine flags at 1 - threshold (hallucinated); the case fails in DeepEval's score space.
                 with metered() as correcting:
@@ -298,12 +279,8 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         if self.error is not None or self.score is None:
             self.success = False
         else:
-            self.success = bool(self.score >= self._threshold)
+            self.success = bool(self.score >= self.threshold)
         return self.success
-
-    @property
-    def _threshold(self) -> float:
-        return 0.5 if self.threshold is None else float(self.threshold)
 
     # ----------------------------------------------------------------- results
     async def _suggest(self, context: str | tuple[str, ...], output: str, report: Report) -> str:
@@ -325,7 +302,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         return f"suggested correction{verdict}: {result.corrected}\nchanges: {result.diff}"
 
     def _apply(self, report: Report, source: str, correction: str | None = None) -> float:
-        threshold = self._threshold
+        threshold = self.threshold
         score = float(report.score or 0.0)  # not None: checked by _raise_for_report
         shown = threshold  # the minimum score the claims are shown against
         if self.strict_mode:

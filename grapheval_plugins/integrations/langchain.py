@@ -1,11 +1,4 @@
-"""GraphEval as a LangChain ``Runnable``: put it at the end of a RAG chain.
-
-The answer and the retrieved documents go in, a :class:`~grapheval_plugins.types.Report` comes out beside them;
-the chat-model calls run as child runs, so callbacks and tracing see them.
-
-* :class:`GraphEvalRunnable` adds GraphEval's report to the row;
-* :class:`GraphCorrectRunnable` replaces a flagged answer by GraphCorrect's correction;
-* :func:`route_on_hallucination` checks, then sends flagged rows to a corrector or a chain that regenerates.
+"""GraphEval as LangChain runnables at the end of a RAG chain (how to use them: the LangChain guide).
 
 >>> from langchain_core.documents import Document
 >>> from grapheval_plugins import GraphEval
@@ -18,9 +11,6 @@ the chat-model calls run as child runs, so callbacks and tracing see them.
 ...                     "answer": "The Eiffel Tower is located in Rome."})
 >>> sorted(out), out["grapheval"].hallucinated
 (['answer', 'context', 'grapheval', 'question'], True)
-
-
-Inside a chain: ``RunnablePassthrough.assign(verdict=check.with_options(report_only=True))``.
 """
 
 from __future__ import annotations
@@ -164,18 +154,8 @@ class GraphEvalRunnable(_RowRunnable):
     list), under the first of ``answer_keys`` / ``context_keys`` present. Output: the input with the
     :class:`~grapheval_plugins.types.Report` under ``report_key``, or the report alone (``report_only=True``). A
     stage failure does not raise (the report carries it); an input without an answer or context raises
-    :class:`~grapheval_plugins.exceptions.InputError`.
-
-    Args:
-        grapheval: the engine; else the process-wide one for ``llm`` and ``scorer``
-            (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`).
-        llm, scorer, mode, rule: for that shared engine (an engine's own apply otherwise).
-        method: deprecated alias of ``rule`` (warns).
-        hallucination_threshold: the engine's threshold for this Runnable (a view; the engine is not changed).
-        answer_keys: keys tried in turn for the answer (default ``("answer", "output")``).
-        context_keys: keys tried in turn for the grounding (default ``("context", "documents")``).
-        report_key: where the report goes in the output dict (default ``"grapheval"``).
-        report_only: return the report alone.
+    :class:`~grapheval_plugins.exceptions.InputError`. With no ``grapheval``, the process-wide engine for ``llm``
+    and ``scorer``; ``hallucination_threshold`` gives a view of the engine; ``method`` is the deprecated ``rule``.
     """
 
     name: str | None = "GraphEval"
@@ -218,15 +198,9 @@ class GraphCorrectRunnable(_RowRunnable):
     ``output="row"`` (default): the row with the corrected answer, the
     :class:`~grapheval_plugins.correct.CorrectionReport` under ``correction_key`` and the re-check under
     ``report_key`` when the row had one; ``"answer"``: the answer alone; ``"report"``: the correction report alone.
-    An unflagged answer comes back unchanged; chat-model failures are recorded, not raised.
-
-    Args:
-        corrector: the :class:`~grapheval_plugins.correct.GraphCorrect`; else ``GraphCorrect(grapheval, llm)``
-            (no ``grapheval``: :meth:`GraphEval.shared() <grapheval_plugins.GraphEval.shared>`).
-        grapheval, llm: see ``corrector``.
-        answer_keys, context_keys, report_key: as for :class:`GraphEvalRunnable`.
-        correction_key: where the correction report goes (default ``"correction"``).
-        output: ``"row"``, ``"answer"`` or ``"report"``.
+    An unflagged answer comes back unchanged; chat-model failures are recorded, not raised. With no ``corrector``:
+    ``GraphCorrect(grapheval, llm)`` (no ``grapheval``: :meth:`GraphEval.shared()
+    <grapheval_plugins.GraphEval.shared>`).
 
     >>> from grapheval_plugins import GraphEval
     >>> from grapheval_plugins.correct import GraphCorrect
