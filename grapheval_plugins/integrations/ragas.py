@@ -19,7 +19,7 @@ from .. import (
 )
 from ..aggregate import RuleLike, rule_argument
 from ..inputs import normalize_output, normalize_passages
-from ..types import Mode
+from ..types import Mode, StageUsage, total_usage
 from .host_models import PromptChatModel, StructuredTriplesChatModel
 
 try:
@@ -39,9 +39,11 @@ __all__ = [
     "GraphEvalFaithfulness",
     "GraphEvalFaithfulnessWithLLM",
     "GraphEvalRagasMetric",
+    "cost",
     "ragas_chat_model",
     "reasons",
     "report_value",
+    "usage",
 ]
 
 logger = logging.getLogger(__name__)
@@ -431,7 +433,18 @@ class GraphEvalRagasMetric(BaseMetric):
         return f"{type(self).__name__}({how}, binary={self.binary}, name={self.name!r})"
 
 
-# --------------------------------------------------------------------------- the reasons of an evaluate() result
+# --------------------------------------------------------------------------- the reasons and cost of an evaluate() result
+def _outputs(result: Any, name: str) -> list[dict[str, Any] | None]:
+    """The metric's trace output (``result.traces[i][name]["grapheval"]["output"]``) of each sample, in order."""
+    out: list[dict[str, Any] | None] = []
+    for trace in result.traces:
+        try:
+            out.append(trace[name]["grapheval"]["output"])
+        except (KeyError, TypeError):
+            out.append(None)
+    return out
+
+
 def reasons(result: Any, name: str = DEFAULT_NAME) -> list[str | None]:
     """Each sample's reason from a ``ragas.evaluate()`` result, in the order of its table (Ragas's table holds
     floats only): ``result.to_pandas().assign(reason=reasons(result))``. ``None`` for a sample the metric gave no
@@ -440,13 +453,25 @@ def reasons(result: Any, name: str = DEFAULT_NAME) -> list[str | None]:
     The same trace (``result.traces[i][name]["grapheval"]["output"]``) holds ``"unsupported"`` and the whole
     ``"report"`` as JSON.
     """
-    out: list[str | None] = []
-    for trace in result.traces:
-        try:
-            out.append(trace[name]["grapheval"]["output"]["reason"])
-        except (KeyError, TypeError):
-            out.append(None)
-    return out
+    return [None if output is None else output["reason"] for output in _outputs(result, name)]
+
+
+def _reports(result: Any, name: str) -> list[Report]:
+    return [Report.model_validate(output["report"]) for output in _outputs(result, name) if output is not None]
+
+
+def usage(result: Any, name: str = DEFAULT_NAME) -> StageUsage:
+    """The chat-model calls and prompt / completion tokens of a ``ragas.evaluate()`` result: every sample's report,
+    every stage, added up (``None`` tokens: some call did not report them)."""
+    return total_usage(report.usage for report in _reports(result, name))
+
+
+def cost(result: Any, prices: Mapping[str, float] | None = None, name: str = DEFAULT_NAME) -> float | None:
+    """US dollars of a ``ragas.evaluate()`` result: each report's :meth:`~grapheval_plugins.types.Report.cost`
+    (the cost the models reported, else the tokens at ``prices``, ``{"input": usd_per_1M_tokens, "output":
+    usd_per_1M_tokens}``) added up; ``None`` when a report has neither."""
+    costs = [report.cost(prices) for report in _reports(result, name)]
+    return None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 12)
 
 
 def __getattr__(name: str) -> Any:
