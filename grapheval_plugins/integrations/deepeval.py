@@ -152,6 +152,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
     """
 
     _required_params = [SingleTurnParams.ACTUAL_OUTPUT]  # type: ignore[assignment]
+    threshold: float  # the minimum passing score, always set (DeepEval's base allows None)
 
     def __init__(
         self,

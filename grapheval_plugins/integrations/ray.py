@@ -49,8 +49,6 @@ __all__ = [
     "report_schema",
 ]
 
-logger = logging.getLogger(__name__)
-
 _PURPOSE = "to run GraphEval on Ray"
 _POSITION = "__grapheval_position__"
 

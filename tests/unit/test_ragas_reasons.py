@@ -12,12 +12,11 @@ if importlib.util.find_spec("ragas") is None:  # the extra is not installed: not
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
+from langchain_core.messages import BaseMessage  # noqa: E402
+from langchain_core.outputs import ChatResult  # noqa: E402
 from ragas import EvaluationDataset, SingleTurnSample, evaluate  # noqa: E402
 
 from grapheval_plugins import GraphEval  # noqa: E402
-from langchain_core.messages import BaseMessage  # noqa: E402
-from langchain_core.outputs import ChatResult  # noqa: E402
-
 from grapheval_plugins.integrations.ragas import GraphEvalFaithfulness, cost, reasons, usage  # noqa: E402
 from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel  # noqa: E402
 
