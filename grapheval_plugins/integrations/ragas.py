@@ -75,11 +75,8 @@ def report_value(report: Report, binary: bool = False) -> float:
 def _validated(response: Any, retrieved_contexts: Any) -> tuple[tuple[str, ...], str]:
     """``(passages, output)`` for the engine (each retrieved context a passage of its own, chunked on its own);
     :class:`InputError` naming the Ragas column when one is unusable."""
-    if retrieved_contexts is None:
-        raise InputError("retrieved_contexts", "is missing (None)", reason="missing")
-    output = normalize_output(response, field="response")
     context = normalize_passages(retrieved_contexts, field="retrieved_contexts")
-    return context, output
+    return context, normalize_output(response, field="response")
 
 
 def _engine_alias(grapheval: Any, engine: Any, owner: str, stacklevel: int) -> Any:
