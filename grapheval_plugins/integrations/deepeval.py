@@ -1,19 +1,10 @@
-"""GraphEval as a DeepEval metric: :class:`GraphEvalMetric` (how to use it: the DeepEval guide).
-
-``score = 1 − P(hallucination)`` (1 = faithful); a case passes iff ``score >= threshold``, and the engine decides at
-the hallucination threshold ``1 − threshold``. ``model=`` follows DeepEval's convention, ``llm=`` takes a LangChain
-chat model or a spec; with neither, the offline default. A case without ``actual_output`` or grounding raises
-:class:`deepeval.errors.MissingTestCaseParamsError`; any other failure sets ``metric.error`` and raises a
-:class:`~grapheval_plugins.exceptions.GraphEvalError`.
-"""
+"""GraphEval as a DeepEval metric: :class:`GraphEvalMetric` (how to use it: the DeepEval guide; the ``deepeval``
+extra)."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import warnings
-import weakref
-from collections.abc import Callable
 from typing import Any, Literal
 
 from .. import (
@@ -53,8 +44,6 @@ text, else ``retrieval_context``)."""
 
 _CONTEXT_FIELDS = ("auto", "context", "retrieval_context")
 
-_LOADED: weakref.WeakSet[GraphEval] = weakref.WeakSet()  # engines whose models are loaded
-
 
 def shared_engine(llm: Any = None, scorer: Any = None, mode: Mode = "graph") -> GraphEval:
     """Deprecated: use :meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>` (the process-wide registry
@@ -83,24 +72,6 @@ def clear_shared_engines() -> None:
 
 
 # --------------------------------------------------------------------- DeepEval's model= convention
-class _NamedModel:
-    """A model name DeepEval resolves (``initialize_model``), resolved on the first call, once."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._model: Any = None
-        self._lock = threading.Lock()
-
-    def get(self) -> Any:
-        if self._model is None:
-            with self._lock:
-                if self._model is None:
-                    from deepeval.metrics.utils import initialize_model
-
-                    self._model, _ = initialize_model(self.name)
-        return self._model
-
-
 def _costed(answer: Any) -> Costed:
     """A ``generate`` answer as text and cost: DeepEval's own models return ``(text, cost)`` (the cost in US dollars,
     summed into ``evaluation_cost``), custom ones the text (cost unknown)."""
@@ -113,7 +84,16 @@ def _costed(answer: Any) -> Costed:
 
 
 def _adapt(model: Any) -> PromptChatModel:
-    get: Callable[[], Any] = _NamedModel(model).get if isinstance(model, str) else (lambda: model)
+    resolved = [] if isinstance(model, str) else [model]
+    lock = threading.Lock()
+
+    def get() -> Any:  # a model name is resolved by DeepEval (initialize_model) on the first call, once
+        with lock:
+            if not resolved:
+                from deepeval.metrics.utils import initialize_model
+
+                resolved.append(initialize_model(model)[0])
+        return resolved[0]
 
     def generate(prompt: str) -> Costed:
         return _costed(get().generate(prompt))
@@ -151,30 +131,9 @@ def deepeval_chat_model(model: Any) -> PromptChatModel:
 
 class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped in DeepEval
     """GraphEval as a DeepEval metric: reads ``actual_output`` and the grounding (``context_field``);
-    ``score = 1 − P(hallucination)``, the case passes iff ``score >= threshold``.
-
-    Args:
-        threshold: minimum passing score; the engine decides at the hallucination threshold ``1 − threshold``.
-        grapheval: the engine, shared by reference by every copy DeepEval makes, seen at the metric's threshold.
-        model: a ``DeepEvalBaseLLM`` or a model name DeepEval resolves; without ``scorer`` it judges too.
-        llm: a chat model or spec when no engine is given; without ``scorer`` it judges too. Neither ``model`` nor
-            ``llm``: the offline default pair.
-        scorer: a scorer, spec or ``DeepEvalBaseLLM`` (an LLM judge over it) when no engine is given.
-        mode: ``"graph"`` (default) or ``"raw"``.
-        rule: the decision rule when no engine is given (``"hybrid"``, ``"paper"`` …).
-        method: deprecated alias of ``rule`` (warns).
-        context_field: ``"auto"`` (``context``, else ``retrieval_context``), ``"context"`` or ``"retrieval_context"``.
-        include_reason: put the unsupported triples, their probabilities and evidence in ``reason``.
-        strict_mode: score 1 only when no claim is unsupported at the engine's threshold, else 0.
-        async_mode: kept for DeepEval's display; scoring always runs off the event loop.
-        verbose_mode: print the whole knowledge graph with every score after each measure.
-        suggest_correction: ``True`` or a :class:`~grapheval_plugins.correct.GraphCorrect`: a flagged case's
-            reason gets a suggested correction (a failed one is noted, never raised).
-        prices: US dollars per million tokens, ``{"input": ..., "output": ...}``, for ``evaluation_cost`` when the
-            model does not report its cost.
-
-    Models load on the first measured case, once per process (:meth:`GraphEval.shared
-    <grapheval_plugins.GraphEval.shared>`).
+    ``score = 1 − P(hallucination)``, the case passes iff ``score >= threshold`` (the engine decides at the
+    hallucination threshold ``1 − threshold``). Its arguments: the DeepEval guide's options table; ``method`` is the
+    deprecated name of ``rule`` (warns), ``async_mode`` is kept for DeepEval's display only.
 
     Example:
         >>> from deepeval.test_case import LLMTestCase
@@ -193,6 +152,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
     """
 
     _required_params = [SingleTurnParams.ACTUAL_OUTPUT]  # type: ignore[assignment]
+    threshold: float  # the minimum passing score, always set (DeepEval's base allows None)
 
     def __init__(
         self,
@@ -261,7 +221,6 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         """Load the models now (outside DeepEval's per-case timeout) and check one tiny sample; its report."""
         report = self._engine.evaluate("The sky is blue.", "The sky is blue.")
         _raise_for_report(report)
-        _LOADED.add(self._engine)
         return report
 
     @property
@@ -300,10 +259,6 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         ):
             try:
                 output, context, source = _read_test_case(test_case, self.context_field, self.__name__)
-                if self._engine not in _LOADED:
-                    # Load the models (first use only) in a worker thread, never on the event loop.
-                    await asyncio.to_thread(self._engine.describe)
-                    _LOADED.add(self._engine)
                 report = await self._engine.aevaluate(context, output, id=getattr(test_case, "name", None))
                 _raise_for_report(report)
             except Exception as exc:
@@ -312,7 +267,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
                 raise
             correction = None
             usage = dict(report.usage)
-            fails = report.score is not None and report.score < self._threshold
+            fails = report.score is not None and report.score < self.threshold
             if self.suggest_correction and self.include_reason and report.hallucinated and fails:
                 # The engine flags at 1 - threshold (hallucinated); the case fails in DeepEval's score space.
                 with metered() as correcting:
@@ -325,12 +280,8 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         if self.error is not None or self.score is None:
             self.success = False
         else:
-            self.success = bool(self.score >= self._threshold)
+            self.success = bool(self.score >= self.threshold)
         return self.success
-
-    @property
-    def _threshold(self) -> float:
-        return 0.5 if self.threshold is None else float(self.threshold)
 
     # ----------------------------------------------------------------- results
     async def _suggest(self, context: str | tuple[str, ...], output: str, report: Report) -> str:
@@ -352,7 +303,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         return f"suggested correction{verdict}: {result.corrected}\nchanges: {result.diff}"
 
     def _apply(self, report: Report, source: str, correction: str | None = None) -> float:
-        threshold = self._threshold
+        threshold = self.threshold
         score = float(report.score or 0.0)  # not None: checked by _raise_for_report
         shown = threshold  # the minimum score the claims are shown against
         if self.strict_mode:
@@ -391,18 +342,6 @@ def _check_prices(prices: Any) -> dict[str, float] | None:
 
 
 # --------------------------------------------------------------------- reading test cases
-def _passages(value: Any) -> list[str]:
-    """The text of a ``context`` / ``retrieval_context`` list (``RetrievedContextData`` items give their text)."""
-    if value is None:
-        return []
-    items = [value] if isinstance(value, str) else list(value)
-    texts: list[str] = []
-    for item in items:
-        text = getattr(item, "context", item)
-        texts.append(text if isinstance(text, str) else getattr(text, "page_content", text))
-    return texts
-
-
 def _read_test_case(
     test_case: Any, context_field: ContextField, name: str
 ) -> tuple[str, tuple[str, ...], str]:
@@ -428,8 +367,10 @@ def _read_test_case(
         if value is None:
             problems.append(f"'{field}' is None")
             continue
+        if not isinstance(value, str):  # DeepEval's RetrievedContextData items give their text
+            value = [getattr(item, "context", item) for item in value]
         try:
-            return output_text, normalize_passages(_passages(value), field), field
+            return output_text, normalize_passages(value, field), field
         except InputError as exc:
             if exc.reason != "empty":
                 raise

@@ -17,7 +17,6 @@ the usual parser reads. The host adapter passes the functions that call its mode
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple
@@ -187,11 +186,9 @@ class _HostChatModel(BaseChatModel):
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
             run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        arguments = self._arguments(render_prompt(messages))
-        if self.acomplete is None:
-            assert self.complete is not None
-            return self._answer(await asyncio.to_thread(self.complete, *arguments))
-        return self._answer(await self.acomplete(*arguments))
+        if self.acomplete is None:  # LangChain's own: _generate in a worker thread
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+        return self._answer(await self.acomplete(*self._arguments(render_prompt(messages))))
 
 
 class PromptChatModel(_HostChatModel):

@@ -1,11 +1,4 @@
-"""GraphEval as a LangChain ``Runnable``: put it at the end of a RAG chain.
-
-The answer and the retrieved documents go in, a :class:`~grapheval_plugins.types.Report` comes out beside them;
-the chat-model calls run as child runs, so callbacks and tracing see them.
-
-* :class:`GraphEvalRunnable` adds GraphEval's report to the row;
-* :class:`GraphCorrectRunnable` replaces a flagged answer by GraphCorrect's correction;
-* :func:`route_on_hallucination` checks, then sends flagged rows to a corrector or a chain that regenerates.
+"""GraphEval as LangChain runnables at the end of a RAG chain (how to use them: the LangChain guide).
 
 >>> from langchain_core.documents import Document
 >>> from grapheval_plugins import GraphEval
@@ -18,16 +11,12 @@ the chat-model calls run as child runs, so callbacks and tracing see them.
 ...                     "answer": "The Eiffel Tower is located in Rome."})
 >>> sorted(out), out["grapheval"].hallucinated
 (['answer', 'context', 'grapheval', 'question'], True)
-
-
-Inside a chain: ``RunnablePassthrough.assign(verdict=check.with_options(report_only=True))``.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, Literal, cast
 
 from langchain_core.runnables import (
     Runnable,
@@ -37,6 +26,7 @@ from langchain_core.runnables import (
     RunnablePassthrough,
     RunnableSerializable,
 )
+from langchain_core.runnables.config import get_config_list, patch_config
 from pydantic import ConfigDict
 from typing_extensions import Self
 
@@ -82,9 +72,6 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
     answer_keys: tuple[str, ...] = ("answer", "output")
     context_keys: tuple[str, ...] = ("context", "documents")
 
-    _engine_field: ClassVar[str] = ""
-    _option_fields: ClassVar[tuple[str, ...]] = ("name", "answer_keys", "context_keys")
-
     @staticmethod
     def _check_options(kwargs: dict[str, Any]) -> None:
         for field in ("answer_keys", "context_keys"):
@@ -93,6 +80,8 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
         for field in ("report_key", "correction_key"):
             if field in kwargs and not (isinstance(kwargs[field], str) and kwargs[field]):
                 raise InputError(field, f"expected a non-empty key name, got {kwargs[field]!r}")
+        if kwargs.get("output", "row") not in ("row", "answer", "report"):
+            raise InputError("output", f"must be 'row', 'answer' or 'report', got {kwargs['output']!r}")
 
     def with_options(self, **changes: Any) -> Self:
         """A copy with some options changed, sharing the same engine (and its loaded models).
@@ -103,9 +92,8 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
         >>> r2.grapheval is r.grapheval, r2.report_only, r2.answer_keys
         (True, True, ('response',))
         """
-        fields = {name: getattr(self, name) for name in self._option_fields}
-        cls: Any = type(self)
-        return cast(Self, cls(getattr(self, self._engine_field), **{**fields, **changes}))
+        self._check_options(changes)
+        return self.model_copy(update=changes)
 
     # ----------------------------------------------------------------- rows
     def _read(self, row: Any) -> tuple[tuple[str, ...], str, str]:
@@ -134,20 +122,6 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
         return await self._acall_with_config(lambda row, run_manager, config: self._arow(row, config), input, config,
                                              **kwargs)
 
-    # ----------------------------------------------------------------- many rows
-    async def _amany(self, rows: list[dict[str, Any]], config: list[RunnableConfig]) -> list[Any]:
-        limit = (config[0].get("max_concurrency") if config else None) or self._max_concurrency()
-        semaphore = asyncio.Semaphore(limit)
-
-        async def one(row: dict[str, Any], cfg: RunnableConfig) -> Any:
-            async with semaphore:
-                try:
-                    return await self._arow(row, cfg)
-                except Exception as exc:  # noqa: BLE001 - returned per row; the batch helper raises or returns it
-                    return exc
-
-        return list(await asyncio.gather(*(one(r, c) for r, c in zip(rows, config))))
-
     def batch(
         self,
         inputs: list[dict[str, Any]],
@@ -156,12 +130,8 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
         return_exceptions: bool = False,
         **kwargs: Any,
     ) -> list[Any]:
-        """Many rows concurrently on one event loop; results in input order, each row its own traced run.
-
-        At most ``max_concurrency`` rows (from the config, else the engine's) are in flight at once.
-        """
-        return self._batch_with_config(lambda rows, config: run_sync(self._amany(rows, config)), inputs, config,
-                                       return_exceptions=return_exceptions, **kwargs)
+        """Many rows concurrently on one event loop (:meth:`abatch`); results in input order, each its own run."""
+        return run_sync(self.abatch(inputs, config, return_exceptions=return_exceptions, **kwargs))
 
     async def abatch(
         self,
@@ -171,9 +141,10 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
         return_exceptions: bool = False,
         **kwargs: Any,
     ) -> list[Any]:
-        """Async :meth:`batch`."""
-        return await self._abatch_with_config(lambda rows, run_manager, config: self._amany(rows, config), inputs,
-                                              config, return_exceptions=return_exceptions, **kwargs)
+        """LangChain's ``abatch`` with at most ``max_concurrency`` rows in flight (the config's, else the engine's)."""
+        configs = [patch_config(c, max_concurrency=c.get("max_concurrency") or self._max_concurrency())
+                   for c in get_config_list(config, len(inputs))]
+        return await super().abatch(inputs, configs, return_exceptions=return_exceptions, **kwargs)
 
 
 class GraphEvalRunnable(_RowRunnable):
@@ -183,27 +154,14 @@ class GraphEvalRunnable(_RowRunnable):
     list), under the first of ``answer_keys`` / ``context_keys`` present. Output: the input with the
     :class:`~grapheval_plugins.types.Report` under ``report_key``, or the report alone (``report_only=True``). A
     stage failure does not raise (the report carries it); an input without an answer or context raises
-    :class:`~grapheval_plugins.exceptions.InputError`.
-
-    Args:
-        grapheval: the engine; else the process-wide one for ``llm`` and ``scorer``
-            (:meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`).
-        llm, scorer, mode, rule: for that shared engine (an engine's own apply otherwise).
-        method: deprecated alias of ``rule`` (warns).
-        hallucination_threshold: the engine's threshold for this Runnable (a view; the engine is not changed).
-        answer_keys: keys tried in turn for the answer (default ``("answer", "output")``).
-        context_keys: keys tried in turn for the grounding (default ``("context", "documents")``).
-        report_key: where the report goes in the output dict (default ``"grapheval"``).
-        report_only: return the report alone.
+    :class:`~grapheval_plugins.exceptions.InputError`. With no ``grapheval``, the process-wide engine for ``llm``
+    and ``scorer``; ``hallucination_threshold`` gives a view of the engine; ``method`` is the deprecated ``rule``.
     """
 
     name: str | None = "GraphEval"
     grapheval: GraphEval
     report_key: str = "grapheval"
     report_only: bool = False
-
-    _engine_field: ClassVar[str] = "grapheval"
-    _option_fields: ClassVar[tuple[str, ...]] = (*_RowRunnable._option_fields, "report_key", "report_only")
 
     def __init__(
         self,
@@ -240,15 +198,9 @@ class GraphCorrectRunnable(_RowRunnable):
     ``output="row"`` (default): the row with the corrected answer, the
     :class:`~grapheval_plugins.correct.CorrectionReport` under ``correction_key`` and the re-check under
     ``report_key`` when the row had one; ``"answer"``: the answer alone; ``"report"``: the correction report alone.
-    An unflagged answer comes back unchanged; chat-model failures are recorded, not raised.
-
-    Args:
-        corrector: the :class:`~grapheval_plugins.correct.GraphCorrect`; else ``GraphCorrect(grapheval, llm)``
-            (no ``grapheval``: :meth:`GraphEval.shared() <grapheval_plugins.GraphEval.shared>`).
-        grapheval, llm: see ``corrector``.
-        answer_keys, context_keys, report_key: as for :class:`GraphEvalRunnable`.
-        correction_key: where the correction report goes (default ``"correction"``).
-        output: ``"row"``, ``"answer"`` or ``"report"``.
+    An unflagged answer comes back unchanged; chat-model failures are recorded, not raised. With no ``corrector``:
+    ``GraphCorrect(grapheval, llm)`` (no ``grapheval``: :meth:`GraphEval.shared()
+    <grapheval_plugins.GraphEval.shared>`).
 
     >>> from grapheval_plugins import GraphEval
     >>> from grapheval_plugins.correct import GraphCorrect
@@ -273,11 +225,6 @@ class GraphCorrectRunnable(_RowRunnable):
     correction_key: str = "correction"
     output: Literal["row", "answer", "report"] = "row"
 
-    _engine_field: ClassVar[str] = "corrector"
-    _option_fields: ClassVar[tuple[str, ...]] = (
-        *_RowRunnable._option_fields, "report_key", "correction_key", "output",
-    )
-
     def __init__(
         self,
         corrector: GraphCorrect | None = None,
@@ -294,8 +241,6 @@ class GraphCorrectRunnable(_RowRunnable):
             raise InputError("grapheval", "pass either a GraphCorrect engine or grapheval/llm, not both")
         if not isinstance(corrector, GraphCorrect):
             raise InputError("corrector", f"expected a GraphCorrect engine, got {type(corrector).__name__}", reason="type")
-        if kwargs.get("output", "row") not in ("row", "answer", "report"):
-            raise InputError("output", f"must be 'row', 'answer' or 'report', got {kwargs['output']!r}")
         self._check_options(kwargs)
         super().__init__(corrector=corrector, **kwargs)  # type: ignore[call-arg]
 

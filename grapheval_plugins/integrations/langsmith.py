@@ -1,7 +1,5 @@
-"""GraphEval as a LangSmith evaluator: ``langsmith.evaluate(target, data=..., evaluators=[GraphEvalEvaluator()])``.
-
-Each run gets one ``EvaluationResult``: ``score`` is ``1 − P(hallucination)`` (1 = faithful), ``comment`` the
-report's explanation, ``extra`` the whole report.
+"""GraphEval as a LangSmith evaluator: ``langsmith.evaluate(target, data=..., evaluators=[GraphEvalEvaluator()])``
+(how to use it: the LangChain guide).
 
 >>> import datetime, uuid
 >>> from langsmith.schemas import Run
@@ -23,6 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from .. import GraphEval, InputError, MissingDependencyError, Report
@@ -37,7 +36,7 @@ except ImportError as exc:  # pragma: no cover - langsmith comes with langchain-
 __all__ = ["GraphEvalEvaluator"]
 
 
-def _first(sources: Sequence[Mapping[str, Any] | None], keys: tuple[str, ...]) -> tuple[str, Any] | None:
+def _first(sources: Sequence[Mapping[str, Any] | None], keys: Sequence[str]) -> tuple[str, Any] | None:
     for source in sources:
         for key in keys:
             if source and key in source:
@@ -45,41 +44,27 @@ def _first(sources: Sequence[Mapping[str, Any] | None], keys: tuple[str, ...]) -
     return None
 
 
+@dataclass(eq=False)
 class GraphEvalEvaluator(RunEvaluator):
-    """A LangSmith ``RunEvaluator`` that scores each run's answer against its grounding with GraphEval.
-
-    Args:
-        grapheval: the engine to score with (its models, cache and threshold), shared by reference.
-        llm, scorer: models or specs for the process-wide engine (``GraphEval.shared(llm, scorer)``) when no engine
-            is given.
-        key: the feedback key LangSmith shows.
-        answer_keys: where the answer is in the run's outputs (a target's string result is under ``"output"``).
-        context_keys: where the grounding is: the run's outputs, then its inputs, then the example's.
-        max_claims: how many unsupported claims the comment lists.
-
-    A run with no answer or grounding raises :class:`~grapheval_plugins.InputError`; a stage failure gives no score.
+    """A LangSmith ``RunEvaluator``: ``score`` is ``1 − P(hallucination)`` (1 = faithful), ``comment`` the report's
+    explanation (at most ``max_claims`` claims), ``extra`` the whole report. A run with no answer or grounding raises
+    :class:`~grapheval_plugins.InputError`; a stage failure gives no score.
     """
 
-    def __init__(
-        self,
-        grapheval: GraphEval | None = None,
-        *,
-        llm: Any = None,
-        scorer: Any = None,
-        key: str = "grapheval_faithfulness",
-        answer_keys: Sequence[str] = ("answer", "output"),
-        context_keys: Sequence[str] = ("context", "documents"),
-        max_claims: int = 10,
-    ) -> None:
-        if grapheval is not None and (llm is not None or scorer is not None):
+    grapheval: GraphEval | None = None
+    _: KW_ONLY
+    llm: Any = None
+    scorer: Any = None
+    key: str = "grapheval_faithfulness"
+    answer_keys: Sequence[str] = ("answer", "output")
+    context_keys: Sequence[str] = ("context", "documents")
+    max_claims: int = 10
+
+    def __post_init__(self) -> None:
+        if self.grapheval is not None and (self.llm is not None or self.scorer is not None):
             raise InputError("grapheval", "give an engine or llm=/scorer=, not both")
-        self.grapheval = grapheval
-        self.llm = llm
-        self.scorer = scorer
-        self.key = key
-        self.answer_keys = tuple(answer_keys)
-        self.context_keys = tuple(context_keys)
-        self.max_claims = max_claims
+        self.answer_keys = tuple(self.answer_keys)
+        self.context_keys = tuple(self.context_keys)
 
     @property
     def engine(self) -> GraphEval:

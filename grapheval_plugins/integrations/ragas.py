@@ -1,12 +1,5 @@
-"""GraphEval as Ragas metrics, for both of Ragas 0.4's metric APIs (how to use them: the Ragas guide).
-
-* :class:`GraphEvalFaithfulness`: the legacy ``SingleTurnMetric`` that ``ragas.evaluate()`` accepts (a float).
-* :class:`GraphEvalRagasMetric`: the ``ragas.metrics.collections`` API (``MetricResult(value, reason)``).
-
-The score is ``1 − P(hallucination)`` (1 = faithful), or with ``binary=True`` the verdict (0 or 1). A sample without
-a response or contexts, or whose extraction or scoring failed, scores NaN and the reason is logged.
-Requires the ``ragas`` extra.
-"""
+"""GraphEval as Ragas metrics: :class:`GraphEvalFaithfulness` for ``ragas.evaluate()``, :class:`GraphEvalRagasMetric`
+for ``ragas.metrics.collections`` (how to use them: the Ragas guide; the ``ragas`` extra)."""
 
 from __future__ import annotations
 
@@ -26,7 +19,7 @@ from .. import (
 )
 from ..aggregate import RuleLike, rule_argument
 from ..inputs import normalize_output, normalize_passages
-from ..types import Mode
+from ..types import Mode, StageUsage, total_usage
 from .host_models import PromptChatModel, StructuredTriplesChatModel
 
 try:
@@ -46,9 +39,11 @@ __all__ = [
     "GraphEvalFaithfulness",
     "GraphEvalFaithfulnessWithLLM",
     "GraphEvalRagasMetric",
+    "cost",
     "ragas_chat_model",
     "reasons",
     "report_value",
+    "usage",
 ]
 
 logger = logging.getLogger(__name__)
@@ -80,11 +75,8 @@ def report_value(report: Report, binary: bool = False) -> float:
 def _validated(response: Any, retrieved_contexts: Any) -> tuple[tuple[str, ...], str]:
     """``(passages, output)`` for the engine (each retrieved context a passage of its own, chunked on its own);
     :class:`InputError` naming the Ragas column when one is unusable."""
-    if retrieved_contexts is None:
-        raise InputError("retrieved_contexts", "is missing (None)", reason="missing")
-    output = normalize_output(response, field="response")
     context = normalize_passages(retrieved_contexts, field="retrieved_contexts")
-    return context, output
+    return context, normalize_output(response, field="response")
 
 
 def _engine_alias(grapheval: Any, engine: Any, owner: str, stacklevel: int) -> Any:
@@ -99,42 +91,31 @@ def _engine_alias(grapheval: Any, engine: Any, owner: str, stacklevel: int) -> A
     return engine
 
 
-def _engine_options(
-    grapheval: Any, llm: Any, scorer: Any, check_mode: Any, threshold: Any, binary: Any, rule: Any = None,
-) -> registry.EngineOptions:
-    """The engine options of a metric's arguments (``check_mode`` is the engine's ``mode``)."""
-    if not isinstance(binary, bool):
-        raise InputError("binary", f"must be True or False, got {binary!r}")
-    return registry.engine_options(
-        grapheval, llm=llm, scorer=scorer, mode=check_mode, rule=rule, hallucination_threshold=threshold,
-        fields={"mode": "check_mode"},
-    )
-
-
-def _threshold_alias(hallucination_threshold: Any, threshold: Any, owner: str, stacklevel: int) -> Any:
-    """``hallucination_threshold=`` or ``threshold=``: deprecated here (warns), still applied for this release."""
+def _arguments(
+    owner: str, name: str, grapheval: Any, llm: Any, scorer: Any, check_mode: Any, binary: Any, rule: Any,
+    method: Any, hallucination_threshold: Any, threshold: Any, stacklevel: int,
+) -> tuple[RuleLike | None, float | None, registry.EngineOptions]:
+    """A metric's arguments checked, the deprecated ones applied (they warn): ``(rule, hallucination_threshold,
+    engine options)``."""
+    rule = rule_argument(rule, method, owner, default=None, stacklevel=stacklevel + 1)
     if threshold is not None and hallucination_threshold is not None and threshold != hallucination_threshold:
         raise InputError("threshold", "give hallucination_threshold= (threshold= is its deprecated old name), not both")
-    value = hallucination_threshold if hallucination_threshold is not None else threshold
-    if value is not None:
+    hallucination_threshold = hallucination_threshold if hallucination_threshold is not None else threshold
+    if hallucination_threshold is not None:
         warnings.warn(
             f"{owner}(hallucination_threshold=...) is deprecated: the Ragas score is continuous (1 - P(hallucination))"
             " and no threshold changes it; for binary=True's verdict, give the engine its threshold: "
             "grapheval=GraphEval(hallucination_threshold=...)", DeprecationWarning, stacklevel=stacklevel,
         )
-    return value
-
-
-def _mode_alias(check_mode: Any, mode: Any, owner: str, stacklevel: int) -> Any:
-    """``check_mode=``, or ``mode=``, its deprecated old name in :class:`GraphEvalRagasMetric` (warns)."""
-    if mode is None:
-        return check_mode
-    warnings.warn(f"{owner}(mode=...) is deprecated: pass check_mode=... (the name GraphEvalFaithfulness takes: "
-                  "ragas.evaluate() renames the column of a metric with a `mode` attribute)", DeprecationWarning,
-                  stacklevel=stacklevel)
-    if check_mode is not None and check_mode != mode:
-        raise InputError("mode", "give check_mode= (mode= is its deprecated old name), not both")
-    return mode
+    if not isinstance(binary, bool):
+        raise InputError("binary", f"must be True or False, got {binary!r}")
+    options = registry.engine_options(
+        grapheval, llm=llm, scorer=scorer, mode=check_mode, rule=rule, hallucination_threshold=hallucination_threshold,
+        fields={"mode": "check_mode"},
+    )
+    if grapheval is None:
+        _extraction_model(llm, name)  # refuse an unusable model now, not at the first sample
+    return rule, hallucination_threshold, options
 
 
 def _ragas_text(result: Any) -> str:
@@ -177,10 +158,9 @@ def _extraction_model(llm: Any, owner: str) -> Any:
     """The chat model (or spec) to extract with, Ragas's own LLMs adapted; ``None``: the engine's default."""
     if llm is None or isinstance(llm, str):
         return llm
-    if isinstance(llm, (LangchainLLMWrapper, InstructorBaseRagasLLM, BaseRagasLLM)):
-        return ragas_chat_model(llm)
-    if hasattr(llm, "ainvoke") and hasattr(llm, "invoke"):
-        return llm
+    model = ragas_chat_model(llm)
+    if hasattr(model, "ainvoke") and hasattr(model, "invoke"):
+        return model
     raise InputError(
         "llm",
         f"{owner} cannot use {type(llm).__name__}: pass a Ragas LLM, a LangChain chat model, a model spec or an engine",
@@ -216,20 +196,9 @@ def _trace_output(report: Report) -> dict[str, Any]:
 @dataclass(kw_only=True)
 class GraphEvalFaithfulness(SingleTurnMetric):
     """GraphEval as a Ragas metric for ``ragas.evaluate()``: reads ``response`` and ``retrieved_contexts``;
-    1 = faithful. It brings its own engine, so ``ragas.evaluate()`` never hands it (or builds) a model.
-
-    Args:
-        grapheval: a :class:`~grapheval_plugins.GraphEval` to score with; its mode, rule and threshold apply.
-        engine: deprecated name of ``grapheval`` (warns).
-        llm: the extraction model (a Ragas LLM, a LangChain chat model or a spec) when no engine is given.
-        scorer: the scorer or scorer spec when no engine is given.
-        binary: the 0/1 verdict at the engine's hallucination threshold instead of the continuous score.
-        check_mode: ``"graph"`` (default) or ``"raw"`` when no engine is given (``ragas.evaluate()`` renames the
-            column of a metric with a ``mode`` attribute).
-        rule: the decision rule when no engine is given.
-        method: deprecated name of ``rule`` (warns).
-        hallucination_threshold, threshold: deprecated (warn; still applied for this release).
-        name: the column name in Ragas's result table.
+    1 = faithful. It brings its own engine, so ``ragas.evaluate()`` never hands it (or builds) a model. Its
+    parameters are those of the Ragas guide's options table; ``engine``, ``method``, ``hallucination_threshold``
+    and ``threshold`` are deprecated (they warn).
 
     Example:
         >>> from ragas import SingleTurnSample
@@ -241,9 +210,6 @@ class GraphEvalFaithfulness(SingleTurnMetric):
         ...     response="Marie Curie won three Nobel Prizes.",
         ...     retrieved_contexts=["Marie Curie won two Nobel Prizes."]))
         0.0
-
-    With ``ragas.evaluate(dataset, metrics=[GraphEvalFaithfulness(llm="local:qwen2.5-coder-1.5b")])`` the whole
-    dataset is scored offline; see ``examples/ragas/``.
     """
 
     name: str = DEFAULT_NAME
@@ -262,28 +228,19 @@ class GraphEvalFaithfulness(SingleTurnMetric):
     threshold: float | None = None
     output_type: MetricOutputType | None = field(default=None, init=False, repr=False)
     """``BINARY`` with ``binary=True``, else ``CONTINUOUS`` (as Ragas's LLM metrics declare it)."""
-    _options: registry.EngineOptions | None = field(default=None, repr=False, compare=False)
+    _options: registry.EngineOptions = field(init=False, repr=False, compare=False)
 
     def __post_init__(self, engine: GraphEval | None = None, method: RuleLike | None = None) -> None:
+        owner = type(self).__name__
         if isinstance(self.llm, GraphEval):
-            raise TypeError(
-                f"{type(self).__name__} takes its engine as grapheval=GraphEval(...) "
-                "(formerly engine=GraphEval(...)), not llm="
-            )
-        if engine is not None:
-            self.grapheval = _engine_alias(self.grapheval, engine, type(self).__name__, stacklevel=4)
+            raise TypeError(f"{owner} takes its engine as grapheval=GraphEval(...) (formerly engine=GraphEval(...)), not llm=")
+        self.grapheval = _engine_alias(self.grapheval, engine, owner, stacklevel=4)
         super().__post_init__()  # type: ignore[no-untyped-call]  # Ragas's metric base is untyped
-        self.rule = rule_argument(self.rule, method, type(self).__name__, default=None, stacklevel=4)
-        self.hallucination_threshold = _threshold_alias(
-            self.hallucination_threshold, self.threshold, type(self).__name__, stacklevel=4
+        self.rule, self.hallucination_threshold, self._options = _arguments(
+            owner, self.name, self.grapheval, self.llm, self.scorer, self.check_mode, self.binary, self.rule, method,
+            self.hallucination_threshold, self.threshold, stacklevel=4,
         )
         self.threshold = self.hallucination_threshold  # the deprecated name still reads
-        self._options = _engine_options(
-            self.grapheval, self.llm, self.scorer, self.check_mode, self.hallucination_threshold, self.binary,
-            self.rule,
-        )
-        if self.grapheval is None:
-            _extraction_model(self.llm, self.name)  # refuse an unusable model now, not at the first sample
         self.output_type = MetricOutputType.BINARY if self.binary else MetricOutputType.CONTINUOUS
         self.__dict__["engine"] = self.grapheval  # the deprecated name still reads
 
@@ -292,11 +249,6 @@ class GraphEvalFaithfulness(SingleTurnMetric):
 
     def current_engine(self) -> GraphEval:
         """The engine the next sample is scored with (shared, built on first use; model loading stays lazy)."""
-        if self._options is None:
-            self._options = _engine_options(
-                self.grapheval, self.llm, self.scorer, self.check_mode, self.hallucination_threshold, self.binary,
-                self.rule,
-            )
         return _current_engine(self, self._options, self.grapheval, self.llm)
 
     async def _single_turn_ascore(self, sample: SingleTurnSample, callbacks: Callbacks) -> float:
@@ -330,32 +282,15 @@ class GraphEvalFaithfulness(SingleTurnMetric):
 @dataclass(kw_only=True)
 class GraphEvalFaithfulnessWithLLM(GraphEvalFaithfulness, MetricWithLLM):
     """:class:`GraphEvalFaithfulness` as a Ragas LLM metric: ``ragas.evaluate(dataset, metrics=[...], llm=model)``
-    hands it that model (as it does to ``Faithfulness()``), which then extracts and judges (and, when the metric
-    has no ``llm=`` of its own, only for that run: Ragas takes it back afterwards).
-
-    Like every Ragas LLM metric, it needs a model from somewhere: with neither ``llm=`` here nor in
-    ``ragas.evaluate()``, Ragas builds its own OpenAI default. For the offline local models use
-    :class:`GraphEvalFaithfulness`, which never receives one.
-    """
+    hands it that model, as it does to ``Faithfulness()`` (with none, Ragas builds its OpenAI default)."""
 
 
 # --------------------------------------------------------------------------- new API: ragas.metrics.collections
 class GraphEvalRagasMetric(BaseMetric):
     """GraphEval as a ``ragas.metrics.collections`` metric: ``MetricResult(value, reason)``, 1 = faithful.
 
-    ``ascore(response=..., retrieved_contexts=[...])`` (other sample columns are accepted and ignored) and
-    ``abatch_score(inputs)`` (one engine batch) with their sync forms. A bad row gets ``value=nan`` and the reason.
-
-    Args:
-        grapheval: as in :class:`GraphEvalFaithfulness` (positionally: deprecated, warns).
-        engine: deprecated name of ``grapheval`` (warns).
-        llm: as in :class:`GraphEvalFaithfulness`; stored as ``extraction_llm`` (Ragas reserves ``llm``).
-        scorer, binary, check_mode, rule, name: as in :class:`GraphEvalFaithfulness`.
-        mode, method: deprecated names of ``check_mode`` and ``rule`` (warn).
-        hallucination_threshold, threshold: deprecated (warn; still applied for this release).
-        max_reason_claims: unsupported claims listed in a reason at most.
-
-    Not accepted by ``ragas.evaluate()`` (no collections metric is): use :class:`GraphEvalFaithfulness` there.
+    It takes :class:`GraphEvalFaithfulness`'s parameters (``llm`` is stored as ``extraction_llm``: Ragas reserves
+    ``llm``); ``mode`` is the deprecated name of ``check_mode``, and a positional engine is deprecated (they warn).
 
     Example:
         >>> from grapheval_plugins import GraphEval
@@ -400,19 +335,23 @@ class GraphEvalRagasMetric(BaseMetric):
         if engine is not None and grapheval is not None:
             raise InputError("grapheval", "give grapheval= (engine= is its deprecated old name), not both")
         grapheval = _engine_alias(grapheval, engine, owner, stacklevel=3)
-        check_mode = _mode_alias(check_mode, mode, owner, stacklevel=3)
-        rule = rule_argument(rule, method, owner, default=None)
-        hallucination_threshold = _threshold_alias(hallucination_threshold, threshold, owner, 3)
-        self._options = _engine_options(grapheval, llm, scorer, check_mode, hallucination_threshold, binary, rule)
-        _extraction_model(llm, name)
+        if mode is not None:
+            warnings.warn(f"{owner}(mode=...) is deprecated: pass check_mode=... (the name GraphEvalFaithfulness "
+                          "takes: ragas.evaluate() renames the column of a metric with a `mode` attribute)",
+                          DeprecationWarning, stacklevel=2)
+            if check_mode is not None and check_mode != mode:
+                raise InputError("mode", "give check_mode= (mode= is its deprecated old name), not both")
+            check_mode = mode
+        self.rule, self.hallucination_threshold, self._options = _arguments(
+            owner, name, grapheval, llm, scorer, check_mode, binary, rule, method, hallucination_threshold,
+            threshold, stacklevel=3,
+        )
+        self.threshold = self.hallucination_threshold  # the deprecated name still reads
         self.grapheval = grapheval
         self.extraction_llm = llm
         self.scorer = scorer
         self.binary = binary
         self.check_mode = check_mode
-        self.rule = rule
-        self.hallucination_threshold = hallucination_threshold
-        self.threshold = hallucination_threshold  # the deprecated name still reads
         self.max_reason_claims = max_reason_claims
         super().__init__(name=name, allowed_values=(0.0, 1.0))
 
@@ -491,7 +430,18 @@ class GraphEvalRagasMetric(BaseMetric):
         return f"{type(self).__name__}({how}, binary={self.binary}, name={self.name!r})"
 
 
-# --------------------------------------------------------------------------- the reasons of an evaluate() result
+# --------------------------------------------------------------------------- the reasons and cost of an evaluate() result
+def _outputs(result: Any, name: str) -> list[dict[str, Any] | None]:
+    """The metric's trace output (``result.traces[i][name]["grapheval"]["output"]``) of each sample, in order."""
+    out: list[dict[str, Any] | None] = []
+    for trace in result.traces:
+        try:
+            out.append(trace[name]["grapheval"]["output"])
+        except (KeyError, TypeError):
+            out.append(None)
+    return out
+
+
 def reasons(result: Any, name: str = DEFAULT_NAME) -> list[str | None]:
     """Each sample's reason from a ``ragas.evaluate()`` result, in the order of its table (Ragas's table holds
     floats only): ``result.to_pandas().assign(reason=reasons(result))``. ``None`` for a sample the metric gave no
@@ -500,13 +450,25 @@ def reasons(result: Any, name: str = DEFAULT_NAME) -> list[str | None]:
     The same trace (``result.traces[i][name]["grapheval"]["output"]``) holds ``"unsupported"`` and the whole
     ``"report"`` as JSON.
     """
-    out: list[str | None] = []
-    for trace in result.traces:
-        try:
-            out.append(trace[name]["grapheval"]["output"]["reason"])
-        except (KeyError, TypeError):
-            out.append(None)
-    return out
+    return [None if output is None else output["reason"] for output in _outputs(result, name)]
+
+
+def _reports(result: Any, name: str) -> list[Report]:
+    return [Report.model_validate(output["report"]) for output in _outputs(result, name) if output is not None]
+
+
+def usage(result: Any, name: str = DEFAULT_NAME) -> StageUsage:
+    """The chat-model calls and prompt / completion tokens of a ``ragas.evaluate()`` result: every sample's report,
+    every stage, added up (``None`` tokens: some call did not report them)."""
+    return total_usage(report.usage for report in _reports(result, name))
+
+
+def cost(result: Any, prices: Mapping[str, float] | None = None, name: str = DEFAULT_NAME) -> float | None:
+    """US dollars of a ``ragas.evaluate()`` result: each report's :meth:`~grapheval_plugins.types.Report.cost`
+    (the cost the models reported, else the tokens at ``prices``, ``{"input": usd_per_1M_tokens, "output":
+    usd_per_1M_tokens}``) added up; ``None`` when a report has neither."""
+    costs = [report.cost(prices) for report in _reports(result, name)]
+    return None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 12)
 
 
 def __getattr__(name: str) -> Any:

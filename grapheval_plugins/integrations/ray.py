@@ -1,13 +1,5 @@
-"""GraphEval on a Ray cluster: millions of rows, the same reports as one machine (``ray`` extra).
-
-A Ray Data pipeline over the core's own stage functions, so the reports are those of
-:meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>`: read JSONL / Parquet (or rows, or a
-``ray.data.Dataset``); **extract** on a pool of actors, each with one rate-limited chat model
-(:meth:`GraphEval.extract_rows <grapheval_plugins.GraphEval.extract_rows>`); **check + decide** on a pool of actors,
-each with one loaded scorer (a GPU each when the cluster has them; :meth:`GraphEval.check_rows
-<grapheval_plugins.GraphEval.check_rows>`); write JSONL (as ``grapheval evaluate`` does) or Parquet. Models are
-spec strings (or picklable zero-argument factories) built by each actor. Fault tolerance is Ray's: a batch whose
-worker dies is retried on a restarted actor, and only the attempt that finished is kept (``docs/ray.md``).
+"""GraphEval on a Ray cluster, the reports of :meth:`GraphEval.evaluate_many
+<grapheval_plugins.GraphEval.evaluate_many>` (how it runs: ``docs/ray.md``; the ``ray`` extra).
 
 Example (a local Ray is started, and stopped, when none is running)::
 
@@ -56,8 +48,6 @@ __all__ = [
     "report_record",
     "report_schema",
 ]
-
-logger = logging.getLogger(__name__)
 
 _PURPOSE = "to run GraphEval on Ray"
 _POSITION = "__grapheval_position__"
@@ -183,12 +173,6 @@ def _read(source: Any, parallelism: int | None, num_cpus: float) -> Any:
     return ray.data.from_items(rows, **({} if parallelism is None else {"override_num_blocks": parallelism}))
 
 
-def _auto_gpus(requested: float | None) -> float:
-    if requested is not None:
-        return requested
-    return 1.0 if _ray().cluster_resources().get("GPU", 0) > 0 else 0.0
-
-
 def build_dataset(
     source: Any,
     *,
@@ -228,15 +212,12 @@ def build_dataset(
 
     Args:
         source: JSONL / Parquet path(s), a list of row dicts, or a ``ray.data.Dataset``.
-        hallucination_threshold: as :class:`~grapheval_plugins.GraphEval`'s; ``threshold``: its deprecated alias.
-        mode, rule: ``"graph"`` or ``"raw"``, and the decision rule (``"hybrid"``, default, ``"paper"``, or a rule
-            registered in a module the workers import): the same reports as :class:`~grapheval_plugins.GraphEval`
-            with these options. ``method``: deprecated alias of ``rule`` (warns).
+        hallucination_threshold, mode, rule, prompt, max_retries, render_triple, locate: as
+            :class:`~grapheval_plugins.GraphEval`'s (a rule registered in a module the workers import); ``threshold``
+            and ``method`` are deprecated names (warn).
         cache: an SQLite knowledge-graph cache on storage every worker reaches (``None``: in memory per actor).
-        extract_actors, extract_concurrency: chat models, and calls in flight per model.
         requests_per_minute, tokens_per_minute: the account's limits, shared out between the extraction actors.
-        check_actors, check_batch_rows, check_num_gpus: scorers, rows a pass, GPUs each (``None``: 1 if any).
-        max_restarts, max_task_retries: Ray's (-1: unbounded, Ray Data's default for actor pools).
+        check_num_gpus: GPUs per scorer (``None``: 1 if the cluster has any).
         parallelism: input blocks. The actor pools hold their CPUs for the whole run: leave a CPU free for Ray
             Data's file listing (Parquet), or the reads wait forever (``docs/ray.md``).
     """
@@ -269,8 +250,9 @@ def build_dataset(
     ds = stage(_read(source, parallelism, read_num_cpus), _ExtractStage,
                {"spec": spec, "keys": keys, "limits": limits, "concurrency": extract_concurrency},
                extract_batch_rows, extract_actors, num_cpus=extract_num_cpus)
+    gpus = check_num_gpus if check_num_gpus is not None else float(ray.cluster_resources().get("GPU", 0) > 0)
     ds = stage(ds, _CheckStage, {"spec": spec, "check_batch_rows": check_batch_rows}, check_batch_rows,
-               check_actors, num_cpus=check_num_cpus, num_gpus=_auto_gpus(check_num_gpus))
+               check_actors, num_cpus=check_num_cpus, num_gpus=gpus)
     assert isinstance(ds, ray.data.Dataset)
     return ds
 
@@ -282,27 +264,21 @@ def iter_report_json(dataset: Any, batch_rows: int = 256) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _ray_session(address: str | None, num_cpus: int | None, init: Mapping[str, Any] | None) -> Iterator[None]:
-    """Use the running Ray, or connect to ``address``, or start a local one (stopped again on exit)."""
+def _ray_session(
+    address: str | None, num_cpus: int | None, init: Mapping[str, Any] | None, preserve_order: bool, show_progress: bool
+) -> Iterator[None]:
+    """Use the running Ray, or connect to ``address``, or start a local one (stopped again on exit); Ray Data's order
+    and progress bars set for the run."""
     ray = _ray()
-    if ray.is_initialized():
-        yield
-        return
-    options: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING, **(init or {})}
-    if address is not None:
-        options["address"] = address
-    elif num_cpus is not None:
-        options.setdefault("num_cpus", num_cpus)
-    ray.init(**options)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
-@contextlib.contextmanager
-def _ordered(preserve_order: bool, show_progress: bool) -> Iterator[None]:
-    ctx = _ray().data.DataContext.get_current()
+    started = not ray.is_initialized()
+    if started:
+        options: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING, **(init or {})}
+        if address is not None:
+            options["address"] = address
+        elif num_cpus is not None:
+            options.setdefault("num_cpus", num_cpus)
+        ray.init(**options)
+    ctx = ray.data.DataContext.get_current()
     saved = (ctx.execution_options.preserve_order, ctx.enable_progress_bars)
     ctx.execution_options.preserve_order = preserve_order
     ctx.enable_progress_bars = show_progress
@@ -310,6 +286,8 @@ def _ordered(preserve_order: bool, show_progress: bool) -> Iterator[None]:
         yield
     finally:
         ctx.execution_options.preserve_order, ctx.enable_progress_bars = saved
+        if started:
+            ray.shutdown()
 
 
 def evaluate_dataset(
@@ -326,7 +304,7 @@ def evaluate_dataset(
     (those of ``evaluate_many`` but for ``timings``). With no Ray running, connects to ``address`` (``"auto"``,
     ``"ray://head:10001"``) or starts a local one with ``num_cpus`` CPUs, stopped afterwards.
     """
-    with _ray_session(address, num_cpus, ray_init), _ordered(preserve_order, show_progress):
+    with _ray_session(address, num_cpus, ray_init, preserve_order, show_progress):
         ds = build_dataset(source, **options)
         return [Report.model_validate_json(line) for line in iter_report_json(ds)]
 
@@ -399,7 +377,7 @@ def evaluate_to_file(
         return f"\0{next(unnamed)}" if row["id"] is None else str(row["id"])
 
     store = None if parquet else JsonlStore(path, key=key, replace=not append, keep_rows=False)  # checked first
-    with _ray_session(address, num_cpus, ray_init), _ordered(preserve_order, show_progress):
+    with _ray_session(address, num_cpus, ray_init, preserve_order, show_progress):
         lines = iter_report_json(build_dataset(source, **options))
         if store is None:
             _write_parquet(path, (r for _, r in reports(lines)))
