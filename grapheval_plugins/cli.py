@@ -6,7 +6,6 @@ an interrupted run resumes where it stopped (rows whose id is already in OUT are
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -15,14 +14,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
-from .jsonl import numbered_rows
+from .jsonl import read_rows
 
 if TYPE_CHECKING:
     from .correct.guard import GuardMode
     from .correct.types import CorrectionMethod
-    from .types import Mode
+    from .types import Mode, StageUsage
 
 app = typer.Typer(
     name="grapheval",
@@ -36,87 +35,6 @@ console = Console(stderr=True)
 @app.callback()
 def _root() -> None:
     """GraphEval: knowledge-graph based hallucination detection and correction for LLM outputs."""
-
-
-CSV_DELIMITERS = ",;\t|"
-"""The delimiters a CSV header is sniffed for when ``--delimiter`` is not given (a ``.tsv`` file: a tab)."""
-
-_CSV_FIELD_LIMIT = 2**31 - 1  # a CSV field may be as long as a JSONL line (the csv module's default: 128 KiB)
-
-
-def read_rows(
-    path: Path, *, delimiter: str | None = None
-) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    r"""Yield ``(line number, row, error)`` for each record of a JSONL or CSV file, streamed (a CSV record's number
-    is the line it starts on; its delimiter ``delimiter``, a tab for ``.tsv``, else sniffed from the header).
-
-    >>> import tempfile
-    >>> path = Path(tempfile.mkdtemp()) / "rows.csv"
-    >>> _ = path.write_text('id;context;output\n1;"Two\nlines.";ok\n2;too;many;fields\n3;A.;B.\n')
-    >>> for number, row, error in read_rows(path):
-    ...     print(number, row or error)
-    2 {'id': '1', 'context': 'Two\nlines.', 'output': 'ok'}
-    4 CSV record has 4 fields, the header has 3
-    5 {'id': '3', 'context': 'A.', 'output': 'B.'}
-    """
-    if path.suffix.lower() in (".csv", ".tsv"):
-        yield from _read_csv(path, delimiter)
-        return
-    yield from numbered_rows(path)
-
-
-def _sniff_delimiter(header: str) -> str:
-    try:
-        return csv.Sniffer().sniff(header, delimiters=CSV_DELIMITERS).delimiter
-    except csv.Error:  # one column: nothing to sniff
-        return ","
-
-
-def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    undecodable: dict[int, str] = {}
-
-    def lines() -> Iterator[str]:  # decoded line by line, like JSONL: a bad byte costs the record it is in
-        with path.open("rb") as fh:
-            for number, raw in enumerate(fh, start=1):
-                try:
-                    yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
-                except UnicodeDecodeError as exc:
-                    undecodable[number] = f"not UTF-8 text (line {number}, byte {exc.start}: {exc.reason})"
-                    yield raw.decode("utf-8", errors="replace")
-
-    source = lines()
-    first = next(source, None)
-    if first is None:
-        return
-    if delimiter is None:
-        delimiter = "\t" if path.suffix.lower() == ".tsv" else _sniff_delimiter(first)
-    csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
-    reader = csv.reader(itertools.chain([first], source), delimiter=delimiter, strict=True)
-    header: list[str] | None = None
-    while True:
-        start = reader.line_num + 1
-        try:
-            record = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:  # the reader starts afresh on the next line
-            yield start, None, f"CSV error: {exc}"
-            continue
-        bad = [undecodable.pop(n) for n in range(start, reader.line_num + 1) if n in undecodable]
-        if header is None:
-            if bad:
-                yield start, None, f"CSV header: {bad[0]}"
-                return
-            header = record
-            continue
-        if not record:  # a blank line
-            continue
-        if bad:
-            yield start, None, bad[0]
-        elif len(record) != len(header):
-            yield start, None, f"CSV record has {len(record)} fields, the header has {len(header)}"
-        else:
-            yield start, dict(zip(header, record)), None
 
 
 def _failed(row: Any) -> bool:
@@ -133,31 +51,6 @@ def _refuse_same_files(reads: dict[str, Path | None], writes: dict[str, Path | N
         refuse_same_files(reads, writes)
     except SameFileError as exc:
         raise _fail(exc) from exc
-
-
-def _summary_table(title: str, counts: dict[str, Any]) -> Table:
-    table = Table(title=title)
-    table.add_column("measure")
-    table.add_column("value", justify="right")
-    for key, value in counts.items():
-        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
-    return table
-
-
-def _usage_counts(usage: Any, prices: tuple[float, float] | None = None) -> dict[str, Any]:
-    """A run's chat-model totals (a :class:`~grapheval_plugins.types.StageUsage`) as summary-table rows; the cost as
-    the models reported it, else at ``--prices``."""
-    from .types import usage_cost
-
-    def known(value: int | None) -> int | str:
-        return "not reported" if value is None else value
-
-    counts: dict[str, Any] = {"chat-model calls": usage.calls, "prompt tokens": known(usage.input_tokens),
-                              "completion tokens": known(usage.output_tokens)}
-    cost = usage_cost({"all": usage}, None if prices is None else {"input": prices[0], "output": prices[1]})
-    if usage.calls and cost is not None:
-        counts["cost (USD, reported)" if usage.cost is not None else "cost (USD, at --prices)"] = f"{cost:.6f}"
-    return counts
 
 
 def _delimiter(value: str | None) -> str | None:
@@ -253,21 +146,23 @@ def _batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[st
 
 def _process_in_batches(
     rows: _Pending,
-    output: Path,
     *,
     desc: str,
     batch_rows: int,
     id_field: str,
     process: Callable[[list[dict[str, Any]]], Sequence[Any]],
     tally: Callable[[dict[str, Any], Any], None],
-    total: int | None = None,
-) -> None:
+    usage_of: Callable[[Any], list[Any]],
+) -> StageUsage:
     """Run ``process`` on batches of rows, append each result to OUTPUT as it comes and ``tally`` it; a
-    configuration error stops the run (what is written stays)."""
+    configuration error stops the run (what is written stays). Returns the chat-model usage of the results
+    (``usage_of``: a result's usage by stage, one mapping per report it holds)."""
     from ._progress import progress_bar
     from .exceptions import GraphEvalError
+    from .types import StageUsage, total_usage
 
-    with rows.store as out, progress_bar(total, desc, leave=True) as bar:
+    usage = StageUsage()
+    with rows.store as out, progress_bar(rows.estimate(), desc, leave=True) as bar:
         for batch in _batches(rows, batch_rows):
             try:
                 results = process(batch)
@@ -277,10 +172,12 @@ def _process_in_batches(
                 data = result.model_dump(mode="json")
                 data["id"] = row[id_field]
                 out.append(data)
+                usage = usage + total_usage(usage_of(result))
                 tally(row, result)
             bar.update(len(batch))
         if rows.stopped is not None and out.replace:
             out.discard()  # --no-resume: a run stopped at a bad record is not complete; the old output stays
+    return usage
 
 
 def _renamed_option(value: str, old: str | None, flag: str, default: str) -> str:
@@ -309,9 +206,24 @@ def _fail(exc: Exception) -> typer.Exit:
     return typer.Exit(code=2)
 
 
-def _finish(title: str, counts: dict[str, Any], problems: list[str], written: str) -> None:
-    """The run's summary table, its problems and where its results are."""
-    console.print(_summary_table(title, counts))
+def _finish(
+    title: str, counts: dict[str, Any], problems: list[str], written: str, usage: StageUsage,
+    prices: tuple[float, float] | None,
+) -> None:
+    """The run's summary table with its chat-model totals (the cost as the models reported it, else at
+    ``--prices``), its problems and where its results are."""
+    from .types import usage_cost
+
+    counts["chat-model calls"] = usage.calls
+    for key, value in (("prompt tokens", usage.input_tokens), ("completion tokens", usage.output_tokens)):
+        counts[key] = "not reported" if value is None else value
+    cost = usage_cost({"all": usage}, None if prices is None else {"input": prices[0], "output": prices[1]})
+    if usage.calls and cost is not None:
+        counts["cost (USD, reported)" if usage.cost is not None else "cost (USD, at --prices)"] = f"{cost:.6f}"
+    table = Table("measure", Column("value", justify="right"), title=title)
+    for key, value in counts.items():
+        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    console.print(table)
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
     console.print(written)
@@ -379,47 +291,29 @@ def evaluate(
             tokens_per_minute=tokens_per_minute, prices=prices,
         )
     else:
-        _evaluate_here(engine, pending, output, counts, batch_rows=batch_rows, mode=mode, prices=prices,
-                       context_field=context_field, output_field=output_field, id_field=id_field)
+
+        def tally(row: dict[str, Any], report: Any) -> None:
+            counts["rows"] += 1
+            if not report.ok:
+                counts["errors"] += 1
+                pending.problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in report.errors))
+            else:
+                counts["flagged" if report.hallucinated else "faithful"] += 1
+
+        usage = _process_in_batches(
+            pending, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
+            usage_of=lambda report: [report.usage],
+            process=lambda batch: engine.evaluate_many(
+                batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
+            ),
+        )
+        counts["skipped (unreadable)"] = pending.unreadable
+        _finish(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts, pending.problems,
+                f"reports written to {output}", usage, prices)
     pending.check_stopped()
     if report is not None:
         _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,
                            output_field=output_field, threshold=threshold)
-
-
-def _evaluate_here(
-    engine: Any, pending: _Pending, output: Path, counts: dict[str, Any], *,
-    batch_rows: int, mode: str, context_field: str, output_field: str, id_field: str,
-    prices: tuple[float, float] | None = None,
-) -> None:
-    """``evaluate`` in this process: batches through ``engine.evaluate_many``, each report appended as it comes."""
-    from .types import StageUsage, total_usage
-
-    problems = pending.problems
-    usage = [StageUsage()]
-
-    def tally(row: dict[str, Any], report: Any) -> None:
-        counts["rows"] += 1
-        usage[0] = usage[0] + total_usage([report.usage])
-        if not report.ok:
-            counts["errors"] += 1
-            problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in report.errors))
-        elif report.hallucinated:
-            counts["flagged"] += 1
-        else:
-            counts["faithful"] += 1
-
-    _process_in_batches(
-        pending, output, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
-        total=pending.estimate(),
-        process=lambda batch: engine.evaluate_many(
-            batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
-        ),
-    )
-    counts["skipped (unreadable)"] = pending.unreadable
-    counts.update(_usage_counts(usage[0], prices))
-    _finish(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts, problems,
-            f"reports written to {output}")
 
 
 def _evaluate_on_ray(
@@ -445,9 +339,9 @@ def _evaluate_on_ray(
             JsonlStore(output, replace=True, keep_rows=False).close()
         summary = RayEvalSummary(path=output)
     counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
-    counts.update(_usage_counts(summary.usage, prices))
     problems.extend(summary.problems)
-    _finish(f"GraphEval on Ray ({options.get('mode')})", counts, problems, f"reports written to {output}")
+    _finish(f"GraphEval on Ray ({options.get('mode')})", counts, problems, f"reports written to {output}",
+            summary.usage, prices)
 
 
 @app.command()
@@ -510,13 +404,9 @@ def correct(
     problems = pending.problems
     counts: dict[str, Any] = {"rows": 0, "flagged": 0, "pass after correction": 0, "changed": 0, "errors": 0}
     rouge: dict[str, list[float]] = {"rouge1": [], "rouge2": [], "rougeL": []}
-    from .types import StageUsage, total_usage
-
-    usage = [StageUsage()]
 
     def tally(row: dict[str, Any], result: Any) -> None:
         counts["rows"] += 1
-        usage[0] = usage[0] + total_usage([result.detection.usage if result.detection else {}, result.usage])
         if result.status == "error":
             counts["errors"] += 1
             problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in result.errors))
@@ -529,9 +419,9 @@ def correct(
                 for key in rouge:
                     rouge[key].append(getattr(result.rouge, key))
 
-    _process_in_batches(
-        pending, output, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
-        total=pending.estimate(),
+    usage = _process_in_batches(
+        pending, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        usage_of=lambda result: [result.detection.usage if result.detection else {}, result.usage],
         process=lambda batch: fixer.correct_many(
             batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
         ),
@@ -543,9 +433,8 @@ def correct(
             counts[f"mean {key} (flagged rows)"] = sum(values) / len(values)
     counts["skipped (already done)"] = pending.skipped
     counts["skipped (unreadable)"] = pending.unreadable
-    counts.update(_usage_counts(usage[0], prices))
     title = f"{'Direct Prompt' if strategy == 'direct' else 'GraphCorrect'} ({fixer.describe() if counts['rows'] else strategy})"
-    _finish(title, counts, problems, f"correction reports written to {output}")
+    _finish(title, counts, problems, f"correction reports written to {output}", usage, prices)
     pending.check_stopped()
     if report is not None:
         _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,

@@ -161,52 +161,7 @@ def run_html(
     """The page of a run from reports (or rows from :func:`load_rows`); ``contexts``: a list aligned with ``items``,
     or a mapping from row id."""
     items = list(items)
-    given = _contexts(items, contexts)
-    views = [_row_of(item, i, given[i - 1]) for i, item in enumerate(items, start=1)]
-    return render_run_page(run_view(views, title=title, notes=notes), inline_rows=inline_rows, source=source)
-
-
-def _contexts(items: Sequence[Any], contexts: Sequence[str | None] | Mapping[str, str] | None) -> list[str | None]:
-    """Each item's context: by position, or by its ``id`` from a mapping."""
-    if isinstance(contexts, Mapping):
-        return [contexts.get(getattr(item, "id", None) or "") for item in items]
-    return list(contexts) if contexts is not None else [None] * len(items)
-
-
-def _correction_views(
-    items: Sequence[Any], contexts: Sequence[str | None]
-) -> tuple[list[CorrectionView], list[str], int]:
-    """The correction views of ``items`` (correction reports, or loaded rows holding them), the notes on lines
-    that hold none, and how many of those there are."""
-    from ..correct.types import CorrectionReport
-
-    views: list[CorrectionView] = []
-    notes: list[str] = []
-    skipped = 0
-    for i, (item, context) in enumerate(zip(items, contexts), start=1):
-        where = f"row {i}"
-        if isinstance(item, LoadedRow):
-            where = f"line {item.line} of {item.source}" if item.source else f"line {item.line}"
-            context = item.context if context is None else context
-            if item.report is None:
-                skipped += 1
-                notes.append(f"{where}: " + ("; ".join(item.problems) or "unreadable"))
-                continue
-            item = item.report
-        if not isinstance(item, CorrectionReport):
-            skipped += 1
-            notes.append(f"{where}: not a correction report, left out")
-            continue
-        views.append(correction_view(item, context=context, anchor=f"row-{i}"))
-    return views, notes, skipped
-
-
-def _holds_corrections(rows: Sequence[LoadedRow]) -> bool:
-    """Whether the readable rows of a file are correction reports (and at least one is)."""
-    from ..correct.types import CorrectionReport
-
-    readable = [r.report for r in rows if r.report is not None]
-    return bool(readable) and all(isinstance(r, CorrectionReport) for r in readable)
+    return _run_page(items, _contexts(items, contexts), False, title, notes, source, inline_rows)[1]
 
 
 def correction_run_html(
@@ -220,9 +175,45 @@ def correction_run_html(
     """The page of a correction run from :class:`~grapheval_plugins.correct.CorrectionReport` objects (or rows
     from :func:`load_rows`); ``contexts`` as for :func:`run_html`."""
     items = list(items)
-    views, skipped_notes, skipped = _correction_views(items, _contexts(items, contexts))
-    run = correction_run_view(views, title=title, notes=[*notes, *skipped_notes], unreadable=skipped)
-    return render_correction_run_page(run, source=source)
+    return _run_page(items, _contexts(items, contexts), True, title, notes, source, DEFAULT_INLINE_ROWS)[1]
+
+
+def _contexts(items: Sequence[Any], contexts: Sequence[str | None] | Mapping[str, str] | None) -> list[str | None]:
+    """Each item's context: by position, or by its ``id`` from a mapping."""
+    if isinstance(contexts, Mapping):
+        return [contexts.get(getattr(item, "id", None) or "") for item in items]
+    return list(contexts) if contexts is not None else [None] * len(items)
+
+
+def _run_page(
+    items: Sequence[Any], contexts: Sequence[str | None], corrections: bool, title: str, notes: Sequence[str],
+    source: str | None, inline_rows: int,
+) -> tuple[RunView | CorrectionRunView, str]:
+    """The figures and the page of a run: of reports, or of corrections (where a line holding no correction report
+    is left out and said so)."""
+    from ..correct.types import CorrectionReport
+
+    if not corrections:
+        run = run_view([_row_of(item, i, contexts[i - 1]) for i, item in enumerate(items, start=1)], title=title,
+                       notes=notes)
+        return run, render_run_page(run, inline_rows=inline_rows, source=source)
+    views: list[CorrectionView] = []
+    skipped: list[str] = []
+    for i, (item, context) in enumerate(zip(items, contexts), start=1):
+        where = f"row {i}"
+        if isinstance(item, LoadedRow):
+            where = f"line {item.line} of {item.source}" if item.source else f"line {item.line}"
+            context = item.context if context is None else context
+            if item.report is None:
+                skipped.append(f"{where}: " + ("; ".join(item.problems) or "unreadable"))
+                continue
+            item = item.report
+        if not isinstance(item, CorrectionReport):
+            skipped.append(f"{where}: not a correction report, left out")
+            continue
+        views.append(correction_view(item, context=context, anchor=f"row-{i}"))
+    corrected = correction_run_view(views, title=title, notes=[*notes, *skipped], unreadable=len(skipped))
+    return corrected, render_correction_run_page(corrected, source=source)
 
 
 def write_run_report(
@@ -241,6 +232,8 @@ def write_run_report(
     """Read per-row result file(s) and write the run's HTML page to ``out``; returns the run's figures
     (:class:`CorrectionRunView` for a file of correction reports, else :class:`RunView`). ``inputs``: the rows the
     run was made from (JSONL or CSV), for each row's context by id."""
+    from ..correct.types import CorrectionReport
+
     paths = [results] if isinstance(results, (str, Path)) else list(results)
     given = None
     if inputs is not None:
@@ -248,17 +241,10 @@ def write_run_report(
     rows, notes = load_rows(paths, inputs=given, limit=limit, threshold=threshold)
     if given is None:
         notes.append("No input rows were given (--inputs): the deciding passages are shown without their context.")
-    source = ", ".join(str(p) for p in paths)
-    run: RunView | CorrectionRunView
-    if _holds_corrections(rows):
-        corrections, skipped_notes, skipped = _correction_views(rows, [None] * len(rows))
-        run = correction_run_view(corrections, title=title or "GraphCorrect run", notes=[*notes, *skipped_notes],
-                                  unreadable=skipped)
-        page = render_correction_run_page(run, source=source)
-    else:
-        run = run_view([_row_of(row, i) for i, row in enumerate(rows, start=1)], title=title or "GraphEval run",
-                       notes=notes)
-        page = render_run_page(run, inline_rows=inline_rows, source=source)
+    readable = [r.report for r in rows if r.report is not None]
+    corrections = bool(readable) and all(isinstance(r, CorrectionReport) for r in readable)
+    title = title or ("GraphCorrect run" if corrections else "GraphEval run")
+    run, page = _run_page(rows, [None] * len(rows), corrections, title, notes, ", ".join(map(str, paths)), inline_rows)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(page, encoding="utf-8")
     return run

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from ..aggregate import PAPER, HybridWeights, RuleLike, fitted_weights, get_rule, rule_argument
 from ..exceptions import InputError
-from ..jsonl import numbered_rows
+from ..jsonl import numbered_rows, read_rows
 from ..types import ClaimCheck, Extraction, Report, Triple
 
 __all__ = ["LoadedRow", "load_inputs", "load_rows", "report_from_detection_row"]
@@ -49,19 +49,10 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]
 def load_inputs(
     path: str | Path, *, id_field: str = "id", context_field: str = "context", output_field: str = "output"
 ) -> dict[str, dict[str, str]]:
-    """``{id: {"context": …, "output": …}}`` from an input file (JSONL or CSV, ids as ``grapheval evaluate``
-    gives them: the id field, else the line number)."""
-    path = Path(path)
-    rows: Iterable[tuple[int, Mapping[str, Any] | None]]
-    if path.suffix.lower() == ".csv":
-        import csv
-
-        with path.open(newline="", encoding="utf-8") as fh:
-            rows = list(enumerate(csv.DictReader(fh), start=2))
-    else:
-        rows = [(n, r) for n, r, _ in _lines(path)]
+    """``{id: {"context": …, "output": …}}`` from an input file (JSONL or CSV read as ``grapheval evaluate`` reads
+    it, ids as it gives them: the id field, else the line number)."""
     out: dict[str, dict[str, str]] = {}
-    for number, row in rows:
+    for number, row, _ in read_rows(path):
         if row is None:
             continue
         rid = str(row.get(id_field, number))

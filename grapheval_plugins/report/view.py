@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..locate import locate_triple
 from ..text import best_sentence, diff_words
-from ..types import ClaimCheck, Report, StageUsage, Triple, total_usage
+from ..types import Report, StageUsage, Triple, total_usage
 from .layout import layout
 
 if TYPE_CHECKING:
@@ -203,10 +203,6 @@ class RowView:
     @property
     def worst(self) -> ClaimView | None:
         return max(self.claims, key=lambda c: c.p_unsupported, default=None)
-
-
-def _verdict(claim: ClaimCheck) -> Verdict:
-    return "unsupported" if claim.unsupported else "supported"
 
 
 def _worst(verdicts: Sequence[Verdict]) -> Verdict | None:
@@ -401,7 +397,7 @@ def row_view(
     passages: dict[tuple[int | None, str], Passage] = {}
     located = missing = 0
     for number, claim in enumerate(report.claims, start=1):
-        verdict = _verdict(claim)
+        verdict: Verdict = "unsupported" if claim.unsupported else "supported"
         span = _clamp_span(claim.span, len(output))
         note = ""
         if span is None and claim.triple is None:
@@ -472,10 +468,8 @@ class CorrectionView:
     """Changes attempted (applied or refused)."""
     llm_calls: int = 0
     """Chat-model calls of the correction (detection and re-check aside)."""
-
-    @property
-    def method_label(self) -> str:
-        return method_label(self.method)
+    method_label: str = ""
+    """How the page names the method: ``GraphCorrect``, ``Direct Prompt``, … (an unknown method by its name)."""
 
 
 _METHOD_TEXT = {
@@ -485,15 +479,6 @@ _METHOD_TEXT = {
     "constrained": "GraphCorrect (constrained)",
     "direct": "Direct Prompt",
 }
-
-
-def method_label(method: str) -> str:
-    """How a page names a correction method.
-
-    >>> method_label("graph"), method_label("direct"), method_label("mine")
-    ('GraphCorrect', 'Direct Prompt', 'mine')
-    """
-    return _METHOD_TEXT.get(method, method)
 
 
 _STATUS_TEXT = {
@@ -528,7 +513,7 @@ def correction_view(
         recheck = row_view(result.recheck, context=None, anchor=f"{anchor}-re")
     return CorrectionView(
         anchor=anchor, id=result.id, status=result.status, summary=_STATUS_TEXT.get(result.status, result.status),
-        method=result.method, flagged=result.flagged, passed=result.passed, original=result.original,
+        method=result.method, method_label=_METHOD_TEXT.get(result.method, result.method), flagged=result.flagged, passed=result.passed, original=result.original,
         corrected=result.corrected, diff=diff, excerpt=diff_excerpt(diff),
         changes=list(result.changes),
         detection=detection, recheck=recheck,
@@ -603,7 +588,7 @@ def correction_run_view(
         title=title, rows=list(rows), total=len(rows) + unreadable, flagged=len(flagged),
         changed=sum(r.corrected != r.original for r in rows), passed=sum(bool(r.passed) for r in flagged),
         errors=counts["error"], unreadable=unreadable, statuses=statuses,
-        methods=sorted({method_label(r.method) + (f" by {r.llm}" if r.llm else "") for r in flagged}),
+        methods=sorted({r.method_label + (f" by {r.llm}" if r.llm else "") for r in flagged}),
         llm_calls=sum(r.llm_calls for r in rows), triples_applied=sum(r.applied for r in rows),
         triples_attempted=sum(r.attempted for r in rows), notes=list(notes),
     )
@@ -626,7 +611,6 @@ class Histogram:
     bars: list[Bar]
     width: int
     height: int
-    top: int
     threshold_x: float | None
     base_y: float
 
@@ -685,7 +669,7 @@ def _histogram(scores: Sequence[float], threshold: float | None, bins: int = 10)
         h = 140.0 * count / top
         bars.append(Bar(low, high, count, side, x=left + i * inner / bins + 2, y=base - h, height=h))
     tx = None if cut is None else left + cut * inner
-    return Histogram(bars=bars, width=width, height=height, top=top, threshold_x=tx, base_y=base)
+    return Histogram(bars=bars, width=width, height=height, threshold_x=tx, base_y=base)
 
 
 def run_view(rows: Sequence[RowView], title: str = "GraphEval run", notes: Sequence[str] = ()) -> RunView:
