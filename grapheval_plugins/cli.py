@@ -97,14 +97,6 @@ class _Pending:
         left = max(lines - self.skipped, 0)
         return left if self.limit is None else min(left, max(self.limit - self.skipped, 0))
 
-    def _problem(self, message: str) -> bool:
-        """Record a skipped record; true when the run is to stop here (``stop_on_error``)."""
-        self.unreadable += 1
-        self.problems.append(message)
-        if self.stop_on_error:
-            self.stopped = message
-        return self.stop_on_error
-
     def check_stopped(self) -> None:
         """After the rows before it are written: exit with code 1 if ``stop_on_error`` stopped the run."""
         if self.stopped is not None:
@@ -119,16 +111,17 @@ class _Pending:
         if self.limit is not None and taken >= self.limit:
             return
         for number, row, error in read_rows(self.input, delimiter=self.delimiter):
-            if error is not None or row is None:
-                if self._problem(f"line {number}: {error or 'unreadable'}"):
+            rid = "" if row is None else str(row.setdefault(self.id_field, str(number)))
+            if row is not None and rid in seen:
+                error = f"duplicate id {rid!r} (skipped)"
+            if error is not None or row is None:  # skipped and said, or (--stop-on-error) the run stops here
+                self.unreadable += 1
+                self.problems.append(f"line {number}: {error or 'unreadable'}")
+                if self.stop_on_error:
+                    self.stopped = self.problems[-1]
                     return
                 continue
-            row.setdefault(self.id_field, str(number))
-            rid = row[self.id_field] = str(row[self.id_field])
-            if rid in seen:
-                if self._problem(f"line {number}: duplicate id {rid!r} (skipped)"):
-                    return
-                continue
+            row[self.id_field] = rid
             seen.add(rid)
             if rid in self.done:
                 continue

@@ -155,13 +155,11 @@ def run_html(
     contexts: Sequence[str | None] | Mapping[str, str] | None = None,
     title: str = "GraphEval run",
     inline_rows: int = DEFAULT_INLINE_ROWS,
-    notes: Sequence[str] = (),
-    source: str | None = None,
 ) -> str:
     """The page of a run from reports (or rows from :func:`load_rows`); ``contexts``: a list aligned with ``items``,
     or a mapping from row id."""
     items = list(items)
-    return _run_page(items, _contexts(items, contexts), False, title, notes, source, inline_rows)[1]
+    return _run_page(items, _contexts(items, contexts), False, title, (), None, inline_rows)[1]
 
 
 def correction_run_html(
@@ -169,13 +167,11 @@ def correction_run_html(
     *,
     contexts: Sequence[str | None] | Mapping[str, str] | None = None,
     title: str = "GraphCorrect run",
-    notes: Sequence[str] = (),
-    source: str | None = None,
 ) -> str:
     """The page of a correction run from :class:`~grapheval_plugins.correct.CorrectionReport` objects (or rows
     from :func:`load_rows`); ``contexts`` as for :func:`run_html`."""
     items = list(items)
-    return _run_page(items, _contexts(items, contexts), True, title, notes, source, DEFAULT_INLINE_ROWS)[1]
+    return _run_page(items, _contexts(items, contexts), True, title, (), None, DEFAULT_INLINE_ROWS)[1]
 
 
 def _contexts(items: Sequence[Any], contexts: Sequence[str | None] | Mapping[str, str] | None) -> list[str | None]:

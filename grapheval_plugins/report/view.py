@@ -239,9 +239,7 @@ def _clamp_span(span: Sequence[int] | None, length: int) -> tuple[int, int] | No
     return (start, end) if end > start else None
 
 
-def _context_pieces(
-    context: str, passages: list[Passage], claims: Sequence[ClaimView], max_chars: int
-) -> list[ContextPiece]:
+def _context_pieces(context: str, passages: list[Passage], claims: Sequence[ClaimView]) -> list[ContextPiece]:
     marks: list[tuple[int, int, int]] = []
     hits: list[tuple[int, int, int]] = []
     for p in passages:
@@ -265,7 +263,7 @@ def _context_pieces(
             text=context[a:b], passages=_covering(marks, a, b), starts=[n for s, _, n in marks if s == a],
             hits=covering, hit_starts=[n for s, _, n in hits if s == a],
             hit_verdict=_worst([claims[n - 1].verdict for n in covering])))
-    if len(context) <= max_chars:
+    if len(context) <= MAX_CONTEXT_CHARS:
         return [p for p in pieces if p.text]
     trimmed: list[ContextPiece] = []
     for piece in pieces:
@@ -293,7 +291,7 @@ def _graph(claims: Sequence[ClaimView]) -> GraphView | None:
         keys.setdefault(b, t.object.strip())
         for k in (a, b):
             if c.verdict == "unsupported" or k not in verdicts:
-                verdicts[k] = "unsupported" if c.verdict == "unsupported" else verdicts.get(k, "supported")
+                verdicts[k] = c.verdict
         pairs.append((a, b))
     n = len(keys)
     width, height = 600, 300 if n <= 4 else 400 if n <= 9 else 520
@@ -368,7 +366,6 @@ def row_view(
     context: str | None = None,
     anchor: str = "row",
     changed: dict[Triple, str] | None = None,
-    max_context_chars: int = MAX_CONTEXT_CHARS,
 ) -> RowView:
     """The view of one :class:`~grapheval_plugins.types.Report` (``context``, when given, is shown marked)."""
     output = report.output
@@ -436,7 +433,7 @@ def row_view(
     view.graph = _graph(view.claims)
     if context is not None:
         view.context_chars = len(context)
-        view.context = _context_pieces(context, view.passages, view.claims, max_context_chars)
+        view.context = _context_pieces(context, view.passages, view.claims)
     return view
 
 
@@ -491,10 +488,7 @@ _STATUS_TEXT = {
 }
 
 
-def correction_view(
-    result: CorrectionReport, *, context: str | None = None, anchor: str = "row",
-    max_context_chars: int = MAX_CONTEXT_CHARS,
-) -> CorrectionView:
+def correction_view(result: CorrectionReport, *, context: str | None = None, anchor: str = "row") -> CorrectionView:
     """The view of one :class:`~grapheval_plugins.correct.CorrectionReport`: original vs corrected."""
     changed: dict[Triple, str] = {}
     for ch in result.changes:
@@ -507,8 +501,7 @@ def correction_view(
     detection = recheck = None
     diff = diff_words(result.original, result.corrected)
     if result.detection is not None:
-        detection = row_view(result.detection, context=context, anchor=f"{anchor}-det", changed=changed,
-                             max_context_chars=max_context_chars)
+        detection = row_view(result.detection, context=context, anchor=f"{anchor}-det", changed=changed)
     if result.recheck is not None and result.recheck is not result.detection and result.changed:
         recheck = row_view(result.recheck, context=None, anchor=f"{anchor}-re")
     return CorrectionView(
