@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import typer
 from rich.console import Console
@@ -19,9 +19,8 @@ from rich.table import Column, Table
 from .jsonl import read_rows
 
 if TYPE_CHECKING:
-    from .correct.guard import GuardMode
     from .correct.types import CorrectionMethod
-    from .types import Mode, StageUsage
+    from .types import StageUsage
 
 app = typer.Typer(
     name="grapheval",
@@ -30,11 +29,6 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console(stderr=True)
-
-
-@app.callback()
-def _root() -> None:
-    """GraphEval: knowledge-graph based hallucination detection and correction for LLM outputs."""
 
 
 def _failed(row: Any) -> bool:
@@ -131,12 +125,6 @@ class _Pending:
                 return
 
 
-def _batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
-    it = iter(rows)
-    while batch := list(itertools.islice(it, max(size, 1))):
-        yield batch
-
-
 def _process_in_batches(
     rows: _Pending,
     *,
@@ -154,9 +142,9 @@ def _process_in_batches(
     from .exceptions import GraphEvalError
     from .types import StageUsage, total_usage
 
-    usage = StageUsage()
+    usage, pending = StageUsage(), iter(rows)
     with rows.store as out, progress_bar(rows.estimate(), desc, leave=True) as bar:
-        for batch in _batches(rows, batch_rows):
+        while batch := list(itertools.islice(pending, max(batch_rows, 1))):
             try:
                 results = process(batch)
             except GraphEvalError as exc:
@@ -232,7 +220,7 @@ def evaluate(
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, trueteacher, nli:<model>, judge:local:<name> (default: an LLM judge over --llm; the offline local judge when --llm is not given either).")] = None,
     threshold: _Threshold = 0.5,
     prices: _Prices = None,
-    mode: Annotated[str, typer.Option(help="graph (GraphEval) or raw (whole output as one claim).")] = "graph",
+    mode: Annotated[Literal["graph", "raw"], typer.Option(help="graph (GraphEval) or raw (whole output as one claim).")] = "graph",
     rule: Annotated[str, typer.Option(help="Graph mode's decision rule: hybrid (default: whole output and triples "
                                            "combined, for scorers with fitted weights), paper (the paper's rule), or "
                                            "the name of a registered rule.")] = "hybrid",
@@ -247,7 +235,7 @@ def evaluate(
     delimiter: Annotated[Optional[str], typer.Option(help="CSV delimiter, one character or 'tab' (default: sniffed from the header among , ; tab |; a tab for .tsv).")] = None,
     stop_on_error: Annotated[bool, typer.Option("--stop-on-error", help="Stop (exit code 1) at the first unreadable input record instead of skipping and reporting it.")] = False,
     report: Annotated[Optional[Path], typer.Option("--report", help="Also write an HTML report of the run (all of OUTPUT) here.")] = None,
-    engine_name: Annotated[str, typer.Option("--engine", help="process (this process) or ray (a Ray cluster; the 'ray' extra).")] = "process",
+    engine_name: Annotated[Literal["process", "ray"], typer.Option("--engine", help="process (this process) or ray (a Ray cluster; the 'ray' extra).")] = "process",
     address: Annotated[Optional[str], typer.Option(help="Ray cluster to connect to (default: a running one, else a local Ray).")] = None,
     extract_actors: Annotated[int, typer.Option(help="Ray: extraction actors (one chat model each).")] = 2,
     check_actors: Annotated[int, typer.Option(help="Ray: scoring actors (one loaded scorer each).")] = 1,
@@ -260,16 +248,11 @@ def evaluate(
     from .pipeline import GraphEval
 
     _refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
-    if mode not in ("graph", "raw"):
-        raise typer.BadParameter("mode must be 'graph' or 'raw'")
-    if engine_name not in ("process", "ray"):
-        raise typer.BadParameter("engine must be 'process' or 'ray'")
     try:
         decision_rule = get_rule(_renamed_option(rule, method, "--rule", "hybrid"), "--rule")
     except InputError as exc:
         raise typer.BadParameter(str(exc)) from None
-    checked_mode: Mode = "graph" if mode == "graph" else "raw"
-    engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=checked_mode,
+    engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
                        cache=cache or True, rule=decision_rule)
     pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
                        stop_on_error=stop_on_error)
@@ -354,7 +337,7 @@ def correct(
     threshold: _Threshold = 0.5,
     prices: _Prices = None,
     max_rounds: Annotated[int, typer.Option(help="Correct → re-check rounds (1 = the paper).")] = 1,
-    guard: Annotated[str, typer.Option(help="off, reject or flag a change that drops a supported triple.")] = "off",
+    guard: Annotated[Literal["off", "reject", "flag"], typer.Option(help="off, reject or flag a change that drops a supported triple.")] = "off",
     batch_step1: Annotated[bool, typer.Option(help="Correct all flagged triples of an output in one call.")] = False,
     context_field: Annotated[str, typer.Option(help="Field holding the grounding context.")] = "context",
     output_field: Annotated[str, typer.Option(help="Field holding the LLM output to correct.")] = "output",
@@ -380,14 +363,11 @@ def correct(
         strategy = "paper"
     if strategy not in STRATEGIES:
         raise typer.BadParameter(f"--strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
-    if guard not in ("off", "reject", "flag"):
-        raise typer.BadParameter("guard must be 'off', 'reject' or 'flag'")
     checked_strategy: CorrectionMethod = next(s for s in STRATEGIES if s == strategy)
-    checked_guard: GuardMode = False if guard == "off" else "reject" if guard == "reject" else "flag"
     try:
         engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, cache=cache or True)
         fixer = GraphCorrect(
-            engine, strategy=checked_strategy, max_rounds=max_rounds, guard=checked_guard,
+            engine, strategy=checked_strategy, max_rounds=max_rounds, guard=False if guard == "off" else guard,
             batch_step1=batch_step1, show_progress=False,
         )
     except GraphEvalError as exc:
