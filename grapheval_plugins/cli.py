@@ -19,7 +19,6 @@ from rich.table import Column, Table
 from .jsonl import read_rows
 
 if TYPE_CHECKING:
-    from .correct.types import CorrectionMethod
     from .types import StageUsage
 
 app = typer.Typer(
@@ -258,14 +257,29 @@ def evaluate(
                        stop_on_error=stop_on_error)
     counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": pending.skipped}
     if engine_name == "ray":
+        from .exceptions import GraphEvalError
+        from .jsonl import JsonlStore
+
         rows = list(pending)  # the Ray pipeline takes the rows at once
-        counts["skipped (unreadable)"] = pending.unreadable
-        _evaluate_on_ray(
-            rows, output, counts, pending.problems, append=resume, llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
-            rule=decision_rule, cache=cache, context_key=context_field, output_key=output_field, id_key=id_field, address=address,
-            extract_actors=extract_actors, check_actors=check_actors, requests_per_minute=requests_per_minute,
-            tokens_per_minute=tokens_per_minute, prices=prices,
-        )
+        try:
+            from .integrations.ray import RayEvalSummary, evaluate_to_file
+
+            summary = RayEvalSummary(path=output)
+            if rows:
+                summary = evaluate_to_file(
+                    rows, output, append=resume, address=address, show_progress=True, llm=llm, scorer=scorer,
+                    hallucination_threshold=threshold, mode=mode, rule=decision_rule, cache=cache,
+                    context_key=context_field, output_key=output_field, id_key=id_field, extract_actors=extract_actors,
+                    check_actors=check_actors, requests_per_minute=requests_per_minute,
+                    tokens_per_minute=tokens_per_minute,
+                )
+            elif not resume:  # --no-resume and nothing to do: the output is the empty run
+                JsonlStore(output, replace=True, keep_rows=False).close()
+        except GraphEvalError as exc:
+            raise _fail(exc) from exc
+        counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
+        pending.problems.extend(summary.problems)
+        usage, title = summary.usage, f"GraphEval on Ray ({mode})"
     else:
 
         def tally(row: dict[str, Any], report: Any) -> None:
@@ -283,41 +297,13 @@ def evaluate(
                 batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
             ),
         )
-        counts["skipped (unreadable)"] = pending.unreadable
-        _finish(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts, pending.problems,
-                f"reports written to {output}", usage, prices)
+        title = f"GraphEval ({engine.describe() if counts['rows'] else mode})"
+    counts["skipped (unreadable)"] = pending.unreadable
+    _finish(title, counts, pending.problems, f"reports written to {output}", usage, prices)
     pending.check_stopped()
     if report is not None:
         _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,
                            output_field=output_field, threshold=threshold)
-
-
-def _evaluate_on_ray(
-    rows: list[dict[str, Any]], output: Path, counts: dict[str, Any], problems: list[str], *, address: str | None,
-    append: bool, prices: tuple[float, float] | None = None, **options: Any,
-) -> None:
-    """``evaluate --engine ray``: the pending rows through the Ray pipeline, each report appended as it comes."""
-    from .exceptions import GraphEvalError
-
-    try:
-        from .integrations.ray import RayEvalSummary, evaluate_to_file
-    except GraphEvalError as exc:  # pragma: no cover - the extra is missing
-        raise _fail(exc) from exc
-    if rows:
-        try:
-            summary = evaluate_to_file(rows, output, append=append, address=address, show_progress=True, **options)
-        except GraphEvalError as exc:
-            raise _fail(exc) from exc
-    else:
-        if not append:  # --no-resume and nothing to do: the output is the empty run
-            from .jsonl import JsonlStore
-
-            JsonlStore(output, replace=True, keep_rows=False).close()
-        summary = RayEvalSummary(path=output)
-    counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
-    problems.extend(summary.problems)
-    _finish(f"GraphEval on Ray ({options.get('mode')})", counts, problems, f"reports written to {output}",
-            summary.usage, prices)
 
 
 @app.command()
@@ -352,7 +338,7 @@ def correct(
 ) -> None:
     """Detect and correct hallucinations in every row of INPUT; write a correction report per row to OUTPUT."""
     from .correct import GraphCorrect
-    from .correct.corrector import STRATEGIES
+    from .correct.corrector import strategy_argument
     from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
@@ -361,13 +347,10 @@ def correct(
     if strategy == "graph":
         console.print("[yellow]--strategy graph is deprecated: the paper's procedure is --strategy paper[/yellow]")
         strategy = "paper"
-    if strategy not in STRATEGIES:
-        raise typer.BadParameter(f"--strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
-    checked_strategy: CorrectionMethod = next(s for s in STRATEGIES if s == strategy)
     try:
         engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, cache=cache or True)
         fixer = GraphCorrect(
-            engine, strategy=checked_strategy, max_rounds=max_rounds, guard=False if guard == "off" else guard,
+            engine, strategy=strategy_argument(strategy), max_rounds=max_rounds, guard=False if guard == "off" else guard,
             batch_step1=batch_step1, show_progress=False,
         )
     except GraphEvalError as exc:
