@@ -92,15 +92,12 @@ def report_from_json(data: str | bytes | Mapping[str, Any]) -> Any:
     if isinstance(data, bytes):
         data = data.decode("utf-8")
     if isinstance(data, str):
-        text = data
-        at = text.find(JSON_MARKER)
-        if at >= 0:
-            text = text[at + len(JSON_MARKER):]
+        _, marker, after = data.partition(JSON_MARKER)
+        text = after if marker else data
         start = text.find("{")
         if start < 0:
             raise ValueError("no JSON object found")
-        obj, _ = json.JSONDecoder().raw_decode(text[start:])
-        data = obj
+        data, _ = json.JSONDecoder().raw_decode(text[start:])
     if not isinstance(data, Mapping):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
     if isinstance(data.get("report"), Mapping):

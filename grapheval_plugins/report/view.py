@@ -376,14 +376,12 @@ def row_view(
     )
     view.problems = [f"{e.stage} stage failed: {e.type}: {e.message}" for e in report.errors]
     extraction = report.extraction
-    if extraction is not None and extraction.fallback:
-        view.fallback = True
-        view.notes.append("No knowledge graph could be extracted: the whole output was checked as one claim.")
-    elif extraction is not None and not extraction.triples and report.mode == "graph" and report.claims:
-        view.fallback = True
-        view.notes.append("The knowledge graph has no triple" + (" (served from the cache)" if extraction.cached else "")
-                          + ": the whole output was checked as one claim.")
     if extraction is not None:
+        view.fallback = extraction.fallback or (not extraction.triples and report.mode == "graph" and bool(report.claims))
+        if view.fallback:
+            why = "No knowledge graph could be extracted" if extraction.fallback else "The knowledge graph has no triple"
+            cached = " (served from the cache)" if extraction.cached and not extraction.fallback else ""
+            view.notes.append(f"{why}{cached}: the whole output was checked as one claim.")
         view.notes.extend(f"Extraction: {issue}" for issue in extraction.issues)
     if report.mode == "raw":
         view.notes.append("Raw mode: the whole output was checked as one claim (no knowledge graph).")
