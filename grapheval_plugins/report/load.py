@@ -77,15 +77,6 @@ def _read_row(row: dict[str, Any], inputs: Mapping[str, Mapping[str, str]], thre
     rid = None if row.get("id") is None else str(row["id"])
     given = inputs.get(rid, {}) if rid is not None else {}
     loaded = LoadedRow(line=0, source="", id=rid, context=given.get("context"))
-    if "original" in row and "corrected" in row:
-        from ..correct.types import CorrectionReport
-
-        try:
-            loaded.report = CorrectionReport.model_validate(row)
-        except ValidationError as exc:
-            loaded.problems = _validation_problems(exc)
-            loaded.output = row.get("original") if isinstance(row.get("original"), str) else None
-        return loaded
     if "output" not in row and "p_graph" in row and "triples" in row:  # a detection-study result row
         if "output" not in given:
             loaded.problems = ["unreadable: missing field: output (a detection-study row: give the data set's rows "
@@ -99,11 +90,14 @@ def _read_row(row: dict[str, Any], inputs: Mapping[str, Mapping[str, str]], thre
             loaded.problems = [f"unreadable: {exc}"]
             loaded.output = given["output"]
         return loaded
+    from ..correct.types import CorrectionReport
+
+    correction = "original" in row and "corrected" in row
     try:
-        loaded.report = Report.model_validate(row)
+        loaded.report = (CorrectionReport if correction else Report).model_validate(row)
     except ValidationError as exc:
         loaded.problems = _validation_problems(exc)
-        output = row.get("output")
+        output = row.get("original" if correction else "output")
         loaded.output = output if isinstance(output, str) else given.get("output")
     return loaded
 
