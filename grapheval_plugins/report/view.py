@@ -403,7 +403,8 @@ def row_view(
             located += span is not None
             missing += span is None
         cv = ClaimView(number=number, claim=claim.claim, triple=claim.triple, p_unsupported=claim.p_unsupported,
-                       verdict=verdict, span=span, span_note=note)
+                       verdict=verdict, span=span, span_note=note,
+                       changed=(changed or {}).get(claim.triple, "") if claim.triple is not None else "")
         if claim.evidence:
             key = (claim.evidence_index, claim.evidence)
             if key not in passages:
@@ -415,8 +416,6 @@ def row_view(
                 passage.verdict = "unsupported"
             cv.passage = passage.number
             cv.evidence_snippet = snippet(claim.evidence, claim.claim)
-        if changed and claim.triple is not None and claim.triple in changed:
-            cv.changed = changed[claim.triple]
         view.claims.append(cv)
     if located:
         view.notes.append(f"{located} claim span(s) were not recorded and were located when the report was drawn.")
