@@ -23,10 +23,9 @@ from ..types import Report
 from .load import LoadedRow, load_inputs, load_rows
 from .render import (
     DEFAULT_INLINE_ROWS,
-    render_correction_page,
     render_correction_run_page,
-    render_row_page,
     render_run_page,
+    render_single_page,
 )
 from .view import (
     CorrectionRunView,
@@ -73,10 +72,10 @@ def report_html(report: Any, *, context: str | None = None, document: bool = Tru
     from ..correct.types import CorrectionReport
 
     if isinstance(report, CorrectionReport):
-        return render_correction_page(correction_view(report, context=context), document=document)
+        return render_single_page(correction_view(report, context=context), document=document)
     if not isinstance(report, Report):
         raise TypeError(f"expected a Report or a CorrectionReport, got {type(report).__name__}")
-    return render_row_page(row_view(report, context=context), document=document)
+    return render_single_page(row_view(report, context=context), document=document)
 
 
 def report_from_json(data: str | bytes | Mapping[str, Any]) -> Any:

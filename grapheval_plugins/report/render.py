@@ -16,7 +16,7 @@ from .._imports import require
 from .._version import __version__
 from .view import CorrectionRunView, CorrectionView, RowView, RunView
 
-__all__ = ["render_correction_page", "render_correction_run_page", "render_row_page", "render_run_page"]
+__all__ = ["render_correction_run_page", "render_run_page", "render_single_page"]
 
 DEFAULT_INLINE_ROWS = 100
 """Runs of up to this many rows draw every row view in the page (no JavaScript needed); larger runs keep the views
@@ -52,19 +52,12 @@ def _markup(text: str) -> Any:
     return require("markupsafe", "report").Markup(text)
 
 
-def _single(row: RowView | None, correction: CorrectionView | None, document: bool, title: str) -> str:
-    return str(_env().get_template("single.html.j2").render(row=row, correction=correction, document=document,
-                                                             title=title))
-
-
-def render_row_page(row: RowView, *, document: bool = True) -> str:
-    """A page (or, with ``document=False``, a fragment for a notebook) for one report."""
-    return _single(row, None, document, f"GraphEval report{'' if row.id is None else ': ' + row.id}")
-
-
-def render_correction_page(view: CorrectionView, *, document: bool = True) -> str:
-    """A page (or a fragment) for one correction report."""
-    return _single(None, view, document, f"GraphCorrect report{'' if view.id is None else ': ' + view.id}")
+def render_single_page(view: RowView | CorrectionView, *, document: bool = True) -> str:
+    """A page (or, with ``document=False``, a fragment for a notebook) for one report or correction report."""
+    correction = view if isinstance(view, CorrectionView) else None
+    title = f"{'GraphCorrect' if correction else 'GraphEval'} report{'' if view.id is None else ': ' + view.id}"
+    return str(_env().get_template("single.html.j2").render(
+        row=None if correction else view, correction=correction, document=document, title=title))
 
 
 def render_correction_run_page(run: CorrectionRunView, *, source: str | None = None) -> str:
