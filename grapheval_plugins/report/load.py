@@ -7,7 +7,7 @@ could not be read (invalid JSON, a missing field, a wrong type). One bad line ne
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,16 +34,6 @@ class LoadedRow:
     output: str | None = None
     context: str | None = None
     problems: list[str] = field(default_factory=list)
-
-
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    for number, row, problem in numbered_rows(path):
-        if problem is None:
-            yield number, row, None
-            continue
-        kind, _, detail = problem.partition(": ")  # "invalid JSON: <why>" → "not valid JSON: line N (<why>)"
-        kind = "not valid JSON" if kind == "invalid JSON" else kind
-        yield number, None, f"{kind}: line {number}" + (f" ({detail})" if detail else "")
 
 
 def load_inputs(
@@ -121,11 +111,14 @@ def load_rows(
     seen: set[str] = set()
     duplicates = 0
     for path in map(Path, paths):
-        for number, row, error in _lines(path):
+        for number, row, problem in numbered_rows(path):
             if limit is not None and len(rows) >= limit:
                 break
-            if row is None:
-                rows.append(LoadedRow(line=number, source=str(path), problems=[f"unreadable: {error}"]))
+            if row is None:  # "invalid JSON: <why>" → "unreadable: not valid JSON: line N (<why>)"
+                kind, _, detail = str(problem).partition(": ")
+                kind = "not valid JSON" if kind == "invalid JSON" else kind
+                problem = f"unreadable: {kind}: line {number}" + (f" ({detail})" if detail else "")
+                rows.append(LoadedRow(line=number, source=str(path), problems=[problem]))
                 continue
             loaded = _read_row(row, inputs, threshold)
             loaded.line, loaded.source = number, str(path)
