@@ -6,23 +6,20 @@ an interrupted run resumes where it stopped (rows whose id is already in OUT are
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
-from .jsonl import numbered_rows
+from .jsonl import read_rows
 
 if TYPE_CHECKING:
-    from .correct.guard import GuardMode
-    from .correct.types import CorrectionMethod
-    from .types import Mode
+    from .types import StageUsage
 
 app = typer.Typer(
     name="grapheval",
@@ -31,92 +28,6 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console(stderr=True)
-
-
-@app.callback()
-def _root() -> None:
-    """GraphEval: knowledge-graph based hallucination detection and correction for LLM outputs."""
-
-
-CSV_DELIMITERS = ",;\t|"
-"""The delimiters a CSV header is sniffed for when ``--delimiter`` is not given (a ``.tsv`` file: a tab)."""
-
-_CSV_FIELD_LIMIT = 2**31 - 1  # a CSV field may be as long as a JSONL line (the csv module's default: 128 KiB)
-
-
-def read_rows(
-    path: Path, *, delimiter: str | None = None
-) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    r"""Yield ``(line number, row, error)`` for each record of a JSONL or CSV file, streamed (a CSV record's number
-    is the line it starts on; its delimiter ``delimiter``, a tab for ``.tsv``, else sniffed from the header).
-
-    >>> import tempfile
-    >>> path = Path(tempfile.mkdtemp()) / "rows.csv"
-    >>> _ = path.write_text('id;context;output\n1;"Two\nlines.";ok\n2;too;many;fields\n3;A.;B.\n')
-    >>> for number, row, error in read_rows(path):
-    ...     print(number, row or error)
-    2 {'id': '1', 'context': 'Two\nlines.', 'output': 'ok'}
-    4 CSV record has 4 fields, the header has 3
-    5 {'id': '3', 'context': 'A.', 'output': 'B.'}
-    """
-    if path.suffix.lower() in (".csv", ".tsv"):
-        yield from _read_csv(path, delimiter)
-        return
-    yield from numbered_rows(path)
-
-
-def _sniff_delimiter(header: str) -> str:
-    try:
-        return csv.Sniffer().sniff(header, delimiters=CSV_DELIMITERS).delimiter
-    except csv.Error:  # one column: nothing to sniff
-        return ","
-
-
-def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    undecodable: dict[int, str] = {}
-
-    def lines() -> Iterator[str]:  # decoded line by line, like JSONL: a bad byte costs the record it is in
-        with path.open("rb") as fh:
-            for number, raw in enumerate(fh, start=1):
-                try:
-                    yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
-                except UnicodeDecodeError as exc:
-                    undecodable[number] = f"not UTF-8 text (line {number}, byte {exc.start}: {exc.reason})"
-                    yield raw.decode("utf-8", errors="replace")
-
-    source = lines()
-    first = next(source, None)
-    if first is None:
-        return
-    if delimiter is None:
-        delimiter = "\t" if path.suffix.lower() == ".tsv" else _sniff_delimiter(first)
-    csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
-    reader = csv.reader(itertools.chain([first], source), delimiter=delimiter, strict=True)
-    header: list[str] | None = None
-    while True:
-        start = reader.line_num + 1
-        try:
-            record = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:  # the reader starts afresh on the next line
-            yield start, None, f"CSV error: {exc}"
-            continue
-        bad = [undecodable.pop(n) for n in range(start, reader.line_num + 1) if n in undecodable]
-        if header is None:
-            if bad:
-                yield start, None, f"CSV header: {bad[0]}"
-                return
-            header = record
-            continue
-        if not record:  # a blank line
-            continue
-        if bad:
-            yield start, None, bad[0]
-        elif len(record) != len(header):
-            yield start, None, f"CSV record has {len(record)} fields, the header has {len(header)}"
-        else:
-            yield start, dict(zip(header, record)), None
 
 
 def _failed(row: Any) -> bool:
@@ -133,31 +44,6 @@ def _refuse_same_files(reads: dict[str, Path | None], writes: dict[str, Path | N
         refuse_same_files(reads, writes)
     except SameFileError as exc:
         raise _fail(exc) from exc
-
-
-def _summary_table(title: str, counts: dict[str, Any]) -> Table:
-    table = Table(title=title)
-    table.add_column("measure")
-    table.add_column("value", justify="right")
-    for key, value in counts.items():
-        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
-    return table
-
-
-def _usage_counts(usage: Any, prices: tuple[float, float] | None = None) -> dict[str, Any]:
-    """A run's chat-model totals (a :class:`~grapheval_plugins.types.StageUsage`) as summary-table rows; the cost as
-    the models reported it, else at ``--prices``."""
-    from .types import usage_cost
-
-    def known(value: int | None) -> int | str:
-        return "not reported" if value is None else value
-
-    counts: dict[str, Any] = {"chat-model calls": usage.calls, "prompt tokens": known(usage.input_tokens),
-                              "completion tokens": known(usage.output_tokens)}
-    cost = usage_cost({"all": usage}, None if prices is None else {"input": prices[0], "output": prices[1]})
-    if usage.calls and cost is not None:
-        counts["cost (USD, reported)" if usage.cost is not None else "cost (USD, at --prices)"] = f"{cost:.6f}"
-    return counts
 
 
 def _delimiter(value: str | None) -> str | None:
@@ -204,14 +90,6 @@ class _Pending:
         left = max(lines - self.skipped, 0)
         return left if self.limit is None else min(left, max(self.limit - self.skipped, 0))
 
-    def _problem(self, message: str) -> bool:
-        """Record a skipped record; true when the run is to stop here (``stop_on_error``)."""
-        self.unreadable += 1
-        self.problems.append(message)
-        if self.stop_on_error:
-            self.stopped = message
-        return self.stop_on_error
-
     def check_stopped(self) -> None:
         """After the rows before it are written: exit with code 1 if ``stop_on_error`` stopped the run."""
         if self.stopped is not None:
@@ -226,16 +104,17 @@ class _Pending:
         if self.limit is not None and taken >= self.limit:
             return
         for number, row, error in read_rows(self.input, delimiter=self.delimiter):
-            if error is not None or row is None:
-                if self._problem(f"line {number}: {error or 'unreadable'}"):
+            rid = "" if row is None else str(row.setdefault(self.id_field, str(number)))
+            if row is not None and rid in seen:
+                error = f"duplicate id {rid!r} (skipped)"
+            if error is not None or row is None:  # skipped and said, or (--stop-on-error) the run stops here
+                self.unreadable += 1
+                self.problems.append(f"line {number}: {error or 'unreadable'}")
+                if self.stop_on_error:
+                    self.stopped = self.problems[-1]
                     return
                 continue
-            row.setdefault(self.id_field, str(number))
-            rid = row[self.id_field] = str(row[self.id_field])
-            if rid in seen:
-                if self._problem(f"line {number}: duplicate id {rid!r} (skipped)"):
-                    return
-                continue
+            row[self.id_field] = rid
             seen.add(rid)
             if rid in self.done:
                 continue
@@ -245,30 +124,26 @@ class _Pending:
                 return
 
 
-def _batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
-    it = iter(rows)
-    while batch := list(itertools.islice(it, max(size, 1))):
-        yield batch
-
-
 def _process_in_batches(
     rows: _Pending,
-    output: Path,
     *,
     desc: str,
     batch_rows: int,
     id_field: str,
     process: Callable[[list[dict[str, Any]]], Sequence[Any]],
     tally: Callable[[dict[str, Any], Any], None],
-    total: int | None = None,
-) -> None:
+    usage_of: Callable[[Any], list[Any]],
+) -> StageUsage:
     """Run ``process`` on batches of rows, append each result to OUTPUT as it comes and ``tally`` it; a
-    configuration error stops the run (what is written stays)."""
+    configuration error stops the run (what is written stays). Returns the chat-model usage of the results
+    (``usage_of``: a result's usage by stage, one mapping per report it holds)."""
     from ._progress import progress_bar
     from .exceptions import GraphEvalError
+    from .types import StageUsage, total_usage
 
-    with rows.store as out, progress_bar(total, desc, leave=True) as bar:
-        for batch in _batches(rows, batch_rows):
+    usage, pending = StageUsage(), iter(rows)
+    with rows.store as out, progress_bar(rows.estimate(), desc, leave=True) as bar:
+        while batch := list(itertools.islice(pending, max(batch_rows, 1))):
             try:
                 results = process(batch)
             except GraphEvalError as exc:
@@ -277,10 +152,12 @@ def _process_in_batches(
                 data = result.model_dump(mode="json")
                 data["id"] = row[id_field]
                 out.append(data)
+                usage = usage + total_usage(usage_of(result))
                 tally(row, result)
             bar.update(len(batch))
         if rows.stopped is not None and out.replace:
             out.discard()  # --no-resume: a run stopped at a bad record is not complete; the old output stays
+    return usage
 
 
 def _renamed_option(value: str, old: str | None, flag: str, default: str) -> str:
@@ -309,9 +186,24 @@ def _fail(exc: Exception) -> typer.Exit:
     return typer.Exit(code=2)
 
 
-def _finish(title: str, counts: dict[str, Any], problems: list[str], written: str) -> None:
-    """The run's summary table, its problems and where its results are."""
-    console.print(_summary_table(title, counts))
+def _finish(
+    title: str, counts: dict[str, Any], problems: list[str], written: str, usage: StageUsage,
+    prices: tuple[float, float] | None,
+) -> None:
+    """The run's summary table with its chat-model totals (the cost as the models reported it, else at
+    ``--prices``), its problems and where its results are."""
+    from .types import usage_cost
+
+    counts["chat-model calls"] = usage.calls
+    for key, value in (("prompt tokens", usage.input_tokens), ("completion tokens", usage.output_tokens)):
+        counts[key] = "not reported" if value is None else value
+    cost = usage_cost({"all": usage}, None if prices is None else {"input": prices[0], "output": prices[1]})
+    if usage.calls and cost is not None:
+        counts["cost (USD, reported)" if usage.cost is not None else "cost (USD, at --prices)"] = f"{cost:.6f}"
+    table = Table("measure", Column("value", justify="right"), title=title)
+    for key, value in counts.items():
+        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    console.print(table)
     for problem in problems:
         console.print(f"[yellow]{problem}[/yellow]")
     console.print(written)
@@ -327,7 +219,7 @@ def evaluate(
     scorer: Annotated[Optional[str], typer.Option(help="Scorer spec, e.g. hhem, trueteacher, nli:<model>, judge:local:<name> (default: an LLM judge over --llm; the offline local judge when --llm is not given either).")] = None,
     threshold: _Threshold = 0.5,
     prices: _Prices = None,
-    mode: Annotated[str, typer.Option(help="graph (GraphEval) or raw (whole output as one claim).")] = "graph",
+    mode: Annotated[Literal["graph", "raw"], typer.Option(help="graph (GraphEval) or raw (whole output as one claim).")] = "graph",
     rule: Annotated[str, typer.Option(help="Graph mode's decision rule: hybrid (default: whole output and triples "
                                            "combined, for scorers with fitted weights), paper (the paper's rule), or "
                                            "the name of a registered rule.")] = "hybrid",
@@ -342,7 +234,7 @@ def evaluate(
     delimiter: Annotated[Optional[str], typer.Option(help="CSV delimiter, one character or 'tab' (default: sniffed from the header among , ; tab |; a tab for .tsv).")] = None,
     stop_on_error: Annotated[bool, typer.Option("--stop-on-error", help="Stop (exit code 1) at the first unreadable input record instead of skipping and reporting it.")] = False,
     report: Annotated[Optional[Path], typer.Option("--report", help="Also write an HTML report of the run (all of OUTPUT) here.")] = None,
-    engine_name: Annotated[str, typer.Option("--engine", help="process (this process) or ray (a Ray cluster; the 'ray' extra).")] = "process",
+    engine_name: Annotated[Literal["process", "ray"], typer.Option("--engine", help="process (this process) or ray (a Ray cluster; the 'ray' extra).")] = "process",
     address: Annotated[Optional[str], typer.Option(help="Ray cluster to connect to (default: a running one, else a local Ray).")] = None,
     extract_actors: Annotated[int, typer.Option(help="Ray: extraction actors (one chat model each).")] = 2,
     check_actors: Annotated[int, typer.Option(help="Ray: scoring actors (one loaded scorer each).")] = 1,
@@ -355,99 +247,63 @@ def evaluate(
     from .pipeline import GraphEval
 
     _refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
-    if mode not in ("graph", "raw"):
-        raise typer.BadParameter("mode must be 'graph' or 'raw'")
-    if engine_name not in ("process", "ray"):
-        raise typer.BadParameter("engine must be 'process' or 'ray'")
     try:
         decision_rule = get_rule(_renamed_option(rule, method, "--rule", "hybrid"), "--rule")
     except InputError as exc:
         raise typer.BadParameter(str(exc)) from None
-    checked_mode: Mode = "graph" if mode == "graph" else "raw"
-    engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=checked_mode,
+    engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
                        cache=cache or True, rule=decision_rule)
     pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
                        stop_on_error=stop_on_error)
     counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": pending.skipped}
     if engine_name == "ray":
+        from .exceptions import GraphEvalError
+        from .jsonl import JsonlStore
+
         rows = list(pending)  # the Ray pipeline takes the rows at once
-        counts["skipped (unreadable)"] = pending.unreadable
-        _evaluate_on_ray(
-            rows, output, counts, pending.problems, append=resume, llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
-            rule=decision_rule, cache=cache, context_key=context_field, output_key=output_field, id_key=id_field, address=address,
-            extract_actors=extract_actors, check_actors=check_actors, requests_per_minute=requests_per_minute,
-            tokens_per_minute=tokens_per_minute, prices=prices,
-        )
+        try:
+            from .integrations.ray import RayEvalSummary, evaluate_to_file
+
+            summary = RayEvalSummary(path=output)
+            if rows:
+                summary = evaluate_to_file(
+                    rows, output, append=resume, address=address, show_progress=True, llm=llm, scorer=scorer,
+                    hallucination_threshold=threshold, mode=mode, rule=decision_rule, cache=cache,
+                    context_key=context_field, output_key=output_field, id_key=id_field, extract_actors=extract_actors,
+                    check_actors=check_actors, requests_per_minute=requests_per_minute,
+                    tokens_per_minute=tokens_per_minute,
+                )
+            elif not resume:  # --no-resume and nothing to do: the output is the empty run
+                JsonlStore(output, replace=True, keep_rows=False).close()
+        except GraphEvalError as exc:
+            raise _fail(exc) from exc
+        counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
+        pending.problems.extend(summary.problems)
+        usage, title = summary.usage, f"GraphEval on Ray ({mode})"
     else:
-        _evaluate_here(engine, pending, output, counts, batch_rows=batch_rows, mode=mode, prices=prices,
-                       context_field=context_field, output_field=output_field, id_field=id_field)
+
+        def tally(row: dict[str, Any], report: Any) -> None:
+            counts["rows"] += 1
+            if not report.ok:
+                counts["errors"] += 1
+                pending.problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in report.errors))
+            else:
+                counts["flagged" if report.hallucinated else "faithful"] += 1
+
+        usage = _process_in_batches(
+            pending, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
+            usage_of=lambda report: [report.usage],
+            process=lambda batch: engine.evaluate_many(
+                batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
+            ),
+        )
+        title = f"GraphEval ({engine.describe() if counts['rows'] else mode})"
+    counts["skipped (unreadable)"] = pending.unreadable
+    _finish(title, counts, pending.problems, f"reports written to {output}", usage, prices)
     pending.check_stopped()
     if report is not None:
         _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,
                            output_field=output_field, threshold=threshold)
-
-
-def _evaluate_here(
-    engine: Any, pending: _Pending, output: Path, counts: dict[str, Any], *,
-    batch_rows: int, mode: str, context_field: str, output_field: str, id_field: str,
-    prices: tuple[float, float] | None = None,
-) -> None:
-    """``evaluate`` in this process: batches through ``engine.evaluate_many``, each report appended as it comes."""
-    from .types import StageUsage, total_usage
-
-    problems = pending.problems
-    usage = [StageUsage()]
-
-    def tally(row: dict[str, Any], report: Any) -> None:
-        counts["rows"] += 1
-        usage[0] = usage[0] + total_usage([report.usage])
-        if not report.ok:
-            counts["errors"] += 1
-            problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in report.errors))
-        elif report.hallucinated:
-            counts["flagged"] += 1
-        else:
-            counts["faithful"] += 1
-
-    _process_in_batches(
-        pending, output, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
-        total=pending.estimate(),
-        process=lambda batch: engine.evaluate_many(
-            batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
-        ),
-    )
-    counts["skipped (unreadable)"] = pending.unreadable
-    counts.update(_usage_counts(usage[0], prices))
-    _finish(f"GraphEval ({engine.describe() if counts['rows'] else mode})", counts, problems,
-            f"reports written to {output}")
-
-
-def _evaluate_on_ray(
-    rows: list[dict[str, Any]], output: Path, counts: dict[str, Any], problems: list[str], *, address: str | None,
-    append: bool, prices: tuple[float, float] | None = None, **options: Any,
-) -> None:
-    """``evaluate --engine ray``: the pending rows through the Ray pipeline, each report appended as it comes."""
-    from .exceptions import GraphEvalError
-
-    try:
-        from .integrations.ray import RayEvalSummary, evaluate_to_file
-    except GraphEvalError as exc:  # pragma: no cover - the extra is missing
-        raise _fail(exc) from exc
-    if rows:
-        try:
-            summary = evaluate_to_file(rows, output, append=append, address=address, show_progress=True, **options)
-        except GraphEvalError as exc:
-            raise _fail(exc) from exc
-    else:
-        if not append:  # --no-resume and nothing to do: the output is the empty run
-            from .jsonl import JsonlStore
-
-            JsonlStore(output, replace=True, keep_rows=False).close()
-        summary = RayEvalSummary(path=output)
-    counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
-    counts.update(_usage_counts(summary.usage, prices))
-    problems.extend(summary.problems)
-    _finish(f"GraphEval on Ray ({options.get('mode')})", counts, problems, f"reports written to {output}")
 
 
 @app.command()
@@ -467,7 +323,7 @@ def correct(
     threshold: _Threshold = 0.5,
     prices: _Prices = None,
     max_rounds: Annotated[int, typer.Option(help="Correct → re-check rounds (1 = the paper).")] = 1,
-    guard: Annotated[str, typer.Option(help="off, reject or flag a change that drops a supported triple.")] = "off",
+    guard: Annotated[Literal["off", "reject", "flag"], typer.Option(help="off, reject or flag a change that drops a supported triple.")] = "off",
     batch_step1: Annotated[bool, typer.Option(help="Correct all flagged triples of an output in one call.")] = False,
     context_field: Annotated[str, typer.Option(help="Field holding the grounding context.")] = "context",
     output_field: Annotated[str, typer.Option(help="Field holding the LLM output to correct.")] = "output",
@@ -482,7 +338,7 @@ def correct(
 ) -> None:
     """Detect and correct hallucinations in every row of INPUT; write a correction report per row to OUTPUT."""
     from .correct import GraphCorrect
-    from .correct.corrector import STRATEGIES
+    from .correct.corrector import strategy_argument
     from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
@@ -491,16 +347,10 @@ def correct(
     if strategy == "graph":
         console.print("[yellow]--strategy graph is deprecated: the paper's procedure is --strategy paper[/yellow]")
         strategy = "paper"
-    if strategy not in STRATEGIES:
-        raise typer.BadParameter(f"--strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
-    if guard not in ("off", "reject", "flag"):
-        raise typer.BadParameter("guard must be 'off', 'reject' or 'flag'")
-    checked_strategy: CorrectionMethod = next(s for s in STRATEGIES if s == strategy)
-    checked_guard: GuardMode = False if guard == "off" else "reject" if guard == "reject" else "flag"
     try:
         engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, cache=cache or True)
         fixer = GraphCorrect(
-            engine, strategy=checked_strategy, max_rounds=max_rounds, guard=checked_guard,
+            engine, strategy=strategy_argument(strategy), max_rounds=max_rounds, guard=False if guard == "off" else guard,
             batch_step1=batch_step1, show_progress=False,
         )
     except GraphEvalError as exc:
@@ -510,13 +360,9 @@ def correct(
     problems = pending.problems
     counts: dict[str, Any] = {"rows": 0, "flagged": 0, "pass after correction": 0, "changed": 0, "errors": 0}
     rouge: dict[str, list[float]] = {"rouge1": [], "rouge2": [], "rougeL": []}
-    from .types import StageUsage, total_usage
-
-    usage = [StageUsage()]
 
     def tally(row: dict[str, Any], result: Any) -> None:
         counts["rows"] += 1
-        usage[0] = usage[0] + total_usage([result.detection.usage if result.detection else {}, result.usage])
         if result.status == "error":
             counts["errors"] += 1
             problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in result.errors))
@@ -529,9 +375,9 @@ def correct(
                 for key in rouge:
                     rouge[key].append(getattr(result.rouge, key))
 
-    _process_in_batches(
-        pending, output, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
-        total=pending.estimate(),
+    usage = _process_in_batches(
+        pending, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        usage_of=lambda result: [result.detection.usage if result.detection else {}, result.usage],
         process=lambda batch: fixer.correct_many(
             batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
         ),
@@ -543,9 +389,8 @@ def correct(
             counts[f"mean {key} (flagged rows)"] = sum(values) / len(values)
     counts["skipped (already done)"] = pending.skipped
     counts["skipped (unreadable)"] = pending.unreadable
-    counts.update(_usage_counts(usage[0], prices))
     title = f"{'Direct Prompt' if strategy == 'direct' else 'GraphCorrect'} ({fixer.describe() if counts['rows'] else strategy})"
-    _finish(title, counts, problems, f"correction reports written to {output}")
+    _finish(title, counts, problems, f"correction reports written to {output}", usage, prices)
     pending.check_stopped()
     if report is not None:
         _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,

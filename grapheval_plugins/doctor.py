@@ -56,10 +56,8 @@ class DoctorReport:
     def ok(self) -> bool:
         return not any(c.status == "fail" and c.blocking for c in self.checks)
 
-    def add(self, name: str, status: Status, detail: str, blocking: bool = False) -> Check:
-        check = Check(name, status, detail, blocking)
-        self.checks.append(check)
-        return check
+    def add(self, name: str, status: Status, detail: str, blocking: bool = False) -> None:
+        self.checks.append(Check(name, status, detail, blocking))
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "checks": [asdict(c) for c in self.checks], "facts": self.facts}
@@ -162,8 +160,7 @@ def run_doctor(
     report.add("python", "info", f"{platform.python_version()} ({sys.executable})")
     extras = installed_extras()
     report.facts["extras"] = extras
-    have = [e for e, ok in extras.items() if ok]
-    report.add("extras", "info", ", ".join(have) or "none (core only)")
+    report.add("extras", "info", ", ".join(e for e, ok in extras.items() if ok) or "none (core only)")
 
     versions = {lib: _version(lib) for lib in LIBRARIES}
     report.facts["versions"] = versions

@@ -1,5 +1,5 @@
-"""Resumable JSONL output (:class:`JsonlStore`): one JSON object per line, keyed by an id, appended as each row is
-done; what the command line and the benchmark harness write their per-row results with.
+"""Reading rows (:func:`read_rows`: JSONL or CSV) and resumable JSONL output (:class:`JsonlStore`): one JSON object
+per line, keyed by an id, appended as each row is done; what the command line and the benchmark harness use.
 
 >>> import os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "out.jsonl")
@@ -15,6 +15,8 @@ done; what the command line and the benchmark harness write their per-row result
 from __future__ import annotations
 
 import contextlib
+import csv
+import itertools
 import json
 import logging
 import os
@@ -26,7 +28,8 @@ from typing import Any, BinaryIO
 
 from .exceptions import InputError
 
-__all__ = ["JsonlStore", "NotAStoreError", "SameFileError", "numbered_rows", "read_jsonl", "refuse_same_files"]
+__all__ = ["JsonlStore", "NotAStoreError", "SameFileError", "numbered_rows", "read_jsonl", "read_rows",
+           "refuse_same_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +110,85 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
     for _, row, _problem in numbered_rows(path):
         if row is not None:
             yield row
+
+
+CSV_DELIMITERS = ",;\t|"
+"""The delimiters a CSV header is sniffed for when ``--delimiter`` is not given (a ``.tsv`` file: a tab)."""
+
+_CSV_FIELD_LIMIT = 2**31 - 1  # a CSV field may be as long as a JSONL line (the csv module's default: 128 KiB)
+
+
+def read_rows(
+    path: str | Path, *, delimiter: str | None = None
+) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    r"""Yield ``(line number, row, error)`` for each record of a JSONL or CSV file, streamed (a CSV record's number
+    is the line it starts on; its delimiter ``delimiter``, a tab for ``.tsv``, else sniffed from the header).
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "rows.csv"
+    >>> _ = path.write_text('id;context;output\n1;"Two\nlines.";ok\n2;too;many;fields\n3;A.;B.\n')
+    >>> for number, row, error in read_rows(path):
+    ...     print(number, row or error)
+    2 {'id': '1', 'context': 'Two\nlines.', 'output': 'ok'}
+    4 CSV record has 4 fields, the header has 3
+    5 {'id': '3', 'context': 'A.', 'output': 'B.'}
+    """
+    if Path(path).suffix.lower() in (".csv", ".tsv"):
+        yield from _read_csv(Path(path), delimiter)
+        return
+    yield from numbered_rows(path)
+
+
+def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    undecodable: dict[int, str] = {}
+
+    def lines() -> Iterator[str]:  # decoded line by line, like JSONL: a bad byte costs the record it is in
+        with path.open("rb") as fh:
+            for number, raw in enumerate(fh, start=1):
+                try:
+                    yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    undecodable[number] = f"not UTF-8 text (line {number}, byte {exc.start}: {exc.reason})"
+                    yield raw.decode("utf-8", errors="replace")
+
+    source = lines()
+    first = next(source, None)
+    if first is None:
+        return
+    if delimiter is None and path.suffix.lower() == ".tsv":
+        delimiter = "\t"
+    elif delimiter is None:
+        try:
+            delimiter = csv.Sniffer().sniff(first, delimiters=CSV_DELIMITERS).delimiter
+        except csv.Error:  # one column: nothing to sniff
+            delimiter = ","
+    csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
+    reader = csv.reader(itertools.chain([first], source), delimiter=delimiter, strict=True)
+    header: list[str] | None = None
+    while True:
+        start = reader.line_num + 1
+        try:
+            record = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # the reader starts afresh on the next line
+            yield start, None, f"CSV error: {exc}"
+            continue
+        bad = [undecodable.pop(n) for n in range(start, reader.line_num + 1) if n in undecodable]
+        if header is None:
+            if bad:
+                yield start, None, f"CSV header: {bad[0]}"
+                return
+            header = record
+            continue
+        if not record:  # a blank line
+            continue
+        if bad:
+            yield start, None, bad[0]
+        elif len(record) != len(header):
+            yield start, None, f"CSV record has {len(record)} fields, the header has {len(header)}"
+        else:
+            yield start, dict(zip(header, record)), None
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -23,10 +23,9 @@ from ..types import Report
 from .load import LoadedRow, load_inputs, load_rows
 from .render import (
     DEFAULT_INLINE_ROWS,
-    render_correction_page,
     render_correction_run_page,
-    render_row_page,
     render_run_page,
+    render_single_page,
 )
 from .view import (
     CorrectionRunView,
@@ -73,10 +72,10 @@ def report_html(report: Any, *, context: str | None = None, document: bool = Tru
     from ..correct.types import CorrectionReport
 
     if isinstance(report, CorrectionReport):
-        return render_correction_page(correction_view(report, context=context), document=document)
+        return render_single_page(correction_view(report, context=context), document=document)
     if not isinstance(report, Report):
         raise TypeError(f"expected a Report or a CorrectionReport, got {type(report).__name__}")
-    return render_row_page(row_view(report, context=context), document=document)
+    return render_single_page(row_view(report, context=context), document=document)
 
 
 def report_from_json(data: str | bytes | Mapping[str, Any]) -> Any:
@@ -92,15 +91,12 @@ def report_from_json(data: str | bytes | Mapping[str, Any]) -> Any:
     if isinstance(data, bytes):
         data = data.decode("utf-8")
     if isinstance(data, str):
-        text = data
-        at = text.find(JSON_MARKER)
-        if at >= 0:
-            text = text[at + len(JSON_MARKER):]
+        _, marker, after = data.partition(JSON_MARKER)
+        text = after if marker else data
         start = text.find("{")
         if start < 0:
             raise ValueError("no JSON object found")
-        obj, _ = json.JSONDecoder().raw_decode(text[start:])
-        data = obj
+        data, _ = json.JSONDecoder().raw_decode(text[start:])
     if not isinstance(data, Mapping):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
     if isinstance(data.get("report"), Mapping):
@@ -155,15 +151,23 @@ def run_html(
     contexts: Sequence[str | None] | Mapping[str, str] | None = None,
     title: str = "GraphEval run",
     inline_rows: int = DEFAULT_INLINE_ROWS,
-    notes: Sequence[str] = (),
-    source: str | None = None,
 ) -> str:
     """The page of a run from reports (or rows from :func:`load_rows`); ``contexts``: a list aligned with ``items``,
     or a mapping from row id."""
     items = list(items)
-    given = _contexts(items, contexts)
-    views = [_row_of(item, i, given[i - 1]) for i, item in enumerate(items, start=1)]
-    return render_run_page(run_view(views, title=title, notes=notes), inline_rows=inline_rows, source=source)
+    return _run_page(items, _contexts(items, contexts), False, title, (), None, inline_rows)[1]
+
+
+def correction_run_html(
+    items: Iterable[Any],
+    *,
+    contexts: Sequence[str | None] | Mapping[str, str] | None = None,
+    title: str = "GraphCorrect run",
+) -> str:
+    """The page of a correction run from :class:`~grapheval_plugins.correct.CorrectionReport` objects (or rows
+    from :func:`load_rows`); ``contexts`` as for :func:`run_html`."""
+    items = list(items)
+    return _run_page(items, _contexts(items, contexts), True, title, (), None, DEFAULT_INLINE_ROWS)[1]
 
 
 def _contexts(items: Sequence[Any], contexts: Sequence[str | None] | Mapping[str, str] | None) -> list[str | None]:
@@ -173,56 +177,35 @@ def _contexts(items: Sequence[Any], contexts: Sequence[str | None] | Mapping[str
     return list(contexts) if contexts is not None else [None] * len(items)
 
 
-def _correction_views(
-    items: Sequence[Any], contexts: Sequence[str | None]
-) -> tuple[list[CorrectionView], list[str], int]:
-    """The correction views of ``items`` (correction reports, or loaded rows holding them), the notes on lines
-    that hold none, and how many of those there are."""
+def _run_page(
+    items: Sequence[Any], contexts: Sequence[str | None], corrections: bool, title: str, notes: Sequence[str],
+    source: str | None, inline_rows: int,
+) -> tuple[RunView | CorrectionRunView, str]:
+    """The figures and the page of a run: of reports, or of corrections (where a line holding no correction report
+    is left out and said so)."""
     from ..correct.types import CorrectionReport
 
+    if not corrections:
+        run = run_view([_row_of(item, i, contexts[i - 1]) for i, item in enumerate(items, start=1)], title=title,
+                       notes=notes)
+        return run, render_run_page(run, inline_rows=inline_rows, source=source)
     views: list[CorrectionView] = []
-    notes: list[str] = []
-    skipped = 0
+    skipped: list[str] = []
     for i, (item, context) in enumerate(zip(items, contexts), start=1):
         where = f"row {i}"
         if isinstance(item, LoadedRow):
             where = f"line {item.line} of {item.source}" if item.source else f"line {item.line}"
             context = item.context if context is None else context
             if item.report is None:
-                skipped += 1
-                notes.append(f"{where}: " + ("; ".join(item.problems) or "unreadable"))
+                skipped.append(f"{where}: " + ("; ".join(item.problems) or "unreadable"))
                 continue
             item = item.report
         if not isinstance(item, CorrectionReport):
-            skipped += 1
-            notes.append(f"{where}: not a correction report, left out")
+            skipped.append(f"{where}: not a correction report, left out")
             continue
         views.append(correction_view(item, context=context, anchor=f"row-{i}"))
-    return views, notes, skipped
-
-
-def _holds_corrections(rows: Sequence[LoadedRow]) -> bool:
-    """Whether the readable rows of a file are correction reports (and at least one is)."""
-    from ..correct.types import CorrectionReport
-
-    readable = [r.report for r in rows if r.report is not None]
-    return bool(readable) and all(isinstance(r, CorrectionReport) for r in readable)
-
-
-def correction_run_html(
-    items: Iterable[Any],
-    *,
-    contexts: Sequence[str | None] | Mapping[str, str] | None = None,
-    title: str = "GraphCorrect run",
-    notes: Sequence[str] = (),
-    source: str | None = None,
-) -> str:
-    """The page of a correction run from :class:`~grapheval_plugins.correct.CorrectionReport` objects (or rows
-    from :func:`load_rows`); ``contexts`` as for :func:`run_html`."""
-    items = list(items)
-    views, skipped_notes, skipped = _correction_views(items, _contexts(items, contexts))
-    run = correction_run_view(views, title=title, notes=[*notes, *skipped_notes], unreadable=skipped)
-    return render_correction_run_page(run, source=source)
+    corrected = correction_run_view(views, title=title, notes=[*notes, *skipped], unreadable=len(skipped))
+    return corrected, render_correction_run_page(corrected, source=source)
 
 
 def write_run_report(
@@ -241,6 +224,8 @@ def write_run_report(
     """Read per-row result file(s) and write the run's HTML page to ``out``; returns the run's figures
     (:class:`CorrectionRunView` for a file of correction reports, else :class:`RunView`). ``inputs``: the rows the
     run was made from (JSONL or CSV), for each row's context by id."""
+    from ..correct.types import CorrectionReport
+
     paths = [results] if isinstance(results, (str, Path)) else list(results)
     given = None
     if inputs is not None:
@@ -248,17 +233,10 @@ def write_run_report(
     rows, notes = load_rows(paths, inputs=given, limit=limit, threshold=threshold)
     if given is None:
         notes.append("No input rows were given (--inputs): the deciding passages are shown without their context.")
-    source = ", ".join(str(p) for p in paths)
-    run: RunView | CorrectionRunView
-    if _holds_corrections(rows):
-        corrections, skipped_notes, skipped = _correction_views(rows, [None] * len(rows))
-        run = correction_run_view(corrections, title=title or "GraphCorrect run", notes=[*notes, *skipped_notes],
-                                  unreadable=skipped)
-        page = render_correction_run_page(run, source=source)
-    else:
-        run = run_view([_row_of(row, i) for i, row in enumerate(rows, start=1)], title=title or "GraphEval run",
-                       notes=notes)
-        page = render_run_page(run, inline_rows=inline_rows, source=source)
+    readable = [r.report for r in rows if r.report is not None]
+    corrections = bool(readable) and all(isinstance(r, CorrectionReport) for r in readable)
+    title = title or ("GraphCorrect run" if corrections else "GraphEval run")
+    run, page = _run_page(rows, [None] * len(rows), corrections, title, notes, ", ".join(map(str, paths)), inline_rows)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(page, encoding="utf-8")
     return run

@@ -32,11 +32,7 @@ def layout(
     Fruchterman–Reingold (``networkx.spring_layout``) with a fixed seed, so the same graph is always drawn the
     same way; one or two nodes are placed directly. Self-loops and repeated edges are allowed.
     """
-    nodes: list[K] = []
-    for a, b in edges:
-        for n in (a, b):
-            if n not in nodes:
-                nodes.append(n)
+    nodes = list(dict.fromkeys(n for edge in edges for n in edge))
     if not nodes:
         return {}
     cx, cy = width / 2, height / 2

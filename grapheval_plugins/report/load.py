@@ -7,7 +7,7 @@ could not be read (invalid JSON, a missing field, a wrong type). One bad line ne
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from ..aggregate import PAPER, HybridWeights, RuleLike, fitted_weights, get_rule, rule_argument
 from ..exceptions import InputError
-from ..jsonl import numbered_rows
+from ..jsonl import numbered_rows, read_rows
 from ..types import ClaimCheck, Extraction, Report, Triple
 
 __all__ = ["LoadedRow", "load_inputs", "load_rows", "report_from_detection_row"]
@@ -36,32 +36,13 @@ class LoadedRow:
     problems: list[str] = field(default_factory=list)
 
 
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    for number, row, problem in numbered_rows(path):
-        if problem is None:
-            yield number, row, None
-            continue
-        kind, _, detail = problem.partition(": ")  # "invalid JSON: <why>" → "not valid JSON: line N (<why>)"
-        kind = "not valid JSON" if kind == "invalid JSON" else kind
-        yield number, None, f"{kind}: line {number}" + (f" ({detail})" if detail else "")
-
-
 def load_inputs(
     path: str | Path, *, id_field: str = "id", context_field: str = "context", output_field: str = "output"
 ) -> dict[str, dict[str, str]]:
-    """``{id: {"context": …, "output": …}}`` from an input file (JSONL or CSV, ids as ``grapheval evaluate``
-    gives them: the id field, else the line number)."""
-    path = Path(path)
-    rows: Iterable[tuple[int, Mapping[str, Any] | None]]
-    if path.suffix.lower() == ".csv":
-        import csv
-
-        with path.open(newline="", encoding="utf-8") as fh:
-            rows = list(enumerate(csv.DictReader(fh), start=2))
-    else:
-        rows = [(n, r) for n, r, _ in _lines(path)]
+    """``{id: {"context": …, "output": …}}`` from an input file (JSONL or CSV read as ``grapheval evaluate`` reads
+    it, ids as it gives them: the id field, else the line number)."""
     out: dict[str, dict[str, str]] = {}
-    for number, row in rows:
+    for number, row, _ in read_rows(path):
         if row is None:
             continue
         rid = str(row.get(id_field, number))
@@ -86,15 +67,6 @@ def _read_row(row: dict[str, Any], inputs: Mapping[str, Mapping[str, str]], thre
     rid = None if row.get("id") is None else str(row["id"])
     given = inputs.get(rid, {}) if rid is not None else {}
     loaded = LoadedRow(line=0, source="", id=rid, context=given.get("context"))
-    if "original" in row and "corrected" in row:
-        from ..correct.types import CorrectionReport
-
-        try:
-            loaded.report = CorrectionReport.model_validate(row)
-        except ValidationError as exc:
-            loaded.problems = _validation_problems(exc)
-            loaded.output = row.get("original") if isinstance(row.get("original"), str) else None
-        return loaded
     if "output" not in row and "p_graph" in row and "triples" in row:  # a detection-study result row
         if "output" not in given:
             loaded.problems = ["unreadable: missing field: output (a detection-study row: give the data set's rows "
@@ -108,11 +80,14 @@ def _read_row(row: dict[str, Any], inputs: Mapping[str, Mapping[str, str]], thre
             loaded.problems = [f"unreadable: {exc}"]
             loaded.output = given["output"]
         return loaded
+    from ..correct.types import CorrectionReport
+
+    correction = "original" in row and "corrected" in row
     try:
-        loaded.report = Report.model_validate(row)
+        loaded.report = (CorrectionReport if correction else Report).model_validate(row)
     except ValidationError as exc:
         loaded.problems = _validation_problems(exc)
-        output = row.get("output")
+        output = row.get("original" if correction else "output")
         loaded.output = output if isinstance(output, str) else given.get("output")
     return loaded
 
@@ -136,11 +111,14 @@ def load_rows(
     seen: set[str] = set()
     duplicates = 0
     for path in map(Path, paths):
-        for number, row, error in _lines(path):
+        for number, row, problem in numbered_rows(path):
             if limit is not None and len(rows) >= limit:
                 break
-            if row is None:
-                rows.append(LoadedRow(line=number, source=str(path), problems=[f"unreadable: {error}"]))
+            if row is None:  # "invalid JSON: <why>" → "unreadable: not valid JSON: line N (<why>)"
+                kind, _, detail = str(problem).partition(": ")
+                kind = "not valid JSON" if kind == "invalid JSON" else kind
+                problem = f"unreadable: {kind}: line {number}" + (f" ({detail})" if detail else "")
+                rows.append(LoadedRow(line=number, source=str(path), problems=[problem]))
                 continue
             loaded = _read_row(row, inputs, threshold)
             loaded.line, loaded.source = number, str(path)

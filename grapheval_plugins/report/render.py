@@ -13,9 +13,10 @@ from importlib.resources import files
 from typing import Any
 
 from .._imports import require
+from .._version import __version__
 from .view import CorrectionRunView, CorrectionView, RowView, RunView
 
-__all__ = ["render_correction_page", "render_correction_run_page", "render_row_page", "render_run_page"]
+__all__ = ["render_correction_run_page", "render_run_page", "render_single_page"]
 
 DEFAULT_INLINE_ROWS = 100
 """Runs of up to this many rows draw every row view in the page (no JavaScript needed); larger runs keep the views
@@ -30,13 +31,15 @@ _UNSAFE_IN_BLOB = re.compile(r"<\s*/?\s*script|<!--", re.IGNORECASE)
 @functools.lru_cache(maxsize=1)
 def _env() -> Any:
     jinja2 = require("jinja2", "report", "to write HTML reports")
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("grapheval_plugins.report", "templates"),
         autoescape=True,  # every template, whatever its name: model output and data are always escaped
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.globals.update(css=_markup(_static("report.css")), version=__version__)  # on every page
+    return env
 
 
 @functools.lru_cache(maxsize=4)
@@ -44,38 +47,23 @@ def _static(name: str) -> str:
     return files("grapheval_plugins.report").joinpath("static").joinpath(name).read_text(encoding="utf-8")
 
 
-def _version() -> str:
-    from .._version import __version__
-
-    return __version__
-
-
 def _markup(text: str) -> Any:
     """Our own static CSS and JavaScript (package files, never data) marked safe for the template."""
     return require("markupsafe", "report").Markup(text)
 
 
-def _single(row: RowView | None, correction: CorrectionView | None, document: bool, title: str) -> str:
+def render_single_page(view: RowView | CorrectionView, *, document: bool = True) -> str:
+    """A page (or, with ``document=False``, a fragment for a notebook) for one report or correction report."""
+    correction = view if isinstance(view, CorrectionView) else None
+    title = f"{'GraphCorrect' if correction else 'GraphEval'} report{'' if view.id is None else ': ' + view.id}"
     return str(_env().get_template("single.html.j2").render(
-        row=row, correction=correction, document=document, css=_markup(_static("report.css")), version=_version(),
-        title=title))
-
-
-def render_row_page(row: RowView, *, document: bool = True, title: str | None = None) -> str:
-    """A page (or, with ``document=False``, a fragment for a notebook) for one report."""
-    return _single(row, None, document, title or f"GraphEval report{'' if row.id is None else ': ' + row.id}")
-
-
-def render_correction_page(view: CorrectionView, *, document: bool = True, title: str | None = None) -> str:
-    """A page (or a fragment) for one correction report."""
-    return _single(None, view, document, title or f"GraphCorrect report{'' if view.id is None else ': ' + view.id}")
+        row=None if correction else view, correction=correction, document=document, title=title))
 
 
 def render_correction_run_page(run: CorrectionRunView, *, source: str | None = None) -> str:
     """The page of a correction run: figures, a table of rows with what changed, each row's before/after with
     the word diff and the triples changed (no script)."""
-    return str(_env().get_template("corrections.html.j2").render(
-        run=run, css=_markup(_static("report.css")), version=_version(), source=source))
+    return str(_env().get_template("corrections.html.j2").render(run=run, source=source))
 
 
 def _pack(data: Any) -> str:
@@ -128,5 +116,4 @@ def render_run_page(
     table_block = _packed_table(run.rows) if lazy else ""
     return str(_env().get_template("run.html.j2").render(
         run=run, lazy=lazy, blocks=blocks, table_block=table_block, first_page=PAGE_ROWS, chunk_rows=CHUNK_ROWS,
-        css=_markup(_static("report.css")), js=_markup(js), script_hash=f"sha256-{digest}", version=_version(),
-        source=source))
+        js=_markup(js), script_hash=f"sha256-{digest}", source=source))

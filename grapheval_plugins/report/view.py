@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..locate import locate_triple
 from ..text import best_sentence, diff_words
-from ..types import ClaimCheck, Report, StageUsage, Triple, total_usage
+from ..types import Report, StageUsage, Triple, total_usage
 from .layout import layout
 
 if TYPE_CHECKING:
@@ -205,10 +205,6 @@ class RowView:
         return max(self.claims, key=lambda c: c.p_unsupported, default=None)
 
 
-def _verdict(claim: ClaimCheck) -> Verdict:
-    return "unsupported" if claim.unsupported else "supported"
-
-
 def _worst(verdicts: Sequence[Verdict]) -> Verdict | None:
     return None if not verdicts else "unsupported" if "unsupported" in verdicts else "supported"
 
@@ -243,9 +239,7 @@ def _clamp_span(span: Sequence[int] | None, length: int) -> tuple[int, int] | No
     return (start, end) if end > start else None
 
 
-def _context_pieces(
-    context: str, passages: list[Passage], claims: Sequence[ClaimView], max_chars: int
-) -> list[ContextPiece]:
+def _context_pieces(context: str, passages: list[Passage], claims: Sequence[ClaimView]) -> list[ContextPiece]:
     marks: list[tuple[int, int, int]] = []
     hits: list[tuple[int, int, int]] = []
     for p in passages:
@@ -269,7 +263,7 @@ def _context_pieces(
             text=context[a:b], passages=_covering(marks, a, b), starts=[n for s, _, n in marks if s == a],
             hits=covering, hit_starts=[n for s, _, n in hits if s == a],
             hit_verdict=_worst([claims[n - 1].verdict for n in covering])))
-    if len(context) <= max_chars:
+    if len(context) <= MAX_CONTEXT_CHARS:
         return [p for p in pieces if p.text]
     trimmed: list[ContextPiece] = []
     for piece in pieces:
@@ -297,7 +291,7 @@ def _graph(claims: Sequence[ClaimView]) -> GraphView | None:
         keys.setdefault(b, t.object.strip())
         for k in (a, b):
             if c.verdict == "unsupported" or k not in verdicts:
-                verdicts[k] = "unsupported" if c.verdict == "unsupported" else verdicts.get(k, "supported")
+                verdicts[k] = c.verdict
         pairs.append((a, b))
     n = len(keys)
     width, height = 600, 300 if n <= 4 else 400 if n <= 9 else 520
@@ -372,7 +366,6 @@ def row_view(
     context: str | None = None,
     anchor: str = "row",
     changed: dict[Triple, str] | None = None,
-    max_context_chars: int = MAX_CONTEXT_CHARS,
 ) -> RowView:
     """The view of one :class:`~grapheval_plugins.types.Report` (``context``, when given, is shown marked)."""
     output = report.output
@@ -383,14 +376,12 @@ def row_view(
     )
     view.problems = [f"{e.stage} stage failed: {e.type}: {e.message}" for e in report.errors]
     extraction = report.extraction
-    if extraction is not None and extraction.fallback:
-        view.fallback = True
-        view.notes.append("No knowledge graph could be extracted: the whole output was checked as one claim.")
-    elif extraction is not None and not extraction.triples and report.mode == "graph" and report.claims:
-        view.fallback = True
-        view.notes.append("The knowledge graph has no triple" + (" (served from the cache)" if extraction.cached else "")
-                          + ": the whole output was checked as one claim.")
     if extraction is not None:
+        view.fallback = extraction.fallback or (not extraction.triples and report.mode == "graph" and bool(report.claims))
+        if view.fallback:
+            why = "No knowledge graph could be extracted" if extraction.fallback else "The knowledge graph has no triple"
+            cached = " (served from the cache)" if extraction.cached and not extraction.fallback else ""
+            view.notes.append(f"{why}{cached}: the whole output was checked as one claim.")
         view.notes.extend(f"Extraction: {issue}" for issue in extraction.issues)
     if report.mode == "raw":
         view.notes.append("Raw mode: the whole output was checked as one claim (no knowledge graph).")
@@ -401,7 +392,7 @@ def row_view(
     passages: dict[tuple[int | None, str], Passage] = {}
     located = missing = 0
     for number, claim in enumerate(report.claims, start=1):
-        verdict = _verdict(claim)
+        verdict: Verdict = "unsupported" if claim.unsupported else "supported"
         span = _clamp_span(claim.span, len(output))
         note = ""
         if span is None and claim.triple is None:
@@ -412,7 +403,8 @@ def row_view(
             located += span is not None
             missing += span is None
         cv = ClaimView(number=number, claim=claim.claim, triple=claim.triple, p_unsupported=claim.p_unsupported,
-                       verdict=verdict, span=span, span_note=note)
+                       verdict=verdict, span=span, span_note=note,
+                       changed=(changed or {}).get(claim.triple, "") if claim.triple is not None else "")
         if claim.evidence:
             key = (claim.evidence_index, claim.evidence)
             if key not in passages:
@@ -424,8 +416,6 @@ def row_view(
                 passage.verdict = "unsupported"
             cv.passage = passage.number
             cv.evidence_snippet = snippet(claim.evidence, claim.claim)
-        if changed and claim.triple is not None and claim.triple in changed:
-            cv.changed = changed[claim.triple]
         view.claims.append(cv)
     if located:
         view.notes.append(f"{located} claim span(s) were not recorded and were located when the report was drawn.")
@@ -440,7 +430,7 @@ def row_view(
     view.graph = _graph(view.claims)
     if context is not None:
         view.context_chars = len(context)
-        view.context = _context_pieces(context, view.passages, view.claims, max_context_chars)
+        view.context = _context_pieces(context, view.passages, view.claims)
     return view
 
 
@@ -472,10 +462,8 @@ class CorrectionView:
     """Changes attempted (applied or refused)."""
     llm_calls: int = 0
     """Chat-model calls of the correction (detection and re-check aside)."""
-
-    @property
-    def method_label(self) -> str:
-        return method_label(self.method)
+    method_label: str = ""
+    """How the page names the method: ``GraphCorrect``, ``Direct Prompt``, … (an unknown method by its name)."""
 
 
 _METHOD_TEXT = {
@@ -485,15 +473,6 @@ _METHOD_TEXT = {
     "constrained": "GraphCorrect (constrained)",
     "direct": "Direct Prompt",
 }
-
-
-def method_label(method: str) -> str:
-    """How a page names a correction method.
-
-    >>> method_label("graph"), method_label("direct"), method_label("mine")
-    ('GraphCorrect', 'Direct Prompt', 'mine')
-    """
-    return _METHOD_TEXT.get(method, method)
 
 
 _STATUS_TEXT = {
@@ -506,10 +485,7 @@ _STATUS_TEXT = {
 }
 
 
-def correction_view(
-    result: CorrectionReport, *, context: str | None = None, anchor: str = "row",
-    max_context_chars: int = MAX_CONTEXT_CHARS,
-) -> CorrectionView:
+def correction_view(result: CorrectionReport, *, context: str | None = None, anchor: str = "row") -> CorrectionView:
     """The view of one :class:`~grapheval_plugins.correct.CorrectionReport`: original vs corrected."""
     changed: dict[Triple, str] = {}
     for ch in result.changes:
@@ -522,13 +498,12 @@ def correction_view(
     detection = recheck = None
     diff = diff_words(result.original, result.corrected)
     if result.detection is not None:
-        detection = row_view(result.detection, context=context, anchor=f"{anchor}-det", changed=changed,
-                             max_context_chars=max_context_chars)
+        detection = row_view(result.detection, context=context, anchor=f"{anchor}-det", changed=changed)
     if result.recheck is not None and result.recheck is not result.detection and result.changed:
         recheck = row_view(result.recheck, context=None, anchor=f"{anchor}-re")
     return CorrectionView(
         anchor=anchor, id=result.id, status=result.status, summary=_STATUS_TEXT.get(result.status, result.status),
-        method=result.method, flagged=result.flagged, passed=result.passed, original=result.original,
+        method=result.method, method_label=_METHOD_TEXT.get(result.method, result.method), flagged=result.flagged, passed=result.passed, original=result.original,
         corrected=result.corrected, diff=diff, excerpt=diff_excerpt(diff),
         changes=list(result.changes),
         detection=detection, recheck=recheck,
@@ -603,7 +578,7 @@ def correction_run_view(
         title=title, rows=list(rows), total=len(rows) + unreadable, flagged=len(flagged),
         changed=sum(r.corrected != r.original for r in rows), passed=sum(bool(r.passed) for r in flagged),
         errors=counts["error"], unreadable=unreadable, statuses=statuses,
-        methods=sorted({method_label(r.method) + (f" by {r.llm}" if r.llm else "") for r in flagged}),
+        methods=sorted({r.method_label + (f" by {r.llm}" if r.llm else "") for r in flagged}),
         llm_calls=sum(r.llm_calls for r in rows), triples_applied=sum(r.applied for r in rows),
         triples_attempted=sum(r.attempted for r in rows), notes=list(notes),
     )
@@ -626,7 +601,6 @@ class Histogram:
     bars: list[Bar]
     width: int
     height: int
-    top: int
     threshold_x: float | None
     base_y: float
 
@@ -685,7 +659,7 @@ def _histogram(scores: Sequence[float], threshold: float | None, bins: int = 10)
         h = 140.0 * count / top
         bars.append(Bar(low, high, count, side, x=left + i * inner / bins + 2, y=base - h, height=h))
     tx = None if cut is None else left + cut * inner
-    return Histogram(bars=bars, width=width, height=height, top=top, threshold_x=tx, base_y=base)
+    return Histogram(bars=bars, width=width, height=height, threshold_x=tx, base_y=base)
 
 
 def run_view(rows: Sequence[RowView], title: str = "GraphEval run", notes: Sequence[str] = ()) -> RunView:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from grapheval_plugins.cli import app, read_rows
+from grapheval_plugins.cli import app
+from grapheval_plugins.jsonl import read_rows
 
 HERE = Path(__file__).resolve().parent
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chaos_models import CHAOS_LLM_FAULTS, CHAOS_SCORER_FAULTS, ChaosChatModel, ChaosScorer
 
 from grapheval_plugins import GraphEval, Report
 from grapheval_plugins.retry import RetryPolicy
-from grapheval_plugins.testing import CHAOS_LLM_FAULTS, CHAOS_SCORER_FAULTS, ChaosChatModel, ChaosScorer
 
 N_ROWS = 200
 LLM_FAILURE_RATE = 0.3

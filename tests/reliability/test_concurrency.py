@@ -19,19 +19,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from chaos_models import ChaosChatModel, ChaosScorer
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 
 from grapheval_plugins import GraphEval, Report, registry
 from grapheval_plugins._async import background_loop
 from grapheval_plugins.retry import RetryPolicy
-from grapheval_plugins.testing import (
-    ChaosChatModel,
-    ChaosScorer,
-    KeywordScorer,
-    ScriptedChatModel,
-    _naive_triples,
-)
+from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel, _naive_triples
 
 WAIT_S = 120.0
 FAST_RETRY = RetryPolicy(attempts=2, initial_s=0.0, max_wait_s=0.0, jitter_s=0.0)

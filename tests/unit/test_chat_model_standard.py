@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("langchain_tests")
 
+from chaos_models import ChaosChatModel  # noqa: E402
 from langchain_tests.unit_tests import ChatModelUnitTests  # noqa: E402
 
 from grapheval_plugins.integrations.host_models import (  # noqa: E402
@@ -21,7 +22,7 @@ from grapheval_plugins.integrations.host_models import (  # noqa: E402
 )
 from grapheval_plugins.local.chat import ChatLocalLlama  # noqa: E402
 from grapheval_plugins.ratelimit import RateLimitedChatModel  # noqa: E402
-from grapheval_plugins.testing import ChaosChatModel, ScriptedChatModel  # noqa: E402
+from grapheval_plugins.testing import ScriptedChatModel  # noqa: E402
 
 
 class TestScriptedChatModel(ChatModelUnitTests):

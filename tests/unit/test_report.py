@@ -24,6 +24,7 @@ from grapheval_plugins.correct.types import CorrectionReport, TripleChange  # no
 from grapheval_plugins.report import (  # noqa: E402
     JSON_MARKER,
     CorrectionRunView,
+    RunView,
     correction_run_html,
     load_rows,
     render_json,
@@ -303,6 +304,18 @@ def test_inputs_add_contexts_and_rebuild_detection_rows(tmp_path: Path) -> None:
     assert run.total == 1 and run.flagged == 1  # the repeated id is skipped, and said so
     assert run.rows[0].context is not None and run.rows[0].segments[0].verdict == "unsupported"
     assert "1 row(s) skipped" in (tmp_path / "run.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name, header, record", [
+    ("in.csv", "context;output", '"Ann won silver.\nIn 2012.";Ann won gold.'),  # sniffed; id: the record's line 2
+    ("in.tsv", "context\toutput", "Ann won silver.\tAnn won gold."),
+])
+def test_csv_inputs_are_read_as_evaluate_reads_them(tmp_path: Path, name: str, header: str, record: str) -> None:
+    inputs = write_lines(tmp_path / name, [header, record])
+    detection = json.dumps({"id": "2", "p_graph": 0.9, "render": "concat", "triples": [["Ann", "won", "gold", 0.9]]})
+    run = write_run_report(write_lines(tmp_path / "det.jsonl", [detection]), tmp_path / "run.html", inputs=inputs)
+    assert isinstance(run, RunView) and run.rows[0].status == "hallucinated"
+    assert run.rows[0].context_chars > 0
 
 
 def test_render_json_takes_what_the_adapters_carry() -> None:
