@@ -10,7 +10,8 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,46 +61,40 @@ def _pack(sizes: Sequence[int], cap: int) -> list[slice]:
     return out
 
 
-async def _score_metered(
-    scorer: Scorer, requests: Sequence[_Request]
-) -> tuple[list[list[ClaimScore] | ScoringError], list[StageUsage]]:
-    """Per request, its scores or its :class:`ScoringError` (one joint pass, each alone when that fails), and its
-    share of the chat-model usage (by its claims)."""
-    results: list[list[ClaimScore] | ScoringError] = []
+_Scored = tuple[list[ClaimScore] | StageError, StageUsage]
+"""One request's scores (or its error) and its share of the chat-model usage."""
+
+
+async def _score_metered(scorer: Scorer, requests: Sequence[_Request]) -> list[_Scored]:
+    """Per request, its scores or its error (one joint pass, each alone when that fails), and its share of the
+    chat-model usage (by its claims)."""
+    results: list[list[ClaimScore] | StageError] = []
     with metered(detached=True) as meter:
         try:
             scores = await scorer.acheck([c for ctxs, _ in requests for c in ctxs],
                                          [c for _, clms in requests for c in clms])
         except ScoringError as exc:
             if len(requests) == 1:  # a lone request is not scored twice
-                results.append(exc)
+                results.append(StageError(stage="check", type=type(exc).__name__, message=str(exc)))
             else:
                 for ctxs, clms in requests:
                     try:
                         results.append(await scorer.acheck(ctxs, clms))
                     except ScoringError as row_exc:
-                        results.append(row_exc)
+                        results.append(StageError(stage="check", type=type(row_exc).__name__, message=str(row_exc)))
         else:
             start = 0
             for ctxs, _ in requests:
                 results.append(scores[start : start + len(ctxs)])
                 start += len(ctxs)
-    return results, meter.usage().split([len(clms) for _, clms in requests])
+    return list(zip(results, meter.usage().split([len(clms) for _, clms in requests])))
 
 
-async def _score_rows(
-    scorer: Scorer, requests: Sequence[_Request], max_claims: int
-) -> list[tuple[list[ClaimScore] | StageError, StageUsage]]:
-    """Score rows' requests in passes of at most ``max_claims`` claims (:func:`_pack`); one bad row fails alone.
-    Each request's result comes with its share of the chat-model usage."""
-    results: list[tuple[list[ClaimScore] | StageError, StageUsage]] = []
+async def _score_rows(scorer: Scorer, requests: Sequence[_Request], max_claims: int) -> list[_Scored]:
+    """Score rows' requests in passes of at most ``max_claims`` claims (:func:`_pack`); one bad row fails alone."""
+    results: list[_Scored] = []
     for part in _pack([len(clms) for _, clms in requests], max_claims):
-        scored, shares = await _score_metered(scorer, requests[part])
-        for result, share in zip(scored, shares):
-            if isinstance(result, ScoringError):
-                results.append((StageError(stage="check", type=type(result).__name__, message=str(result)), share))
-            else:
-                results.append((result, share))
+        results += await _score_metered(scorer, requests[part])
     return results
 
 
@@ -116,14 +111,14 @@ class _CheckBatcher:
         self.scorer = scorer
         self.max_wait_s = max_wait_s
         self.max_claims = max_claims
-        self._pending: list[tuple[_Request, asyncio.Future[tuple[list[ClaimScore], StageUsage]]]] = []
+        self._pending: list[tuple[_Request, asyncio.Future[_Scored]]] = []
         self._pending_claims = 0
         self._full = asyncio.Event()
         self._flush_task: asyncio.Task[None] | None = None
 
-    async def submit(self, contexts: list[Passages], claims: list[str]) -> tuple[list[ClaimScore], StageUsage]:
-        """The claims' scores, and this request's share of the pass's chat-model usage."""
-        future: asyncio.Future[tuple[list[ClaimScore], StageUsage]] = asyncio.get_running_loop().create_future()
+    async def submit(self, contexts: list[Passages], claims: list[str]) -> _Scored:
+        """The claims' scores (or their error), and this request's share of the pass's chat-model usage."""
+        future: asyncio.Future[_Scored] = asyncio.get_running_loop().create_future()
         self._pending.append(((contexts, claims), future))
         self._pending_claims += len(claims)
         if self._pending_claims >= self.max_claims:
@@ -132,7 +127,11 @@ class _CheckBatcher:
             self._flush_task = asyncio.ensure_future(self._flush())
         return await future
 
-    def _take(self) -> list[tuple[_Request, asyncio.Future[tuple[list[ClaimScore], StageUsage]]]]:
+    async def score(self, requests: Sequence[_Request]) -> list[_Scored]:
+        """:meth:`submit` each request in turn (a lone caller's row and its fidelity requests)."""
+        return [await self.submit(*request) for request in requests]
+
+    def _take(self) -> list[tuple[_Request, asyncio.Future[_Scored]]]:
         pending = [item for item in self._pending if not item[1].done()]  # drop callers that were cancelled
         first = _pack([len(req[1]) for req, _ in pending], self.max_claims)[:1]
         cut = first[0].stop if first else 0
@@ -153,7 +152,7 @@ class _CheckBatcher:
             if not batch:
                 continue
             try:
-                results, shares = await _score_metered(self.scorer, [req for req, _ in batch])
+                results = await _score_metered(self.scorer, [req for req, _ in batch])
             except BaseException as exc:  # never leave a caller waiting on a future nobody will resolve
                 for _, future in batch:
                     if not future.done():
@@ -167,13 +166,9 @@ class _CheckBatcher:
                     self._pending, self._pending_claims = [], 0
                     raise
                 continue
-            for (_, future), result, share in zip(batch, results, shares):
-                if future.done():  # the caller was cancelled while waiting
-                    continue
-                if isinstance(result, ScoringError):
-                    future.set_exception(result)
-                else:
-                    future.set_result((result, share))
+            for (_, future), result in zip(batch, results):
+                if not future.done():  # else the caller was cancelled while waiting
+                    future.set_result(result)
 
 
 class GraphEval:
@@ -574,30 +569,12 @@ class GraphEval:
         Raises:
             InputError: the context or output is missing, empty or of the wrong type.
         """
-        sample = Sample.of(context, output, id)
-        t0 = time.perf_counter()
-        extraction, claims, error, usage = await self._extract_metered(sample, config)
-        if error is not None:
-            return self._with_usage(self._error_report(sample, extraction, error, {"total": time.perf_counter() - t0}),
-                                    usage)
+        row = await self._extract_row(Sample.of(context, output, id), config)
+        if isinstance(row, Report):
+            return row
         batcher = await self._batcher()
-        t1 = time.perf_counter()
-        try:
-            scores, usage["check"] = await batcher.submit(*self._request(sample, claims))
-            record(usage["check"])
-            round_trip: dict[int, ClaimScore] = {}
-            while todo := self._round_trip_next(claims, scores, round_trip):
-                got, share = await batcher.submit([(sample.output,)] * len(todo), [claims[i][0] for i in todo])
-                usage["fidelity"] = usage.get("fidelity", StageUsage()) + share
-                record(share)
-                round_trip.update(zip(todo, got))
-        except ScoringError as exc:
-            err = StageError(stage="check", type=type(exc).__name__, message=str(exc))
-            return self._with_usage(self._error_report(sample, extraction, err, {"total": time.perf_counter() - t0}),
-                                    usage)
-        t2 = time.perf_counter()
-        timings = {"extract": t1 - t0, "check": t2 - t1, "total": t2 - t0}
-        return self._with_usage(self._report(sample, extraction, claims, scores, round_trip, timings), usage)
+        [report] = await self._check_group([row], batcher.score)
+        return report
 
     def evaluate_many(self, rows: Iterable[Any], **options: Any) -> list[Report]:
         """Check many rows. See :meth:`aevaluate_many`."""
@@ -680,21 +657,7 @@ class GraphEval:
 
         async def extract(i: int, sample: Sample) -> None:
             async with semaphore:
-                t0 = time.perf_counter()
-                extraction, claims, error, usage = await self._extract_metered(sample, config)
-                seconds = time.perf_counter() - t0
-            result: Report | ExtractedRow
-            if error is not None:
-                result = self._with_usage(
-                    self._error_report(sample, extraction, error, {"extract": seconds, "total": seconds}), usage)
-            else:
-                result = ExtractedRow(
-                    id=sample.id, context=sample.context, passages=list(sample.passages), output=sample.output,
-                    extraction=extraction,
-                    claims=claims, llm=None if self.mode == "raw" else self.extractor.llm_id,
-                    extract_seconds=seconds, usage=usage,
-                )
-            results[i] = result
+                result = results[i] = await self._extract_row(sample, config)
             if on_row is not None:
                 on_row(i, result)
 
@@ -720,36 +683,30 @@ class GraphEval:
         reports: list[Report] = []
         for start in range(0, len(rows), self.check_batch_rows):
             group = rows[start : start + self.check_batch_rows]
-            pairs = [(Sample(r.context, r.output, r.id, tuple(r.passages)), self._with_whole_output(r.output, r.claims))
-                     for r in group]
-            t0 = time.perf_counter()
-            results, usages = await self._check_group(pairs)
-            share = (time.perf_counter() - t0) / max(1, len(group))
-            for row, (sample, claims), result, usage in zip(group, pairs, results, usages):
-                timings = {"extract": row.extract_seconds, "check": share, "total": row.extract_seconds + share}
-                if isinstance(result, StageError):
-                    report = self._error_report(sample, row.extraction, result, timings)
-                else:
-                    report = self._report(sample, row.extraction, claims, *result, timings)
-                report = self._with_usage(report, {**row.usage, **usage})
-                reports.append(report if report.llm == row.llm else report.model_copy(update={"llm": row.llm}))
+            scorer = await self._acheck_scorer()
+            reports += await self._check_group(group, partial(_score_rows, scorer, max_claims=self.max_batch_claims))
             if on_group is not None:
                 on_group(len(group))
         return reports
 
     # ----------------------------------------------------------------- stages
-    async def _extract_metered(
-        self, sample: Sample, config: RunnableConfig | None
-    ) -> tuple[Extraction | None, list[tuple[str, Triple | None]], StageError | None, dict[str, StageUsage]]:
-        """:meth:`_extract_claims`, with the chat-model usage of the extraction (``{}`` in raw mode)."""
+    async def _extract_row(self, sample: Sample, config: RunnableConfig | None) -> Report | ExtractedRow:
+        """Stage 1 for one row: its claims, with the extraction's chat-model usage (``{}`` in raw mode), or its
+        final report when extraction failed."""
+        t0 = time.perf_counter()
         with metered() as meter:
             extraction, claims, error = await self._extract_claims(sample, config)
-        return extraction, claims, error, {} if self.mode == "raw" else {"extract": meter.usage()}
-
-    @staticmethod
-    def _with_usage(report: Report, usage: dict[str, StageUsage]) -> Report:
-        report.usage = usage
-        return report
+        seconds = time.perf_counter() - t0
+        usage = {} if self.mode == "raw" else {"extract": meter.usage()}
+        if error is not None:
+            report = self._error_report(sample, extraction, error, {"extract": seconds, "total": seconds})
+            report.usage = usage
+            return report
+        return ExtractedRow(
+            id=sample.id, context=sample.context, passages=list(sample.passages), output=sample.output,
+            extraction=extraction, claims=claims, llm=None if self.mode == "raw" else self.extractor.llm_id,
+            extract_seconds=seconds, usage=usage,
+        )
 
     async def _extract_claims(
         self, sample: Sample, config: RunnableConfig | None
@@ -794,11 +751,6 @@ class GraphEval:
             out.append((output, None))
         return out
 
-    @staticmethod
-    def _request(sample: Sample, claims: Sequence[tuple[str, Triple | None]]) -> _Request:
-        """One row's scorer input: every claim against the context."""
-        return [sample.passages] * len(claims), [c for c, _ in claims]
-
     def _round_trip_next(
         self, claims: Sequence[tuple[str, Triple | None]], scores: Sequence[ClaimScore],
         round_trip: dict[int, ClaimScore],
@@ -834,34 +786,46 @@ class GraphEval:
         return [c for c, _ in kept], [s for _, s in kept], notes
 
     async def _check_group(
-        self, group: Sequence[tuple[Sample, list[tuple[str, Triple | None]]]]
-    ) -> tuple[list[tuple[list[ClaimScore], dict[int, ClaimScore]] | StageError], list[dict[str, StageUsage]]]:
-        """Per row: its claims' scores and fidelity scores by claim index (or its error), and its usage by stage."""
-        scorer = await self._acheck_scorer()
-        scored = await _score_rows(scorer, [self._request(s, claims) for s, claims in group], self.max_batch_claims)
+        self, rows: Sequence[ExtractedRow], score: Callable[[list[_Request]], Awaitable[list[_Scored]]]
+    ) -> list[Report]:
+        """Stages 2 and 3 for rows scored together by ``score``: their claims, then the fidelity round trips."""
+        pairs = [(Sample(r.context, r.output, r.id, tuple(r.passages)), self._with_whole_output(r.output, r.claims))
+                 for r in rows]
+        t0 = time.perf_counter()
+        scored = await score([([sample.passages] * len(claims), [c for c, _ in claims]) for sample, claims in pairs])
         results: list[tuple[list[ClaimScore], dict[int, ClaimScore]] | StageError] = [
             (scores, {}) if not isinstance(scores, StageError) else scores for scores, _ in scored
         ]
         usages: list[dict[str, StageUsage]] = [{"check": share} for _, share in scored]
         while True:
-            todo = [(row, self._round_trip_next(group[row][1], result[0], result[1]))
+            todo = [(row, self._round_trip_next(pairs[row][1], result[0], result[1]))
                     for row, result in enumerate(results) if not isinstance(result, StageError)]
             todo = [(row, indices) for row, indices in todo if indices]
             if not todo:
-                for usage in usages:
-                    record(sum(usage.values(), StageUsage()))
-                return results, usages
+                break
             requests: list[_Request] = [
-                ([(group[row][0].output,)] * len(indices), [group[row][1][i][0] for i in indices])
+                ([(pairs[row][0].output,)] * len(indices), [pairs[row][1][i][0] for i in indices])
                 for row, indices in todo
             ]
-            for (row, indices), (got, share) in zip(todo, await _score_rows(scorer, requests, self.max_batch_claims)):
+            for (row, indices), (got, share) in zip(todo, await score(requests)):
                 usages[row]["fidelity"] = usages[row].get("fidelity", StageUsage()) + share
                 result = results[row]
                 if isinstance(got, StageError):
                     results[row] = got
                 elif not isinstance(result, StageError):
                     result[1].update(zip(indices, got))
+        seconds = (time.perf_counter() - t0) / max(1, len(rows))
+        reports: list[Report] = []
+        for extracted, (sample, claims), result, usage in zip(rows, pairs, results, usages):
+            record(sum(usage.values(), StageUsage()))
+            timings = {"extract": extracted.extract_seconds, "check": seconds, "total": extracted.extract_seconds + seconds}
+            if isinstance(result, StageError):
+                report = self._error_report(sample, extracted.extraction, result, timings)
+            else:
+                report = self._report(sample, extracted.extraction, claims, *result, timings)
+            report.usage = {**extracted.usage, **usage}
+            reports.append(report if report.llm == extracted.llm else report.model_copy(update={"llm": extracted.llm}))
+        return reports
 
     # ----------------------------------------------------------------- reports
     def _names(self) -> tuple[str | None, str | None]:
