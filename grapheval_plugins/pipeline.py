@@ -10,14 +10,14 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, MutableMapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from . import aggregate, shared
+from . import aggregate
 from ._async import run_sync
 from ._progress import progress_bar, show_bars
 from .cache import KGCache, MemoryKGCache, SQLiteKGCache
@@ -171,6 +171,12 @@ class _CheckBatcher:
                     future.set_result(result)
 
 
+ENGINES: dict[Hashable, GraphEval] = {}
+"""The engines of :meth:`GraphEval.shared` over spec strings; ``ENGINES_BY_OBJECT``: over model objects."""
+ENGINES_BY_OBJECT: weakref.WeakValueDictionary[Hashable, GraphEval] = weakref.WeakValueDictionary()
+_ENGINES_LOCK = threading.Lock()
+
+
 class GraphEval:
     """Knowledge-graph based hallucination detection (GraphEval, Sansford et al. 2024).
 
@@ -322,13 +328,24 @@ class GraphEval:
         >>> GraphEval.shared(scorer="hhem") is GraphEval.shared(scorer="hhem:vectara/hallucination_evaluation_model")
         True
         """
-        if mode not in ("graph", "raw"):
-            raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
+        from .models import DEFAULT_LLM, scorer_for, scorer_key
+
         decision_rule = aggregate.get_rule(aggregate.rule_argument(rule, method, "GraphEval.shared"))
         value = aggregate.check_threshold(0.5 if hallucination_threshold is None else hallucination_threshold)
-        engine = shared.engine_slot(
-            llm, scorer, (mode, decision_rule), lambda: cls(llm=llm, scorer=scorer, mode=mode, rule=decision_rule)
+        judge = scorer_for(llm, scorer)
+        key = (
+            DEFAULT_LLM if llm is None else llm.strip() if isinstance(llm, str) else ("object", id(llm)),
+            scorer_key(judge) if judge is None or isinstance(judge, str) else ("object", id(judge)),
+            mode,
+            decision_rule,
         )
+        # Over spec strings (compared by value) for the process, over model objects (by identity) while held.
+        by_value = all(spec is None or isinstance(spec, str) for spec in (llm, scorer))
+        store: MutableMapping[Hashable, GraphEval] = ENGINES if by_value else ENGINES_BY_OBJECT
+        with _ENGINES_LOCK:
+            engine = store.get(key)
+            if engine is None:
+                engine = store[key] = cls(llm=llm, scorer=scorer, mode=mode, rule=decision_rule)
         return engine.with_options(hallucination_threshold=value)
 
     def with_options(self, *, hallucination_threshold: float | None = None) -> GraphEval:
@@ -415,9 +432,9 @@ class GraphEval:
     def scorer(self) -> Scorer:
         """The scorer (resolved on first access)."""
         def resolve() -> Scorer:
-            from .models import scorer_for
+            from .models import scorer_for, shared_scorer
 
-            return shared.shared_scorer(scorer_for(self._llm_spec, self._scorer_spec))
+            return shared_scorer(scorer_for(self._llm_spec, self._scorer_spec))
 
         scorer: Scorer = self._resolved("scorer", resolve)
         return scorer
