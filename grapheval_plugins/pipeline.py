@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from . import aggregate
 from ._async import run_sync
 from ._progress import progress_bar, show_bars
-from .cache import KGCache, MemoryKGCache, SQLiteKGCache
+from .cache import KGCache, MemoryKGCache, SQLiteKGCache, open_store
 from .check.base import ClaimScore, Scorer
 from .exceptions import ExtractionError, GraphEvalError, InputError, ScoringError
 from .extract.extractor import TripleExtractor
@@ -289,7 +289,7 @@ class GraphEval:
         self.hybrid_weights = hybrid_weights
         self.prompt = prompt
         self.max_retries = max_retries
-        self.cache = self._make_cache(cache)
+        self.cache = open_store(cache, MemoryKGCache, SQLiteKGCache)
         self.score_cache = make_score_cache(score_cache)
         self.fidelity: aggregate.FidelityOption = fidelity
         self.max_concurrency = max_concurrency
@@ -394,16 +394,6 @@ class GraphEval:
         warnings.warn("GraphEval.threshold is deprecated: read hallucination_threshold", DeprecationWarning,
                       stacklevel=2)
         return self._hallucination_threshold
-
-    @staticmethod
-    def _make_cache(cache: KGCache | str | Path | bool | None) -> KGCache | None:
-        if cache is True:
-            return MemoryKGCache()
-        if cache is False or cache is None:
-            return None
-        if isinstance(cache, (str, Path)):
-            return SQLiteKGCache(cache)
-        return cache
 
     # ----------------------------------------------------------------- models (resolved lazily)
     def _resolved(self, name: str, resolve: Callable[[], Any]) -> Any:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from .cache import LRU, SQLiteStore, cache_key
+from .cache import LRU, SQLiteStore, cache_key, open_store
 from .check.base import ClaimScore, Scorer
 
 __all__ = [
@@ -147,15 +147,10 @@ def make_score_cache(cache: ScoreCache | str | Path | bool | None) -> ScoreCache
     >>> make_score_cache(None) is None, type(make_score_cache(True)).__name__
     (True, 'MemoryScoreCache')
     """
-    if cache is True:
-        return MemoryScoreCache()
-    if cache is False or cache is None:
-        return None
-    if isinstance(cache, (str, Path)):
-        return SQLiteScoreCache(cache)
-    if not isinstance(cache, ScoreCache):
+    store = open_store(cache, MemoryScoreCache, SQLiteScoreCache)
+    if store is not None and not isinstance(store, ScoreCache):
         raise TypeError(f"score_cache: expected a bool, a path or a ScoreCache, got {type(cache).__name__}")
-    return cache
+    return store
 
 
 class CachedScorer(Scorer):
