@@ -1,10 +1,5 @@
-"""One async code path, called from sync code: :func:`run_sync` on one persistent background event loop.
-
-Every sync method of the package runs its coroutine on one event loop per process, kept in a daemon thread, so
-async resources bound to the loop of their first use (``httpx`` pools of LangChain chat models, asyncio locks)
-stay usable from one sync call to the next (a fresh ``asyncio.run`` per call leaves them on a closed loop). It works
-whether or not the calling thread runs a loop (Jupyter, FastAPI); context variables (LangChain callbacks, tracing)
-reach the coroutine.
+"""One async code path, called from sync code: :func:`run_sync` on one persistent background event loop, so
+async resources bound to the loop of their first use stay usable across sync calls (``docs/architecture.md``).
 
 >>> import asyncio
 >>> async def answer() -> int:

@@ -1,12 +1,9 @@
 """One door for model names: chat models (:func:`resolve_llm`) and scorers (:func:`resolve_scorer`) from objects
-or specs.
+or specs (the specs: ``docs/scorers.md``); :func:`scorer_for` is the one rule for the default scorer.
 
 Chat models: ``None`` (:data:`DEFAULT_LLM`), a LangChain chat model, ``"local:<name or .gguf path>"``,
 ``"bedrock:<model id>"``, ``"<provider>:<model>"`` (``init_chat_model``, needs ``langchain``) or
-``"py:package.module:factory"``. Scorers: the specs of ``docs/scorers.md`` (``"hhem"``, ``"minicheck[:…]"``,
-``"true"``, ``"nli:…"``, ``"hf:…"`` or a bare hub name, ``"judge:local:…"``, ``"judge:<chat model spec>"``,
-``"py:…"``), a Scorer, or a chat model (an LLM judge). A HuggingFace spec takes a revision after ``@`` (read as
-one only when what precedes it is not an existing path). :func:`scorer_for` is the one rule for the default.
+``"py:package.module:factory"``.
 """
 
 from __future__ import annotations

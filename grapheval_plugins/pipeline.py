@@ -178,17 +178,8 @@ _ENGINES_LOCK = threading.Lock()
 
 
 class GraphEval:
-    """Knowledge-graph based hallucination detection (GraphEval, Sansford et al. 2024).
-
-    1. **Extract**: one chat-model call turns the output (never the context) into ``[entity, relation, entity]``
-       triples (prompt A).
-    2. **Check**: each triple, read as a sentence, is scored against the context: P(unsupported). Under the default
-       ``rule="hybrid"`` the whole output is scored too, as one more claim.
-    3. **Aggregate**: a decision rule (:mod:`grapheval_plugins.aggregate`) gives P(hallucination) and its account
-       (``report.decision``). The output is a hallucination iff P(hallucination) > ``hallucination_threshold``;
-       ``score = 1 − P(hallucination)`` (1 = faithful).
-
-    ``mode="raw"`` skips extraction and scores the whole output as one claim: the paper's baseline.
+    """Knowledge-graph based hallucination detection (GraphEval, Sansford et al. 2024): the output's triples,
+    each scored against the context, decided by a rule (the method: ``docs/concepts.md``).
 
     Args:
         llm: a LangChain chat model or a spec for :func:`~grapheval_plugins.models.resolve_llm`; ``None``: the
@@ -300,7 +291,7 @@ class GraphEval:
         self.batch_wait_s = batch_wait_s
         self.max_batch_claims = max_batch_claims
         self.retry = retry
-        self._resolve_lock = threading.Lock()
+        self._resolve_lock = threading.RLock()  # the extractor resolves the llm under it
         self._origin: GraphEval | None = None
         self._views: dict[float, GraphEval] = {}
         self._llm: Any = None
@@ -431,15 +422,10 @@ class GraphEval:
 
     @property
     def extractor(self) -> TripleExtractor:
-        if self._extractor is None:
-            llm = self.llm
-            with self._resolve_lock:
-                if self._extractor is None:
-                    self._extractor = TripleExtractor(
-                        llm, prompt=self.prompt, max_retries=self.max_retries, cache=self.cache,
-                        retry=self.retry,
-                    )
-        return self._extractor
+        """The triple extractor over :attr:`llm` (made on first access)."""
+        extractor: TripleExtractor = self._resolved("extractor", lambda: TripleExtractor(
+            self.llm, prompt=self.prompt, max_retries=self.max_retries, cache=self.cache, retry=self.retry))
+        return extractor
 
     async def _aget(self, name: str) -> Any:
         """The model property ``name``, resolved in a worker thread the first time (never blocking the loop)."""
@@ -657,7 +643,12 @@ class GraphEval:
             try:
                 samples.append((i, to_sample(row, where[i], context_key, output_key, id_key)))
             except InputError as exc:
-                report = results[i] = self._input_error_report(row, exc, output_key, id_key)
+                output, rid = (row.get(output_key), row.get(id_key)) if isinstance(row, dict) else (None, None)
+                report = results[i] = Report(
+                    output=output if isinstance(output, str) else "", mode=self.mode,
+                    hallucination_threshold=self.hallucination_threshold, id=None if rid is None else str(rid),
+                    errors=[StageError(stage="input", type="InputError", message=str(exc))],
+                )
                 if on_row is not None:
                     on_row(i, report)
         semaphore = asyncio.Semaphore(self.max_concurrency)
@@ -906,17 +897,6 @@ class GraphEval:
             timings=timings,
             errors=unjudged,
             id=sample.id,
-        )
-
-    def _input_error_report(self, row: Any, exc: InputError, output_key: str, id_key: str) -> Report:
-        rid = row.get(id_key) if isinstance(row, dict) else None
-        output = row.get(output_key) if isinstance(row, dict) else None
-        return Report(
-            output=output if isinstance(output, str) else "",
-            mode=self.mode,
-            hallucination_threshold=self.hallucination_threshold,
-            id=None if rid is None else str(rid),
-            errors=[StageError(stage="input", type="InputError", message=str(exc))],
         )
 
     def _error_report(
