@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import logging
 import threading
 import time
 import warnings
@@ -33,8 +32,6 @@ from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageErro
 from .usage import metered, record
 
 __all__ = ["GraphEval"]
-
-logger = logging.getLogger(__name__)
 
 Passages = tuple[str, ...]
 
@@ -496,12 +493,10 @@ class GraphEval:
         >>> GraphEval(scorer="hhem").decision_rule()[0].name
         'paper'
         """
-        if self.mode == "raw":
-            return aggregate.PAPER, None
-        if not self.rule.needs.weights:
-            return self.rule, None
         weights = self.decision_weights()
-        return (self.rule, weights) if weights is not None else (aggregate.PAPER, None)
+        if self.mode == "raw" or (self.rule.needs.weights and weights is None):
+            return aggregate.PAPER, None
+        return self.rule, weights
 
     def decision_weights(self) -> aggregate.HybridWeights | None:
         """The weights of this engine's rule (``hybrid_weights``, else fitted for its scorer, prompt and fidelity);

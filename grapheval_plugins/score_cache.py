@@ -182,7 +182,10 @@ class CachedScorer(Scorer):
         """``inner``'s, uncached (the cache holds whole claim scores)."""
         return self.inner.predict_support(pairs)
 
-    def _keys(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ScoreKey]:
+    def _plan(
+        self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]
+    ) -> tuple[list[ScoreKey], dict[ScoreKey, ClaimScore], list[int]]:
+        """The keys, the scores found, and the positions to score (one per missing key)."""
         if len(contexts) != len(claims):
             raise ValueError("contexts and claims must have the same length")
         name, fingerprint = self.inner.name, self.inner.fingerprint()
@@ -193,13 +196,6 @@ class CachedScorer(Scorer):
             if passages not in hashes:
                 hashes[passages] = premise_hash(passages)
             keys.append(ScoreKey(name, fingerprint, hashes[passages], claim))
-        return keys
-
-    def _plan(
-        self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]
-    ) -> tuple[list[ScoreKey], dict[ScoreKey, ClaimScore], list[int]]:
-        """The keys, the scores found, and the positions to score (one per missing key)."""
-        keys = self._keys(contexts, claims)
         found = self.cache.get_many(list(dict.fromkeys(keys)))
         todo: dict[ScoreKey, int] = {}
         for i, key in enumerate(keys):
