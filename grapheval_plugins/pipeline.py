@@ -9,8 +9,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable, Hashable, Iterable, MutableMapping, Sequence
-from functools import partial
+from collections.abc import Callable, Hashable, Iterable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,24 +37,6 @@ Passages = tuple[str, ...]
 
 _Request = tuple[list[Passages], list[str]]
 """One row's scorer input: ``(contexts, claims)``, one context per claim."""
-
-
-def _pack(sizes: Sequence[int], cap: int) -> list[slice]:
-    """Consecutive slices of requests whose claim counts add up to at most ``cap`` (a larger request goes alone).
-
-    >>> _pack([3, 3, 3, 10, 1], cap=6)
-    [slice(0, 2, None), slice(2, 3, None), slice(3, 4, None), slice(4, 5, None)]
-    """
-    out: list[slice] = []
-    start, total = 0, 0
-    for i, size in enumerate(sizes):
-        if i > start and total + size > cap:
-            out.append(slice(start, i))
-            start, total = i, 0
-        total += size
-    if start < len(sizes):
-        out.append(slice(start, len(sizes)))
-    return out
 
 
 _Scored = tuple[list[ClaimScore] | StageError, StageUsage]
@@ -87,22 +68,14 @@ async def _score_metered(scorer: Scorer, requests: Sequence[_Request]) -> list[_
     return list(zip(results, meter.usage().split([len(clms) for _, clms in requests])))
 
 
-async def _score_rows(scorer: Scorer, requests: Sequence[_Request], max_claims: int) -> list[_Scored]:
-    """Score rows' requests in passes of at most ``max_claims`` claims (:func:`_pack`); one bad row fails alone."""
-    results: list[_Scored] = []
-    for part in _pack([len(clms) for _, clms in requests], max_claims):
-        results += await _score_metered(scorer, requests[part])
-    return results
-
-
 def _p(score: ClaimScore) -> float | None:
     """A claim's P(unsupported), or ``None`` when the scorer could not judge it."""
     return None if score.error is not None else score.p_unsupported
 
 
 class _CheckBatcher:
-    """Gathers concurrent ``aevaluate`` calls' claims into shared scorer passes (one per loop): a pass starts
-    ``max_wait_s`` after the first request or when ``max_claims`` are pending, and takes requests in order."""
+    """Gathers the claims of concurrent calls and of a batch's rows into shared scorer passes (one per loop): a pass
+    starts ``max_wait_s`` after the first request or when ``max_claims`` are pending, and takes requests in order."""
 
     def __init__(self, scorer: Scorer, max_wait_s: float, max_claims: int) -> None:
         self.scorer = scorer
@@ -125,13 +98,17 @@ class _CheckBatcher:
         return await future
 
     async def score(self, requests: Sequence[_Request]) -> list[_Scored]:
-        """:meth:`submit` each request in turn (a lone caller's row and its fidelity requests)."""
-        return [await self.submit(*request) for request in requests]
+        """:meth:`submit` every request at once: they go to the passes in order."""
+        return list(await asyncio.gather(*(self.submit(*request) for request in requests)))
 
     def _take(self) -> list[tuple[_Request, asyncio.Future[_Scored]]]:
+        """The next pass: pending requests in order while their claims fit ``max_claims`` (a larger one alone)."""
         pending = [item for item in self._pending if not item[1].done()]  # drop callers that were cancelled
-        first = _pack([len(req[1]) for req, _ in pending], self.max_claims)[:1]
-        cut = first[0].stop if first else 0
+        cut, total = 0, 0
+        for (_, claims), _ in pending:
+            if cut and total + len(claims) > self.max_claims:
+                break
+            cut, total = cut + 1, total + len(claims)
         batch, self._pending = pending[:cut], pending[cut:]
         self._pending_claims = sum(len(req[1]) for req, _ in self._pending)
         if self._pending_claims < self.max_claims:
@@ -560,8 +537,7 @@ class GraphEval:
         row = await self._extract_row(Sample.of(context, output, id), config)
         if isinstance(row, Report):
             return row
-        batcher = await self._batcher()
-        [report] = await self._check_group([row], batcher.score)
+        [report] = await self._check_group([row])
         return report
 
     def evaluate_many(self, rows: Iterable[Any], **options: Any) -> list[Report]:
@@ -676,8 +652,7 @@ class GraphEval:
         reports: list[Report] = []
         for start in range(0, len(rows), self.check_batch_rows):
             group = rows[start : start + self.check_batch_rows]
-            scorer = await self._acheck_scorer()
-            reports += await self._check_group(group, partial(_score_rows, scorer, max_claims=self.max_batch_claims))
+            reports += await self._check_group(group)
             if on_group is not None:
                 on_group(len(group))
         return reports
@@ -778,12 +753,11 @@ class GraphEval:
             notes.append(f"fidelity: all {n_triples} triple(s) dropped; the whole output is decided as one claim")
         return [c for c, _ in kept], [s for _, s in kept], notes
 
-    async def _check_group(
-        self, rows: Sequence[ExtractedRow], score: Callable[[list[_Request]], Awaitable[list[_Scored]]]
-    ) -> list[Report]:
-        """Stages 2 and 3 for rows scored together by ``score``: their claims, then the fidelity round trips."""
+    async def _check_group(self, rows: Sequence[ExtractedRow]) -> list[Report]:
+        """Stages 2 and 3 for rows scored together: their claims, then the fidelity round trips."""
         pairs = [(Sample(r.context, r.output, r.id, tuple(r.passages)), self._with_whole_output(r.output, r.claims))
                  for r in rows]
+        score = (await self._batcher()).score
         t0 = time.perf_counter()
         scored = await score([([sample.passages] * len(claims), [c for c, _ in claims]) for sample, claims in pairs])
         results: list[tuple[list[ClaimScore], dict[int, ClaimScore]] | StageError] = [
