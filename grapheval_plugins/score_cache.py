@@ -72,24 +72,20 @@ class ScoreCache(Protocol):
     def set_many(self, items: Mapping[ScoreKey, ClaimScore]) -> None: ...
 
 
-class MemoryScoreCache:
+class MemoryScoreCache(LRU[ClaimScore]):
     """A bounded in-process LRU cache of claim scores."""
 
     def __init__(self, max_entries: int = 100_000) -> None:
-        self.max_entries = max_entries
-        self._data: LRU[ClaimScore] = LRU(max_entries)
+        super().__init__(max_entries)
 
     def get_many(self, keys: Sequence[ScoreKey]) -> dict[ScoreKey, ClaimScore]:
-        found = ((key, self._data.get(key.digest())) for key in keys)
+        found = ((key, self.get(key.digest())) for key in keys)
         return {key: value for key, value in found if value is not None}
 
     def set_many(self, items: Mapping[ScoreKey, ClaimScore]) -> None:
         for key, value in items.items():
             if value.error is None:
-                self._data.put(key.digest(), value)
-
-    def __len__(self) -> int:
-        return len(self._data)
+                self.put(key.digest(), value)
 
 
 class SQLiteScoreCache(SQLiteStore):
