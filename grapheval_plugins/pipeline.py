@@ -739,11 +739,8 @@ class GraphEval:
         kept: list[tuple[tuple[str, Triple | None], ClaimScore]] = []
         notes: list[str] = []
         for i, ((claim, triple), score) in enumerate(zip(claims, scores)):
-            if triple is None or i not in round_trip:
-                kept.append(((claim, triple), score))
-                continue
-            p = _p(round_trip[i])
-            if aggregate.faithful_to_output(p):
+            p = _p(round_trip[i]) if i in round_trip else None
+            if triple is None or aggregate.faithful_to_output(p):
                 kept.append(((claim, triple), score))
             else:
                 notes.append(f"fidelity: dropped {triple.as_list()}: the output does not support it "
