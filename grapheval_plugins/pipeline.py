@@ -127,19 +127,16 @@ class _CheckBatcher:
                 continue
             try:
                 results = await _score_metered(self.scorer, [req for req, _ in batch])
-            except BaseException as exc:  # never leave a caller waiting on a future nobody will resolve
+            except Exception as exc:  # noqa: BLE001 - never leave a caller waiting on a future nobody resolves
                 for _, future in batch:
                     if not future.done():
-                        if isinstance(exc, Exception):
-                            future.set_exception(exc)
-                        else:  # cancelled (loop shutdown, KeyboardInterrupt): the waiters are cancelled too
-                            future.cancel()
-                if not isinstance(exc, Exception):
-                    for _, future in self._pending:  # nothing will serve the rest either
-                        future.cancel()
-                    self._pending, self._pending_claims = [], 0
-                    raise
+                        future.set_exception(exc)
                 continue
+            except BaseException:  # cancelled (loop shutdown, KeyboardInterrupt): every waiter is cancelled too
+                for _, future in [*batch, *self._pending]:
+                    future.cancel()
+                self._pending, self._pending_claims = [], 0
+                raise
             for (_, future), result in zip(batch, results):
                 if not future.done():  # else the caller was cancelled while waiting
                     future.set_result(result)
