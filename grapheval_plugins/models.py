@@ -227,8 +227,7 @@ def resolve_scorer(spec: Any = None, **options: Any) -> Scorer:
             "DeepEvalBaseLLM)"
         )
     spec = spec.strip()
-    prefix, rest = _split(spec)
-    if prefix != "py":
+    if _split(spec)[0] != "py":
         alias, revision = split_revision(spec)
         target = SCORER_ALIASES.get(alias.lower(), alias)
         if revision is not None and _split(target)[0] in _REVISIONED:
