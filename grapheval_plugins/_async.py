@@ -1,10 +1,5 @@
-"""One async code path, called from sync code: :func:`run_sync` on one persistent background event loop.
-
-Every sync method of the package runs its coroutine on one event loop per process, kept in a daemon thread, so
-async resources bound to the loop of their first use (``httpx`` pools of LangChain chat models, asyncio locks)
-stay usable from one sync call to the next (a fresh ``asyncio.run`` per call leaves them on a closed loop). It works
-whether or not the calling thread runs a loop (Jupyter, FastAPI); context variables (LangChain callbacks, tracing)
-reach the coroutine.
+"""One async code path, called from sync code: :func:`run_sync` on one persistent background event loop, so
+async resources bound to the loop of their first use stay usable across sync calls (``docs/architecture.md``).
 
 >>> import asyncio
 >>> async def answer() -> int:
@@ -32,68 +27,46 @@ __all__ = ["background_loop", "run_sync"]
 T = TypeVar("T")
 
 
-class _LoopThread:
-    """An event loop running forever in a daemon thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="grapheval-event-loop", daemon=True)
-        self.thread.start()
-        self._ready.wait()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.call_soon(self._ready.set)
-        try:
-            self.loop.run_forever()
-        finally:
-            try:
-                self._cancel_pending()
-                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-                self.loop.run_until_complete(self.loop.shutdown_default_executor())
-            finally:
-                self.loop.close()
-
-    def _cancel_pending(self) -> None:
-        tasks = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-
-    def stop(self, timeout: float = 5.0) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout)
-
-
 _LOCK = threading.Lock()
-_RUNNER: _LoopThread | None = None
+_LOOP: asyncio.AbstractEventLoop | None = None
+_THREAD: threading.Thread | None = None
 _PID: int | None = None
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """Run ``loop`` until it is stopped, then cancel what is left on it and close it."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        try:
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
 
 
 def background_loop() -> asyncio.AbstractEventLoop:
     """The process's background event loop (started on first use; a new one after ``fork``)."""
-    global _RUNNER, _PID
-    runner = _RUNNER
-    if runner is not None and _PID == os.getpid() and runner.thread.is_alive():
-        return runner.loop
+    global _LOOP, _THREAD, _PID
     with _LOCK:
-        if _RUNNER is None or _PID != os.getpid() or not _RUNNER.thread.is_alive():
-            _RUNNER = _LoopThread()  # a forked child inherits no running thread: start its own
-            _PID = os.getpid()
-        return _RUNNER.loop
+        if _LOOP is None or _THREAD is None or _PID != os.getpid() or not _THREAD.is_alive():
+            _LOOP, _PID = asyncio.new_event_loop(), os.getpid()  # a forked child inherits no running thread
+            _THREAD = threading.Thread(target=_serve, args=(_LOOP,), name="grapheval-event-loop", daemon=True)
+            _THREAD.start()
+        return _LOOP
 
 
+@atexit.register
 def _shutdown() -> None:
-    runner = _RUNNER
-    if runner is not None and _PID == os.getpid():
-        runner.stop()
-
-
-atexit.register(_shutdown)
+    if _LOOP is not None and _THREAD is not None and _PID == os.getpid() and not _LOOP.is_closed():
+        _LOOP.call_soon_threadsafe(_LOOP.stop)
+        _THREAD.join(5.0)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

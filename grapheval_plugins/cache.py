@@ -16,16 +16,17 @@ import json
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 __all__ = [
-    "LRU", "CachedKG", "KGCache", "MemoryKGCache", "SQLiteKGCache", "SQLiteStore", "cache_key", "sqlite_transaction",
+    "LRU", "CachedKG", "KGCache", "MemoryKGCache", "SQLiteKGCache", "SQLiteStore", "cache_key", "open_store",
 ]
 
+T = TypeVar("T")
 V = TypeVar("V")
 
 
@@ -61,20 +62,6 @@ class LRU(Generic[V]):
         return len(self._data)
 
 
-@contextmanager
-def sqlite_transaction(path: Path) -> Iterator[sqlite3.Connection]:
-    """One connection to ``path`` for one operation, committed (or rolled back) and closed (``with
-    sqlite3.connect(...)`` alone leaves it open until garbage-collected: a file handle per call)."""
-    conn = sqlite3.connect(path, timeout=30)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        with conn:  # the transaction: commit on success, roll back on an exception
-            yield conn
-    finally:
-        conn.close()
-
-
-
 class SQLiteStore:
     """One table (``TABLE``, of ``COLUMNS``) in one SQLite file, a connection per operation: the on-disk caches."""
 
@@ -88,12 +75,31 @@ class SQLiteStore:
         with self._connect() as conn:
             conn.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} ({self.COLUMNS})")
 
-    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
-        return sqlite_transaction(self.path)
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """One connection for one operation, committed (or rolled back) and closed (``with sqlite3.connect(...)``
+        alone leaves it open until garbage-collected: a file handle per call)."""
+        with closing(sqlite3.connect(self.path, timeout=30)) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+            with conn:  # the transaction: commit on success, roll back on an exception
+                yield conn
 
     def __len__(self) -> int:
         with self._lock, self._connect() as conn:
             return int(conn.execute(f"SELECT COUNT(*) FROM {self.TABLE}").fetchone()[0])
+
+
+def open_store(
+    cache: T | str | Path | bool | None, memory: Callable[[], T], sqlite: Callable[[Path | str], T]
+) -> T | None:
+    """A cache option read one way: ``True`` is ``memory()``, a path ``sqlite(path)``, ``False`` or ``None`` no
+    cache, anything else the store itself."""
+    if cache is True:
+        return memory()
+    if cache is False or cache is None:
+        return None
+    return sqlite(cache) if isinstance(cache, (str, Path)) else cache
+
 
 @dataclass(frozen=True)
 class CachedKG:

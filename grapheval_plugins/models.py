@@ -1,18 +1,16 @@
 """One door for model names: chat models (:func:`resolve_llm`) and scorers (:func:`resolve_scorer`) from objects
-or specs.
+or specs (the specs: ``docs/scorers.md``); :func:`scorer_for` is the one rule for the default scorer.
 
 Chat models: ``None`` (:data:`DEFAULT_LLM`), a LangChain chat model, ``"local:<name or .gguf path>"``,
 ``"bedrock:<model id>"``, ``"<provider>:<model>"`` (``init_chat_model``, needs ``langchain``) or
-``"py:package.module:factory"``. Scorers: the specs of ``docs/scorers.md`` (``"hhem"``, ``"minicheck[:…]"``,
-``"true"``, ``"nli:…"``, ``"hf:…"`` or a bare hub name, ``"judge:local:…"``, ``"judge:<chat model spec>"``,
-``"py:…"``), a Scorer, or a chat model (an LLM judge). A HuggingFace spec takes a revision after ``@`` (read as
-one only when what precedes it is not an existing path). :func:`scorer_for` is the one rule for the default.
+``"py:package.module:factory"``.
 """
 
 from __future__ import annotations
 
 import importlib
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ from .check.base import Scorer
 from .exceptions import ModelLoadError
 
 __all__ = ["DEFAULT_LLM", "DEFAULT_SCORER", "SCORER_ALIASES", "load_judge", "resolve_llm", "resolve_scorer",
-    "scorer_for", "split_revision"]
+    "scorer_for", "scorer_key", "shared_scorer", "split_revision"]
 
 DEFAULT_LLM = "local:qwen2.5-coder-1.5b"
 
@@ -69,6 +67,39 @@ def scorer_for(llm: Any = None, scorer: Any = None) -> Any:
         return f"judge:{llm.strip()}"
     for_judging = getattr(llm, "for_judging", None)  # a model that answers through a fixed schema (Instructor)
     return for_judging() if callable(for_judging) else llm
+
+
+SCORERS: dict[str, Scorer] = {}
+"""The process-wide scorers of :func:`shared_scorer`, by :func:`scorer_key`."""
+_SCORER_LOCKS: dict[str, threading.Lock] = {}
+_LOCK = threading.Lock()
+
+
+def scorer_key(spec: str | None) -> str:
+    """The canonical form of a scorer spec: ``None`` is the default, aliases name their model.
+
+    >>> scorer_key("HHEM") == scorer_key("hhem:vectara/hallucination_evaluation_model")
+    True
+    """
+    text = (spec or DEFAULT_SCORER).strip()
+    text = SCORER_ALIASES.get(text.lower(), text)
+    prefix, sep, rest = text.partition(":")
+    return f"{prefix.lower()}:{rest}" if sep else text
+
+
+def shared_scorer(spec: Any = None) -> Scorer:
+    """The process-wide scorer for ``spec`` (a scorer object as it is): resolved once per canonical spec
+    (:func:`scorer_key`); loads of different specs may run at once."""
+    if spec is not None and not isinstance(spec, str):
+        return resolve_scorer(spec)
+    key = scorer_key(spec)
+    with _LOCK:
+        lock = _SCORER_LOCKS.setdefault(key, threading.Lock())
+    with lock:  # one load per spec; other specs are not held up
+        scorer = SCORERS.get(key)
+        if scorer is None:
+            scorer = SCORERS[key] = resolve_scorer(spec)
+        return scorer
 
 
 def load_judge(spec: str, **options: Any) -> Scorer:
@@ -196,8 +227,7 @@ def resolve_scorer(spec: Any = None, **options: Any) -> Scorer:
             "DeepEvalBaseLLM)"
         )
     spec = spec.strip()
-    prefix, rest = _split(spec)
-    if prefix != "py":
+    if _split(spec)[0] != "py":
         alias, revision = split_revision(spec)
         target = SCORER_ALIASES.get(alias.lower(), alias)
         if revision is not None and _split(target)[0] in _REVISIONED:

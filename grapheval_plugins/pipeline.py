@@ -5,21 +5,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import logging
 import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from . import aggregate, shared
+from . import aggregate
 from ._async import run_sync
 from ._progress import progress_bar, show_bars
-from .cache import KGCache, MemoryKGCache, SQLiteKGCache
+from .cache import KGCache, MemoryKGCache, SQLiteKGCache, open_store
 from .check.base import ClaimScore, Scorer
 from .exceptions import ExtractionError, GraphEvalError, InputError, ScoringError
 from .extract.extractor import TripleExtractor
@@ -33,8 +32,6 @@ from .usage import metered, record
 
 __all__ = ["GraphEval"]
 
-logger = logging.getLogger(__name__)
-
 Passages = tuple[str, ...]
 
 
@@ -42,65 +39,33 @@ _Request = tuple[list[Passages], list[str]]
 """One row's scorer input: ``(contexts, claims)``, one context per claim."""
 
 
-def _pack(sizes: Sequence[int], cap: int) -> list[slice]:
-    """Consecutive slices of requests whose claim counts add up to at most ``cap`` (a larger request goes alone).
-
-    >>> _pack([3, 3, 3, 10, 1], cap=6)
-    [slice(0, 2, None), slice(2, 3, None), slice(3, 4, None), slice(4, 5, None)]
-    """
-    out: list[slice] = []
-    start, total = 0, 0
-    for i, size in enumerate(sizes):
-        if i > start and total + size > cap:
-            out.append(slice(start, i))
-            start, total = i, 0
-        total += size
-    if start < len(sizes):
-        out.append(slice(start, len(sizes)))
-    return out
+_Scored = tuple[list[ClaimScore] | StageError, StageUsage]
+"""One request's scores (or its error) and its share of the chat-model usage."""
 
 
-async def _score_metered(
-    scorer: Scorer, requests: Sequence[_Request]
-) -> tuple[list[list[ClaimScore] | ScoringError], list[StageUsage]]:
-    """Per request, its scores or its :class:`ScoringError` (one joint pass, each alone when that fails), and its
-    share of the chat-model usage (by its claims)."""
-    results: list[list[ClaimScore] | ScoringError] = []
+async def _score_metered(scorer: Scorer, requests: Sequence[_Request]) -> list[_Scored]:
+    """Per request, its scores or its error (one joint pass, each alone when that fails), and its share of the
+    chat-model usage (by its claims)."""
+    results: list[list[ClaimScore] | StageError] = []
     with metered(detached=True) as meter:
         try:
             scores = await scorer.acheck([c for ctxs, _ in requests for c in ctxs],
                                          [c for _, clms in requests for c in clms])
         except ScoringError as exc:
             if len(requests) == 1:  # a lone request is not scored twice
-                results.append(exc)
+                results.append(StageError(stage="check", type=type(exc).__name__, message=str(exc)))
             else:
                 for ctxs, clms in requests:
                     try:
                         results.append(await scorer.acheck(ctxs, clms))
                     except ScoringError as row_exc:
-                        results.append(row_exc)
+                        results.append(StageError(stage="check", type=type(row_exc).__name__, message=str(row_exc)))
         else:
             start = 0
             for ctxs, _ in requests:
                 results.append(scores[start : start + len(ctxs)])
                 start += len(ctxs)
-    return results, meter.usage().split([len(clms) for _, clms in requests])
-
-
-async def _score_rows(
-    scorer: Scorer, requests: Sequence[_Request], max_claims: int
-) -> list[tuple[list[ClaimScore] | StageError, StageUsage]]:
-    """Score rows' requests in passes of at most ``max_claims`` claims (:func:`_pack`); one bad row fails alone.
-    Each request's result comes with its share of the chat-model usage."""
-    results: list[tuple[list[ClaimScore] | StageError, StageUsage]] = []
-    for part in _pack([len(clms) for _, clms in requests], max_claims):
-        scored, shares = await _score_metered(scorer, requests[part])
-        for result, share in zip(scored, shares):
-            if isinstance(result, ScoringError):
-                results.append((StageError(stage="check", type=type(result).__name__, message=str(result)), share))
-            else:
-                results.append((result, share))
-    return results
+    return list(zip(results, meter.usage().split([len(clms) for _, clms in requests])))
 
 
 def _p(score: ClaimScore) -> float | None:
@@ -109,21 +74,21 @@ def _p(score: ClaimScore) -> float | None:
 
 
 class _CheckBatcher:
-    """Gathers concurrent ``aevaluate`` calls' claims into shared scorer passes (one per loop): a pass starts
-    ``max_wait_s`` after the first request or when ``max_claims`` are pending, and takes requests in order."""
+    """Gathers the claims of concurrent calls and of a batch's rows into shared scorer passes (one per loop): a pass
+    starts ``max_wait_s`` after the first request or when ``max_claims`` are pending, and takes requests in order."""
 
     def __init__(self, scorer: Scorer, max_wait_s: float, max_claims: int) -> None:
         self.scorer = scorer
         self.max_wait_s = max_wait_s
         self.max_claims = max_claims
-        self._pending: list[tuple[_Request, asyncio.Future[tuple[list[ClaimScore], StageUsage]]]] = []
+        self._pending: list[tuple[_Request, asyncio.Future[_Scored]]] = []
         self._pending_claims = 0
         self._full = asyncio.Event()
         self._flush_task: asyncio.Task[None] | None = None
 
-    async def submit(self, contexts: list[Passages], claims: list[str]) -> tuple[list[ClaimScore], StageUsage]:
-        """The claims' scores, and this request's share of the pass's chat-model usage."""
-        future: asyncio.Future[tuple[list[ClaimScore], StageUsage]] = asyncio.get_running_loop().create_future()
+    async def submit(self, contexts: list[Passages], claims: list[str]) -> _Scored:
+        """The claims' scores (or their error), and this request's share of the pass's chat-model usage."""
+        future: asyncio.Future[_Scored] = asyncio.get_running_loop().create_future()
         self._pending.append(((contexts, claims), future))
         self._pending_claims += len(claims)
         if self._pending_claims >= self.max_claims:
@@ -132,10 +97,18 @@ class _CheckBatcher:
             self._flush_task = asyncio.ensure_future(self._flush())
         return await future
 
-    def _take(self) -> list[tuple[_Request, asyncio.Future[tuple[list[ClaimScore], StageUsage]]]]:
+    async def score(self, requests: Sequence[_Request]) -> list[_Scored]:
+        """:meth:`submit` every request at once: they go to the passes in order."""
+        return list(await asyncio.gather(*(self.submit(*request) for request in requests)))
+
+    def _take(self) -> list[tuple[_Request, asyncio.Future[_Scored]]]:
+        """The next pass: pending requests in order while their claims fit ``max_claims`` (a larger one alone)."""
         pending = [item for item in self._pending if not item[1].done()]  # drop callers that were cancelled
-        first = _pack([len(req[1]) for req, _ in pending], self.max_claims)[:1]
-        cut = first[0].stop if first else 0
+        cut, total = 0, 0
+        for (_, claims), _ in pending:
+            if cut and total + len(claims) > self.max_claims:
+                break
+            cut, total = cut + 1, total + len(claims)
         batch, self._pending = pending[:cut], pending[cut:]
         self._pending_claims = sum(len(req[1]) for req, _ in self._pending)
         if self._pending_claims < self.max_claims:
@@ -153,41 +126,31 @@ class _CheckBatcher:
             if not batch:
                 continue
             try:
-                results, shares = await _score_metered(self.scorer, [req for req, _ in batch])
-            except BaseException as exc:  # never leave a caller waiting on a future nobody will resolve
+                results = await _score_metered(self.scorer, [req for req, _ in batch])
+            except Exception as exc:  # noqa: BLE001 - never leave a caller waiting on a future nobody resolves
                 for _, future in batch:
                     if not future.done():
-                        if isinstance(exc, Exception):
-                            future.set_exception(exc)
-                        else:  # cancelled (loop shutdown, KeyboardInterrupt): the waiters are cancelled too
-                            future.cancel()
-                if not isinstance(exc, Exception):
-                    for _, future in self._pending:  # nothing will serve the rest either
-                        future.cancel()
-                    self._pending, self._pending_claims = [], 0
-                    raise
+                        future.set_exception(exc)
                 continue
-            for (_, future), result, share in zip(batch, results, shares):
-                if future.done():  # the caller was cancelled while waiting
-                    continue
-                if isinstance(result, ScoringError):
-                    future.set_exception(result)
-                else:
-                    future.set_result((result, share))
+            except BaseException:  # cancelled (loop shutdown, KeyboardInterrupt): every waiter is cancelled too
+                for _, future in [*batch, *self._pending]:
+                    future.cancel()
+                self._pending, self._pending_claims = [], 0
+                raise
+            for (_, future), result in zip(batch, results):
+                if not future.done():  # else the caller was cancelled while waiting
+                    future.set_result(result)
+
+
+ENGINES: dict[Hashable, GraphEval] = {}
+"""The engines of :meth:`GraphEval.shared` over spec strings; ``ENGINES_BY_OBJECT``: over model objects."""
+ENGINES_BY_OBJECT: weakref.WeakValueDictionary[Hashable, GraphEval] = weakref.WeakValueDictionary()
+_ENGINES_LOCK = threading.Lock()
 
 
 class GraphEval:
-    """Knowledge-graph based hallucination detection (GraphEval, Sansford et al. 2024).
-
-    1. **Extract**: one chat-model call turns the output (never the context) into ``[entity, relation, entity]``
-       triples (prompt A).
-    2. **Check**: each triple, read as a sentence, is scored against the context: P(unsupported). Under the default
-       ``rule="hybrid"`` the whole output is scored too, as one more claim.
-    3. **Aggregate**: a decision rule (:mod:`grapheval_plugins.aggregate`) gives P(hallucination) and its account
-       (``report.decision``). The output is a hallucination iff P(hallucination) > ``hallucination_threshold``;
-       ``score = 1 − P(hallucination)`` (1 = faithful).
-
-    ``mode="raw"`` skips extraction and scores the whole output as one claim: the paper's baseline.
+    """Knowledge-graph based hallucination detection (GraphEval, Sansford et al. 2024): the output's triples,
+    each scored against the context, decided by a rule (the method: ``docs/concepts.md``).
 
     Args:
         llm: a LangChain chat model or a spec for :func:`~grapheval_plugins.models.resolve_llm`; ``None``: the
@@ -288,7 +251,7 @@ class GraphEval:
         self.hybrid_weights = hybrid_weights
         self.prompt = prompt
         self.max_retries = max_retries
-        self.cache = self._make_cache(cache)
+        self.cache = open_store(cache, MemoryKGCache, SQLiteKGCache)
         self.score_cache = make_score_cache(score_cache)
         self.fidelity: aggregate.FidelityOption = fidelity
         self.max_concurrency = max_concurrency
@@ -299,7 +262,7 @@ class GraphEval:
         self.batch_wait_s = batch_wait_s
         self.max_batch_claims = max_batch_claims
         self.retry = retry
-        self._resolve_lock = threading.Lock()
+        self._resolve_lock = threading.RLock()  # the extractor resolves the llm under it
         self._origin: GraphEval | None = None
         self._views: dict[float, GraphEval] = {}
         self._llm: Any = None
@@ -327,13 +290,24 @@ class GraphEval:
         >>> GraphEval.shared(scorer="hhem") is GraphEval.shared(scorer="hhem:vectara/hallucination_evaluation_model")
         True
         """
-        if mode not in ("graph", "raw"):
-            raise InputError("mode", f"must be 'graph' or 'raw', got {mode!r}")
+        from .models import DEFAULT_LLM, scorer_for, scorer_key
+
         decision_rule = aggregate.get_rule(aggregate.rule_argument(rule, method, "GraphEval.shared"))
         value = aggregate.check_threshold(0.5 if hallucination_threshold is None else hallucination_threshold)
-        engine = shared.engine_slot(
-            llm, scorer, (mode, decision_rule), lambda: cls(llm=llm, scorer=scorer, mode=mode, rule=decision_rule)
+        judge = scorer_for(llm, scorer)
+        key = (
+            DEFAULT_LLM if llm is None else llm.strip() if isinstance(llm, str) else ("object", id(llm)),
+            scorer_key(judge) if judge is None or isinstance(judge, str) else ("object", id(judge)),
+            mode,
+            decision_rule,
         )
+        # Over spec strings (compared by value) for the process, over model objects (by identity) while held.
+        by_value = all(spec is None or isinstance(spec, str) for spec in (llm, scorer))
+        store: MutableMapping[Hashable, GraphEval] = ENGINES if by_value else ENGINES_BY_OBJECT
+        with _ENGINES_LOCK:
+            engine = store.get(key)
+            if engine is None:
+                engine = store[key] = cls(llm=llm, scorer=scorer, mode=mode, rule=decision_rule)
         return engine.with_options(hallucination_threshold=value)
 
     def with_options(self, *, hallucination_threshold: float | None = None) -> GraphEval:
@@ -383,16 +357,6 @@ class GraphEval:
                       stacklevel=2)
         return self._hallucination_threshold
 
-    @staticmethod
-    def _make_cache(cache: KGCache | str | Path | bool | None) -> KGCache | None:
-        if cache is True:
-            return MemoryKGCache()
-        if cache is False or cache is None:
-            return None
-        if isinstance(cache, (str, Path)):
-            return SQLiteKGCache(cache)
-        return cache
-
     # ----------------------------------------------------------------- models (resolved lazily)
     def _resolved(self, name: str, resolve: Callable[[], Any]) -> Any:
         """``self._<name>``, resolved once: the origin's for a view, else ``resolve()`` under the lock."""
@@ -420,24 +384,19 @@ class GraphEval:
     def scorer(self) -> Scorer:
         """The scorer (resolved on first access)."""
         def resolve() -> Scorer:
-            from .models import scorer_for
+            from .models import scorer_for, shared_scorer
 
-            return shared.shared_scorer(scorer_for(self._llm_spec, self._scorer_spec))
+            return shared_scorer(scorer_for(self._llm_spec, self._scorer_spec))
 
         scorer: Scorer = self._resolved("scorer", resolve)
         return scorer
 
     @property
     def extractor(self) -> TripleExtractor:
-        if self._extractor is None:
-            llm = self.llm
-            with self._resolve_lock:
-                if self._extractor is None:
-                    self._extractor = TripleExtractor(
-                        llm, prompt=self.prompt, max_retries=self.max_retries, cache=self.cache,
-                        retry=self.retry,
-                    )
-        return self._extractor
+        """The triple extractor over :attr:`llm` (made on first access)."""
+        extractor: TripleExtractor = self._resolved("extractor", lambda: TripleExtractor(
+            self.llm, prompt=self.prompt, max_retries=self.max_retries, cache=self.cache, retry=self.retry))
+        return extractor
 
     async def _aget(self, name: str) -> Any:
         """The model property ``name``, resolved in a worker thread the first time (never blocking the loop)."""
@@ -508,12 +467,10 @@ class GraphEval:
         >>> GraphEval(scorer="hhem").decision_rule()[0].name
         'paper'
         """
-        if self.mode == "raw":
-            return aggregate.PAPER, None
-        if not self.rule.needs.weights:
-            return self.rule, None
         weights = self.decision_weights()
-        return (self.rule, weights) if weights is not None else (aggregate.PAPER, None)
+        if self.mode == "raw" or (self.rule.needs.weights and weights is None):
+            return aggregate.PAPER, None
+        return self.rule, weights
 
     def decision_weights(self) -> aggregate.HybridWeights | None:
         """The weights of this engine's rule (``hybrid_weights``, else fitted for its scorer, prompt and fidelity);
@@ -574,30 +531,11 @@ class GraphEval:
         Raises:
             InputError: the context or output is missing, empty or of the wrong type.
         """
-        sample = Sample.of(context, output, id)
-        t0 = time.perf_counter()
-        extraction, claims, error, usage = await self._extract_metered(sample, config)
-        if error is not None:
-            return self._with_usage(self._error_report(sample, extraction, error, {"total": time.perf_counter() - t0}),
-                                    usage)
-        batcher = await self._batcher()
-        t1 = time.perf_counter()
-        try:
-            scores, usage["check"] = await batcher.submit(*self._request(sample, claims))
-            record(usage["check"])
-            round_trip: dict[int, ClaimScore] = {}
-            while todo := self._round_trip_next(claims, scores, round_trip):
-                got, share = await batcher.submit([(sample.output,)] * len(todo), [claims[i][0] for i in todo])
-                usage["fidelity"] = usage.get("fidelity", StageUsage()) + share
-                record(share)
-                round_trip.update(zip(todo, got))
-        except ScoringError as exc:
-            err = StageError(stage="check", type=type(exc).__name__, message=str(exc))
-            return self._with_usage(self._error_report(sample, extraction, err, {"total": time.perf_counter() - t0}),
-                                    usage)
-        t2 = time.perf_counter()
-        timings = {"extract": t1 - t0, "check": t2 - t1, "total": t2 - t0}
-        return self._with_usage(self._report(sample, extraction, claims, scores, round_trip, timings), usage)
+        row = await self._extract_row(Sample.of(context, output, id), config)
+        if isinstance(row, Report):
+            return row
+        [report] = await self._check_group([row])
+        return report
 
     def evaluate_many(self, rows: Iterable[Any], **options: Any) -> list[Report]:
         """Check many rows. See :meth:`aevaluate_many`."""
@@ -673,28 +611,19 @@ class GraphEval:
             try:
                 samples.append((i, to_sample(row, where[i], context_key, output_key, id_key)))
             except InputError as exc:
-                report = results[i] = self._input_error_report(row, exc, output_key, id_key)
+                output, rid = (row.get(output_key), row.get(id_key)) if isinstance(row, dict) else (None, None)
+                report = results[i] = Report(
+                    output=output if isinstance(output, str) else "", mode=self.mode,
+                    hallucination_threshold=self.hallucination_threshold, id=None if rid is None else str(rid),
+                    errors=[StageError(stage="input", type="InputError", message=str(exc))],
+                )
                 if on_row is not None:
                     on_row(i, report)
         semaphore = asyncio.Semaphore(self.max_concurrency)
 
         async def extract(i: int, sample: Sample) -> None:
             async with semaphore:
-                t0 = time.perf_counter()
-                extraction, claims, error, usage = await self._extract_metered(sample, config)
-                seconds = time.perf_counter() - t0
-            result: Report | ExtractedRow
-            if error is not None:
-                result = self._with_usage(
-                    self._error_report(sample, extraction, error, {"extract": seconds, "total": seconds}), usage)
-            else:
-                result = ExtractedRow(
-                    id=sample.id, context=sample.context, passages=list(sample.passages), output=sample.output,
-                    extraction=extraction,
-                    claims=claims, llm=None if self.mode == "raw" else self.extractor.llm_id,
-                    extract_seconds=seconds, usage=usage,
-                )
-            results[i] = result
+                result = results[i] = await self._extract_row(sample, config)
             if on_row is not None:
                 on_row(i, result)
 
@@ -720,36 +649,29 @@ class GraphEval:
         reports: list[Report] = []
         for start in range(0, len(rows), self.check_batch_rows):
             group = rows[start : start + self.check_batch_rows]
-            pairs = [(Sample(r.context, r.output, r.id, tuple(r.passages)), self._with_whole_output(r.output, r.claims))
-                     for r in group]
-            t0 = time.perf_counter()
-            results, usages = await self._check_group(pairs)
-            share = (time.perf_counter() - t0) / max(1, len(group))
-            for row, (sample, claims), result, usage in zip(group, pairs, results, usages):
-                timings = {"extract": row.extract_seconds, "check": share, "total": row.extract_seconds + share}
-                if isinstance(result, StageError):
-                    report = self._error_report(sample, row.extraction, result, timings)
-                else:
-                    report = self._report(sample, row.extraction, claims, *result, timings)
-                report = self._with_usage(report, {**row.usage, **usage})
-                reports.append(report if report.llm == row.llm else report.model_copy(update={"llm": row.llm}))
+            reports += await self._check_group(group)
             if on_group is not None:
                 on_group(len(group))
         return reports
 
     # ----------------------------------------------------------------- stages
-    async def _extract_metered(
-        self, sample: Sample, config: RunnableConfig | None
-    ) -> tuple[Extraction | None, list[tuple[str, Triple | None]], StageError | None, dict[str, StageUsage]]:
-        """:meth:`_extract_claims`, with the chat-model usage of the extraction (``{}`` in raw mode)."""
+    async def _extract_row(self, sample: Sample, config: RunnableConfig | None) -> Report | ExtractedRow:
+        """Stage 1 for one row: its claims, with the extraction's chat-model usage (``{}`` in raw mode), or its
+        final report when extraction failed."""
+        t0 = time.perf_counter()
         with metered() as meter:
             extraction, claims, error = await self._extract_claims(sample, config)
-        return extraction, claims, error, {} if self.mode == "raw" else {"extract": meter.usage()}
-
-    @staticmethod
-    def _with_usage(report: Report, usage: dict[str, StageUsage]) -> Report:
-        report.usage = usage
-        return report
+        seconds = time.perf_counter() - t0
+        usage = {} if self.mode == "raw" else {"extract": meter.usage()}
+        if error is not None:
+            report = self._error_report(sample, extraction, error, {"extract": seconds, "total": seconds})
+            report.usage = usage
+            return report
+        return ExtractedRow(
+            id=sample.id, context=sample.context, passages=list(sample.passages), output=sample.output,
+            extraction=extraction, claims=claims, llm=None if self.mode == "raw" else self.extractor.llm_id,
+            extract_seconds=seconds, usage=usage,
+        )
 
     async def _extract_claims(
         self, sample: Sample, config: RunnableConfig | None
@@ -794,11 +716,6 @@ class GraphEval:
             out.append((output, None))
         return out
 
-    @staticmethod
-    def _request(sample: Sample, claims: Sequence[tuple[str, Triple | None]]) -> _Request:
-        """One row's scorer input: every claim against the context."""
-        return [sample.passages] * len(claims), [c for c, _ in claims]
-
     def _round_trip_next(
         self, claims: Sequence[tuple[str, Triple | None]], scores: Sequence[ClaimScore],
         round_trip: dict[int, ClaimScore],
@@ -819,11 +736,8 @@ class GraphEval:
         kept: list[tuple[tuple[str, Triple | None], ClaimScore]] = []
         notes: list[str] = []
         for i, ((claim, triple), score) in enumerate(zip(claims, scores)):
-            if triple is None or i not in round_trip:
-                kept.append(((claim, triple), score))
-                continue
-            p = _p(round_trip[i])
-            if aggregate.faithful_to_output(p):
+            p = _p(round_trip[i]) if i in round_trip else None
+            if triple is None or aggregate.faithful_to_output(p):
                 kept.append(((claim, triple), score))
             else:
                 notes.append(f"fidelity: dropped {triple.as_list()}: the output does not support it "
@@ -833,35 +747,46 @@ class GraphEval:
             notes.append(f"fidelity: all {n_triples} triple(s) dropped; the whole output is decided as one claim")
         return [c for c, _ in kept], [s for _, s in kept], notes
 
-    async def _check_group(
-        self, group: Sequence[tuple[Sample, list[tuple[str, Triple | None]]]]
-    ) -> tuple[list[tuple[list[ClaimScore], dict[int, ClaimScore]] | StageError], list[dict[str, StageUsage]]]:
-        """Per row: its claims' scores and fidelity scores by claim index (or its error), and its usage by stage."""
-        scorer = await self._acheck_scorer()
-        scored = await _score_rows(scorer, [self._request(s, claims) for s, claims in group], self.max_batch_claims)
+    async def _check_group(self, rows: Sequence[ExtractedRow]) -> list[Report]:
+        """Stages 2 and 3 for rows scored together: their claims, then the fidelity round trips."""
+        pairs = [(Sample(r.context, r.output, r.id, tuple(r.passages)), self._with_whole_output(r.output, r.claims))
+                 for r in rows]
+        score = (await self._batcher()).score
+        t0 = time.perf_counter()
+        scored = await score([([sample.passages] * len(claims), [c for c, _ in claims]) for sample, claims in pairs])
         results: list[tuple[list[ClaimScore], dict[int, ClaimScore]] | StageError] = [
             (scores, {}) if not isinstance(scores, StageError) else scores for scores, _ in scored
         ]
         usages: list[dict[str, StageUsage]] = [{"check": share} for _, share in scored]
         while True:
-            todo = [(row, self._round_trip_next(group[row][1], result[0], result[1]))
+            todo = [(row, self._round_trip_next(pairs[row][1], result[0], result[1]))
                     for row, result in enumerate(results) if not isinstance(result, StageError)]
             todo = [(row, indices) for row, indices in todo if indices]
             if not todo:
-                for usage in usages:
-                    record(sum(usage.values(), StageUsage()))
-                return results, usages
+                break
             requests: list[_Request] = [
-                ([(group[row][0].output,)] * len(indices), [group[row][1][i][0] for i in indices])
+                ([(pairs[row][0].output,)] * len(indices), [pairs[row][1][i][0] for i in indices])
                 for row, indices in todo
             ]
-            for (row, indices), (got, share) in zip(todo, await _score_rows(scorer, requests, self.max_batch_claims)):
+            for (row, indices), (got, share) in zip(todo, await score(requests)):
                 usages[row]["fidelity"] = usages[row].get("fidelity", StageUsage()) + share
                 result = results[row]
                 if isinstance(got, StageError):
                     results[row] = got
                 elif not isinstance(result, StageError):
                     result[1].update(zip(indices, got))
+        seconds = (time.perf_counter() - t0) / max(1, len(rows))
+        reports: list[Report] = []
+        for extracted, (sample, claims), result, usage in zip(rows, pairs, results, usages):
+            record(sum(usage.values(), StageUsage()))
+            timings = {"extract": extracted.extract_seconds, "check": seconds, "total": extracted.extract_seconds + seconds}
+            if isinstance(result, StageError):
+                report = self._error_report(sample, extracted.extraction, result, timings)
+            else:
+                report = self._report(sample, extracted.extraction, claims, *result, timings)
+            report.usage = {**extracted.usage, **usage}
+            reports.append(report if report.llm == extracted.llm else report.model_copy(update={"llm": extracted.llm}))
+        return reports
 
     # ----------------------------------------------------------------- reports
     def _names(self) -> tuple[str | None, str | None]:
@@ -935,17 +860,6 @@ class GraphEval:
             timings=timings,
             errors=unjudged,
             id=sample.id,
-        )
-
-    def _input_error_report(self, row: Any, exc: InputError, output_key: str, id_key: str) -> Report:
-        rid = row.get(id_key) if isinstance(row, dict) else None
-        output = row.get(output_key) if isinstance(row, dict) else None
-        return Report(
-            output=output if isinstance(output, str) else "",
-            mode=self.mode,
-            hallucination_threshold=self.hallucination_threshold,
-            id=None if rid is None else str(rid),
-            errors=[StageError(stage="input", type="InputError", message=str(exc))],
         )
 
     def _error_report(

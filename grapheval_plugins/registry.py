@@ -11,15 +11,16 @@ True
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from . import aggregate
+from . import aggregate, models, pipeline
 from .exceptions import InputError
+from .models import scorer_key, shared_scorer
 from .pipeline import GraphEval
-from .shared import LOCK, clear, scorer_key, shared_scorer
 from .types import Mode
 
 __all__ = ["EngineOptions", "clear_shared", "engine_options", "scorer_key", "shared_adapter", "shared_engine",
@@ -27,6 +28,7 @@ __all__ = ["EngineOptions", "clear_shared", "engine_options", "scorer_key", "sha
 
 T = TypeVar("T")
 
+_LOCK = threading.RLock()  # a factory may ask for another adapter
 _ADAPTERS: weakref.WeakValueDictionary[tuple[str, Any], Any] = weakref.WeakValueDictionary()
 _ADAPTERS_BY_NAME: dict[tuple[str, Any], Any] = {}
 
@@ -41,7 +43,7 @@ def shared_adapter(kind: str, host_object: Any, factory: Callable[[Any], T]) -> 
     named = isinstance(host_object, str)
     store: MutableMapping[tuple[str, Any], Any] = _ADAPTERS_BY_NAME if named else _ADAPTERS
     key = (kind, host_object if named else id(host_object))  # an adapter holds its object: the id stays its own
-    with LOCK:
+    with _LOCK:
         hit = store.get(key)
         if hit is None:
             hit = store[key] = factory(host_object)
@@ -50,10 +52,9 @@ def shared_adapter(kind: str, host_object: Any, factory: Callable[[Any], T]) -> 
 
 def clear_shared() -> None:
     """Forget every shared engine, scorer and adapter (their models are freed once nothing else holds them)."""
-    with LOCK:
-        clear()
-        _ADAPTERS.clear()
-        _ADAPTERS_BY_NAME.clear()
+    with _LOCK:
+        for store in (pipeline.ENGINES, pipeline.ENGINES_BY_OBJECT, models.SCORERS, _ADAPTERS, _ADAPTERS_BY_NAME):
+            store.clear()
 
 
 # --------------------------------------------------------------------- what an adapter was given

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from .cache import LRU, SQLiteStore, cache_key
+from .cache import LRU, SQLiteStore, cache_key, open_store
 from .check.base import ClaimScore, Scorer
 
 __all__ = [
@@ -72,24 +72,20 @@ class ScoreCache(Protocol):
     def set_many(self, items: Mapping[ScoreKey, ClaimScore]) -> None: ...
 
 
-class MemoryScoreCache:
+class MemoryScoreCache(LRU[ClaimScore]):
     """A bounded in-process LRU cache of claim scores."""
 
     def __init__(self, max_entries: int = 100_000) -> None:
-        self.max_entries = max_entries
-        self._data: LRU[ClaimScore] = LRU(max_entries)
+        super().__init__(max_entries)
 
     def get_many(self, keys: Sequence[ScoreKey]) -> dict[ScoreKey, ClaimScore]:
-        found = ((key, self._data.get(key.digest())) for key in keys)
+        found = ((key, self.get(key.digest())) for key in keys)
         return {key: value for key, value in found if value is not None}
 
     def set_many(self, items: Mapping[ScoreKey, ClaimScore]) -> None:
         for key, value in items.items():
             if value.error is None:
-                self._data.put(key.digest(), value)
-
-    def __len__(self) -> int:
-        return len(self._data)
+                self.put(key.digest(), value)
 
 
 class SQLiteScoreCache(SQLiteStore):
@@ -147,15 +143,10 @@ def make_score_cache(cache: ScoreCache | str | Path | bool | None) -> ScoreCache
     >>> make_score_cache(None) is None, type(make_score_cache(True)).__name__
     (True, 'MemoryScoreCache')
     """
-    if cache is True:
-        return MemoryScoreCache()
-    if cache is False or cache is None:
-        return None
-    if isinstance(cache, (str, Path)):
-        return SQLiteScoreCache(cache)
-    if not isinstance(cache, ScoreCache):
+    store = open_store(cache, MemoryScoreCache, SQLiteScoreCache)
+    if store is not None and not isinstance(store, ScoreCache):
         raise TypeError(f"score_cache: expected a bool, a path or a ScoreCache, got {type(cache).__name__}")
-    return cache
+    return store
 
 
 class CachedScorer(Scorer):
@@ -187,7 +178,10 @@ class CachedScorer(Scorer):
         """``inner``'s, uncached (the cache holds whole claim scores)."""
         return self.inner.predict_support(pairs)
 
-    def _keys(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ScoreKey]:
+    def _plan(
+        self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]
+    ) -> tuple[list[ScoreKey], dict[ScoreKey, ClaimScore], list[int]]:
+        """The keys, the scores found, and the positions to score (one per missing key)."""
         if len(contexts) != len(claims):
             raise ValueError("contexts and claims must have the same length")
         name, fingerprint = self.inner.name, self.inner.fingerprint()
@@ -198,13 +192,6 @@ class CachedScorer(Scorer):
             if passages not in hashes:
                 hashes[passages] = premise_hash(passages)
             keys.append(ScoreKey(name, fingerprint, hashes[passages], claim))
-        return keys
-
-    def _plan(
-        self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]
-    ) -> tuple[list[ScoreKey], dict[ScoreKey, ClaimScore], list[int]]:
-        """The keys, the scores found, and the positions to score (one per missing key)."""
-        keys = self._keys(contexts, claims)
         found = self.cache.get_many(list(dict.fromkeys(keys)))
         todo: dict[ScoreKey, int] = {}
         for i, key in enumerate(keys):

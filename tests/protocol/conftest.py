@@ -21,11 +21,11 @@ PAPER_MODEL = "anthropic.claude-v2"
 @pytest.fixture(autouse=True)
 def _fresh_shared_models() -> Iterator[None]:
     """Scorers built from specs are shared per process; each test's server has its own port, so none is kept."""
-    from grapheval_plugins import shared
+    from grapheval_plugins import registry
 
-    shared.clear()
+    registry.clear_shared()
     yield
-    shared.clear()
+    registry.clear_shared()
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ ENV = "GRAPHEVAL_MODEL_QWEN2_5_CODER_1_5B"
 
 
 def keys(scorer) -> object:  # type: ignore[no-untyped-def]
-    return CachedScorer(scorer, MemoryScoreCache())._keys(["The council voted."], ["The council voted"])
+    return CachedScorer(scorer, MemoryScoreCache())._plan(["The council voted."], ["The council voted"])[0]
 
 
 def judge(model: str = "qwen2.5-coder-1.5b", n_ctx: int = 4096, **options: object) -> LocalJudgeScorer:
