@@ -303,7 +303,7 @@ class GraphCorrect:
 
         tally = Tally()
         strategy = strategy_for(
-            _STRATEGY_MODULE_NAMES.get(self.strategy, self.strategy), batch_step1=self.batch_step1, evidence_sentences=self.evidence_sentences,
+            self.strategy, batch_step1=self.batch_step1, evidence_sentences=self.evidence_sentences,
             direct_fallback=self.direct_fallback,
         )
         editor = await asyncio.to_thread(self._editor)  # resolving a correction model never blocks the loop
@@ -515,9 +515,6 @@ class GraphCorrect:
 
 STRATEGIES: tuple[CorrectionMethod, ...] = ("constrained", "paper", "evidence", "direct")
 """The correction strategies, by name (``GraphCorrect(strategy=...)``)."""
-
-_STRATEGY_MODULE_NAMES: dict[str, CorrectionMethod] = {"paper": "graph"}
-"""The name :func:`~.strategies.strategy_for` knows a strategy by, where it differs."""
 
 
 def strategy_argument(strategy: Any, method: Any = None, owner: str = "GraphCorrect") -> CorrectionMethod:
