@@ -25,7 +25,6 @@ from ..pipeline import GraphEval
 from ..retry import RetryPolicy
 from ..types import ExtractedRow, Extraction, Report, StageError, StageUsage, Triple, total_usage
 from ..usage import metered
-from .batch import error_report, extraction_calls
 from .guard import Guard, GuardMode, Tally
 from .prompts import CORRECTION_PROMPTS, CorrectionPrompts
 from .strategies import Editor, Round, strategy_for
@@ -410,7 +409,7 @@ class GraphCorrect:
         async def one(index: int, row: Any, detection: Report) -> CorrectionReport:
             try:
                 if not detection.ok:
-                    return error_report(self.strategy, self.prompts.version, row, output_key, detection, None)
+                    return self._error_report(row, output_key, detection, None)
                 sample = to_sample(row, index, context_key, output_key, id_key)
                 async with semaphore:
                     return await self.acorrect(
@@ -421,7 +420,7 @@ class GraphCorrect:
             except Exception as exc:  # noqa: BLE001 - one failing row never stops the batch
                 logger.warning("correction of row %d failed: %s", index, exc)
                 error = StageError(stage="correct", type=type(exc).__name__, message=str(exc))
-                return error_report(self.strategy, self.prompts.version, row, output_key, detection, error)
+                return self._error_report(row, output_key, detection, error)
             finally:
                 bar.update(1)
 
@@ -429,6 +428,27 @@ class GraphCorrect:
             return list(await asyncio.gather(*(one(i, r, d) for i, (r, d) in enumerate(zip(rows, detections)))))
         finally:
             bar.close()
+
+    def _error_report(self, row: Any, output_key: str, detection: Report, error: StageError | None) -> CorrectionReport:
+        """The report of a row that could not be corrected: the output unchanged, the errors recorded."""
+        output = (
+            row.get(output_key)
+            if isinstance(row, dict)
+            else (row[1] if isinstance(row, (tuple, list)) and len(row) == 2 else None)
+        )
+        text = output.strip() if isinstance(output, str) else detection.output
+        return CorrectionReport(
+            original=text,
+            corrected=text,
+            method=self.strategy,
+            status="error",
+            flagged=detection.hallucinated,
+            detection=detection,
+            detection_llm_calls=extraction_calls(detection),
+            prompt_version=self.prompts.version,
+            errors=list(detection.errors) + ([error] if error is not None else []),
+            id=detection.id,
+        )
 
     async def _recheck_in_place(
         self, passages: Sequence[str], output: str, triples: list[Triple], before: Report, rid: str | None
@@ -520,6 +540,11 @@ def strategy_argument(strategy: Any, method: Any = None, owner: str = "GraphCorr
 
 def _canonical(strategy: Any) -> Any:
     return "paper" if strategy == "graph" else strategy
+
+
+def extraction_calls(report: Report | None) -> int:
+    """The chat-model calls the extraction behind ``report`` made (0 for none, a cached graph or raw mode)."""
+    return 0 if report is None or report.extraction is None else report.extraction.attempts
 
 
 def _without(spent: StageUsage, part: StageUsage) -> StageUsage:

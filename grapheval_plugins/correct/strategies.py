@@ -413,7 +413,7 @@ class ConstrainedStrategy:
                 continue
             start, end = sentence_at(current, value.start)
             sentence = current[start:end]
-            near = _SentenceClaim(sentence)
+            near = Triple(subject=sentence, relation="", object="")  # all its words anchor the evidence
             evidence = closest_sentences(job.ctx, near, k=3) + " " + closest_sentences(
                 job.ctx, near, k=CONTEXT_SENTENCES)
             options = [_like(o, value.text) for o in same_kind_values(value, evidence, limit=RESTATE_OPTIONS)]
@@ -476,7 +476,7 @@ class ConstrainedStrategy:
         if rewrite is None:  # not a rewrite of the output (a copy of the context, a cut, a summary)
             return current, change
         found = text_changes(current, rewrite, words_only=True)
-        problems = [self._problem(c.edit, job.ctx) for c in found]
+        problems = [self._problem(c, job.ctx) for c in found]
         kept = [c for c, problem in zip(found, problems) if problem is None]
         if not kept:
             change.reason = f"the Direct Prompt's rewrite: {next((p for p in problems if p), 'no word changed')}"
@@ -489,7 +489,7 @@ class ConstrainedStrategy:
             return current, change
         made = best[1]
         change.applied = True
-        _made_in(after, made.edit)
+        _made_in(after, made)
         return made.apply(current), change
 
     @staticmethod
@@ -712,15 +712,6 @@ def _made_in(triples: list[Triple], edit: Edit) -> None:
         replaced = replace_value(triple, edit.old, edit.new)
         if replaced is not None:
             triples[i] = replaced
-
-
-@dataclass(frozen=True)
-class _SentenceClaim:
-    """An output sentence as the anchor of :func:`~grapheval_plugins.text.closest_sentences` (all its words)."""
-
-    subject: str
-    relation: str = ""
-    object: str = ""
 
 
 def _like(value: str, written: str) -> str:
