@@ -257,22 +257,16 @@ class GraphCorrect:
             "prompt_version": self.prompts.version,
             "id": rid,
         }
-        if not report.ok:
+        if not report.hallucinated:  # detection failed (no verdict), or found nothing to correct
+            ok = report.ok
             return CorrectionReport(
                 **common,
                 corrected=original,
-                status="error",
-                errors=list(report.errors),
-                timings={"detect": t_detect, "total": time.perf_counter() - t0},
-            )
-        if not report.hallucinated:
-            return CorrectionReport(
-                **common,
-                corrected=original,
-                status="unflagged",
-                flagged=False,
-                passed=True,
-                rouge=self._rouge(original, original),
+                status="unflagged" if ok else "error",
+                flagged=False if ok else None,
+                passed=True if ok else None,
+                rouge=self._rouge(original, original) if ok else None,
+                errors=[] if ok else list(report.errors),
                 timings={"detect": t_detect, "total": time.perf_counter() - t0},
             )
 
