@@ -219,7 +219,7 @@ class CorrectionPrompts:
 
     def __post_init__(self) -> None:
         for slot in dataclasses.fields(self):  # each prompt declares the placeholders of the default it replaces
-            lacking = [f for f in slot.default.fields if f not in getattr(self, slot.name).fields]
+            lacking = [f for f in getattr(type(self), slot.name).fields if f not in getattr(self, slot.name).fields]
             if lacking:
                 raise ValueError(f"CorrectionPrompts.{slot.name} must declare the placeholder(s) {lacking}")
 
