@@ -595,7 +595,7 @@ class ConstrainedStrategy:
 
     @staticmethod
     async def _unsupported(
-        editor: Editor, job: Round, new: Triple, before: float | None, strict: bool = False, paired: bool = False
+        editor: Editor, job: Round, new: Triple, before: float, strict: bool = False, paired: bool = False
     ) -> str | None:
         """Why a corrected triple is not taken after scoring it against the context (``None``: it is taken), given
         the flagged triple's P(unsupported) ``before``. ``strict``: a change of something other than a value;
@@ -607,17 +607,17 @@ class ConstrainedStrategy:
             return "scoring the corrected triple failed: it is not verified, not taken"
         threshold = engine.hallucination_threshold
         job.verified[new] = p
-        if before is not None and before <= threshold and p >= before:  # a stand-in triple
+        if before <= threshold and p >= before:  # a stand-in triple
             return (f"the corrected triple is no less unsupported than the unflagged triple it corrects "
                     f"(P(unsupported) = {p:.2f}, the triple's {before:.2f})")
-        if p <= threshold or (strict and paired and before is not None and p <= before - MINIMAL_PAIR_MARGIN):
+        if p <= threshold or (strict and paired and p <= before - MINIMAL_PAIR_MARGIN):
             return None
         if strict:
             return (f"the corrected triple changes more than a value and is not supported by the context "
                     f"(P(unsupported) = {p:.2f})")
-        if before is None or p >= before:
-            was = "" if before is None else f", the flagged triple's {before:.2f}"
-            return f"the corrected triple is not supported by the context either (P(unsupported) = {p:.2f}{was})"
+        if p >= before:
+            return (f"the corrected triple is not supported by the context either (P(unsupported) = {p:.2f}, "
+                    f"the flagged triple's {before:.2f})")
         return None
 
     @staticmethod
