@@ -187,6 +187,12 @@ async def _ask(
     return answer if answer.strip() else None
 
 
+def _whole_output(job: Round, claim: ClaimCheck, kind: CorrectionMethod = "graph") -> TripleChange:
+    """The change recorded for a flagged claim without a triple (the extraction fell back to the whole output)."""
+    reason = "whole-output claim: no triple was extracted, so there is nothing to correct"
+    return TripleChange(round=job.number, kind=kind, p_unsupported=claim.p_unsupported, reason=reason)
+
+
 def _propose(change: TripleChange, new: Triple, original: str, max_growth: float) -> None:
     """Step 1's corrected triple recorded on ``change``, refused when it is too long or the flagged one unchanged."""
     change.new = new
@@ -211,15 +217,7 @@ class GraphStrategy:
 
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]:
         current = job.current
-        changes = [
-            TripleChange(
-                round=job.number,
-                p_unsupported=claim.p_unsupported,
-                reason="whole-output claim: no triple was extracted, so there is nothing to correct",
-            )
-            for claim in job.report.unsupported
-            if claim.triple is None
-        ]
+        changes = [_whole_output(job, claim) for claim in job.report.unsupported if claim.triple is None]
         flagged = [(c, c.triple) for c in job.report.unsupported if c.triple is not None]
         tried = [TripleChange(round=job.number, old=old, p_unsupported=c.p_unsupported) for c, old in flagged]
         changes.extend(tried)
@@ -360,9 +358,7 @@ class ConstrainedStrategy:
         for claim in _to_correct(job.report):
             old = claim.triple
             if old is None:
-                changes.append(TripleChange(round=job.number, kind="constrained", p_unsupported=claim.p_unsupported,
-                                            reason="whole-output claim: no triple was extracted, so there is "
-                                                   "nothing to correct"))
+                changes.append(_whole_output(job, claim, "constrained"))
                 continue
             change = TripleChange(round=job.number, kind="constrained", old=old, p_unsupported=claim.p_unsupported)
             changes.append(change)
