@@ -1,9 +1,7 @@
 """GraphCorrect: fix the triples GraphEval flags, then check the result again. And the Direct Prompt baseline.
 
-The facade of the correction package: options, detection, the correct → re-check rounds and the report. The
-correction strategies live in :mod:`.strategies`, the guard its own module (:mod:`.guard`), and a failed row's report
-(:mod:`.batch`). One async code path (:meth:`GraphCorrect.acorrect`); the sync methods call it through
-``run_sync``. Detection and re-check go through the public :class:`~grapheval_plugins.pipeline.GraphEval` API.
+The facade of the correction package: options, detection, the correct → re-check rounds and the report; the
+strategies live in :mod:`.strategies`. Detection and re-check go through the public GraphEval API.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from ..pipeline import GraphEval
 from ..retry import RetryPolicy
 from ..types import ExtractedRow, Extraction, Report, StageError, StageUsage, Triple, total_usage
 from ..usage import metered
-from .batch import error_report, extraction_calls
 from .guard import Guard, GuardMode, Tally
 from .prompts import CORRECTION_PROMPTS, CorrectionPrompts
 from .strategies import Editor, Round, strategy_for
@@ -42,58 +39,36 @@ logger = logging.getLogger(__name__)
 class GraphCorrect:
     """Hallucination correction guided by GraphEval's knowledge graph (GraphCorrect, Sansford et al. 2024).
 
-    For an output GraphEval flags, each unsupported triple is corrected in turn. By default
-    (``strategy="constrained"``) the chat model proposes a corrected triple from the triple and the context sentences
-    closest to it; only a corrected value made of the context's words, and supported by the scorer, is taken, and the
-    changed words are replaced in the output in place; the engine then checks the corrected output again. The
-    paper's procedure is ``strategy="paper"``: (1) a corrected triple (prompt B), (2) the old triple's information
-    substituted in the output with the new one (prompt C). ``strategy="direct"`` is the paper's baseline: one call
-    with the output and the context (prompt D). ``strategy="evidence"`` (not from the paper) is ``paper`` with a step 1
-    that is told why the triple failed (its P(unsupported)) and shown the closest sentences of the deciding passage,
-    ending with prompt D when no triple change could be applied (``direct_fallback``).
-
-    A failed step never loses the output: an unparseable corrected triple, an empty or too long rewrite, or a
-    rewrite of the whole output is refused, its reason recorded, and the text before it kept.
+    For an output GraphEval flags, each unsupported triple is corrected in turn, then the engine checks the corrected
+    output again; the strategies and what each option does are described in ``docs/guides/correct.md``. A failed
+    step never loses the output: it is refused, its reason recorded, and the text before it kept.
 
     Args:
         grapheval: the detector used to find what to correct and to re-check the result (default: ``GraphEval()``).
         llm: the chat model that corrects (a model or a spec for
             :func:`~grapheval_plugins.models.resolve_llm`); default: ``grapheval.llm``.
-        strategy: the correction strategy: ``"constrained"`` (the default: ``evidence``'s step 1 held to the context, answers that are not a
-            corrected value refused, a wrong number or date chosen among the closest sentences' values; the changed
-            words are replaced in the output in place, with no rewrite call, and only on the scorer's word; the
-            re-check is the engine's check of the triples the output then states, without extracting again),
-            ``"paper"`` (GraphCorrect as published: prompts B and C; ``"graph"``, its old name, still reads), ``"evidence"`` (GraphCorrect with the reason
-            and the evidence in step 1 and a follow-up when it repeats the triple) or ``"direct"`` (the Direct
-            Prompt baseline). On planted errors drawn apart from those it was designed on,
-            ``"constrained"`` restored 15 of 49 with edits beyond the error on 3, ``"direct"`` 5 with 14
-            (``docs/benchmarks.md``).
+        strategy: ``"constrained"`` (the default: step 1's answer held to the context, the change made in place),
+            ``"paper"`` (prompts B and C; ``"graph"``, its old name, still reads), ``"evidence"`` (step 1 told why
+            the triple failed and shown the closest sentences) or ``"direct"`` (the Direct Prompt baseline).
         method: deprecated alias of ``strategy`` (warns; ``GraphEval``'s decision rule is ``rule=``).
         evidence_sentences: with ``strategy="evidence"`` or ``"constrained"``, how many sentences of the deciding
-            passage step 1 is shown (and, for ``"constrained"``, where the candidate numbers and dates come from).
-        direct_fallback: a round in which no triple change could be applied (or the output has no triple) ends
-            with the Direct Prompt on the output. With ``strategy="evidence"`` (on by default) its rewrite is taken
-            as it is; with ``"constrained"`` (off by default) only one changed place of it is made, held to the
-            same rules as a corrected triple and supported by the scorer. ``False`` keeps the output as it is then.
-        max_rounds: correct → re-check rounds; ``1`` is the paper's procedure. With ``k > 1`` an output that the
-            re-check still flags is corrected again from the re-check's unsupported triples, up to ``k`` times.
+            passage step 1 is shown.
+        direct_fallback: a round in which no triple change could be applied ends with the Direct Prompt (default:
+            on for ``"evidence"``, its rewrite taken; for ``"constrained"`` one changed place of it, held to its rules).
+        max_rounds: correct → re-check rounds; ``1`` is the paper's procedure.
         guard: ``"reject"`` (or ``True``) refuses a change after which the output no longer states a triple the
-            detection found supported (scored by ``grapheval.scorer`` with the changed output as the premise);
-            ``"flag"`` applies it and records the lost triples; ``False`` (default) does neither.
-        batch_step1: correct all flagged triples of one output in one step-1 call; when the answer does not hold
-            exactly one triple per flagged triple, falls back to one call per triple.
-        max_growth: a rewrite longer than ``max_growth`` × the original output (at least 40 characters of slack) is
-            refused, and so is a corrected triple longer than that.
-        min_similarity: a rewrite whose word similarity to the text it rewrites is below this is refused as "rewrote
-            the whole output".
+            detection found supported; ``"flag"`` applies it and records the lost triples; ``False`` (default): off.
+        batch_step1: with ``strategy="paper"``, one step-1 call for all flagged triples of an output (one call per
+            triple when the answer does not hold one triple per flagged triple).
+        max_growth: a rewrite or a corrected triple longer than ``max_growth`` × the original output (at least 40
+            characters of slack) is refused.
+        min_similarity: a rewrite whose word similarity to the text it rewrites is below this is refused.
         max_retries: extra attempts when the chat model raises (not when it answers badly).
         prompts: the prompt set (default :data:`~grapheval_plugins.correct.prompts.CORRECTION_PROMPTS`).
-        rouge: compute ROUGE-1/2/L between original and corrected (``rouge-score``, the ``correct`` extra).
-            ``None`` (default): on when ``rouge-score`` is installed, else off with a logged note; ``True``: on,
-            and a missing ``rouge-score`` raises; ``False``: off.
+        rouge: ROUGE-1/2/L between original and corrected (``rouge-score``): ``None`` (default) on when it is
+            installed, ``True`` on (a missing ``rouge-score`` raises), ``False`` off.
         retry: the backoff between correction calls that raised (default:
-            :class:`~grapheval_plugins.retry.RetryPolicy` with ``max_retries + 1`` attempts); an error no retry
-            can cure (a prompt over the context window) is not retried.
+            :class:`~grapheval_plugins.retry.RetryPolicy` with ``max_retries + 1`` attempts).
         max_concurrency: rows corrected at once in :meth:`correct_many` (default: ``grapheval.max_concurrency``).
         show_progress: progress bar in batch runs (default: on for 2+ rows on a terminal).
 
@@ -282,28 +257,22 @@ class GraphCorrect:
             "prompt_version": self.prompts.version,
             "id": rid,
         }
-        if not report.ok:
+        if not report.hallucinated:  # detection failed (no verdict), or found nothing to correct
+            ok = report.ok
             return CorrectionReport(
                 **common,
                 corrected=original,
-                status="error",
-                errors=list(report.errors),
-                timings={"detect": t_detect, "total": time.perf_counter() - t0},
-            )
-        if not report.hallucinated:
-            return CorrectionReport(
-                **common,
-                corrected=original,
-                status="unflagged",
-                flagged=False,
-                passed=True,
-                rouge=self._rouge(original, original),
+                status="unflagged" if ok else "error",
+                flagged=False if ok else None,
+                passed=True if ok else None,
+                rouge=self._rouge(original, original) if ok else None,
+                errors=[] if ok else list(report.errors),
                 timings={"detect": t_detect, "total": time.perf_counter() - t0},
             )
 
         tally = Tally()
         strategy = strategy_for(
-            _STRATEGY_MODULE_NAMES.get(self.strategy, self.strategy), batch_step1=self.batch_step1, evidence_sentences=self.evidence_sentences,
+            self.strategy, batch_step1=self.batch_step1, evidence_sentences=self.evidence_sentences,
             direct_fallback=self.direct_fallback,
         )
         editor = await asyncio.to_thread(self._editor)  # resolving a correction model never blocks the loop
@@ -434,7 +403,7 @@ class GraphCorrect:
         async def one(index: int, row: Any, detection: Report) -> CorrectionReport:
             try:
                 if not detection.ok:
-                    return error_report(self.strategy, self.prompts.version, row, output_key, detection, None)
+                    return self._error_report(row, output_key, detection, None)
                 sample = to_sample(row, index, context_key, output_key, id_key)
                 async with semaphore:
                     return await self.acorrect(
@@ -445,7 +414,7 @@ class GraphCorrect:
             except Exception as exc:  # noqa: BLE001 - one failing row never stops the batch
                 logger.warning("correction of row %d failed: %s", index, exc)
                 error = StageError(stage="correct", type=type(exc).__name__, message=str(exc))
-                return error_report(self.strategy, self.prompts.version, row, output_key, detection, error)
+                return self._error_report(row, output_key, detection, error)
             finally:
                 bar.update(1)
 
@@ -454,13 +423,32 @@ class GraphCorrect:
         finally:
             bar.close()
 
+    def _error_report(self, row: Any, output_key: str, detection: Report, error: StageError | None) -> CorrectionReport:
+        """The report of a row that could not be corrected: the output unchanged, the errors recorded."""
+        output = (
+            row.get(output_key)
+            if isinstance(row, dict)
+            else (row[1] if isinstance(row, (tuple, list)) and len(row) == 2 else None)
+        )
+        text = output.strip() if isinstance(output, str) else detection.output
+        return CorrectionReport(
+            original=text,
+            corrected=text,
+            method=self.strategy,
+            status="error",
+            flagged=detection.hallucinated,
+            detection=detection,
+            detection_llm_calls=extraction_calls(detection),
+            prompt_version=self.prompts.version,
+            errors=list(detection.errors) + ([error] if error is not None else []),
+            id=detection.id,
+        )
+
     async def _recheck_in_place(
         self, passages: Sequence[str], output: str, triples: list[Triple], before: Report, rid: str | None
     ) -> Report:
         """The re-check of an output edited in place: the engine's own check (:meth:`GraphEval.acheck_rows`) of
-        the triples it now states (the previous report's, the changed ones replaced), without extracting again. As
-        for any row, the engine scores them (and the whole output where its rule reads it; the whole output alone
-        when there is no triple), locates their spans in ``output`` and decides by its rule and threshold."""
+        the triples it now states (the previous report's, the changed ones replaced), without extracting again."""
         engine = self.grapheval
         extraction = None if before.extraction is None else Extraction(
             triples=list(triples), fallback=not triples,
@@ -484,11 +472,7 @@ class GraphCorrect:
     # ----------------------------------------------------------------- reports
     def rouge_enabled(self) -> bool:
         """Whether ROUGE is computed: ``rouge`` as given, or with ``rouge=None`` whether ``rouge-score`` imports
-        (decided on first call, with a logged note when it does not).
-
-        Raises:
-            MissingDependencyError: ``rouge=True`` and ``rouge-score`` is not installed.
-        """
+        (decided on first call, with a logged note when it does not; ``rouge=True`` without it raises)."""
         if self._rouge_on is None:
             try:
                 _rouge_scorer()
@@ -516,13 +500,10 @@ class GraphCorrect:
 STRATEGIES: tuple[CorrectionMethod, ...] = ("constrained", "paper", "evidence", "direct")
 """The correction strategies, by name (``GraphCorrect(strategy=...)``)."""
 
-_STRATEGY_MODULE_NAMES: dict[str, CorrectionMethod] = {"paper": "graph"}
-"""The name :func:`~.strategies.strategy_for` knows a strategy by, where it differs."""
 
-
-def strategy_argument(strategy: Any, method: Any = None, owner: str = "GraphCorrect") -> CorrectionMethod:
-    """The correction strategy given to ``owner`` as ``strategy=``, or as ``method=``, its deprecated old name
-    (warns), checked; ``"graph"``, the old name of ``"paper"``, reads as ``"paper"`` (warns).
+def strategy_argument(strategy: Any, method: Any = None) -> CorrectionMethod:
+    """The correction strategy given as ``strategy=``, or as ``method=``, its deprecated old name (warns), checked;
+    ``"graph"``, the old name of ``"paper"``, reads as ``"paper"`` (warns).
 
     >>> strategy_argument("paper"), strategy_argument("constrained", "constrained")
     ('paper', 'constrained')
@@ -530,13 +511,13 @@ def strategy_argument(strategy: Any, method: Any = None, owner: str = "GraphCorr
     field = "strategy"
     if method is not None:
         field = "method"
-        warnings.warn(f"{owner}(method=...) is deprecated: pass strategy=..., the correction strategy (GraphEval's "
+        warnings.warn("GraphCorrect(method=...) is deprecated: pass strategy=..., the correction strategy (GraphEval's "
                       "decision rule is rule=...)", DeprecationWarning, stacklevel=3)
         if strategy != "constrained" and _canonical(strategy) != _canonical(method):
             raise InputError("method", "give strategy= (method= is its deprecated old name), not both")
         strategy = method
     if strategy == "graph":
-        warnings.warn(f"{owner}(strategy='graph') is deprecated: the paper's procedure is strategy='paper'",
+        warnings.warn("GraphCorrect(strategy='graph') is deprecated: the paper's procedure is strategy='paper'",
                       DeprecationWarning, stacklevel=3)
     name = _canonical(strategy)
     for known in STRATEGIES:
@@ -547,6 +528,11 @@ def strategy_argument(strategy: Any, method: Any = None, owner: str = "GraphCorr
 
 def _canonical(strategy: Any) -> Any:
     return "paper" if strategy == "graph" else strategy
+
+
+def extraction_calls(report: Report | None) -> int:
+    """The chat-model calls the extraction behind ``report`` made (0 for none, a cached graph or raw mode)."""
+    return 0 if report is None or report.extraction is None else report.extraction.attempts
 
 
 def _without(spent: StageUsage, part: StageUsage) -> StageUsage:

@@ -1,9 +1,5 @@
 """The guard of GraphCorrect: refuse (or record) a change after which the output no longer states a triple that
-detection found supported.
-
-The changed output is the premise, each previously supported triple (rendered as GraphEval renders it) a claim,
-scored by GraphEval's own scorer and decided by its own threshold. A triple the scorer cannot judge counts as lost:
-the guard never passes a change it could not verify.
+detection found supported, by GraphEval's own scorer and threshold (a triple it cannot judge counts as lost).
 """
 
 from __future__ import annotations
@@ -46,11 +42,7 @@ class Guard:
 
     @staticmethod
     def mode_of(guard: GuardMode) -> Literal["reject", "flag"] | None:
-        """The normalised mode: ``None`` (off), ``"reject"`` or ``"flag"``.
-
-        Raises:
-            InputError: any other value.
-        """
+        """The normalised mode: ``None`` (off), ``"reject"`` or ``"flag"`` (:class:`InputError` for any other)."""
         if guard is False:
             return None
         if guard is True or guard == "reject":

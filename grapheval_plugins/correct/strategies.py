@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -46,9 +46,6 @@ from .spans import (
 from .text import check_rewrite, clean_rewrite
 from .types import CorrectionMethod, TripleChange
 
-if TYPE_CHECKING:
-    from ..check.base import ClaimScore
-
 __all__ = [
     "ConstrainedStrategy",
     "CorrectionStrategy",
@@ -66,30 +63,21 @@ RESTATE_OPTIONS = 5
 """How many of the context's values ``strategy="constrained"`` tries in place of an output value the context does not
 state (one scorer call each, on the value's sentence)."""
 
+CONTEXT_SENTENCES = 8
+"""How many sentences of the deciding passage (the closest to the triple) ``strategy="constrained"`` reads."""
+
 NO_EVIDENCE = "(no sentence of the context shares a word with the triple)"
 """What ``{evidence}`` holds when no sentence of the deciding passage shares a content word with the triple."""
 
 MINIMAL_PAIR_MARGIN = 0.15
-"""How much less unsupported than the flagged claim a correction that differs from it in one place only (its
-opposite: a negation added or taken out; or one to three words replaced by as many: "father" → "mother") must be
-scored for ``strategy="constrained"`` to take it when the judge does not find it supported outright. Of two claims
-that differ in one place, the context supports the one the judge doubts less, which a small judge decides better
-than an absolute threshold."""
+"""How much less unsupported than the flagged claim a correction that differs from it in one place only must be
+scored for ``strategy="constrained"`` to take it when the judge does not find it supported outright."""
+
+_UNCHANGED = "step 1: the model returned the triple unchanged"
 
 
 def _same_triple(a: Triple, b: Triple) -> bool:
     return [p.casefold() for p in a.as_list()] == [p.casefold() for p in b.as_list()]
-
-
-@dataclass
-class Step1:
-    """The outcome of step 1 (prompt B) for one flagged triple."""
-
-    new: Triple | None = None
-    reason: str | None = None
-    raw: list[str] = field(default_factory=list)
-    calls: int = 0
-    follow_up: bool = False
 
 
 @dataclass
@@ -106,12 +94,10 @@ class Round:
     passages: tuple[str, ...] = ()
     """The context's passages as the scorer reads them (empty: ``ctx`` is one)."""
     after_triples: list[Triple] | None = None
-    """Set by a strategy that edits the output in place: the triples the output states after the round (the
-    report's, with each applied change's old triple replaced by its new one), so that the re-check scores these
-    instead of extracting again. ``None``: the re-check extracts."""
+    """Set by a strategy that edits the output in place: the triples the output states after the round, so that the
+    re-check scores these instead of extracting again. ``None``: the re-check extracts."""
     verified: dict[Triple, float] = field(default_factory=dict)
-    """The P(unsupported) of each corrected triple a strategy scored against the context, to rank its tries (the
-    re-check scores the output again, by the engine's own check)."""
+    """The P(unsupported) of each corrected triple a strategy scored against the context, to rank its tries."""
 
     @property
     def supported(self) -> list[Triple]:
@@ -121,7 +107,7 @@ class Round:
 
 @dataclass
 class Editor:
-    """The steps both methods share: calling the chat model (with retries), accepting a rewrite, the guard."""
+    """The steps the methods share: calling the chat model (with retries), accepting a rewrite, the guard."""
 
     llm: Any
     prompts: CorrectionPrompts
@@ -129,8 +115,6 @@ class Editor:
     guard: Guard
     max_growth: float
     min_similarity: float
-    verify: bool = True
-    """``strategy="constrained"``: score a corrected triple against the context before taking it."""
 
     async def call(self, messages: list[BaseMessage], config: RunnableConfig | None) -> tuple[str | None, str | None, int]:
         """``(answer, error, calls)``: the answer, or ``None`` and the last error once the retries ran out."""
@@ -155,13 +139,29 @@ class Editor:
             problem = "the rewrite changed nothing"
         return candidate, None if problem is None else f"{step}: {problem}"
 
-    def validate_triple(self, old: Triple, new: Triple, original: str) -> Step1:
-        limit = max(int(self.max_growth * len(original)), len(original) + 40)
-        if len(new.sentence()) > limit:
-            return Step1(new=new, reason=f"step 1: the corrected triple is too long ({len(new.sentence())} > {limit})")
-        if _same_triple(old, new):
-            return Step1(new=new, reason="step 1: the model returned the triple unchanged")
-        return Step1(new=new)
+    async def rewrite(self, job: Round, change: TripleChange, step: str, raised: str) -> str | None:
+        """Prompt D's rewrite of the output, accepted; ``None`` when there is none, with ``change.reason`` set."""
+        answer, error, calls = await self.call(self.prompts.direct_messages(job.current, job.ctx), job.config)
+        change.llm_calls += calls
+        if answer is None:
+            change.reason = f"{raised} {error}"
+            return None
+        change.raw_answers.append(answer)
+        candidate, change.reason = self.accept(answer, job.current, job.original, step)
+        return candidate if change.reason is None else None
+
+    async def guarded(self, candidate: str, job: Round, change: TripleChange, what: str, made: str) -> bool:
+        """Whether ``candidate`` may replace the output: the guard is off, or it loses no supported triple, or it
+        only flags the loss (recorded in the tally); otherwise ``change.reason`` says so."""
+        lost = await self.guard.lost(candidate, job.supported, job.tally)
+        change.guard_lost = lost
+        if lost and self.guard.rejects:
+            change.reason = f"guard: {what} drops {len(lost)} supported triple(s)"
+            return False
+        if lost:
+            listed = ", ".join(str(t.as_list()) for t in lost)
+            job.tally.issues.append(f"guard: {made} dropped supported triple(s) {listed}")
+        return True
 
 
 class CorrectionStrategy(Protocol):
@@ -172,129 +172,142 @@ class CorrectionStrategy(Protocol):
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]: ...
 
 
+async def _ask(
+    editor: Editor, job: Round, messages: list[BaseMessage], change: TripleChange,
+    raised: str = "step 1: the chat model raised",
+) -> str | None:
+    """The chat model's answer, recorded on ``change`` (``None`` when it is blank, or when the call raised: then
+    ``change.reason`` says so)."""
+    answer, error, calls = await editor.call(messages, job.config)
+    change.llm_calls += calls
+    if answer is None:
+        change.reason = f"{raised} {error}"
+        return None
+    change.raw_answers.append(answer)
+    return answer if answer.strip() else None
+
+
+def _whole_output(job: Round, claim: ClaimCheck, kind: CorrectionMethod = "graph") -> TripleChange:
+    """The change recorded for a flagged claim without a triple (the extraction fell back to the whole output)."""
+    reason = "whole-output claim: no triple was extracted, so there is nothing to correct"
+    return TripleChange(round=job.number, kind=kind, p_unsupported=claim.p_unsupported, reason=reason)
+
+
+def _propose(change: TripleChange, new: Triple, original: str, max_growth: float) -> None:
+    """Step 1's corrected triple recorded on ``change``, refused when it is too long or the flagged one unchanged."""
+    change.new = new
+    limit = max(int(max_growth * len(original)), len(original) + 40)
+    if len(new.sentence()) > limit:
+        change.reason = f"step 1: the corrected triple is too long ({len(new.sentence())} > {limit})"
+    elif change.old is not None and _same_triple(change.old, new):
+        change.reason = _UNCHANGED
+
+
 class GraphStrategy:
     """GraphCorrect: for each unsupported triple in turn, step 1 (prompt B: a corrected triple from the triple and
     the context) then step 2 (prompt C: substitute it in the output as corrected so far). With ``batch_step1``,
     one step-1 call for all flagged triples first (one call per triple when its answer does not fit)."""
 
     method: CorrectionMethod = "graph"
+    follow_up = False
+    """Whether step 1 asks again, once, when the answer repeats the flagged triple."""
 
     def __init__(self, batch_step1: bool = False) -> None:
         self.batch_step1 = batch_step1
 
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]:
         current = job.current
-        changes: list[TripleChange] = []
-        flagged: list[ClaimCheck] = []
-        for claim in job.report.unsupported:
-            if claim.triple is None:
-                changes.append(
-                    TripleChange(
-                        round=job.number,
-                        p_unsupported=claim.p_unsupported,
-                        reason="whole-output claim: no triple was extracted, so there is nothing to correct",
-                    )
-                )
-            else:
-                flagged.append(claim)
-        supported = job.supported
-        olds = [c.triple for c in flagged if c.triple is not None]
-        batched, batch_cost = await self._batched_step1(editor, job, olds)
-        for index, (claim, old) in enumerate(zip(flagged, olds)):
-            outcome = batched[index] if batched is not None else await self._step1_one(editor, job, old, claim)
-            if index == 0 and batch_cost is not None:  # the batched call is counted on the first change
-                outcome.calls += batch_cost.calls
-                outcome.raw[:0] = batch_cost.raw
-            change = TripleChange(
-                round=job.number,
-                old=old,
-                new=outcome.new,
-                p_unsupported=claim.p_unsupported,
-                raw_answers=list(outcome.raw),
-                llm_calls=outcome.calls,
-                follow_up=outcome.follow_up,
-            )
-            changes.append(change)
-            if outcome.new is None or outcome.reason is not None:
-                change.reason = outcome.reason
+        changes = [_whole_output(job, claim) for claim in job.report.unsupported if claim.triple is None]
+        flagged = [(c, c.triple) for c in job.report.unsupported if c.triple is not None]
+        tried = [TripleChange(round=job.number, old=old, p_unsupported=c.p_unsupported) for c, old in flagged]
+        changes.extend(tried)
+        batched = await self._batched_step1(editor, job, [old for _, old in flagged], tried)
+        for (claim, old), change in zip(flagged, tried):
+            if not batched:
+                await self._step1_one(editor, job, old, claim, change)
+            if change.new is None or change.reason is not None:
                 continue
             answer, error, calls = await editor.call(
-                editor.prompts.substitute_messages(current, old, outcome.new), job.config
+                editor.prompts.substitute_messages(current, old, change.new), job.config
             )
             change.llm_calls += calls
             if answer is None:
                 change.reason = f"step 2: the chat model raised {error}"
                 continue
             change.raw_answers.append(answer)
-            candidate, problem = editor.accept(answer, current, job.original, "step 2")
-            if problem is not None:
-                change.reason = problem
-                continue
-            lost = await editor.guard.lost(candidate, supported, job.tally)
-            change.guard_lost = lost
-            if lost and editor.guard.rejects:
-                change.reason = f"guard: the substitution drops {len(lost)} supported triple(s)"
-                continue
-            if lost:
-                job.tally.issues.append(
-                    f"guard: substituting {old.as_list()} dropped supported triple(s) "
-                    + ", ".join(str(t.as_list()) for t in lost)
-                )
-            current = candidate
-            change.applied = True
+            candidate, change.reason = editor.accept(answer, current, job.original, "step 2")
+            if change.reason is None and await editor.guarded(
+                candidate, job, change, "the substitution", f"substituting {old.as_list()}"
+            ):
+                current = candidate
+                change.applied = True
         return current, changes
 
     async def _batched_step1(
-        self, editor: Editor, job: Round, triples: Sequence[Triple]
-    ) -> tuple[list[Step1] | None, Step1 | None]:
-        """Step 1 for all ``triples`` in one call: ``(outcomes, cost)``; or ``(None, cost)`` when step 1 is to run
-        per triple (option off, one triple, or an answer without one triple per triple), ``cost`` holding the
-        calls and answer of a batched attempt that failed (``None`` when none was made)."""
+        self, editor: Editor, job: Round, triples: Sequence[Triple], changes: Sequence[TripleChange]
+    ) -> bool:
+        """Step 1 for all ``triples`` in one call, recorded on ``changes`` (its cost on the first); ``False`` when
+        step 1 is to run per triple (option off, one triple, or an answer without one triple per triple)."""
         if not self.batch_step1 or len(triples) < 2:
-            return None, None
+            return False
         answer, error, calls = await editor.call(editor.prompts.batch_messages(triples, job.ctx), job.config)
+        changes[0].llm_calls += calls
         if answer is None:
             job.tally.issues.append(f"batched step 1: the chat model raised {error}; one call per triple instead")
-            return None, Step1(calls=calls)
+            return False
+        changes[0].raw_answers.append(answer)
         parsed = parse_triples(answer, pairs=False).triples
         if len(parsed) != len(triples):
             job.tally.issues.append(
                 f"batched step 1 returned {len(parsed)} triple(s) for {len(triples)}: one call per triple instead"
             )
-            return None, Step1(calls=calls, raw=[answer])
-        outcomes = [editor.validate_triple(old, new, job.original) for old, new in zip(triples, parsed)]
-        return outcomes, Step1(calls=calls, raw=[answer])
+            return False
+        for change, new in zip(changes, parsed):
+            _propose(change, new, job.original, editor.max_growth)
+        return True
 
-    async def _step1_one(self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck) -> Step1:
-        answer, error, calls = await editor.call(editor.prompts.triple_messages(old, job.ctx), job.config)
-        if answer is None:
-            return Step1(reason=f"step 1: the chat model raised {error}", calls=calls)
-        if not answer.strip():
-            return Step1(reason="step 1: empty answer", raw=[answer], calls=calls)
-        new = parse_single_triple(answer)
-        if new is None:
-            return Step1(reason="step 1: no triple could be parsed from the answer", raw=[answer], calls=calls)
-        result = editor.validate_triple(old, new, job.original)
-        result.raw.append(answer)
-        result.calls = calls
-        return result
+    def _messages(self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck) -> list[BaseMessage]:
+        return editor.prompts.triple_messages(old, job.ctx)
+
+    async def _step1_one(
+        self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck, change: TripleChange
+    ) -> None:
+        """Step 1 for one triple: its corrected triple on ``change``, or the reason there is none."""
+        messages = self._messages(editor, job, old, claim)
+        answer = await _ask(editor, job, messages, change)
+        new = None if answer is None else parse_single_triple(answer)
+        if answer is None or new is None:
+            if change.reason is None:
+                why = "empty answer" if answer is None else "no triple could be parsed from the answer"
+                change.reason = f"step 1: {why}"
+            return
+        if self.follow_up and _same_triple(old, new):
+            change.follow_up, change.new = True, new
+            again = [*messages, AIMessage(answer), *editor.prompts.follow_up_messages(old)]
+            second = await _ask(editor, job, again, change,
+                                raised="step 1: the triple came back unchanged and the follow-up raised")
+            if change.reason is not None:
+                return
+            new = parse_single_triple(second) if second is not None else None
+            if new is None:
+                change.reason = "step 1: the triple came back unchanged and the follow-up answer held no triple"
+                return
+        _propose(change, new, job.original, editor.max_growth)
+        if change.follow_up and change.reason == _UNCHANGED:
+            change.reason = "step 1: the model returned the triple unchanged, twice (after the follow-up)"
 
 
 class EvidenceStrategy(GraphStrategy):
-    """GraphCorrect with step 1 told more than the paper's prompt B: why the triple failed (its P(unsupported)
-    against the threshold) and the ``evidence_sentences`` sentences of the deciding passage (the chunk the scorer
-    used, else the context) closest to the triple. When the answer repeats the flagged triple, one follow-up
-    message (after the model's own answer) asks again: step 1 makes at most two calls per triple (plus retries of
-    calls that raised). Step 2 is the paper's prompt C. With ``direct_fallback``, a round in which no triple
-    change could be applied (every step refused, or no triple at all because the extraction fell back to the
-    whole output) ends with the Direct Prompt (prompt D) on the output, recorded as a ``kind="direct"`` change."""
+    """GraphCorrect with step 1 told more than the paper's prompt B: why the triple failed and the
+    ``evidence_sentences`` sentences of the deciding passage closest to the triple, with one follow-up when the
+    answer repeats the flagged triple. With ``direct_fallback``, a round in which no triple change could be applied
+    ends with the Direct Prompt (prompt D) on the output, recorded as a ``kind="direct"`` change."""
 
     method: CorrectionMethod = "evidence"
+    follow_up = True
 
     def __init__(self, evidence_sentences: int = 3, direct_fallback: bool = True) -> None:
         super().__init__(batch_step1=False)
-        if evidence_sentences < 1:
-            raise ValueError("evidence_sentences must be >= 1")
         self.evidence_sentences = evidence_sentences
         self.direct_fallback = direct_fallback
 
@@ -305,38 +318,10 @@ class EvidenceStrategy(GraphStrategy):
         current, direct = await DirectStrategy().run_round(editor, job)
         return current, [*changes, *direct]
 
-    async def _step1_one(self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck) -> Step1:
+    def _messages(self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck) -> list[BaseMessage]:
         evidence = closest_sentences(deciding_passage(claim, job.ctx), old, k=self.evidence_sentences)
         reason = failure_reason(claim.p_unsupported, job.report.hallucination_threshold)
-        messages = editor.prompts.evidence_triple_messages(old, job.ctx, evidence or NO_EVIDENCE, reason)
-        answer, error, calls = await editor.call(messages, job.config)
-        if answer is None:
-            return Step1(reason=f"step 1: the chat model raised {error}", calls=calls)
-        raw = [answer]
-        new = parse_single_triple(answer) if answer.strip() else None
-        if new is None:
-            why = "empty answer" if not answer.strip() else "no triple could be parsed from the answer"
-            return Step1(reason=f"step 1: {why}", raw=raw, calls=calls)
-        follow_up = False
-        if _same_triple(old, new):
-            follow_up = True
-            again = [*messages, AIMessage(answer), *editor.prompts.follow_up_messages(old)]
-            second, error, more = await editor.call(again, job.config)
-            calls += more
-            if second is None:
-                return Step1(new=new, reason=f"step 1: the triple came back unchanged and the follow-up raised {error}",
-                             raw=raw, calls=calls, follow_up=True)
-            raw.append(second)
-            retried = parse_single_triple(second) if second.strip() else None
-            if retried is None:
-                return Step1(new=new, reason="step 1: the triple came back unchanged and the follow-up answer held "
-                             "no triple", raw=raw, calls=calls, follow_up=True)
-            new = retried
-        result = editor.validate_triple(old, new, job.original)
-        if follow_up and result.reason is not None and "unchanged" in result.reason:
-            result.reason = "step 1: the model returned the triple unchanged, twice (after the follow-up)"
-        result.raw, result.calls, result.follow_up = raw, calls, follow_up
-        return result
+        return editor.prompts.evidence_triple_messages(old, job.ctx, evidence or NO_EVIDENCE, reason)
 
 
 _OPTION = re.compile(r"\s*(?:option\s*)?(\d+)\s*(?:[.:)\]]|$)", re.IGNORECASE)
@@ -346,32 +331,10 @@ _OPTION = re.compile(r"\s*(?:option\s*)?(\d+)\s*(?:[.:)\]]|$)", re.IGNORECASE)
 
 class ConstrainedStrategy:
     """``strategy="constrained"`` (not from the paper): the values of the flagged claims replaced in place by values of
-    the context of the same kind, on the judge's word; then for each flagged triple left, ``evidence``'s step 1 (the
-    reason and the closest sentences), its answer held to the context, the change made in place, no rewrite call.
-    Values, kinds and word forms are spaCy's (:mod:`~grapheval_plugins.correct.spans`: named entities and their
-    labels, ``like_num``, lemmas).
-
-    1. (:meth:`_restate_values`, no chat-model call) Each value (a named entity or a number) of a flagged triple
-       whose sentence the judge scores unsupported is tried with the context's values of the same entity label,
-       the sentences closest to it first (up to :data:`RESTATE_OPTIONS`); the best is made in place when it is
-       scored at least :data:`MINIMAL_PAIR_MARGIN` less unsupported than the sentence was and no other scores the
-       same. A flagged triple that held the value is then carried over without a call.
-    2. For each flagged triple left (or, when only the whole output is flagged, the triple the scorer doubted most,
-       :func:`_to_correct`), the evidence prompt proposes a corrected triple. Each change it makes at one place
-       is kept when it brings in no word whose lemma the context lacks and replaces a value by a value, or a
-       name by a name of the context, or only adds or takes out a negation, or replaces as many words as it brings
-       (:meth:`_problem`). A try is taken when the judge finds it supported by the context, or (a value) better
-       supported than the flagged triple, or (a minimal pair: a negation, or as many words for as many) better by
-       :data:`MINIMAL_PAIR_MARGIN`. Otherwise a negated auxiliary is tried without its negation; then, for a
-       triple holding a value, the model chooses among the closest sentences' values of its label (one call,
-       answered by a number; ``0``: none); else, for an unchanged answer, the follow-up is sent once.
-    3. The changed words are replaced in the output where the triple sits (nothing else of the output changes;
-       refused when they are not found there), and only when the judge scores the sentence less unsupported with
-       the change (:meth:`_sentence_problem`).
-    4. The round records the triples the output now states (:attr:`Round.after_triples`): the re-check is the
-       engine's check of them, without extracting again.
-
-    A change is made only on the scorer's word: when scoring it fails, it is refused as not verified.
+    the context of the same kind, on the judge's word; then for each flagged triple left, ``evidence``'s step 1, its
+    answer held to the context, the change made in place, no rewrite call (the steps: ``docs/guides/correct.md``).
+    Values, kinds and word forms are spaCy's (:mod:`~grapheval_plugins.correct.spans`). A change is made only on the
+    scorer's word; the round records the triples the output then states (:attr:`Round.after_triples`).
 
     Raises:
         MissingDependencyError: spaCy or its English pipeline is missing (the ``correct`` extra).
@@ -379,20 +342,11 @@ class ConstrainedStrategy:
 
     method: CorrectionMethod = "constrained"
 
-    def __init__(
-        self, evidence_sentences: int = 3, context_sentences: int | None = 8, direct_fallback: bool = False
-    ) -> None:
-        if evidence_sentences < 1:
-            raise ValueError("evidence_sentences must be >= 1")
-        if context_sentences is not None and context_sentences < evidence_sentences:
-            raise ValueError("context_sentences must be None or >= evidence_sentences")
+    def __init__(self, evidence_sentences: int = 3, direct_fallback: bool = False) -> None:
         self.evidence_sentences = evidence_sentences
         self.direct_fallback = direct_fallback
         """When no flagged triple could be corrected, ask the Direct Prompt and keep, of its rewrite, one changed
         place held to the same rules (:meth:`_fallback`)."""
-        self.context_sentences = context_sentences
-        """How many sentences of the deciding passage (the closest to the triple, in passage order) step 1 reads as
-        its context; ``None``: the whole context."""
 
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]:
         pipeline()  # spaCy or its pipeline missing: say so before any model call
@@ -404,9 +358,7 @@ class ConstrainedStrategy:
         for claim in _to_correct(job.report):
             old = claim.triple
             if old is None:
-                changes.append(TripleChange(round=job.number, kind="constrained", p_unsupported=claim.p_unsupported,
-                                            reason="whole-output claim: no triple was extracted, so there is "
-                                                   "nothing to correct"))
+                changes.append(_whole_output(job, claim, "constrained"))
                 continue
             change = TripleChange(round=job.number, kind="constrained", old=old, p_unsupported=claim.p_unsupported)
             changes.append(change)
@@ -447,15 +399,9 @@ class ConstrainedStrategy:
     async def _restate_values(
         self, editor: Editor, job: Round, current: str, after: list[Triple], applied: list[Edit]
     ) -> tuple[str, list[TripleChange]]:
-        """Step 1, no chat-model call: each value of a flagged triple (a spaCy entity or number of the output inside
-        the triple's words; every value of the output when no triple was extracted), in a sentence the judge scores unsupported, tried with the context's values of the
-        same label (:func:`~grapheval_plugins.correct.spans.same_kind_values`, the closest three sentences' first,
-        up to :data:`RESTATE_OPTIONS`); the best is made in place under :func:`_best_variant`'s rule. The edits
-        made are appended to ``applied`` and made in ``after``, so the triples that held the value are carried.
-        Every try is recorded with its score in the change's reason."""
+        """The first step, no chat-model call: each value of a flagged triple tried with the context's values of its
+        label, the best made in place (:func:`_best_variant`) and in ``after``, and appended to ``applied``."""
         changes: list[TripleChange] = []
-        if not editor.verify:  # the rule is the scorer's: nothing to decide by without it
-            return current, changes
         flagged = [c.triple for c in _to_correct(job.report) if c.triple is not None]
         whole = not any(c.triple is not None for c in job.report.claims)  # no triple: every value of the output
         threshold = editor.guard.grapheval.hallucination_threshold
@@ -465,9 +411,9 @@ class ConstrainedStrategy:
                 continue
             start, end = sentence_at(current, value.start)
             sentence = current[start:end]
-            near = _SentenceClaim(sentence)
+            near = Triple(subject=sentence, relation="", object="")  # all its words anchor the evidence
             evidence = closest_sentences(job.ctx, near, k=3) + " " + closest_sentences(
-                job.ctx, near, k=self.context_sentences or 8)
+                job.ctx, near, k=CONTEXT_SENTENCES)
             options = [_like(o, value.text) for o in same_kind_values(value, evidence, limit=RESTATE_OPTIONS)]
             if not options:
                 continue
@@ -481,7 +427,7 @@ class ConstrainedStrategy:
                 (option, sentence[:at] + option + sentence[at + len(value.text):]) for option in options
             ])
             said = (f"{value.text!r} ({value.label}): its sentence scored {before:.2f}, with the context's values "
-                    f"of that kind: {_scores(tried)}")
+                    f"of that kind: {', '.join(f'{o!r} {p:.2f}' for p, o in tried) or 'none could be scored'}")
             option, why = _best_variant(tried, before)
             if option is None:
                 change.reason = f"{said}: {why}"
@@ -500,8 +446,6 @@ class ConstrainedStrategy:
         """Why a corrected triple's change is not made in the output (``None``: it is made): the judge scores the
         output's sentences it changes no less unsupported with it than without (the sentence may hold another
         error the change leaves in place). A sentence that cannot be scored leaves the change unverified."""
-        if not editor.verify:
-            return None
         before_text, after_text = _changed_sentences(current, edited)
         before = await self._p_unsupported(editor, job, before_text)
         after = await self._p_unsupported(editor, job, after_text) if before is not None else None
@@ -521,22 +465,15 @@ class ConstrainedStrategy:
         return tried
 
     async def _fallback(self, editor: Editor, job: Round, after: list[Triple]) -> tuple[str, TripleChange]:
-        """The Direct Prompt's rewrite held to the rules of the triples: each place where it changes words of the
-        output is a change held to :meth:`_problem`; each kept one is made alone and its sentence scored (supported
-        outright); the best supported is made, nothing else of the rewrite."""
+        """The Direct Prompt's rewrite held to the rules of the triples: of the places where it changes words that
+        keep to :meth:`_problem`, the one whose sentence is best supported (outright) is made, nothing else."""
         current = job.current
-        answer, error, calls = await editor.call(editor.prompts.direct_messages(current, job.ctx), job.config)
-        change = TripleChange(round=job.number, kind="direct", llm_calls=calls)
-        if answer is None:
-            change.reason = f"the Direct Prompt: the chat model raised {error}"
-            return current, change
-        change.raw_answers.append(answer)
-        rewrite, problem = editor.accept(answer, current, job.original, "the Direct Prompt")
-        if problem is not None:  # not a rewrite of the output (a copy of the context, a cut, a summary)
-            change.reason = problem
+        change = TripleChange(round=job.number, kind="direct")
+        rewrite = await editor.rewrite(job, change, "the Direct Prompt", "the Direct Prompt: the chat model raised")
+        if rewrite is None:  # not a rewrite of the output (a copy of the context, a cut, a summary)
             return current, change
         found = text_changes(current, rewrite, words_only=True)
-        problems = [self._problem(c.edit, job.ctx) for c in found]
+        problems = [self._problem(c, job.ctx) for c in found]
         kept = [c for c, problem in zip(found, problems) if problem is None]
         if not kept:
             change.reason = f"the Direct Prompt's rewrite: {next((p for p in problems if p), 'no word changed')}"
@@ -549,26 +486,20 @@ class ConstrainedStrategy:
             return current, change
         made = best[1]
         change.applied = True
-        _made_in(after, made.edit)
+        _made_in(after, made)
         return made.apply(current), change
 
     @staticmethod
-    async def _p_unsupported(editor: Editor, job: Round, claim: str) -> float | None:
-        """P(unsupported) of ``claim`` against the context by GraphEval's scorer (``None``: scoring failed)."""
-        score = await ConstrainedStrategy._score(editor, job, claim, repr(claim))
-        return None if score is None else score.p_unsupported
-
-    @staticmethod
-    async def _score(editor: Editor, job: Round, claim: str, what: str, note: str = "") -> ClaimScore | None:
-        """``claim`` scored against the context by GraphEval's scorer; ``None`` when scoring failed (a raised
-        :class:`~grapheval_plugins.exceptions.ScoringError`, recorded in the tally, or a per-claim error)."""
+    async def _p_unsupported(editor: Editor, job: Round, claim: str, what: str = "", note: str = "") -> float | None:
+        """P(unsupported) of ``claim`` against the context by GraphEval's scorer; ``None`` when scoring failed (a
+        raised :class:`~grapheval_plugins.exceptions.ScoringError`, recorded in the tally, or a per-claim error)."""
         try:
             scorer = await asyncio.to_thread(lambda: editor.guard.grapheval.scorer)
             [score] = await scorer.acheck([tuple(job.passages or (job.ctx,))], [claim])
         except ScoringError as exc:
-            job.tally.issues.append(f"constrained: scoring {what} failed{note}: {exc}")
+            job.tally.issues.append(f"constrained: scoring {what or repr(claim)} failed{note}: {exc}")
             return None
-        return None if score.error is not None else score
+        return None if score.error is not None else score.p_unsupported
 
     async def _step1(
         self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, change: TripleChange, current: str
@@ -577,19 +508,17 @@ class ConstrainedStrategy:
         made so far (a value it states is not offered as a choice)."""
         passage = deciding_passage(claim, job.ctx)
         evidence = closest_sentences(passage, old, k=self.evidence_sentences)
-        shown = job.ctx
-        if self.context_sentences is not None:
-            shown = closest_sentences(passage, old, k=self.context_sentences) or job.ctx
+        shown = closest_sentences(passage, old, k=CONTEXT_SENTENCES) or job.ctx
         reason = failure_reason(claim.p_unsupported, job.report.hallucination_threshold)
         messages = editor.prompts.evidence_triple_messages(old, shown, evidence or NO_EVIDENCE, reason)
-        answer = await self._ask(editor, job, messages, change)
+        answer = await _ask(editor, job, messages, change)
         if answer is None and change.reason is not None:  # the chat model raised (retries spent): say so, stop
             return None
         new = parse_single_triple(answer) if answer else None
         taken, problem = await self._take(editor, job, claim, old, new)
         if taken is not None:
             return taken
-        flipped = drop_negation(old) if editor.verify else None  # only ever taken on the scorer's word
+        flipped = drop_negation(old)  # only ever taken on the scorer's word
         if flipped is not None and await self._unsupported(
             editor, job, flipped, claim.p_unsupported, strict=True, paired=True
         ) is None:
@@ -597,7 +526,7 @@ class ConstrainedStrategy:
         offered = _choices(old, evidence, current) if evidence else None
         if offered is not None:
             value, options = offered
-            choice = await self._ask(
+            choice = await _ask(
                 editor, job, editor.prompts.choice_messages(old, shown, evidence, value.text, options), change
             )
             picked = _option(choice, options) if choice is not None else None
@@ -620,7 +549,7 @@ class ConstrainedStrategy:
             return None
         change.follow_up = True
         again = [*messages, AIMessage(answer), *editor.prompts.follow_up_messages(old)]
-        second = await self._ask(editor, job, again, change)
+        second = await _ask(editor, job, again, change)
         retried = parse_single_triple(second) if second else None
         taken, problem = await self._take(editor, job, claim, old, retried)
         if taken is None:
@@ -631,9 +560,8 @@ class ConstrainedStrategy:
     async def _take(
         self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, new: Triple | None
     ) -> tuple[Triple | None, str | None]:
-        """The corrected triple taken from a proposed one, or ``None`` and why not. Each change the proposal makes
-        at one place is held to :meth:`_problem`; those that break it are dropped when others keep to it, and when
-        several are kept each is tried alone, the best supported taken (scored as in :meth:`_unsupported`)."""
+        """The corrected triple taken from a proposed one, or ``None`` and why not: its changes held to
+        :meth:`_problem`, each kept one tried alone when there are several, the best supported taken."""
         if new is None:
             return None, "no triple could be parsed from the answer"
         edits = triple_edits(old, new)
@@ -650,13 +578,11 @@ class ConstrainedStrategy:
         best: Triple | None = None
         why: str | None = None
         for attempt in tries:
-            unsupported = await self._unsupported(
-                editor, job, attempt, claim.p_unsupported, strict=not _changes_a_value(old, attempt),
-                paired=_minimal_pair(old, attempt),
-            )
+            strict, paired = _kind(old, attempt)
+            unsupported = await self._unsupported(editor, job, attempt, claim.p_unsupported, strict, paired)
             if unsupported is not None:
                 why = why or unsupported
-            elif best is None or _p(job, attempt) < _p(job, best):
+            elif best is None or job.verified[attempt] < job.verified[best]:
                 best = attempt
         if best is None:
             dropped = f" (with {first})" if first else ""
@@ -665,53 +591,35 @@ class ConstrainedStrategy:
 
     @staticmethod
     async def _unsupported(
-        editor: Editor, job: Round, new: Triple, before: float | None, strict: bool = False, paired: bool = False
+        editor: Editor, job: Round, new: Triple, before: float, strict: bool = False, paired: bool = False
     ) -> str | None:
-        """Why a corrected triple is not taken after scoring it against the context (``None``: it is taken): it is
-        unsupported and no better supported than the flagged triple was (P(unsupported) ``before``). ``strict`` (a
-        change of something other than a value): it must be supported, unless ``paired`` with the flagged claim (a
-        minimal pair, :func:`_minimal_pair`) and scored at least :data:`MINIMAL_PAIR_MARGIN` less unsupported. A
-        triple that was not flagged (a stand-in, see :func:`_to_correct`) is corrected only into one scored less
-        unsupported than it was. A triple that cannot be scored is not verified, and not taken."""
-        if not editor.verify:
-            return None
+        """Why a corrected triple is not taken after scoring it against the context (``None``: it is taken), given
+        the flagged triple's P(unsupported) ``before``. ``strict``: a change of something other than a value;
+        ``paired``: a minimal pair with the flagged claim (:func:`_kind`)."""
         engine = editor.guard.grapheval
-        score = await ConstrainedStrategy._score(editor, job, engine.render_triple(new), f"{new.as_list()}",
-                                                 ", not taken")
-        if score is None:
+        p = await ConstrainedStrategy._p_unsupported(editor, job, engine.render_triple(new), f"{new.as_list()}",
+                                                     ", not taken")
+        if p is None:
             return "scoring the corrected triple failed: it is not verified, not taken"
         threshold = engine.hallucination_threshold
-        job.verified[new] = p = score.p_unsupported
-        if before is not None and before <= threshold and p >= before:  # a stand-in triple
+        job.verified[new] = p
+        if before <= threshold and p >= before:  # a stand-in triple
             return (f"the corrected triple is no less unsupported than the unflagged triple it corrects "
                     f"(P(unsupported) = {p:.2f}, the triple's {before:.2f})")
-        if p <= threshold or (strict and paired and before is not None and p <= before - MINIMAL_PAIR_MARGIN):
+        if p <= threshold or (strict and paired and p <= before - MINIMAL_PAIR_MARGIN):
             return None
         if strict:
             return (f"the corrected triple changes more than a value and is not supported by the context "
                     f"(P(unsupported) = {p:.2f})")
-        if before is None or p >= before:
-            was = "" if before is None else f", the flagged triple's {before:.2f}"
-            return f"the corrected triple is not supported by the context either (P(unsupported) = {p:.2f}{was})"
+        if p >= before:
+            return (f"the corrected triple is not supported by the context either (P(unsupported) = {p:.2f}, "
+                    f"the flagged triple's {before:.2f})")
         return None
 
     @staticmethod
-    async def _ask(editor: Editor, job: Round, messages: list[BaseMessage], change: TripleChange) -> str | None:
-        answer, error, calls = await editor.call(messages, job.config)
-        change.llm_calls += calls
-        if answer is None:
-            change.reason = f"step 1: the chat model raised {error}"
-            return None
-        change.raw_answers.append(answer)
-        return answer if answer.strip() else None
-
-    @staticmethod
     def _problem(edit: Edit, context: str) -> str | None:
-        """Why one change (of a proposed triple, or of a rewrite) is not a correction (``None``: it may be one): it
-        brings in a word whose lemma the context lacks (the verb a negation taken out inflects aside: "did not
-        discover" → "discovered"), or it is none of: a negation added or taken out; a value replaced by a value
-        (spaCy's entities of :data:`~grapheval_plugins.correct.spans.VALUE_LABELS`, or numbers); a name replaced
-        by a name the context states; as many words for as many."""
+        """Why one change (of a proposed triple, or of a rewrite) is not a correction (``None``: it may be one): a
+        word the context lacks, or none of a negation, a value for a value, a name of the context, as many words."""
         negation = negation_only(edit)
         foreign = foreign_words(edit.new, context, inflecting=edit.old if negation else "")
         if foreign:
@@ -762,9 +670,8 @@ def _choices(old: Triple, evidence: str, output: str) -> tuple[Value, list[str]]
 
 
 def _to_correct(report: Report) -> list[ClaimCheck]:
-    """The claims ``strategy="constrained"`` corrects: the flagged ones; when the output is flagged and none of its
-    triples is (the hybrid rule's whole-output term carried the verdict), the triple the scorer doubted most stands
-    in, held to one more rule: its correction must be scored less unsupported than it was."""
+    """The claims ``strategy="constrained"`` corrects: the flagged ones, or when the output is flagged and none of its
+    triples is, the triple the scorer doubted most."""
     flagged = list(report.unsupported)
     if not report.hallucinated or any(c.triple is not None for c in flagged):
         return flagged
@@ -773,10 +680,6 @@ def _to_correct(report: Report) -> list[ClaimCheck]:
 
 
 _V = TypeVar("_V")
-
-
-def _scores(tried: Sequence[tuple[float, object]]) -> str:
-    return ", ".join(f"{o!r} {p:.2f}" for p, o in tried) or "none could be scored"
 
 
 def _best_variant(tried: Sequence[tuple[float, _V]], before: float) -> tuple[_V | None, str]:
@@ -805,15 +708,6 @@ def _made_in(triples: list[Triple], edit: Edit) -> None:
             triples[i] = replaced
 
 
-@dataclass(frozen=True)
-class _SentenceClaim:
-    """An output sentence as the anchor of :func:`~grapheval_plugins.text.closest_sentences` (all its words)."""
-
-    subject: str
-    relation: str = ""
-    object: str = ""
-
-
 def _like(value: str, written: str) -> str:
     """``value`` with its first letter capitalised when ``written`` (the value it replaces) starts with a capital.
 
@@ -823,28 +717,18 @@ def _like(value: str, written: str) -> str:
     return value[:1].upper() + value[1:] if written[:1].isupper() else value
 
 
-def _changed_span(before: str, after: str) -> tuple[int, int, int]:
-    """Where ``after`` departs from ``before``: the start, and the end in ``before`` and in ``after``.
-
-    >>> _changed_span("Bob won.", "Bob lost.")
-    (4, 7, 8)
-    """
-    head = len(os.path.commonprefix([before, after]))
-    tail = len(os.path.commonprefix([before[head:][::-1], after[head:][::-1]]))
-    return head, len(before) - tail, len(after) - tail
-
-
 def _changed_sentences(before: str, after: str) -> tuple[str, str]:
     """The sentences of ``before`` that differ in ``after``, and what they became (each run of them whole).
 
     >>> _changed_sentences("Ann is tall. Bob won. Cy ran.", "Ann is tall. Bob lost. Cy ran.")
     ('Bob won.', 'Bob lost.')
     """
-    head, *ends = _changed_span(before, after)
+    head = len(os.path.commonprefix([before, after]))
+    tail = len(os.path.commonprefix([before[head:][::-1], after[head:][::-1]]))
     spans = []
-    for text, end in zip((before, after), ends):
+    for text in (before, after):
         start, _ = sentence_at(text, head)
-        _, stop = sentence_at(text, max(end - 1, start))
+        _, stop = sentence_at(text, max(len(text) - tail - 1, start))
         spans.append(text[start:stop])
     return spans[0], spans[1]
 
@@ -864,24 +748,15 @@ def _one_at_a_time(old: Triple, edits: Sequence[Edit]) -> list[Triple]:
     return out
 
 
-def _p(job: Round, triple: Triple) -> float:
-    """The scored P(unsupported) of a tried triple (1.0 when it was not scored: verification off)."""
-    return job.verified.get(triple, 1.0)
-
-
-def _minimal_pair(old: Triple, new: Triple) -> bool:
-    """Whether ``new`` differs from ``old`` in one place: it only adds or takes out negations
-    (:func:`~grapheval_plugins.correct.spans.negation_only`), or makes one change of as many words for as many."""
+def _kind(old: Triple, new: Triple) -> tuple[bool, bool]:
+    """Whether ``new`` changes something other than values (spaCy's numbers and dates) of ``old``, and whether it
+    is a minimal pair with it (it only adds or takes out negations, or makes one change of as many words)."""
     edits = triple_edits(old, new)
     if not edits:
-        return False
-    return all(negation_only(e) for e in edits) or (len(edits) == 1 and _words(edits[0].old) == _words(edits[0].new))
-
-
-def _changes_a_value(old: Triple, new: Triple) -> bool:
-    """Whether every change from ``old`` to ``new`` replaces a value by a value (spaCy's numbers and dates)."""
-    edits = triple_edits(old, new)
-    return bool(edits) and all(is_value(e.old) and is_value(e.new) for e in edits)
+        return True, False
+    value = all(is_value(e.old) and is_value(e.new) for e in edits)
+    paired = all(negation_only(e) for e in edits) or (len(edits) == 1 and _words(edits[0].old) == _words(edits[0].new))
+    return not value, paired
 
 
 def _option(answer: str, options: Sequence[str]) -> str | None:
@@ -928,26 +803,10 @@ class DirectStrategy:
     method: CorrectionMethod = "direct"
 
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]:
-        current = job.current
-        answer, error, calls = await editor.call(editor.prompts.direct_messages(current, job.ctx), job.config)
-        change = TripleChange(round=job.number, kind="direct", llm_calls=calls)
-        if answer is None:
-            change.reason = f"the chat model raised {error}"
-            return current, [change]
-        change.raw_answers.append(answer)
-        candidate, problem = editor.accept(answer, current, job.original, "direct")
-        if problem is not None:
-            change.reason = problem
-            return current, [change]
-        lost = await editor.guard.lost(candidate, job.supported, job.tally)
-        change.guard_lost = lost
-        if lost and editor.guard.rejects:
-            change.reason = f"guard: the rewrite drops {len(lost)} supported triple(s)"
-            return current, [change]
-        if lost:
-            job.tally.issues.append(
-                "guard: the direct rewrite dropped supported triple(s) " + ", ".join(str(t.as_list()) for t in lost)
-            )
+        change = TripleChange(round=job.number, kind="direct")
+        candidate = await editor.rewrite(job, change, "direct", "the chat model raised")
+        if candidate is None or not await editor.guarded(candidate, job, change, "the rewrite", "the direct rewrite"):
+            return job.current, [change]
         change.applied = True
         return candidate, [change]
 
@@ -955,12 +814,13 @@ class DirectStrategy:
 def strategy_for(
     method: CorrectionMethod, *, batch_step1: bool = False, evidence_sentences: int = 3, direct_fallback: bool = True
 ) -> CorrectionStrategy:
-    """The strategy of a correction method (``"graph"``, ``"evidence"``, ``"direct"`` or ``"constrained"``).
+    """The strategy of a correction method (``"paper"`` or its old name ``"graph"``, ``"evidence"``, ``"direct"``
+    or ``"constrained"``).
 
     >>> strategy_for("direct").method, strategy_for("evidence").method
     ('direct', 'evidence')
     """
-    if method == "graph":
+    if method in ("paper", "graph"):
         return GraphStrategy(batch_step1=batch_step1)
     if method == "evidence":
         return EvidenceStrategy(evidence_sentences=evidence_sentences, direct_fallback=direct_fallback)

@@ -11,8 +11,8 @@ Nothing here calls a model. ``rouge-score`` (the ``correct`` extra) is imported 
 from __future__ import annotations
 
 import difflib
+import functools
 import re
-import threading
 from typing import Any
 
 from .._imports import require
@@ -40,21 +40,7 @@ _HERE = r"(?:here(?:'s| is| are)|below is|this is)\s+(?:the\s+|your\s+|an?\s+)?"
 _ADJ = r"(?:(?:corrected|new|updated|revised|modified|fixed|rewritten|resulting|final|edited)\s+)"
 _NOUN = r"(?:summary|context|text|version|output|answer|paragraph|passage)"
 _PREAMBLE = re.compile(
-    r"^\s*(?:"
-    + _LEAD
-    + _HERE
-    + _ADJ
-    + r"*"
-    + _NOUN
-    + r"?|"
-    + _LEAD
-    + r"(?:the\s+)?"
-    + _ADJ
-    + r"+"
-    + _NOUN
-    + r")"
-    r"[^:\n]{0,60}:[ \t]*\n?\s*",
-    re.I,
+    rf"^\s*(?:{_LEAD}{_HERE}{_ADJ}*{_NOUN}?|{_LEAD}(?:the\s+)?{_ADJ}+{_NOUN})[^:\n]{{0,60}}:[ \t]*\n?\s*", re.I
 )
 _CHATTY_LINE = re.compile(
     r"^\s*(?:sure|okay|ok|certainly|of course|absolutely)[!,.]?"
@@ -161,8 +147,6 @@ def check_rewrite(
     return None
 
 
-
-
 def word_diff(a: str, b: str) -> str:
     """A readable word diff of ``a`` → ``b``: removed words in ``[-…-]``, added words in ``{+…+}``.
 
@@ -189,23 +173,12 @@ def word_diff(a: str, b: str) -> str:
     return " ".join(parts)
 
 
-_SCORER: Any = None
-_SCORER_LOCK = threading.Lock()
-
-
+@functools.cache
 def _rouge_scorer() -> Any:
-    global _SCORER
-    if _SCORER is None:
-        with _SCORER_LOCK:
-            if _SCORER is None:
-                module = require(
-                    "rouge_score.rouge_scorer",
-                    "correct",
-                    "ROUGE between original and corrected outputs",
-                    package="rouge-score",
-                )
-                _SCORER = module.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
-    return _SCORER
+    module = require(
+        "rouge_score.rouge_scorer", "correct", "ROUGE between original and corrected outputs", package="rouge-score"
+    )
+    return module.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
 
 
 def rouge_scores(original: str, corrected: str) -> RougeScores:

@@ -22,13 +22,8 @@ __all__ = [
 ]
 
 CorrectionMethod = Literal["paper", "graph", "evidence", "direct", "constrained"]
-"""``"paper"``: GraphCorrect as published (prompts B then C per flagged triple; ``"graph"`` is its old name, which
-reports written before the rename hold). ``"evidence"``: GraphCorrect with
-step 1 told why the triple failed and shown the closest sentences of the deciding passage, plus one follow-up when
-it repeats the triple (not from the paper). ``"direct"``: the Direct Prompt baseline (D). ``"constrained"``:
-``evidence``'s step 1 with its answer held to the context (new words must be the context's; a wrong number or date
-chosen among the context's values), the changed words replaced in the output in place (no rewrite call), and a
-re-check of the changed claims only (not from the paper)."""
+"""A correction strategy (``docs/guides/correct.md``); ``"graph"`` is the old name of ``"paper"``, which reports
+written before the rename hold."""
 
 CorrectionStatus = Literal["unflagged", "corrected", "still_flagged", "unchanged", "recheck_failed", "error"]
 """What happened to one output:

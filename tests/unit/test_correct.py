@@ -619,7 +619,7 @@ def test_rouge_uses_rouge_score_f_measures() -> None:
 
 
 def test_missing_rouge_score_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(correct_text, "_SCORER", None)
+    correct_text._rouge_scorer.cache_clear()
     monkeypatch.setitem(sys.modules, "rouge_score.rouge_scorer", None)
     with pytest.raises(MissingDependencyError, match=r"grapheval-plugins\[correct\]"):
         rouge_scores("a b", "a c")
@@ -634,7 +634,7 @@ def test_rouge_is_on_by_default_when_rouge_score_is_installed_and_off_with_a_not
 ) -> None:
     with_extra = make(World()).correct(CONTEXT, OUTPUT)
     assert with_extra.rouge is not None and with_extra.rouge.rougeL < 1.0
-    monkeypatch.setattr(correct_text, "_SCORER", None)
+    correct_text._rouge_scorer.cache_clear()
     monkeypatch.setitem(sys.modules, "rouge_score", None)  # the extra is not installed
     monkeypatch.setitem(sys.modules, "rouge_score.rouge_scorer", None)
     with caplog.at_level("INFO", logger="grapheval_plugins.correct.corrector"):
