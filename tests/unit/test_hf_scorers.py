@@ -23,7 +23,7 @@ pytest.importorskip("transformers")
 import hf_models as H  # noqa: E402
 
 from grapheval_plugins.check import hf  # noqa: E402
-from grapheval_plugins.check._hf_common import resolve_dtype, select_device  # noqa: E402
+from grapheval_plugins.check._runtime import resolve_dtype, select_device  # noqa: E402
 from grapheval_plugins.exceptions import InputError, ModelLoadError  # noqa: E402
 
 PAIRS = H.PAIRS
