@@ -134,7 +134,7 @@ def read_config_dict(name: str, hub: HubOptions) -> dict[str, Any]:
 
 def find_weights(name: str, hub: HubOptions) -> list[str]:
     """Local paths of the checkpoint files of ``name`` (safetensors preferred; sharded checkpoints supported)."""
-    from transformers.utils.hub import cached_file
+    from transformers.utils.hub import cached_file, get_checkpoint_shard_files
 
     def fetch(filename: str) -> str | None:
         return cached_file(name, filename, _raise_exceptions_for_missing_entries=False, **hub.kwargs())
@@ -146,14 +146,7 @@ def find_weights(name: str, hub: HubOptions) -> list[str]:
             return [path]
         index_path = fetch(index)
         if index_path:
-            weight_map = json.loads(Path(index_path).read_text(encoding="utf-8"))["weight_map"]
-            shards = []
-            for shard in sorted(set(weight_map.values())):
-                shard_path = fetch(shard)
-                if not shard_path:
-                    raise ModelLoadError(f"model {name!r}: shard {shard!r} listed in {index} is missing")
-                shards.append(shard_path)
-            return shards
+            return list(get_checkpoint_shard_files(name, index_path, **hub.kwargs())[0])
     raise ModelLoadError(f"model {name!r} has no weights (model.safetensors or pytorch_model.bin)")
 
 
