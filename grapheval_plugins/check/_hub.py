@@ -146,7 +146,8 @@ def find_weights(name: str, hub: HubOptions) -> list[str]:
             return [path]
         index_path = fetch(index)
         if index_path:
-            return list(get_checkpoint_shard_files(name, index_path, **hub.kwargs())[0])
+            shards, _ = get_checkpoint_shard_files(name, index_path, **hub.kwargs())  # type: ignore[no-untyped-call]
+            return list(shards)
     raise ModelLoadError(f"model {name!r} has no weights (model.safetensors or pytorch_model.bin)")
 
 

@@ -78,7 +78,7 @@ def verify_tied_embeddings(transformer: Any) -> None:
 # --------------------------------------------------------------------------- HHEM
 class HHEMScorer(HFScorer):
     """HHEM-2.1-Open, rebuilt from transformers' ``T5ForTokenClassification`` without its remote code (which, on
-    transformers 5, leaves the encoder's embedding untied and scores silently wrong); the tie is verified.
+    transformers 5, leaves the encoder's embedding untied and scores silently wrong); the tie is enforced.
 
     P(supported) is the softmax over the two labels at the first position of :data:`HHEM_PROMPT` (or the config's
     ``prompt``). Options as for :class:`~._hf_common.HFScorer`; ``max_length`` defaults to :data:`HHEM_MAX_TOKENS`,
@@ -123,10 +123,8 @@ class HHEMScorer(HFScorer):
             has_own = looks_like_path(self.model_name) and any(
                 (folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "spiece.model"))
             source = self.model_name if has_own else self._foundation()
-        if isinstance(source, (str, os.PathLike)):
-            revision = self._hub_revision_for(os.fspath(source))
-            return self._tokenizer_from(source, self.hub.kwargs(revision, same_revision=False))
-        return self._tokenizer_from(source, {})
+        revision = self._hub_revision_for(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else None
+        return self._tokenizer_from(source, self.hub.kwargs(revision, same_revision=False))
 
     def _t5_config(self) -> Any:
         transformers = _transformers()
