@@ -8,6 +8,7 @@ import os
 import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from .._progress import progress_bar
@@ -121,14 +122,14 @@ class HFScorer(Scorer):
         """The tokenizer (called once, under the lock): ``tokenizer=`` or the model's own."""
         source: Any = self.tokenizer_source if self.tokenizer_source is not None else self.model_name
         same = isinstance(source, (str, os.PathLike)) and os.fspath(source) == self.model_name
-        return self._tokenizer_from(source, self.hub.kwargs(None, same_revision=same))
+        return self._tokenizer_from(source, self.hub if same else replace(self.hub, revision=None))
 
     @abstractmethod
     def _load_model(self, dtype: torch.dtype) -> torch.nn.Module:
         """Load the model on cpu in ``dtype`` (called once, under the lock, after the tokenizer)."""
 
-    def _tokenizer_from(self, source: Any, hub_kwargs: Mapping[str, Any]) -> PreTrainedTokenizerBase:
-        """A tokenizer object as is, or ``AutoTokenizer.from_pretrained(source, **hub_kwargs)``."""
+    def _tokenizer_from(self, source: Any, hub: HubOptions) -> PreTrainedTokenizerBase:
+        """A tokenizer object as is, or ``AutoTokenizer.from_pretrained(source)`` with the ``hub`` settings."""
         transformers = _transformers()
         if isinstance(source, transformers.PreTrainedTokenizerBase):
             given: PreTrainedTokenizerBase = source
@@ -136,12 +137,11 @@ class HFScorer(Scorer):
         name = os.fspath(source)
         try:
             loaded: PreTrainedTokenizerBase = transformers.AutoTokenizer.from_pretrained(
-                name, **{**self.tokenizer_kwargs, **hub_kwargs})
+                name, **{**self.tokenizer_kwargs, **hub.kwargs()})
             return loaded
         except GraphEvalError:
             raise
         except Exception as exc:  # noqa: BLE001 - hub / IO errors translated with their cause
-            hub = HubOptions(hub_kwargs.get("revision"), hub_kwargs.get("local_files_only"))
             raise load_error("the tokenizer", name, hub, exc) from exc
 
     def _ensure_tokenizer(self) -> PreTrainedTokenizerBase:

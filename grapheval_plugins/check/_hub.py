@@ -53,15 +53,13 @@ class HubOptions:
     token: str | bool | None = field(default=None, repr=False)
     cache_dir: str | os.PathLike[str] | None = None
 
-    def kwargs(self, revision: str | None = None, *, same_revision: bool = True) -> dict[str, Any]:
+    def kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``from_pretrained`` / ``cached_file``.
 
         >>> HubOptions(revision="abc", local_files_only=True).kwargs()
         {'revision': 'abc', 'local_files_only': True}
-        >>> HubOptions(revision="abc").kwargs("def", same_revision=False)
-        {'revision': 'def'}
         """
-        kw = {"revision": self.revision if same_revision else revision, "local_files_only": self.local_files_only,
+        kw = {"revision": self.revision, "local_files_only": self.local_files_only,
               "token": self.token, "cache_dir": None if self.cache_dir is None else os.fspath(self.cache_dir)}
         return {key: value for key, value in kw.items() if value is not None}
 

@@ -83,7 +83,5 @@ def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = 
 
 
 def _is_oom(exc: BaseException) -> bool:
-    torch = _torch()
-    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
-                                  getattr(torch.cuda, "OutOfMemoryError", None)) if t is not None)
-    return isinstance(exc, oom_types) or "out of memory" in str(exc).lower()
+    # torch.cuda.OutOfMemoryError is torch.OutOfMemoryError (2.5+); other devices say it in a RuntimeError.
+    return isinstance(exc, _torch().cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,7 +125,7 @@ class HHEMScorer(HFScorer):
                 (folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "spiece.model"))
             source = self.model_name if has_own else self._foundation()
         revision = self._hub_revision_for(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else None
-        return self._tokenizer_from(source, self.hub.kwargs(revision, same_revision=False))
+        return self._tokenizer_from(source, replace(self.hub, revision=revision))
 
     def _t5_config(self) -> Any:
         transformers = _transformers()
@@ -136,12 +137,11 @@ class HHEMScorer(HFScorer):
             t5_config = transformers.T5Config.from_dict(config)
         else:
             foundation = self._foundation()
-            kwargs = self.hub.kwargs(self._hub_revision_for(foundation), same_revision=False)
+            hub = replace(self.hub, revision=self._hub_revision_for(foundation))
             try:
-                t5_config = transformers.AutoConfig.from_pretrained(foundation, **kwargs)
+                t5_config = transformers.AutoConfig.from_pretrained(foundation, **hub.kwargs())
             except Exception as exc:  # noqa: BLE001 - hub / IO errors translated with their cause
-                raise load_error("the foundation config", foundation, HubOptions(kwargs.get("revision"),
-                                 self.hub.local_files_only), exc) from exc
+                raise load_error("the foundation config", foundation, hub, exc) from exc
         if not isinstance(t5_config, transformers.T5Config):
             raise ModelLoadError(f"model {self.model_name!r}: its foundation is {type(t5_config).__name__}, not T5")
         t5_config.num_labels = 2

@@ -316,4 +316,4 @@ class JudgeScorer(Scorer):
         return [1.0 - s.p_unsupported for s in scores]
 
     def __repr__(self) -> str:
-        return f"JudgeScorer({self.name!r})"
+        return f"{type(self).__name__}({self.name!r})"

@@ -269,6 +269,3 @@ class LLMJudge(JudgeScorer):
     @property
     def logprobs_returned(self) -> bool | None:
         return self.chat.logprobs_returned
-
-    def __repr__(self) -> str:
-        return f"LLMJudge({self.name!r})"
