@@ -122,7 +122,7 @@ def load_pairs(limit: int, dataset: Path = DATASET, kg_file: Path = KG_FILE) -> 
 # --------------------------------------------------------------------------- models
 def device_and_dtype() -> tuple[Any, Any, Any]:
     """(device, dtype for T5, dtype for DeBERTa): half precision on a GPU, float32 on cpu."""
-    from grapheval_plugins.check._hf_common import resolve_dtype, select_device
+    from grapheval_plugins.check._runtime import resolve_dtype, select_device
 
     device = select_device(None)
     return device, resolve_dtype(None, device, allow_fp16=False), resolve_dtype(None, device, allow_fp16=True)

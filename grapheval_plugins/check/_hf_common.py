@@ -8,19 +8,13 @@ import os
 import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from .._progress import progress_bar
+from .._template import fill
 from ..exceptions import GraphEvalError, InputError, ModelLoadError
-from ._hub import (
-    HubOptions,
-    find_weights,
-    load_error,
-    looks_like_path,
-    pinned_revision,
-    read_config_dict,
-    read_state_dict,
-)
+from ._hub import HubOptions, load_error, looks_like_path, pinned_revision
 from ._runtime import (
     DeviceLike,
     DTypeLike,
@@ -29,7 +23,6 @@ from ._runtime import (
     _torch,
     _transformers,
     logger,
-    pad_batch,
     resolve_dtype,
     select_device,
 )
@@ -39,11 +32,7 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedTokenizerBase
 
-__all__ = [
-    "DTypeLike", "DeviceLike", "Features", "HFScorer", "HFScorerOptions", "HubOptions", "_torch", "_transformers", "find_weights",
-    "load_error", "logger", "looks_like_path", "pad_batch", "pinned_revision", "read_config_dict", "read_state_dict",
-    "resolve_dtype", "select_device",
-]
+__all__ = ["HFScorer", "HFScorerOptions"]
 
 
 class HFScorerOptions(TypedDict, total=False):
@@ -79,6 +68,7 @@ class HFScorer(Scorer):
     """
 
     kind: str = "hf"  # the spec prefix; the scorer's name is "<kind>:<model>"
+    template: str | None = None  # one text per pair, filled with {premise}, {hypothesis}, {eos}; None: a text pair
     allow_fp16: bool = True
     fingerprint_fields: ClassVar[tuple[str, ...]] = ("hub.revision", "tokenizer_source", "max_length", "hypothesis_tokens")
 
@@ -132,17 +122,14 @@ class HFScorer(Scorer):
         """The tokenizer (called once, under the lock): ``tokenizer=`` or the model's own."""
         source: Any = self.tokenizer_source if self.tokenizer_source is not None else self.model_name
         same = isinstance(source, (str, os.PathLike)) and os.fspath(source) == self.model_name
-        return self._tokenizer_from(source, self.hub.kwargs(None, same_revision=same))
+        return self._tokenizer_from(source, self.hub if same else replace(self.hub, revision=None))
 
     @abstractmethod
     def _load_model(self, dtype: torch.dtype) -> torch.nn.Module:
         """Load the model on cpu in ``dtype`` (called once, under the lock, after the tokenizer)."""
 
-    def _after_load(self, model: torch.nn.Module) -> None:
-        """Checks after the model sits on its device in its dtype."""
-
-    def _tokenizer_from(self, source: Any, hub_kwargs: Mapping[str, Any]) -> PreTrainedTokenizerBase:
-        """A tokenizer object as is, or ``AutoTokenizer.from_pretrained(source, **hub_kwargs)``."""
+    def _tokenizer_from(self, source: Any, hub: HubOptions) -> PreTrainedTokenizerBase:
+        """A tokenizer object as is, or ``AutoTokenizer.from_pretrained(source)`` with the ``hub`` settings."""
         transformers = _transformers()
         if isinstance(source, transformers.PreTrainedTokenizerBase):
             given: PreTrainedTokenizerBase = source
@@ -150,12 +137,11 @@ class HFScorer(Scorer):
         name = os.fspath(source)
         try:
             loaded: PreTrainedTokenizerBase = transformers.AutoTokenizer.from_pretrained(
-                name, **{**self.tokenizer_kwargs, **hub_kwargs})
+                name, **{**self.tokenizer_kwargs, **hub.kwargs()})
             return loaded
         except GraphEvalError:
             raise
         except Exception as exc:  # noqa: BLE001 - hub / IO errors translated with their cause
-            hub = HubOptions(hub_kwargs.get("revision"), hub_kwargs.get("local_files_only"))
             raise load_error("the tokenizer", name, hub, exc) from exc
 
     def _ensure_tokenizer(self) -> PreTrainedTokenizerBase:
@@ -202,7 +188,6 @@ class HFScorer(Scorer):
             except Exception as exc:  # noqa: BLE001 - hub / IO / torch errors translated with their cause
                 raise load_error("model", self.model_name, self.hub, exc) from exc
             model.eval()
-            self._after_load(model)
             self._device = device
             logger.info("%s loaded on %s in %s", self.name, device, dtype)
             self._model = model
@@ -249,9 +234,15 @@ class HFScorer(Scorer):
             return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     # ----------------------------------------------------------------- encoding
-    @abstractmethod
     def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
         """Token features of each ``(premise, hypothesis)`` (with special tokens, no padding, no truncation)."""
+        if self.template is None:
+            texts: tuple[list[str], ...] = ([p for p, _ in pairs], [h for _, h in pairs])
+        else:
+            eos = str(tokenizer.eos_token)
+            texts = ([fill(self.template, premise=p, hypothesis=h, eos=eos) for p, h in pairs],)
+        encoded = tokenizer(*texts, add_special_tokens=True)
+        return [{key: list(values[i]) for key, values in encoded.items()} for i in range(len(pairs))]
 
     def _encode(self, pairs: Sequence[tuple[str, str]]) -> list[Features]:
         """Token features of every pair, at most ``max_length`` tokens: a longer pair loses the end of its premise."""
@@ -291,40 +282,30 @@ class HFScorer(Scorer):
         """P(supported), shape ``(batch,)``, for one padded batch already on the model's device."""
 
     def _run_batch(self, features: Sequence[Features]) -> list[float]:
-        """P(supported) of each feature row; a batch that runs out of memory is retried in halves, off a stack once
-        the failed attempt's tensors and traceback are released (not by recursion inside an ``except``)."""
+        """P(supported) of each feature row; a batch of more than one row that runs out of memory is retried in
+        halves, off a stack once the failed attempt's tensors and traceback are released (not inside an ``except``)."""
         scores: list[float] = []
         pending: list[Sequence[Features]] = [features]
         while pending:
             chunk = pending.pop()
-            probs = self._try_batch(chunk)
-            if probs is None:
-                half = len(chunk) // 2
-                logger.warning("%s: out of memory on a batch of %d, retrying in halves", self.name, len(chunk))
-                self._release_device_memory()
-                pending += [chunk[half:], chunk[:half]]  # the first half is popped, and so scored, first
+            padded = self._tokenizer.pad(list(chunk), padding_side="right", return_tensors="pt")
+            batch = {key: values.to(self._device) for key, values in padded.items()}
+            try:
+                probs = self._support(self._model, batch)
+            except Exception as exc:
+                if not (len(chunk) > 1 and _is_oom(exc)):
+                    raise
+                probs = None  # leave the handler: the exception and its frames are dropped with it
+            del batch
+            if probs is not None:
+                scores += [float(p) for p in probs.float().cpu().tolist()]
                 continue
-            scores += probs
+            logger.warning("%s: out of memory on a batch of %d, retrying in halves", self.name, len(chunk))
+            if self._device.type == "cuda":
+                _torch().cuda.empty_cache()
+            half = len(chunk) // 2
+            pending += [chunk[half:], chunk[:half]]  # the first half is popped, and so scored, first
         return scores
-
-    def _try_batch(self, features: Sequence[Features]) -> list[float] | None:
-        """P(supported) of one padded batch, or ``None`` when a batch of more than one row ran out of memory."""
-        batch = {k: v.to(self._device) for k, v in pad_batch(features, self._tokenizer.pad_token_id).items()}
-        out_of_memory = False
-        try:
-            probs = self._support(self._model, batch)
-        except Exception as exc:
-            if not (len(features) > 1 and _is_oom(exc)):
-                raise
-            out_of_memory = True  # leave the handler: the exception and its frames are dropped with it
-        del batch
-        if out_of_memory:
-            return None
-        return [float(p) for p in probs.float().cpu().tolist()]
-
-    def _release_device_memory(self) -> None:
-        if self._device is not None and self._device.type == "cuda":
-            _torch().cuda.empty_cache()
 
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """P(supported) for each ``(premise, hypothesis)`` pair, scored ``batch_size`` at a time by token length."""

@@ -53,15 +53,13 @@ class HubOptions:
     token: str | bool | None = field(default=None, repr=False)
     cache_dir: str | os.PathLike[str] | None = None
 
-    def kwargs(self, revision: str | None = None, *, same_revision: bool = True) -> dict[str, Any]:
+    def kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``from_pretrained`` / ``cached_file``.
 
         >>> HubOptions(revision="abc", local_files_only=True).kwargs()
         {'revision': 'abc', 'local_files_only': True}
-        >>> HubOptions(revision="abc").kwargs("def", same_revision=False)
-        {'revision': 'def'}
         """
-        kw = {"revision": self.revision if same_revision else revision, "local_files_only": self.local_files_only,
+        kw = {"revision": self.revision, "local_files_only": self.local_files_only,
               "token": self.token, "cache_dir": None if self.cache_dir is None else os.fspath(self.cache_dir)}
         return {key: value for key, value in kw.items() if value is not None}
 
@@ -134,7 +132,7 @@ def read_config_dict(name: str, hub: HubOptions) -> dict[str, Any]:
 
 def find_weights(name: str, hub: HubOptions) -> list[str]:
     """Local paths of the checkpoint files of ``name`` (safetensors preferred; sharded checkpoints supported)."""
-    from transformers.utils.hub import cached_file
+    from transformers.utils.hub import cached_file, get_checkpoint_shard_files
 
     def fetch(filename: str) -> str | None:
         return cached_file(name, filename, _raise_exceptions_for_missing_entries=False, **hub.kwargs())
@@ -146,14 +144,8 @@ def find_weights(name: str, hub: HubOptions) -> list[str]:
             return [path]
         index_path = fetch(index)
         if index_path:
-            weight_map = json.loads(Path(index_path).read_text(encoding="utf-8"))["weight_map"]
-            shards = []
-            for shard in sorted(set(weight_map.values())):
-                shard_path = fetch(shard)
-                if not shard_path:
-                    raise ModelLoadError(f"model {name!r}: shard {shard!r} listed in {index} is missing")
-                shards.append(shard_path)
-            return shards
+            shards, _ = get_checkpoint_shard_files(name, index_path, **hub.kwargs())  # type: ignore[no-untyped-call]
+            return list(shards)
     raise ModelLoadError(f"model {name!r} has no weights (model.safetensors or pytorch_model.bin)")
 
 

@@ -1,9 +1,8 @@
-"""The torch runtime of the HuggingFace scorers (imported lazily): device and dtype, padding, out-of-memory."""
+"""The torch runtime of the HuggingFace scorers (imported lazily): device and dtype, out-of-memory."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 from .._imports import require
@@ -11,7 +10,7 @@ from .._imports import require
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["DTypeLike", "DeviceLike", "Features", "pad_batch", "resolve_dtype", "select_device"]
+__all__ = ["DTypeLike", "DeviceLike", "Features", "resolve_dtype", "select_device"]
 
 logger = logging.getLogger("grapheval_plugins.check.hf")
 
@@ -83,20 +82,6 @@ def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = 
     return torch.float16 if device.type in ("cuda", "mps") and allow_fp16 else torch.float32
 
 
-def pad_batch(features: Sequence[Features], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad token features into tensors (``attention_mask`` 0 and ``token_type_ids`` 0 on padding)."""
-    torch = _torch()
-    width = max(len(f["input_ids"]) for f in features)
-    batch: dict[str, Any] = {}
-    for key in features[0]:
-        fill = pad_token_id if key == "input_ids" else 0
-        rows = [list(f[key]) + [fill] * (width - len(f[key])) for f in features]
-        batch[key] = torch.tensor(rows, dtype=torch.long)
-    return batch
-
-
 def _is_oom(exc: BaseException) -> bool:
-    torch = _torch()
-    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
-                                  getattr(torch.cuda, "OutOfMemoryError", None)) if t is not None)
-    return isinstance(exc, oom_types) or "out of memory" in str(exc).lower()
+    # torch.cuda.OutOfMemoryError is torch.OutOfMemoryError (2.5+); other devices say it in a RuntimeError.
+    return isinstance(exc, _torch().cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()

@@ -9,15 +9,13 @@ contexts are chunked rather than cut (``pip install 'grapheval-plugins[hf]'``; i
     scorer.predict_support([("The capital of France is Paris.", "Paris is in France.")])   # [0.9...]
     T5NLIScorer("google/t5_11b_trueteacher_and_anli")       # TrueTeacher, 11B parameters
     nli = load_hf_scorer("/path/to/an/mnli-cross-encoder")  # the kind is read from its config.json
-
-Offline: pass the path of a folder holding ``config.json``, the weights and the tokenizer (for HHEM, the tokenizer
-of ``google/flan-t5-base``: ``tokenizer="/path/to/flan-t5-base"``), or a populated ``cache_dir``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,22 +23,17 @@ from typing_extensions import Unpack
 
 from .._template import fill
 from ..exceptions import InputError, ModelLoadError
-from ._hf_common import (
-    Features,
-    HFScorer,
-    HFScorerOptions,
+from ._hf_common import HFScorer, HFScorerOptions
+from ._hub import (
     HubOptions,
-    _torch,
-    _transformers,
     find_weights,
     load_error,
-    logger,
     looks_like_path,
     pinned_revision,
     read_config_dict,
     read_state_dict,
-    select_device,
 )
+from ._runtime import _torch, _transformers, logger, select_device
 
 if TYPE_CHECKING:
     import torch
@@ -62,34 +55,11 @@ HHEM_MAX_TOKENS = 2048
 premise up to about this many tokens is scored whole, as HHEM's own ``predict`` does."""
 T5_NLI_TEMPLATE = "premise: {premise} hypothesis: {hypothesis}"
 
-_HHEM_PREFIX = "t5."
 _SHARED = "transformer.shared.weight"
 _ENCODER_EMBED = "transformer.encoder.embed_tokens.weight"
 
 
 # --------------------------------------------------------------------------- embedding ties
-def tie_t5_embeddings(state: dict[str, Any]) -> dict[str, Any]:
-    """The state dict with the encoder's input embedding set to ``shared``; :class:`ModelLoadError` for one with
-    neither, or with an ``encoder.embed_tokens`` that differs (saved from an untied, broken model)."""
-    torch = _torch()
-    shared = state.get(_SHARED)
-    encoder = state.get(_ENCODER_EMBED)
-    if shared is None and encoder is None:
-        raise ModelLoadError(f"the checkpoint has no embedding matrix (neither {_SHARED!r} nor {_ENCODER_EMBED!r})")
-    if shared is None:
-        shared = encoder
-    elif encoder is not None and (encoder.shape != shared.shape or not torch.equal(encoder, shared)):
-        raise ModelLoadError(
-            f"the checkpoint's {_ENCODER_EMBED!r} differs from {_SHARED!r}: it was saved from a model whose "
-            "embeddings were untied (e.g. HHEM loaded through its remote code on transformers 5), so its scores "
-            "would be wrong. Use the original checkpoint."
-        )
-    state = dict(state)
-    state[_SHARED] = shared
-    state[_ENCODER_EMBED] = shared
-    return state
-
-
 def verify_tied_embeddings(transformer: Any) -> None:
     """Raise :class:`ModelLoadError` unless every stack's ``embed_tokens`` of a T5 model is its ``shared`` matrix."""
     torch = _torch()
@@ -99,30 +69,17 @@ def verify_tied_embeddings(transformer: Any) -> None:
         if stack is None:
             continue
         weight = stack.embed_tokens.weight
-        same_storage = weight is shared or (weight.shape == shared.shape and weight.data_ptr() == shared.data_ptr())
-        if not same_storage and not (weight.shape == shared.shape and torch.equal(weight, shared)):
+        if weight is not shared and not (weight.shape == shared.shape and torch.equal(weight, shared)):
             raise ModelLoadError(
                 f"{stack_name}.embed_tokens is not tied to the shared embedding matrix: the model would score "
                 "with an embedding it was not trained with. Refusing to use it."
             )
 
 
-def _templated(tokenizer: PreTrainedTokenizerBase, template: str, pairs: Sequence[tuple[str, str]]) -> list[Features]:
-    ids = tokenizer([fill(template, premise=p, hypothesis=h) for p, h in pairs], add_special_tokens=True)["input_ids"]
-    return [{"input_ids": list(row), "attention_mask": [1] * len(row)} for row in ids]
-
-
-def _strip_hhem_prefix(state: Mapping[str, Any]) -> dict[str, Any]:
-    """``t5.<key>`` → ``<key>``; decoder weights (unused by token classification) are dropped."""
-    prefixed = all(key.startswith(_HHEM_PREFIX) for key in state)
-    stripped = {key[len(_HHEM_PREFIX):] if prefixed else key: value for key, value in state.items()}
-    return {k: v for k, v in stripped.items() if not k.startswith(("transformer.decoder.", "decoder."))}
-
-
 # --------------------------------------------------------------------------- HHEM
 class HHEMScorer(HFScorer):
     """HHEM-2.1-Open, rebuilt from transformers' ``T5ForTokenClassification`` without its remote code (which, on
-    transformers 5, leaves the encoder's embedding untied and scores silently wrong); the tie is verified.
+    transformers 5, leaves the encoder's embedding untied and scores silently wrong); the tie is enforced.
 
     P(supported) is the softmax over the two labels at the first position of :data:`HHEM_PROMPT` (or the config's
     ``prompt``). Options as for :class:`~._hf_common.HFScorer`; ``max_length`` defaults to :data:`HHEM_MAX_TOKENS`,
@@ -138,7 +95,7 @@ class HHEMScorer(HFScorer):
         options.setdefault("max_length", HHEM_MAX_TOKENS)
         super().__init__(model, **options)
         self.tokenizer_revision = tokenizer_revision
-        self.prompt = HHEM_PROMPT
+        self.prompt = self.template = HHEM_PROMPT
         self._config_dict: dict[str, Any] | None = None
 
     def _hhem_config(self) -> dict[str, Any]:
@@ -146,7 +103,7 @@ class HHEMScorer(HFScorer):
             config = read_config_dict(self.model_name, self.hub)
             prompt = config.get("prompt")
             if isinstance(prompt, str) and "{text1}" in prompt and "{text2}" in prompt:
-                self.prompt = fill(prompt, text1="{premise}", text2="{hypothesis}")
+                self.prompt = self.template = fill(prompt, text1="{premise}", text2="{hypothesis}")
             self._config_dict = config
         return self._config_dict
 
@@ -167,10 +124,8 @@ class HHEMScorer(HFScorer):
             has_own = looks_like_path(self.model_name) and any(
                 (folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "spiece.model"))
             source = self.model_name if has_own else self._foundation()
-        if isinstance(source, (str, os.PathLike)):
-            revision = self._hub_revision_for(os.fspath(source))
-            return self._tokenizer_from(source, self.hub.kwargs(revision, same_revision=False))
-        return self._tokenizer_from(source, {})
+        revision = self._hub_revision_for(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else None
+        return self._tokenizer_from(source, replace(self.hub, revision=revision))
 
     def _t5_config(self) -> Any:
         transformers = _transformers()
@@ -182,12 +137,11 @@ class HHEMScorer(HFScorer):
             t5_config = transformers.T5Config.from_dict(config)
         else:
             foundation = self._foundation()
-            kwargs = self.hub.kwargs(self._hub_revision_for(foundation), same_revision=False)
+            hub = replace(self.hub, revision=self._hub_revision_for(foundation))
             try:
-                t5_config = transformers.AutoConfig.from_pretrained(foundation, **kwargs)
+                t5_config = transformers.AutoConfig.from_pretrained(foundation, **hub.kwargs())
             except Exception as exc:  # noqa: BLE001 - hub / IO errors translated with their cause
-                raise load_error("the foundation config", foundation, HubOptions(kwargs.get("revision"),
-                                 self.hub.local_files_only), exc) from exc
+                raise load_error("the foundation config", foundation, hub, exc) from exc
         if not isinstance(t5_config, transformers.T5Config):
             raise ModelLoadError(f"model {self.model_name!r}: its foundation is {type(t5_config).__name__}, not T5")
         t5_config.num_labels = 2
@@ -201,29 +155,28 @@ class HHEMScorer(HFScorer):
 
         transformers = _transformers()
         t5_config = self._t5_config()
-        state = tie_t5_embeddings(_strip_hhem_prefix(read_state_dict(find_weights(self.model_name, self.hub))))
-        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
+        state = read_state_dict(find_weights(self.model_name, self.hub))
+        if all(key.startswith("t5.") for key in state):  # the HHEM wrapper's prefix
+            state = {key.removeprefix("t5."): value for key, value in state.items()}
+        shared, encoder = state.get(_SHARED), state.get(_ENCODER_EMBED)
+        if shared is None and encoder is None:
+            raise ModelLoadError(f"the checkpoint has no embedding matrix (neither {_SHARED!r} nor {_ENCODER_EMBED!r})")
+        if shared is None:
+            shared = encoder
+        elif encoder is not None and not (encoder.shape == shared.shape and torch.equal(encoder, shared)):
+            raise ModelLoadError(
+                f"the checkpoint's {_ENCODER_EMBED!r} differs from {_SHARED!r}: it was saved from a model whose "
+                "embeddings were untied (e.g. HHEM loaded through its remote code on transformers 5), so its scores "
+                "would be wrong. Use the original checkpoint."
+            )
+        state[_SHARED] = state[_ENCODER_EMBED] = shared
         with torch.device("meta"):
             model = transformers.T5ForTokenClassification(t5_config)
-        result = model.load_state_dict(state, strict=False, assign=True)
-        if result.missing_keys or result.unexpected_keys:
-            raise ModelLoadError(
-                f"model {self.model_name!r} is not an HHEM / T5 token-classification checkpoint: "
-                f"missing {sorted(result.missing_keys)[:5]}, unexpected {sorted(result.unexpected_keys)[:5]}"
-            )
-        transformer = model.transformer
-        transformer.encoder.embed_tokens.weight = transformer.shared.weight
-        verify_tied_embeddings(transformer)
-        left = [name for name, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
-        if left:
-            raise ModelLoadError(f"model {self.model_name!r}: tensors not in the checkpoint: {left[:5]}")
+        # Strict: a checkpoint of another shape is refused; the decoder (unused by token classification) is dropped.
+        encoder_only = {k: v for k, v in state.items() if not k.startswith("transformer.decoder.")}
+        model.load_state_dict(encoder_only, assign=True)
+        model.transformer.encoder.embed_tokens.weight = model.transformer.shared.weight
         return model  # type: ignore[no-any-return]  # transformers' models are untyped here (lazy import)
-
-    def _after_load(self, model: Any) -> None:
-        verify_tied_embeddings(model.transformer)
-
-    def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
-        return _templated(tokenizer, self.prompt, pairs)
 
     def _support(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         logits: torch.Tensor = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
@@ -257,6 +210,7 @@ class T5NLIScorer(HFScorer):
     kind = "t5"
     fingerprint_fields = (*HFScorer.fingerprint_fields, "template", "label_tokens", "answer_softmax")
     allow_fp16 = False
+    template = T5_NLI_TEMPLATE
 
     def __init__(self, model: str | os.PathLike[str], *, label_tokens: tuple[str, str] = ("1", "0"),
             answer_softmax: str = "vocab", **options: Unpack[HFScorerOptions]) -> None:
@@ -268,7 +222,6 @@ class T5NLIScorer(HFScorer):
         if answer_softmax not in ("vocab", "pair"):
             raise InputError("answer_softmax", f"must be 'vocab' or 'pair', got {answer_softmax!r}")
         self.answer_softmax = answer_softmax
-        self.template = T5_NLI_TEMPLATE
         self.label_token_ids: tuple[int, int] | None = None
         self._decoder_start: int | None = None
 
@@ -298,15 +251,10 @@ class T5NLIScorer(HFScorer):
         if any(i >= vocab for i in self.label_token_ids or ()):
             raise ModelLoadError(f"model {self.model_name!r}: answer token ids {self.label_token_ids} exceed its "
                                  f"vocabulary ({vocab}); tokenizer and model do not match")
-        self._decoder_start = int(start)
-        return model  # type: ignore[no-any-return]  # transformers' models are untyped here (lazy import)
-
-    def _after_load(self, model: Any) -> None:
         if hasattr(model, "shared") and hasattr(model, "encoder"):
             verify_tied_embeddings(model)
-
-    def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
-        return _templated(tokenizer, self.template, pairs)
+        self._decoder_start = int(start)
+        return model  # type: ignore[no-any-return]  # transformers' models are untyped here (lazy import)
 
     def _support(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         import torch
@@ -413,11 +361,6 @@ class CrossEncoderNLIScorer(HFScorer):
         else:
             self.entailment_index = entailment_index(model.config.id2label, self.entailment_label)
         return model  # type: ignore[no-any-return]  # transformers' models are untyped here (lazy import)
-
-    def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
-        encoded = tokenizer([p for p, _ in pairs], [h for _, h in pairs], add_special_tokens=True)
-        keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
-        return [{k: list(encoded[k][i]) for k in keys} for i in range(len(pairs))]
 
     def _support(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         logits: torch.Tensor = model(**batch).logits.float()

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from .._async import run_sync
 from ..exceptions import InputError, ScoringError
 from .base import ClaimScore, Scorer
 
@@ -157,11 +158,6 @@ def p_supported(reading: LabelReading, labels: Sequence[str] = JUDGE_LABELS,
     raise ValueError(f"no usable log-probabilities and no known verdict (verdict {reading.verdict!r})")
 
 
-def _as_texts(contexts: Sequence[str | Sequence[str]]) -> list[str]:
-    """Each context as one text (passages joined by a blank line)."""
-    return [c if isinstance(c, str) else "\n\n".join(c) for c in contexts]
-
-
 def _error_score(message: str) -> ClaimScore:
     return ClaimScore(p_unsupported=math.nan, chunk_index=-1, chunk="", error=message)
 
@@ -209,16 +205,18 @@ class JudgeScorer(Scorer):
         return int(counter(text)) if callable(counter) else super().count_tokens(text)
 
     # ------------------------------------------------------------------ scoring
-    def _plan(self, contexts: Sequence[str], claims: Sequence[str]) -> tuple[
-        dict[str, list[str]], dict[str, list[str]], dict[str, str]
+    def _plan(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> tuple[
+        list[str], dict[str, list[str]], dict[str, str], list[tuple[str, list[str]]]
     ]:
-        """Chunks per context, distinct claims per context (first-seen order), and chunking errors per context."""
+        """Each context as one text (passages joined by a blank line), the chunks of each, the chunking errors, and
+        the calls to make: each chunk with its context's distinct claims (first-seen order)."""
         if len(contexts) != len(claims):
             raise ValueError("contexts and claims must have the same length")
+        texts = [c if isinstance(c, str) else "\n\n".join(c) for c in contexts]
         chunked: dict[str, list[str]] = {}
         grouped: dict[str, list[str]] = {}
         failed: dict[str, str] = {}
-        for context, claim in zip(contexts, claims):
+        for context, claim in zip(texts, claims):
             if context not in chunked and context not in failed:
                 try:
                     chunked[context] = self.chunks(context)
@@ -227,7 +225,8 @@ class JudgeScorer(Scorer):
             bucket = grouped.setdefault(context, [])
             if claim not in bucket:
                 bucket.append(claim)
-        return chunked, grouped, failed
+        jobs = [(chunk, grouped[context]) for context, chunks in chunked.items() for chunk in chunks]
+        return texts, chunked, failed, jobs
 
     def _decide(self, reading: LabelReading) -> float | str:
         """P(supported) of a reading, or the reason there is none."""
@@ -241,52 +240,46 @@ class JudgeScorer(Scorer):
             return f"invalid probability {p!r}"
         return min(1.0, p)
 
-    def _readings_or_errors(self, claims: Sequence[str], result: Any) -> list[float | str]:
-        if isinstance(result, BaseException):
-            reason = f"{type(result).__name__}: {result}"
-            return [reason] * len(claims)
+    async def _call(self, chunk: str, claims: Sequence[str], semaphore: asyncio.Semaphore,
+            sync: bool) -> list[float | str]:
+        """P(supported) or the reason there is none, per claim (per-claim errors, never the whole batch), from the
+        backend's ``alabel_logprobs`` where it has one, unless ``sync``."""
+        method = getattr(self.backend, "alabel_logprobs", None)
+        async with semaphore:
+            try:
+                if not sync and method is not None and inspect.iscoroutinefunction(method):
+                    result: Any = await method(chunk, list(claims), self.labels)
+                else:
+                    result = await asyncio.to_thread(self.backend.label_logprobs, chunk, list(claims), self.labels)
+            except Exception as exc:  # noqa: BLE001 - per-claim errors, never the whole batch
+                return [f"{type(exc).__name__}: {exc}"] * len(claims)
         if not isinstance(result, list) or len(result) != len(claims):
             got = len(result) if isinstance(result, list) else type(result).__name__
             return [f"the backend returned {got} readings for {len(claims)} claims"] * len(claims)
         return [self._decide(r) if isinstance(r, LabelReading) else f"not a LabelReading: {r!r}" for r in result]
 
-    def _call(self, chunk: str, claims: Sequence[str]) -> list[float | str]:
-        try:
-            result: Any = self.backend.label_logprobs(chunk, list(claims), self.labels)
-        except Exception as exc:  # noqa: BLE001 - per-claim errors, never the whole batch
-            result = exc
-        return self._readings_or_errors(claims, result)
+    async def _judge(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str], concurrency: int,
+            sync: bool = False) -> list[ClaimScore]:
+        """Every claim judged against its context, ``concurrency`` backend calls in flight (1: one call after the
+        other, in order); a claim's score is its best chunk's."""
+        texts, chunked, failed, jobs = self._plan(contexts, claims)
+        outcome: dict[tuple[str, str], float | str] = {}
+        semaphore = asyncio.Semaphore(concurrency)
 
-    async def _acall(self, chunk: str, claims: Sequence[str], semaphore: asyncio.Semaphore) -> list[float | str]:
-        method = getattr(self.backend, "alabel_logprobs", None)
-        async with semaphore:
-            try:
-                if method is not None and inspect.iscoroutinefunction(method):
-                    result: Any = await method(chunk, list(claims), self.labels)
-                else:
-                    result = await asyncio.to_thread(self.backend.label_logprobs, chunk, list(claims), self.labels)
-            except Exception as exc:  # noqa: BLE001 - per-claim errors, never the whole batch
-                result = exc
-        return self._readings_or_errors(claims, result)
+        async def judge(chunk: str, missing: list[str]) -> None:
+            for _ in range(1 + self.retries):  # the claims still without a verdict are asked again
+                if missing:
+                    values = await self._call(chunk, missing, semaphore, sync)
+                    outcome.update(((chunk, claim), value) for claim, value in zip(missing, values))
+                    missing = [claim for claim, value in zip(missing, values) if isinstance(value, str)]
 
-    def _jobs(self, chunked: Mapping[str, list[str]], grouped: Mapping[str, list[str]]) -> list[tuple[str, str, list[str]]]:
-        return [(context, chunk, grouped[context]) for context, chunks in chunked.items() for chunk in chunks]
-
-    @staticmethod
-    def _merge(outcome: dict[tuple[str, str], float | str], chunk: str, claims: Sequence[str],
-               values: Sequence[float | str]) -> list[str]:
-        """Record ``values``; return the claims still without a verdict."""
-        missing = []
-        for claim, value in zip(claims, values):
-            outcome[(chunk, claim)] = value
-            if isinstance(value, str):
-                missing.append(claim)
-        return missing
-
-    def _assemble(self, contexts: Sequence[str], claims: Sequence[str], chunked: Mapping[str, list[str]],
-            failed: Mapping[str, str], outcome: Mapping[tuple[str, str], float | str]) -> list[ClaimScore]:
+        if concurrency == 1:
+            for chunk, group in jobs:
+                await judge(chunk, group)
+        else:
+            await asyncio.gather(*(judge(chunk, group) for chunk, group in jobs))
         results: list[ClaimScore] = []
-        for context, claim in zip(contexts, claims):
+        for context, claim in zip(texts, claims):
             if context in failed:
                 results.append(_error_score(failed[context]))
                 continue
@@ -303,36 +296,14 @@ class JudgeScorer(Scorer):
         return results
 
     def check(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
-        """Judge ``claims[i]`` against ``contexts[i]`` (passages read as one text); a bad answer or a failed call
-        gives those claims an ``error``, never an exception."""
-        contexts = _as_texts(contexts)
-        chunked, grouped, failed = self._plan(contexts, claims)
-        if not claims:
-            return []
-        outcome: dict[tuple[str, str], float | str] = {}
+        """Judge ``claims[i]`` against ``contexts[i]`` (passages read as one text), one ``label_logprobs`` call
+        after the other; a bad answer or a failed call gives those claims an ``error``, never an exception."""
         with self.lock:
-            for _, chunk, missing in self._jobs(chunked, grouped):
-                for _ in range(1 + self.retries):  # the claims still without a verdict are asked again
-                    if missing:
-                        missing = self._merge(outcome, chunk, missing, self._call(chunk, missing))
-        return self._assemble(contexts, claims, chunked, failed, outcome)
+            return run_sync(self._judge(contexts, claims, 1, sync=True))
 
     async def acheck(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> list[ClaimScore]:
         """:meth:`check` with up to ``max_concurrency`` backend calls in flight."""
-        contexts = _as_texts(contexts)
-        chunked, grouped, failed = self._plan(contexts, claims)
-        if not claims:
-            return []
-        outcome: dict[tuple[str, str], float | str] = {}
-        semaphore = asyncio.Semaphore(self.max_concurrency)
-
-        async def judge(chunk: str, missing: list[str]) -> None:
-            for _ in range(1 + self.retries):
-                if missing:
-                    missing = self._merge(outcome, chunk, missing, await self._acall(chunk, missing, semaphore))
-
-        await asyncio.gather(*(judge(chunk, group) for _, chunk, group in self._jobs(chunked, grouped)))
-        return self._assemble(contexts, claims, chunked, failed, outcome)
+        return await self._judge(contexts, claims, self.max_concurrency)
 
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """P(supported) per ``(context, claim)`` pair, through :meth:`check`.
@@ -345,4 +316,4 @@ class JudgeScorer(Scorer):
         return [1.0 - s.p_unsupported for s in scores]
 
     def __repr__(self) -> str:
-        return f"JudgeScorer({self.name!r})"
+        return f"{type(self).__name__}({self.name!r})"

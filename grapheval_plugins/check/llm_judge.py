@@ -10,9 +10,6 @@ Example (any chat model; here a fake that always answers the same)::
     >>> judge = LLMJudge(ScriptedChatModel(responses=["1: supported 95\\n2: contradicted 3"]))
     >>> [round(s.p_unsupported, 2) for s in judge.check(["Paris is in France."] * 2, ["Paris in France", "Paris in Spain"])]
     [0.05, 0.97]
-
-Any chat model judges: ``GraphEval(llm=ChatOpenAI(...))`` (it extracts and judges), ``scorer=LLMJudge(model)``, or
-``scorer="judge:openai:gpt-4o-mini"``.
 """
 
 from __future__ import annotations
@@ -93,11 +90,8 @@ def is_chat_model(obj: Any) -> bool:
     (True, True, False)
     """
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.runnables import RunnableBinding
 
-    if isinstance(obj, BaseChatModel):
-        return True
-    return isinstance(obj, RunnableBinding) and isinstance(obj.bound, BaseChatModel)
+    return isinstance(_unbound(obj), BaseChatModel)
 
 
 def _unbound(llm: Any) -> Any:
@@ -275,6 +269,3 @@ class LLMJudge(JudgeScorer):
     @property
     def logprobs_returned(self) -> bool | None:
         return self.chat.logprobs_returned
-
-    def __repr__(self) -> str:
-        return f"LLMJudge({self.name!r})"

@@ -16,17 +16,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from .._template import fill
 from ..exceptions import InputError
 from ._hub import HubOptions, read_config_dict
-from ._runtime import Features
 from .hf import CrossEncoderNLIScorer, HFScorer, T5NLIScorer, model_kind
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["MINICHECK_MODELS", "MiniCheckEncoderScorer", "MiniCheckT5Scorer", "load_minicheck",
     "minicheck_chunks", "split_sentences"]
@@ -95,21 +90,16 @@ class MiniCheckT5Scorer(T5NLIScorer):
 
     kind = "minicheck"
     fingerprint_fields = (*T5NLIScorer.fingerprint_fields, "chunk_size")
+    template = "predict: {premise}{eos}{hypothesis}"
 
     def __init__(self, model: str | os.PathLike[str] = MINICHECK_MODELS["flan-t5-large"], *,
                  chunk_size: int = 500, max_length: int = 2048, **kwargs: Any) -> None:
         super().__init__(model, max_length=max_length, label_tokens=("1", "0"), answer_softmax="pair", **kwargs)
         self.chunk_size = _check_chunk_size(chunk_size)
-        self.template = "predict: {premise}{eos}{hypothesis}"
 
     def chunks(self, context: str) -> list[str]:
         return minicheck_chunks(context, self.chunk_size, _word_count)
 
-    def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
-        eos = str(tokenizer.eos_token)
-        texts = [fill(self.template, premise=p, eos=eos, hypothesis=h) for p, h in pairs]
-        ids = tokenizer(texts, add_special_tokens=True)["input_ids"]
-        return [{"input_ids": list(row), "attention_mask": [1] * len(row)} for row in ids]
 
 
 class MiniCheckEncoderScorer(CrossEncoderNLIScorer):
@@ -119,6 +109,7 @@ class MiniCheckEncoderScorer(CrossEncoderNLIScorer):
     kind = "minicheck"
     fingerprint_fields = (*CrossEncoderNLIScorer.fingerprint_fields, "chunk_size")
     cap_max_length = False  # the reference runs DeBERTa-v3 (relative positions) at 2048 tokens
+    template = "{premise}{eos}{hypothesis}"
 
     def __init__(self, model: str | os.PathLike[str], *, chunk_size: int = 400, max_length: int = 512,
                  **kwargs: Any) -> None:
@@ -129,11 +120,6 @@ class MiniCheckEncoderScorer(CrossEncoderNLIScorer):
     def chunks(self, context: str) -> list[str]:
         return minicheck_chunks(context, self.chunk_size, self.count_tokens)
 
-    def _tokenize_many(self, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]]) -> list[Features]:
-        eos = str(tokenizer.eos_token)
-        encoded = tokenizer([f"{p}{eos}{h}" for p, h in pairs], add_special_tokens=True)
-        keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded]
-        return [{k: list(encoded[k][i]) for k in keys} for i in range(len(pairs))]
 
 
 def _check_chunk_size(value: int) -> int:

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -132,24 +134,15 @@ def label_logprobs_at(
     """The labels' log-probabilities at the token where ``verdict`` starts (OpenAI-style ``tokens`` spelling
     ``text``; alternatives matched to labels by prefix and summed; without ``top_logprobs`` the other labels share
     the rest equally), and a note; ``(None, reason)`` when they cannot be read."""
-    offsets: list[tuple[int, int, Mapping[str, Any]]] = []
-    position = 0
-    pieces: list[str] = []
-    for entry in tokens:
-        if not isinstance(entry, Mapping):
-            return None, "malformed token log-probabilities"
-        piece = _token_text(entry)
-        if piece is None:
-            return None, "malformed token log-probabilities"
-        offsets.append((position, position + len(piece), entry))
-        pieces.append(piece)
-        position += len(piece)
-    if "".join(pieces) != text:
+    pieces = [_token_text(entry) if isinstance(entry, Mapping) else None for entry in tokens]
+    spelled = [piece for piece in pieces if piece is not None]
+    if len(spelled) != len(pieces):
+        return None, "malformed token log-probabilities"
+    if "".join(spelled) != text:
         return None, "the token log-probabilities do not spell the answer"
-    at = next(((s, e, entry) for s, e, entry in offsets if s <= verdict.start < e), None)
-    if at is None:
-        return None, "no token at the verdict"
-    start, _, entry = at
+    ends = list(itertools.accumulate(len(piece) for piece in spelled))
+    index = bisect.bisect_right(ends, verdict.start)  # the token that holds the verdict's first character
+    entry, start = tokens[index], ends[index] - len(spelled[index])
     lead = text[start : verdict.start]  # what the token holds before the label (e.g. " " or ": ")
     lowered = {label: label.lower() for label in labels}
 

@@ -23,7 +23,7 @@ pytest.importorskip("transformers")
 import hf_models as H  # noqa: E402
 
 from grapheval_plugins.check import hf  # noqa: E402
-from grapheval_plugins.check._hf_common import resolve_dtype, select_device  # noqa: E402
+from grapheval_plugins.check._runtime import resolve_dtype, select_device  # noqa: E402
 from grapheval_plugins.exceptions import InputError, ModelLoadError  # noqa: E402
 
 PAIRS = H.PAIRS
@@ -515,3 +515,17 @@ def test_out_of_memory_on_one_row_is_raised(nli: hf.CrossEncoderNLIScorer) -> No
     scorer._support = always  # type: ignore[method-assign]
     with pytest.raises(RuntimeError, match="out of memory"):
         scorer.predict_support(PAIRS[:1])
+
+
+def test_hhem_loads_a_sharded_checkpoint(root: Path, hhem_dir: Path, hhem: hf.HHEMScorer) -> None:
+    import shutil
+
+    from huggingface_hub import save_torch_state_dict
+    from safetensors.torch import load_file
+
+    folder = root / "hhem-sharded"
+    shutil.copytree(hhem_dir, folder, ignore=shutil.ignore_patterns("model.safetensors"))
+    save_torch_state_dict(load_file(hhem_dir / "model.safetensors"), folder, max_shard_size="60KB")
+    assert len(list(folder.glob("model-*.safetensors"))) > 1 and (folder / "model.safetensors.index.json").is_file()
+    scorer = hf.HHEMScorer(folder, device="cpu")
+    assert scorer.predict_support(PAIRS[:2]) == pytest.approx(hhem.predict_support(PAIRS[:2]), abs=1e-6)
