@@ -42,14 +42,21 @@ from typing import Any
 
 from grapheval_plugins._async import run_sync
 from grapheval_plugins._imports import require
+from grapheval_plugins.aggregate import (
+    PAPER,
+    HybridWeights,
+    RuleLike,
+    fitted_weights,
+    get_rule,
+    rule_argument,
+)
 from grapheval_plugins.cache import CachedKG, KGCache, SQLiteKGCache
 from grapheval_plugins.calibrate import balanced_accuracy, fit_threshold, rates, roc_auc
 from grapheval_plugins.exceptions import InputError
 from grapheval_plugins.extract.extractor import describe_llm
 from grapheval_plugins.extract.prompts import KG_PROMPT, KGPrompt
 from grapheval_plugins.jsonl import JsonlStore, read_jsonl
-from grapheval_plugins.report.load import report_from_detection_row
-from grapheval_plugins.types import Report, Triple
+from grapheval_plugins.types import ClaimCheck, Extraction, Report, Triple
 
 __all__ = [
     "DATASETS",
@@ -411,6 +418,64 @@ def merge_results(source: str | Path, into: str | Path) -> int:
                 store.append(row)
                 added += 1
         return added
+
+
+def report_from_detection_row(
+    row: Mapping[str, Any], output: str, threshold: float = 0.5, *, rule: RuleLike = "hybrid",
+    weights: HybridWeights | None = None, method: RuleLike | None = None,
+) -> Report:
+    """GraphEval's report on ``output``, rebuilt from a detection-study result row (no model is called), decided as
+    ``GraphEval(rule=rule, fidelity="off")`` would (``method``: deprecated alias of ``rule``, warns); without
+    weights or ``p_raw`` where the rule needs them, the paper's rule decides. Only ``concat`` rows qualify.
+
+    >>> row = {"id": "r1", "p_graph": 0.8, "fallback": False, "llm_calls": 1, "cached": False, "p_raw": 0.3,
+    ...        "render": "concat", "triples": [["Ann", "won", "gold", 0.8], ["Ann", "is", "a swimmer", 0.1]]}
+    >>> report = report_from_detection_row(row, "Ann, a swimmer, won gold.")
+    >>> report.method, report.hallucinated, [c.claim for c in report.unsupported]
+    ('paper', True, ['Ann won gold'])
+    >>> whole = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
+    >>> report = report_from_detection_row(row, "Ann, a swimmer, won gold.", weights=whole)
+    >>> report.method, report.hallucinated, round(report.score, 3)
+    ('hybrid', False, 0.7)
+
+    Raises:
+        InputError: the row recorded an error, has no graph score, or used another rendering.
+    """
+    if row.get("error") or row.get("p_graph") is None:
+        raise InputError("row", f"detection row {row.get('id')!r} has no graph verdict ({row.get('error')})")
+    if row.get("render", "concat") != "concat":
+        raise InputError("row", f"detection row {row.get('id')!r} used render {row.get('render')!r}, not concat")
+    triples = [(Triple.from_list(list(t[:3])), float(t[3])) for t in row.get("triples") or []]
+    if triples:
+        claims = [
+            ClaimCheck(claim=t.sentence(), triple=t, p_unsupported=p, unsupported=p > threshold) for t, p in triples
+        ]
+    else:
+        p = float(row["p_graph"])
+        claims = [ClaimCheck(claim=output, p_unsupported=p, unsupported=p > threshold)]
+    decider = get_rule(rule_argument(rule, method, "report_from_detection_row"))
+    if decider.needs.weights:
+        weights = weights or fitted_weights(row.get("scorer"), row.get("prompt"), "off")
+    whole = None
+    if decider.needs.whole_output and triples and row.get("p_raw") is not None:
+        p_raw = float(row["p_raw"])
+        whole = ClaimCheck(claim=output, p_unsupported=p_raw, unsupported=p_raw > threshold)
+    if (decider.needs.weights and weights is None) or (decider.needs.whole_output and triples and whole is None):
+        decider, weights, whole = PAPER, None, None
+    decision = decider.decide(claims, threshold=threshold, whole_output=whole, weights=weights)
+    extraction = Extraction(
+        triples=[t for t, _ in triples],
+        attempts=int(row.get("llm_calls") or 0),
+        cached=bool(row.get("cached")),
+        fallback=not triples,
+    )
+    return Report(
+        output=output, mode="graph", method=decider.name, hallucination_threshold=threshold,
+        hallucinated=decision.hallucinated,
+        score=1.0 - decision.p_hallucination, decision=decision, claims=claims, whole_output=whole,
+        extraction=extraction, llm=row.get("llm"), scorer=row.get("scorer"),
+        id=None if row.get("id") is None else str(row["id"]),
+    )
 
 
 def render_sentence(triple: Triple) -> str:

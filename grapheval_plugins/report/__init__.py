@@ -216,7 +216,6 @@ def write_run_report(
     limit: int | None = None,
     title: str | None = None,
     inline_rows: int = DEFAULT_INLINE_ROWS,
-    threshold: float = 0.5,
     id_field: str = "id",
     context_field: str = "context",
     output_field: str = "output",
@@ -230,7 +229,7 @@ def write_run_report(
     given = None
     if inputs is not None:
         given = load_inputs(inputs, id_field=id_field, context_field=context_field, output_field=output_field)
-    rows, notes = load_rows(paths, inputs=given, limit=limit, threshold=threshold)
+    rows, notes = load_rows(paths, inputs=given, limit=limit)
     if given is None:
         notes.append("No input rows were given (--inputs): the deciding passages are shown without their context.")
     readable = [r.report for r in rows if r.report is not None]
