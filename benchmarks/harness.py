@@ -55,7 +55,7 @@ from grapheval_plugins.calibrate import balanced_accuracy, fit_threshold, rates,
 from grapheval_plugins.exceptions import InputError
 from grapheval_plugins.extract.extractor import describe_llm
 from grapheval_plugins.extract.prompts import KG_PROMPT, KGPrompt
-from grapheval_plugins.jsonl import JsonlStore, read_jsonl
+from grapheval_plugins.jsonl import JsonlStore, numbered_rows
 from grapheval_plugins.types import ClaimCheck, Extraction, Report, Triple
 
 __all__ = [
@@ -336,7 +336,7 @@ def seed_kg_cache(path: str | Path, cache: KGCache, prompt: KGPrompt | None = No
     Returns the number of entries written to the cache.
     """
     added = 0
-    for e in _read_jsonl(Path(path)):
+    for e in read_jsonl(path):
         if prompt is not None and e["prompt"] != prompt.version:
             continue
         key = prompt.cache_id if prompt is not None else e["prompt"]
@@ -346,8 +346,13 @@ def seed_kg_cache(path: str | Path, cache: KGCache, prompt: KGPrompt | None = No
     return added
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return list(read_jsonl(path))
+def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSONL file (none when it is missing), in order; unreadable lines are skipped."""
+    if not Path(path).exists():
+        return
+    for _, row, _problem in numbered_rows(path):
+        if row is not None:
+            yield row
 
 
 def cache_only_chat_model(llm_id: str):  # type: ignore[no-untyped-def]
@@ -376,7 +381,7 @@ class ResultStore(JsonlStore):
 def load_results(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a result file (torn lines skipped; for an id written twice, the last one)."""
     rows: dict[str, dict[str, Any]] = {}
-    for row in _read_jsonl(Path(path)):
+    for row in read_jsonl(path):
         if "id" in row:
             rows[str(row["id"])] = row
     return list(rows.values())

@@ -437,6 +437,13 @@ _STUDY_ROW = {"id": "q1", "p_raw": 0.5, "p_graph": 0.45, "triples": [["Ann", "wo
               "llm": "local:qwen2.5-coder-1.5b", "scorer": "judge:local:qwen2.5-coder-1.5b"}
 
 
+def test_read_jsonl_skips_what_it_cannot_read(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\nnot json\n"a string"\n{"b": 2}\n{"c"')
+    assert list(bench.read_jsonl(path)) == [{"a": 1}, {"b": 2}]
+    assert list(bench.read_jsonl(tmp_path / "missing.jsonl")) == []
+
+
 def test_a_detection_row_is_decided_by_the_rule_in_force_not_always_the_papers() -> None:
     """The row's scorer has hybrid weights fitted (without fidelity): the default engine decides it by them. The
     paper's rule would pass it (largest triple 0.45); the hybrid rule, reading the whole output too, flags it."""
