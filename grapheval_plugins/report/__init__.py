@@ -32,6 +32,7 @@ from .view import (
     CorrectionView,
     RowView,
     RunView,
+    Segment,
     correction_run_view,
     correction_view,
     row_view,
@@ -123,7 +124,7 @@ def _row_of(item: Any, index: int, context: str | None = None) -> RowView:
             view = RowView(anchor=anchor, id=item.id, status="unreadable", output=item.output,
                            problems=list(item.problems), line=item.line)
             if item.output:
-                view.segments = row_view(Report(output=item.output, mode="graph", hallucination_threshold=0.5)).segments
+                view.segments = [Segment(text=item.output)]
                 view.notes.append("The output is shown as read, without verdicts.")
             return view
         view = _row_of(item.report, index, item.context if context is None else context)
