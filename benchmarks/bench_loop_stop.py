@@ -43,7 +43,6 @@ import harness as bench  # noqa: E402
 
 from grapheval_plugins.extract.parser import parse_triples  # noqa: E402
 from grapheval_plugins.inputs import normalize_output  # noqa: E402
-from grapheval_plugins.jsonl import read_jsonl  # noqa: E402
 from grapheval_plugins.local.chat import ends_in_loop  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -94,7 +93,7 @@ def replay(
     seen: set[str] = set()
     per_set: dict[str, dict[str, int]] = {}
     examples: list[dict[str, Any]] = []
-    for entry in read_jsonl(RESULTS / f"kg-local-{model}.jsonl"):
+    for entry in bench.read_jsonl(RESULTS / f"kg-local-{model}.jsonl"):
         answer = entry.get("raw_text") or ""
         if not answer or answer in seen:
             continue

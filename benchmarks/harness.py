@@ -42,14 +42,21 @@ from typing import Any
 
 from grapheval_plugins._async import run_sync
 from grapheval_plugins._imports import require
+from grapheval_plugins.aggregate import (
+    PAPER,
+    HybridWeights,
+    RuleLike,
+    fitted_weights,
+    get_rule,
+    rule_argument,
+)
 from grapheval_plugins.cache import CachedKG, KGCache, SQLiteKGCache
 from grapheval_plugins.calibrate import balanced_accuracy, fit_threshold, rates, roc_auc
 from grapheval_plugins.exceptions import InputError
 from grapheval_plugins.extract.extractor import describe_llm
 from grapheval_plugins.extract.prompts import KG_PROMPT, KGPrompt
-from grapheval_plugins.jsonl import JsonlStore, read_jsonl
-from grapheval_plugins.report.load import report_from_detection_row
-from grapheval_plugins.types import Report, Triple
+from grapheval_plugins.jsonl import JsonlStore, numbered_rows
+from grapheval_plugins.types import ClaimCheck, Extraction, Report, Triple
 
 __all__ = [
     "DATASETS",
@@ -329,7 +336,7 @@ def seed_kg_cache(path: str | Path, cache: KGCache, prompt: KGPrompt | None = No
     Returns the number of entries written to the cache.
     """
     added = 0
-    for e in _read_jsonl(Path(path)):
+    for e in read_jsonl(path):
         if prompt is not None and e["prompt"] != prompt.version:
             continue
         key = prompt.cache_id if prompt is not None else e["prompt"]
@@ -339,8 +346,13 @@ def seed_kg_cache(path: str | Path, cache: KGCache, prompt: KGPrompt | None = No
     return added
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return list(read_jsonl(path))
+def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSONL file (none when it is missing), in order; unreadable lines are skipped."""
+    if not Path(path).exists():
+        return
+    for _, row, _problem in numbered_rows(path):
+        if row is not None:
+            yield row
 
 
 def cache_only_chat_model(llm_id: str):  # type: ignore[no-untyped-def]
@@ -369,7 +381,7 @@ class ResultStore(JsonlStore):
 def load_results(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a result file (torn lines skipped; for an id written twice, the last one)."""
     rows: dict[str, dict[str, Any]] = {}
-    for row in _read_jsonl(Path(path)):
+    for row in read_jsonl(path):
         if "id" in row:
             rows[str(row["id"])] = row
     return list(rows.values())
@@ -411,6 +423,64 @@ def merge_results(source: str | Path, into: str | Path) -> int:
                 store.append(row)
                 added += 1
         return added
+
+
+def report_from_detection_row(
+    row: Mapping[str, Any], output: str, threshold: float = 0.5, *, rule: RuleLike = "hybrid",
+    weights: HybridWeights | None = None, method: RuleLike | None = None,
+) -> Report:
+    """GraphEval's report on ``output``, rebuilt from a detection-study result row (no model is called), decided as
+    ``GraphEval(rule=rule, fidelity="off")`` would (``method``: deprecated alias of ``rule``, warns); without
+    weights or ``p_raw`` where the rule needs them, the paper's rule decides. Only ``concat`` rows qualify.
+
+    >>> row = {"id": "r1", "p_graph": 0.8, "fallback": False, "llm_calls": 1, "cached": False, "p_raw": 0.3,
+    ...        "render": "concat", "triples": [["Ann", "won", "gold", 0.8], ["Ann", "is", "a swimmer", 0.1]]}
+    >>> report = report_from_detection_row(row, "Ann, a swimmer, won gold.")
+    >>> report.method, report.hallucinated, [c.claim for c in report.unsupported]
+    ('paper', True, ['Ann won gold'])
+    >>> whole = HybridWeights(whole=1.0, claims=0.0, bias=0.0, fitted_on="the whole output alone")
+    >>> report = report_from_detection_row(row, "Ann, a swimmer, won gold.", weights=whole)
+    >>> report.method, report.hallucinated, round(report.score, 3)
+    ('hybrid', False, 0.7)
+
+    Raises:
+        InputError: the row recorded an error, has no graph score, or used another rendering.
+    """
+    if row.get("error") or row.get("p_graph") is None:
+        raise InputError("row", f"detection row {row.get('id')!r} has no graph verdict ({row.get('error')})")
+    if row.get("render", "concat") != "concat":
+        raise InputError("row", f"detection row {row.get('id')!r} used render {row.get('render')!r}, not concat")
+    triples = [(Triple.from_list(list(t[:3])), float(t[3])) for t in row.get("triples") or []]
+    if triples:
+        claims = [
+            ClaimCheck(claim=t.sentence(), triple=t, p_unsupported=p, unsupported=p > threshold) for t, p in triples
+        ]
+    else:
+        p = float(row["p_graph"])
+        claims = [ClaimCheck(claim=output, p_unsupported=p, unsupported=p > threshold)]
+    decider = get_rule(rule_argument(rule, method, "report_from_detection_row"))
+    if decider.needs.weights:
+        weights = weights or fitted_weights(row.get("scorer"), row.get("prompt"), "off")
+    whole = None
+    if decider.needs.whole_output and triples and row.get("p_raw") is not None:
+        p_raw = float(row["p_raw"])
+        whole = ClaimCheck(claim=output, p_unsupported=p_raw, unsupported=p_raw > threshold)
+    if (decider.needs.weights and weights is None) or (decider.needs.whole_output and triples and whole is None):
+        decider, weights, whole = PAPER, None, None
+    decision = decider.decide(claims, threshold=threshold, whole_output=whole, weights=weights)
+    extraction = Extraction(
+        triples=[t for t, _ in triples],
+        attempts=int(row.get("llm_calls") or 0),
+        cached=bool(row.get("cached")),
+        fallback=not triples,
+    )
+    return Report(
+        output=output, mode="graph", method=decider.name, hallucination_threshold=threshold,
+        hallucinated=decision.hallucinated,
+        score=1.0 - decision.p_hallucination, decision=decision, claims=claims, whole_output=whole,
+        extraction=extraction, llm=row.get("llm"), scorer=row.get("scorer"),
+        id=None if row.get("id") is None else str(row["id"]),
+    )
 
 
 def render_sentence(triple: Triple) -> str:

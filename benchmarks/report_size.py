@@ -27,8 +27,10 @@ import typer
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the harness beside this script
 
-from grapheval_plugins import bench  # noqa: E402
+import harness as bench  # noqa: E402
+
 from grapheval_plugins.report import DEFAULT_INLINE_ROWS, load_rows, run_html  # noqa: E402
 from grapheval_plugins.types import Report  # noqa: E402
 

@@ -303,7 +303,7 @@ def evaluate(
     pending.check_stopped()
     if report is not None:
         _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,
-                           output_field=output_field, threshold=threshold)
+                           output_field=output_field)
 
 
 @app.command()
@@ -422,9 +422,6 @@ def report_command(
     limit: Annotated[Optional[int], typer.Option(help="Report only the first N rows.")] = None,
     title: Annotated[Optional[str], typer.Option(help="Page title.")] = None,
     inline_rows: Annotated[int, typer.Option(help="Draw every row view in the page up to this many rows; above it, views are drawn when opened.")] = 100,
-    threshold: Annotated[float, typer.Option(
-        "--hallucination-threshold", "--threshold",
-        help="Hallucination threshold for detection-study rows (reports carry their own).")] = 0.5,
     context_field: Annotated[str, typer.Option(help="Field of INPUTS holding the context.")] = "context",
     output_field: Annotated[str, typer.Option(help="Field of INPUTS holding the output.")] = "output",
     id_field: Annotated[str, typer.Option(help="Field of INPUTS holding the row id (default: the line number).")] = "id",
@@ -433,7 +430,7 @@ def report_command(
     _refuse_same_files({**{f"RESULTS[{i}]": p for i, p in enumerate(results)}, "--inputs": inputs},
                        {"--output": output})
     _write_html_report(results, output, inputs=inputs, limit=limit, title=title, inline_rows=inline_rows,
-                       threshold=threshold, id_field=id_field, context_field=context_field, output_field=output_field)
+                       id_field=id_field, context_field=context_field, output_field=output_field)
 
 
 @app.command()

@@ -21,15 +21,14 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
 from .exceptions import InputError
 
-__all__ = ["JsonlStore", "NotAStoreError", "SameFileError", "numbered_rows", "read_jsonl", "read_rows",
-           "refuse_same_files"]
+__all__ = ["JsonlStore", "NotAStoreError", "SameFileError", "numbered_rows", "read_rows", "refuse_same_files"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,15 +100,6 @@ def _parse(raw: bytes, *, bom: bool = False) -> tuple[dict[str, Any] | None, str
     if not isinstance(row, dict):
         return None, "not a JSON object"
     return row, None
-
-
-def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSONL file (none when it is missing), in order; unreadable lines are skipped."""
-    if not Path(path).exists():
-        return
-    for _, row, _problem in numbered_rows(path):
-        if row is not None:
-            yield row
 
 
 CSV_DELIMITERS = ",;\t|"
@@ -347,17 +337,6 @@ class JsonlStore:
             os.fsync(fh.fileno())
             self._last_sync = now
 
-    def extend(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        for row in rows:
-            self.append(row)
-
-    def sync(self) -> None:
-        """Make everything written so far durable (``fsync``)."""
-        if self._fh is not None:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._last_sync = time.monotonic()
-
     def close(self) -> None:
         """``fsync`` and close the file (appending again reopens it); with ``replace=True``, the new file (empty
         when nothing was appended) replaces ``path``."""
@@ -365,7 +344,8 @@ class JsonlStore:
             self._open()
         if self._fh is not None:
             try:
-                self.sync()
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
             finally:
                 self._fh.close()
                 self._fh = None
@@ -400,6 +380,3 @@ class JsonlStore:
         if fh is not None:
             with contextlib.suppress(Exception):  # never raise from a finaliser
                 fh.close()
-
-    def __repr__(self) -> str:
-        return f"JsonlStore({str(self.path)!r}, rows={len(self._ids)})"

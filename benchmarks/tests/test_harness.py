@@ -432,6 +432,35 @@ def test_report_is_not_rebuilt_from_an_errored_or_differently_rendered_row(bad: 
         bench.report_from_detection_row({"id": "r", "triples": [], **bad}, "text")
 
 
+_STUDY_ROW = {"id": "q1", "p_raw": 0.5, "p_graph": 0.45, "triples": [["Ann", "won", "gold", 0.45]], "fallback": False,
+              "llm_calls": 1, "cached": False, "render": "concat", "prompt": "kg-a/1-examples-first",
+              "llm": "local:qwen2.5-coder-1.5b", "scorer": "judge:local:qwen2.5-coder-1.5b"}
+
+
+def test_read_jsonl_skips_what_it_cannot_read(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\nnot json\n"a string"\n{"b": 2}\n{"c"')
+    assert list(bench.read_jsonl(path)) == [{"a": 1}, {"b": 2}]
+    assert list(bench.read_jsonl(tmp_path / "missing.jsonl")) == []
+
+
+def test_a_detection_row_is_decided_by_the_rule_in_force_not_always_the_papers() -> None:
+    """The row's scorer has hybrid weights fitted (without fidelity): the default engine decides it by them. The
+    paper's rule would pass it (largest triple 0.45); the hybrid rule, reading the whole output too, flags it."""
+    from grapheval_plugins.aggregate import fitted_weights
+
+    weights = fitted_weights(_STUDY_ROW["scorer"], _STUDY_ROW["prompt"], "off")
+    assert weights is not None
+    report = bench.report_from_detection_row(_STUDY_ROW, "Ann won gold.")
+    assert report.method == "hybrid" and report.decision is not None and report.decision.rule == "hybrid"
+    assert report.score == pytest.approx(1.0 - weights.probability(0.5, [0.45]))
+    assert report.hallucinated is True and report.whole_output is not None
+    paper = bench.report_from_detection_row(_STUDY_ROW, "Ann won gold.", rule="paper")
+    assert (paper.method, paper.hallucinated, paper.score) == ("paper", False, pytest.approx(0.55))
+    unfitted = bench.report_from_detection_row({**_STUDY_ROW, "scorer": "nli:my-model"}, "Ann won gold.")
+    assert unfitted.method == "paper" and unfitted.hallucinated is False  # no weights: the paper's rule, as the engine
+
+
 def test_pairs_lever_copies_rows_whose_graph_it_does_not_change_and_scores_only_fallbacks(tmp_path: Path) -> None:
     module = _detection_script()
     rows = [{"id": f"r{i}"} for i in range(4)]

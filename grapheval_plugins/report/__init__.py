@@ -32,6 +32,7 @@ from .view import (
     CorrectionView,
     RowView,
     RunView,
+    Segment,
     correction_run_view,
     correction_view,
     row_view,
@@ -123,7 +124,7 @@ def _row_of(item: Any, index: int, context: str | None = None) -> RowView:
             view = RowView(anchor=anchor, id=item.id, status="unreadable", output=item.output,
                            problems=list(item.problems), line=item.line)
             if item.output:
-                view.segments = row_view(Report(output=item.output, mode="graph", hallucination_threshold=0.5)).segments
+                view.segments = [Segment(text=item.output)]
                 view.notes.append("The output is shown as read, without verdicts.")
             return view
         view = _row_of(item.report, index, item.context if context is None else context)
@@ -216,7 +217,6 @@ def write_run_report(
     limit: int | None = None,
     title: str | None = None,
     inline_rows: int = DEFAULT_INLINE_ROWS,
-    threshold: float = 0.5,
     id_field: str = "id",
     context_field: str = "context",
     output_field: str = "output",
@@ -230,7 +230,7 @@ def write_run_report(
     given = None
     if inputs is not None:
         given = load_inputs(inputs, id_field=id_field, context_field=context_field, output_field=output_field)
-    rows, notes = load_rows(paths, inputs=given, limit=limit, threshold=threshold)
+    rows, notes = load_rows(paths, inputs=given, limit=limit)
     if given is None:
         notes.append("No input rows were given (--inputs): the deciding passages are shown without their context.")
     readable = [r.report for r in rows if r.report is not None]

@@ -25,7 +25,6 @@ def layout(
     width: float,
     height: float,
     margin: float = 60.0,
-    seed: int = 0,
 ) -> dict[K, tuple[float, float]]:
     """Node positions inside a ``width × height`` box (``margin`` kept free on each side for labels).
 
@@ -68,7 +67,7 @@ def layout(
             out[nodes[members[0]]] = (bx + bw / 2, by + bh / 2)
             continue
         sub = graph.subgraph(members)
-        raw = nx.spring_layout(sub, seed=seed, iterations=50, k=1.6 / len(members) ** 0.5)
+        raw = nx.spring_layout(sub, seed=0, iterations=50, k=1.6 / len(members) ** 0.5)
         xs = [float(p[0]) for p in raw.values()]
         ys = [float(p[1]) for p in raw.values()]
         span_x = (max(xs) - min(xs)) or 1.0

@@ -441,7 +441,6 @@ class CorrectionView:
     id: str | None
     status: str
     summary: str
-    method: str
     flagged: bool | None
     passed: bool | None
     original: str
@@ -503,7 +502,8 @@ def correction_view(result: CorrectionReport, *, context: str | None = None, anc
         recheck = row_view(result.recheck, context=None, anchor=f"{anchor}-re")
     return CorrectionView(
         anchor=anchor, id=result.id, status=result.status, summary=_STATUS_TEXT.get(result.status, result.status),
-        method=result.method, method_label=_METHOD_TEXT.get(result.method, result.method), flagged=result.flagged, passed=result.passed, original=result.original,
+        method_label=_METHOD_TEXT.get(result.method, result.method), flagged=result.flagged, passed=result.passed,
+        original=result.original,
         corrected=result.corrected, diff=diff, excerpt=diff_excerpt(diff),
         changes=list(result.changes),
         detection=detection, recheck=recheck,

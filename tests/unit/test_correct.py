@@ -790,28 +790,3 @@ def test_deepeval_says_passes_the_recheck_only_for_a_scored_pass() -> None:
     assert metric.reason is not None and "passes the re-check" not in metric.reason
     assert "suggested correction (still flagged by the re-check): Ann won 2 medals in 2012. Bob lives in Rome." in (
         metric.reason)
-
-
-# --------------------------------------------------------------------------- detection-study verdicts
-_STUDY_ROW = {"id": "q1", "p_raw": 0.5, "p_graph": 0.45, "triples": [["Ann", "won", "gold", 0.45]], "fallback": False,
-              "llm_calls": 1, "cached": False, "render": "concat", "prompt": "kg-a/1-examples-first",
-              "llm": "local:qwen2.5-coder-1.5b", "scorer": "judge:local:qwen2.5-coder-1.5b"}
-
-
-def test_a_detection_row_is_decided_by_the_rule_in_force_not_always_the_papers() -> None:
-    """The row's scorer has hybrid weights fitted (without fidelity): the default engine decides it by them. The
-    paper's rule would pass it (largest triple 0.45); the hybrid rule, reading the whole output too, flags it."""
-    from grapheval_plugins.aggregate import fitted_weights
-    from grapheval_plugins.report.load import report_from_detection_row
-
-    weights = fitted_weights(_STUDY_ROW["scorer"], _STUDY_ROW["prompt"], "off")
-    assert weights is not None
-    report = report_from_detection_row(_STUDY_ROW, "Ann won gold.")
-    assert report.method == "hybrid" and report.decision is not None and report.decision.rule == "hybrid"
-    assert report.score == pytest.approx(1.0 - weights.probability(0.5, [0.45]))
-    assert report.hallucinated is True and report.whole_output is not None
-    paper = report_from_detection_row(_STUDY_ROW, "Ann won gold.", rule="paper")
-    assert (paper.method, paper.hallucinated, paper.score) == ("paper", False, pytest.approx(0.55))
-    unfitted = report_from_detection_row({**_STUDY_ROW, "scorer": "nli:my-model"}, "Ann won gold.")
-    assert unfitted.method == "paper" and unfitted.hallucinated is False  # no weights: the paper's rule, as the engine
-

@@ -38,7 +38,6 @@ from grapheval_plugins.types import ClaimCheck, Extraction, Report, StageError, 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 REPORTS = RESULTS / "reports-qags_c-local-qwen2.5-coder-1.5b-judge-local-qwen2.5-coder-1.5b.jsonl"
-DETECT = RESULTS / "detect-qags_c-local-qwen2.5-coder-1.5b-judge-local-qwen2.5-coder-1.5b-examples-first-concat.jsonl"
 
 SCRIPT = "<script>window.__pwned = 1</script>"
 HOSTILE = f'Ann won {SCRIPT} gold</textarea><img src=x onerror="window.__pwned=2"> and "quoted" \'it\' & more.'
@@ -249,8 +248,8 @@ def test_run_page_from_bad_jsonl_renders_every_line_with_its_problem(tmp_path: P
     good = hostile_report(id="r1").model_dump_json()
     no_output = json.dumps({"id": "r2", "mode": "graph", "threshold": 0.5})
     no_mode = json.dumps({"id": "r3", "output": "Output <i>kept</i>.", "threshold": 0.5})
-    detection_row = json.dumps({"id": "r4", "p_graph": 0.2, "triples": [], "render": "concat"})
-    results = write_lines(tmp_path / "out.jsonl", [good, "{not json", "[1, 2]", no_output, no_mode, detection_row])
+    study_row = json.dumps({"id": "r4", "p_graph": 0.2, "triples": [], "render": "concat"})  # not a report
+    results = write_lines(tmp_path / "out.jsonl", [good, "{not json", "[1, 2]", no_output, no_mode, study_row])
     out = tmp_path / "run.html"
     run = write_run_report(results, out)
     assert run.total == 6 and run.unreadable == 5 and run.flagged == 1
@@ -261,7 +260,6 @@ def test_run_page_from_bad_jsonl_renders_every_line_with_its_problem(tmp_path: P
     assert "not valid JSON: line 2" in visible and "not a JSON object: line 3" in visible
     assert "missing field: output" in visible and "missing field: mode" in visible
     assert "Output <i>kept</i>." in visible  # what could be read is shown, escaped
-    assert "give the data set's rows with --inputs" in visible
     assert page.count("tr", **{"class": "unsupported"}) >= 1
     kinds = {k.label: k.count for k in run.error_kinds}
     assert kinds["unreadable: missing field"] == 3 and kinds["unreadable: not valid JSON"] == 1
@@ -293,16 +291,15 @@ def test_large_runs_keep_row_views_compressed_in_inert_blocks(tmp_path: Path) ->
     assert "needs JavaScript" in html  # the noscript note
 
 
-def test_inputs_add_contexts_and_rebuild_detection_rows(tmp_path: Path) -> None:
+def test_inputs_add_contexts_by_id(tmp_path: Path) -> None:
     inputs = write_lines(tmp_path / "in.jsonl", [
         json.dumps({"id": "d1", "context": "Ann won silver.", "output": "Ann won gold."}),
     ])
-    detection = json.dumps({"id": "d1", "p_graph": 0.9, "fallback": False, "render": "concat",
-                            "triples": [["Ann", "won", "gold", 0.9]]})
-    results = write_lines(tmp_path / "det.jsonl", [detection, detection])
+    row = hostile_report(id="d1").model_dump_json()
+    results = write_lines(tmp_path / "out.jsonl", [row, row])
     run = write_run_report(results, tmp_path / "run.html", inputs=inputs)
     assert run.total == 1 and run.flagged == 1  # the repeated id is skipped, and said so
-    assert run.rows[0].context is not None and run.rows[0].segments[0].verdict == "unsupported"
+    assert run.rows[0].context is not None and run.rows[0].context_chars == len("Ann won silver.")
     assert "1 row(s) skipped" in (tmp_path / "run.html").read_text(encoding="utf-8")
 
 
@@ -312,8 +309,8 @@ def test_inputs_add_contexts_and_rebuild_detection_rows(tmp_path: Path) -> None:
 ])
 def test_csv_inputs_are_read_as_evaluate_reads_them(tmp_path: Path, name: str, header: str, record: str) -> None:
     inputs = write_lines(tmp_path / name, [header, record])
-    detection = json.dumps({"id": "2", "p_graph": 0.9, "render": "concat", "triples": [["Ann", "won", "gold", 0.9]]})
-    run = write_run_report(write_lines(tmp_path / "det.jsonl", [detection]), tmp_path / "run.html", inputs=inputs)
+    row = hostile_report(id="2").model_dump_json()
+    run = write_run_report(write_lines(tmp_path / "out.jsonl", [row]), tmp_path / "run.html", inputs=inputs)
     assert isinstance(run, RunView) and run.rows[0].status == "hallucinated"
     assert run.rows[0].context_chars > 0
 
@@ -342,16 +339,15 @@ def test_committed_qags_c_reports_render_with_spans_graphs_and_passages() -> Non
     assert page.count("span", **{"class": "seg"}) > 40
 
 
-def test_cli_report_of_50_committed_qags_c_rows(tmp_path: Path) -> None:
+def test_cli_report_of_the_committed_qags_c_reports(tmp_path: Path) -> None:
     from shared_files import bench_data
 
-    out = tmp_path / "qags_c-50.html"
-    result = CliRunner().invoke(app, ["report", str(REPORTS), str(DETECT), "--inputs", str(bench_data("qags_c.jsonl")),
-                                      "--limit", "50", "-o", str(out)])
+    out = tmp_path / "qags_c-20.html"
+    result = CliRunner().invoke(app, ["report", str(REPORTS), "--inputs", str(bench_data("qags_c.jsonl")), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert "HTML report of 50 row(s)" in result.output
+    assert "HTML report of 20 row(s)" in result.output
     page = Page(out.read_text(encoding="utf-8"))
-    assert page.count("section", **{"class": "row"}) == 50
+    assert page.count("section", **{"class": "row"}) == 20
     assert page.count("mark", **{"class": "ev"}) >= 20  # the 20 full reports have their passage marked
 
 
