@@ -292,7 +292,7 @@ def run(
                 report = engine.evaluate(case.context, case.corrupted, id=case.id)
                 detections.append(detection_row(case, report, time.perf_counter() - t))
             det = detections.rows[case.id]
-            report = Report.model_validate({k: v for k, v in det.items() if k in Report.model_fields})
+            report = Report.model_validate({k: v for k, v in det.items() if k in Report.model_fields or k == "threshold"})
             line = f"[{number}/{len(cases)}] {case.id}: flagged={det['flagged']} on_target={det['on_target']}"
             for m, fixer in fixers.items():
                 if not report.ok or not report.hallucinated or case.id in stores[m].done():
@@ -473,7 +473,7 @@ def table(
     for case in cases:  # recomputed from the stored report, so the figure follows on_target() as it is
         row = det[case.id]
         if not row.get("error"):
-            report = Report.model_validate({k: v for k, v in row.items() if k in Report.model_fields})
+            report = Report.model_validate({k: v for k, v in row.items() if k in Report.model_fields or k == "threshold"})
             det[case.id] = {**row, "on_target": on_target(report, case)}
     typer.echo(f"Chat model: `{llm_name}`; scorer: `{scorer_name}`; machine: {bench.cpu_model()} ({platform.machine()}, "
                f"{os.cpu_count()} CPU(s)); {len(cases)} planted cases detected.\n")
