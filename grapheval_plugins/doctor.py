@@ -1,8 +1,5 @@
-"""``grapheval doctor``: can the main job (``grapheval demo``) run on this machine, and if not, why.
-
-:func:`run_doctor` reports the versions and extras installed, the cores, where each offline model's weights
-resolve from (and whether their sha256 matches), whether the model hub is reachable, and one tiny decode in a child
-process, without importing torch or llama.cpp here. Every probe is injectable::
+"""``grapheval doctor``: can the main job (``grapheval demo``) run on this machine, and if not, why (the checks:
+``docs/troubleshooting.md``). Every probe of :func:`run_doctor` is injectable::
 
     >>> report = run_doctor(decode=False, verify=False, hub_probe=lambda: HubProbe(False, "skipped in a test"))
     >>> [c.name for c in report.checks][:3]
