@@ -422,17 +422,15 @@ _SESSIONS_LOCK = threading.Lock()
 
 
 def get_session(key: str, model_path: str | Path | Callable[[], Any], *, role: str, n_ctx: int = 4096,
-        n_threads: int | None = None, n_batch: int = 512, seed: int = 0,
-        factory: Callable[..., Any] | None = None) -> LlamaSession:
+        n_threads: int | None = None, seed: int = 0) -> LlamaSession:
     """The process-wide session for ``(key, role, settings)``, created (not loaded) on first request; ``role``
     (``"chat"``, ``"judge"``) separates KV caches."""
     threads = n_threads or None
-    ident = (key, role, n_ctx, threads, n_batch, seed, factory)
+    ident = (key, role, n_ctx, threads, seed)
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(ident)
         if session is None:
-            session = LlamaSession(model_path, n_ctx=n_ctx, n_threads=threads, n_batch=n_batch, seed=seed,
-                                   factory=factory)
+            session = LlamaSession(model_path, n_ctx=n_ctx, n_threads=threads, seed=seed)
             _SESSIONS[ident] = session
         return session
 
