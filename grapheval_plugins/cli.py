@@ -129,7 +129,6 @@ def _process_in_batches(
     *,
     desc: str,
     batch_rows: int,
-    id_field: str,
     process: Callable[[list[dict[str, Any]]], Sequence[Any]],
     tally: Callable[[dict[str, Any], Any], None],
     usage_of: Callable[[Any], list[Any]],
@@ -150,7 +149,7 @@ def _process_in_batches(
                 raise _fail(exc) from exc
             for row, result in zip(batch, results):
                 data = result.model_dump(mode="json")
-                data["id"] = row[id_field]
+                data["id"] = row[rows.id_field]
                 out.append(data)
                 usage = usage + total_usage(usage_of(result))
                 tally(row, result)
@@ -296,7 +295,7 @@ def evaluate(
                 counts["flagged" if report.hallucinated else "faithful"] += 1
 
         usage = _process_in_batches(
-            pending, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
+            pending, desc="grapheval", batch_rows=batch_rows, tally=tally,
             usage_of=lambda report: [report.usage],
             process=lambda batch: engine.evaluate_many(
                 batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
@@ -377,7 +376,7 @@ def correct(
                     rouge[key].append(getattr(result.rouge, key))
 
     usage = _process_in_batches(
-        pending, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        pending, desc="correct", batch_rows=batch_rows, tally=tally,
         usage_of=lambda result: [result.detection.usage if result.detection else {}, result.usage],
         process=lambda batch: fixer.correct_many(
             batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
