@@ -129,7 +129,6 @@ def _process_in_batches(
     *,
     desc: str,
     batch_rows: int,
-    id_field: str,
     process: Callable[[list[dict[str, Any]]], Sequence[Any]],
     tally: Callable[[dict[str, Any], Any], None],
     usage_of: Callable[[Any], list[Any]],
@@ -150,7 +149,7 @@ def _process_in_batches(
                 raise _fail(exc) from exc
             for row, result in zip(batch, results):
                 data = result.model_dump(mode="json")
-                data["id"] = row[id_field]
+                data["id"] = row[rows.id_field]
                 out.append(data)
                 usage = usage + total_usage(usage_of(result))
                 tally(row, result)
@@ -187,13 +186,15 @@ def _fail(exc: Exception) -> typer.Exit:
 
 
 def _finish(
-    title: str, counts: dict[str, Any], problems: list[str], written: str, usage: StageUsage,
-    prices: tuple[float, float] | None,
+    title: str, counts: dict[str, Any], rows: _Pending, written: str, usage: StageUsage,
+    prices: tuple[float, float] | None, report: Path | None, **fields: Any,
 ) -> None:
     """The run's summary table with its chat-model totals (the cost as the models reported it, else at
-    ``--prices``), its problems and where its results are."""
+    ``--prices``), its problems and where its results are; then the exit of a stopped run, and the ``--report``."""
     from .types import usage_cost
 
+    counts["skipped (already done)"] = rows.skipped
+    counts["skipped (unreadable)"] = rows.unreadable
     counts["chat-model calls"] = usage.calls
     for key, value in (("prompt tokens", usage.input_tokens), ("completion tokens", usage.output_tokens)):
         counts[key] = "not reported" if value is None else value
@@ -204,9 +205,12 @@ def _finish(
     for key, value in counts.items():
         table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
     console.print(table)
-    for problem in problems:
+    for problem in rows.problems:
         console.print(f"[yellow]{problem}[/yellow]")
-    console.print(written)
+    console.print(f"{written} written to {rows.store.path}")
+    rows.check_stopped()
+    if report is not None:
+        _write_html_report([rows.store.path], report, inputs=rows.input, id_field=rows.id_field, **fields)
 
 
 @app.command()
@@ -255,7 +259,7 @@ def evaluate(
                        cache=cache or True, rule=decision_rule)
     pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
                        stop_on_error=stop_on_error)
-    counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0, "skipped (already done)": pending.skipped}
+    counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0}
     if engine_name == "ray":
         from .exceptions import GraphEvalError
         from .jsonl import JsonlStore
@@ -291,19 +295,15 @@ def evaluate(
                 counts["flagged" if report.hallucinated else "faithful"] += 1
 
         usage = _process_in_batches(
-            pending, desc="grapheval", batch_rows=batch_rows, id_field=id_field, tally=tally,
+            pending, desc="grapheval", batch_rows=batch_rows, tally=tally,
             usage_of=lambda report: [report.usage],
             process=lambda batch: engine.evaluate_many(
                 batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
             ),
         )
         title = f"GraphEval ({engine.describe() if counts['rows'] else mode})"
-    counts["skipped (unreadable)"] = pending.unreadable
-    _finish(title, counts, pending.problems, f"reports written to {output}", usage, prices)
-    pending.check_stopped()
-    if report is not None:
-        _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,
-                           output_field=output_field)
+    _finish(title, counts, pending, "reports", usage, prices, report, context_field=context_field,
+            output_field=output_field)
 
 
 @app.command()
@@ -376,7 +376,7 @@ def correct(
                     rouge[key].append(getattr(result.rouge, key))
 
     usage = _process_in_batches(
-        pending, desc="correct", batch_rows=batch_rows, id_field=id_field, tally=tally,
+        pending, desc="correct", batch_rows=batch_rows, tally=tally,
         usage_of=lambda result: [result.detection.usage if result.detection else {}, result.usage],
         process=lambda batch: fixer.correct_many(
             batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
@@ -387,14 +387,9 @@ def correct(
     for key, values in rouge.items():
         if values:
             counts[f"mean {key} (flagged rows)"] = sum(values) / len(values)
-    counts["skipped (already done)"] = pending.skipped
-    counts["skipped (unreadable)"] = pending.unreadable
     title = f"{'Direct Prompt' if strategy == 'direct' else 'GraphCorrect'} ({fixer.describe() if counts['rows'] else strategy})"
-    _finish(title, counts, problems, f"correction reports written to {output}", usage, prices)
-    pending.check_stopped()
-    if report is not None:
-        _write_html_report([output], report, inputs=input, id_field=id_field, context_field=context_field,
-                           output_field=output_field)
+    _finish(title, counts, pending, "correction reports", usage, prices, report, context_field=context_field,
+            output_field=output_field)
 
 
 def _write_html_report(results: list[Path], out: Path, **kwargs: Any) -> None:

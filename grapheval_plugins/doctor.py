@@ -1,8 +1,5 @@
-"""``grapheval doctor``: can the main job (``grapheval demo``) run on this machine, and if not, why.
-
-:func:`run_doctor` reports the versions and extras installed, the cores, where each offline model's weights
-resolve from (and whether their sha256 matches), whether the model hub is reachable, and one tiny decode in a child
-process, without importing torch or llama.cpp here. Every probe is injectable::
+"""``grapheval doctor``: can the main job (``grapheval demo``) run on this machine, and if not, why (the checks:
+``docs/troubleshooting.md``). Every probe of :func:`run_doctor` is injectable::
 
     >>> report = run_doctor(decode=False, verify=False, hub_probe=lambda: HubProbe(False, "skipped in a test"))
     >>> [c.name for c in report.checks][:3]
@@ -14,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import signal
 import subprocess
 import sys
@@ -110,35 +106,28 @@ def _version(dist: str) -> str | None:
         return None
 
 
-_EXTRA = re.compile(r"""extra\s*==\s*['"]([^'"]+)['"]""")
-_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([^\]]*)\])?")
-
-
 def installed_extras(dist: str = "grapheval-plugins") -> dict[str, bool]:
     """For each extra of ``dist``: whether every requirement it adds is installed (nested extras expanded)."""
+    from packaging.requirements import Requirement
+
     try:
-        requires = metadata.requires(dist) or []
+        meta = metadata.metadata(dist)
     except metadata.PackageNotFoundError:
         return {}
-    by_extra: dict[str, list[tuple[str, list[str]]]] = {}
-    for requirement in requires:
-        marker = _EXTRA.search(requirement)
-        name = _NAME.match(requirement)
-        if marker is None or name is None:
-            continue
-        nested = [e.strip() for e in (name.group(2) or "").split(",") if e.strip()]
-        by_extra.setdefault(marker.group(1), []).append((name.group(1), nested))
+    requires = [Requirement(text) for text in meta.get_all("Requires-Dist") or []]
 
     def complete(extra: str, seen: frozenset[str]) -> bool:
-        for name, nested in by_extra.get(extra, []):
-            if name.lower().replace("_", "-") == dist:
-                if not all(complete(e, seen | {extra}) for e in nested if e not in seen):
+        for req in requires:
+            if req.marker is None or not req.marker.evaluate({"extra": extra}):
+                continue
+            if req.name.lower().replace("_", "-") == dist:
+                if not all(complete(e, seen | {extra}) for e in req.extras if e not in seen):
                     return False
-            elif _version(name) is None:
+            elif _version(req.name) is None:
                 return False
         return True
 
-    return {extra: complete(extra, frozenset()) for extra in sorted(by_extra)}
+    return {extra: complete(extra, frozenset()) for extra in sorted(meta.get_all("Provides-Extra") or [])}
 
 
 def run_doctor(

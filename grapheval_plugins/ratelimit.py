@@ -36,13 +36,8 @@ def estimate_tokens(messages: Any) -> int:
     >>> estimate_tokens("a" * 400)
     100
     """
-    if isinstance(messages, str):
-        text = messages
-    elif isinstance(messages, (list, tuple)):
-        text = "".join(message_text(m) if not isinstance(m, str) else m for m in messages)
-    else:
-        text = str(messages)
-    return max(1, len(text) // 4)
+    items = messages if isinstance(messages, (list, tuple)) else [messages]
+    return max(1, len("".join(message_text(m) for m in items)) // 4)
 
 
 class TokenBucket:

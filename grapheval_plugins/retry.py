@@ -50,15 +50,10 @@ class Reprompt(Exception):
 
 def _status_code(exc: BaseException) -> int | None:
     response = getattr(exc, "response", None)
-    for holder in (exc, response):
-        code = getattr(holder, "status_code", None)
-        if isinstance(code, int):
-            return code
-    if isinstance(response, dict):  # botocore's ClientError: the parsed response, its status in ResponseMetadata
-        code = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-        if isinstance(code, int):
-            return code
-    return None
+    # botocore's ClientError: the parsed response, its status in ResponseMetadata
+    meta = (response.get("ResponseMetadata") or {}) if isinstance(response, dict) else {}
+    codes = (getattr(exc, "status_code", None), getattr(response, "status_code", None), meta.get("HTTPStatusCode"))
+    return next((code for code in codes if isinstance(code, int)), None)
 
 
 def retry_after(exc: BaseException) -> float | None:

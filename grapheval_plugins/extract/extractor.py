@@ -51,7 +51,6 @@ class TripleExtractor:
         self.retry = retry if retry is not None else RetryPolicy.from_retries(max_retries)
         self.llm = llm
         self.prompt = prompt
-        self.max_retries = max_retries
         self.cache = cache
         self.llm_id = describe_llm(llm)
         self.prompt_id = prompt.cache_id
@@ -104,22 +103,17 @@ class TripleExtractor:
         except Exception as exc:  # noqa: BLE001 - attempts ran out: reported below
             if last_error is not None and exc is last_error:
                 logger.warning("KG extraction call failed (attempt %d, no retry left): %s", attempts, exc)
-        if triples:
-            if self.cache is not None:
-                value = CachedKG(triples=[t.as_list() for t in triples], raw_text=raw)
-                await asyncio.to_thread(self.cache.set, self.llm_id, self.prompt_id, text, value)
-            return Extraction(triples=triples, raw_text=raw, attempts=attempts, issues=issues)
-
-        if raw is None and last_error is not None:
+        if not triples and raw is None and last_error is not None:
             raise ExtractionError(
                 f"the chat model {self.llm_id} raised on all {attempts} attempt(s): "
                 f"{type(last_error).__name__}: {last_error}"
             ) from last_error
+        if self.cache is not None and (triples or last_error is None):
+            # A parsed graph, or (every attempt answered, none parsed) the model's answer as an empty graph, so a
+            # re-run makes no call; a run in which a call raised and nothing parsed is not cached.
+            value = CachedKG(triples=[t.as_list() for t in triples], raw_text=raw)
+            await asyncio.to_thread(self.cache.set, self.llm_id, self.prompt_id, text, value)
+        if triples:
+            return Extraction(triples=triples, raw_text=raw, attempts=attempts, issues=issues)
         issues.append("no parseable knowledge graph; the whole output is checked as one claim")
-        if self.cache is not None and last_error is None:
-            # Every attempt answered and none parsed: the model's answer for this text, cached like a parsed one
-            # (an empty graph) so a re-run makes no call. A run in which a call raised is not cached.
-            await asyncio.to_thread(
-                self.cache.set, self.llm_id, self.prompt_id, text, CachedKG(triples=[], raw_text=raw)
-            )
         return Extraction(triples=[], raw_text=raw, attempts=attempts, fallback=True, issues=issues)

