@@ -17,11 +17,15 @@ import itertools
 import json
 import logging
 import os
+import types
+import typing
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from ..aggregate import RuleLike, rule_argument
 from ..exceptions import InputError, MissingDependencyError
@@ -393,33 +397,32 @@ def evaluate_to_file(
 
 # --------------------------------------------------------------------------------------------- Parquet
 def report_schema() -> Any:
-    """The Arrow schema of a report row in Parquet output: the fields of ``Report.model_dump()``, typed."""
+    """The Arrow schema of a report row in Parquet output: the fields of ``Report.model_dump()``, typed (read from
+    the pydantic model, so a new field reaches the Parquet output)."""
     pa = _require("pyarrow", "ray", _PURPOSE)
-    triple = pa.struct([("subject", pa.string()), ("relation", pa.string()), ("object", pa.string())])
-    claim = pa.struct([
-        ("claim", pa.string()), ("triple", triple), ("p_unsupported", pa.float64()), ("unsupported", pa.bool_()),
-        ("evidence", pa.string()), ("evidence_index", pa.int64()), ("evidence_passage", pa.int64()),
-        ("span", pa.list_(pa.int64())),
-    ])
-    extraction = pa.struct([
-        ("triples", pa.list_(triple)), ("raw_text", pa.string()), ("attempts", pa.int64()),
-        ("cached", pa.bool_()), ("fallback", pa.bool_()), ("issues", pa.list_(pa.string())),
-    ])
-    error = pa.struct([("stage", pa.string()), ("type", pa.string()), ("message", pa.string())])
-    decision = pa.struct([
-        ("rule", pa.string()), ("p_hallucination", pa.float64()), ("hallucination_threshold", pa.float64()),
-        ("case", pa.string()),
-        ("deciding", pa.int64()), ("why", pa.string()),
-    ])
-    usage = pa.struct([("calls", pa.int64()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64()),
-                       ("cost", pa.float64())])
-    return pa.schema([
-        ("output", pa.string()), ("mode", pa.string()), ("hallucination_threshold", pa.float64()),
-        ("hallucinated", pa.bool_()), ("score", pa.float64()), ("method", pa.string()),
-        ("claims", pa.list_(claim)), ("whole_output", claim), ("extraction", extraction), ("llm", pa.string()), ("scorer", pa.string()),
-        ("timings", pa.map_(pa.string(), pa.float64())), ("errors", pa.list_(error)), ("id", pa.string()),
-        ("decision", decision), ("usage", pa.map_(pa.string(), usage)), ("ok", pa.bool_()),
-    ])
+    return pa.schema(_arrow_fields(pa, Report))
+
+
+def _arrow_fields(pa: Any, model: type[BaseModel]) -> list[tuple[str, Any]]:
+    fields = [(name, f.annotation) for name, f in model.model_fields.items()]
+    fields += [(name, f.return_type) for name, f in model.model_computed_fields.items()]
+    return [(name, _arrow_type(pa, annotation)) for name, annotation in fields]
+
+
+def _arrow_type(pa: Any, annotation: Any) -> Any:
+    """A field's Arrow type: models as structs, lists and tuples as lists, dicts as maps (every column nullable)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return _arrow_type(pa, next(a for a in args if a is not type(None)))
+    if origin is typing.Literal:
+        return pa.string()
+    if origin in (list, tuple):
+        return pa.list_(_arrow_type(pa, args[0]))
+    if origin is dict:
+        return pa.map_(pa.string(), _arrow_type(pa, args[1]))
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return pa.struct(_arrow_fields(pa, annotation))
+    return {str: pa.string(), float: pa.float64(), int: pa.int64(), bool: pa.bool_()}[annotation]
 
 
 def report_record(report: Report) -> dict[str, Any]:
