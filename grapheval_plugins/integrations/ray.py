@@ -12,7 +12,6 @@ Example (a local Ray is started, and stopped, when none is running)::
 from __future__ import annotations
 
 import contextlib
-import importlib
 import itertools
 import json
 import logging
@@ -27,19 +26,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .._imports import require
 from ..aggregate import RuleLike, rule_argument
-from ..exceptions import InputError, MissingDependencyError
+from ..exceptions import InputError
 from ..extract.prompts import KG_PROMPT, KGPrompt
 from ..pipeline import GraphEval
 from ..types import ExtractedRow, Mode, Report, StageUsage, Triple, total_usage
-
-
-def _require(module: str, extra: str, purpose: str) -> Any:  # the adapters import only the package's public modules
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingDependencyError(module.split(".")[0], extra, purpose) from exc
-
 
 __all__ = [
     "EngineSpec",
@@ -58,7 +50,7 @@ _POSITION = "__grapheval_position__"
 
 
 def _ray() -> Any:
-    return _require("ray", "ray", _PURPOSE)
+    return require("ray", "ray", _PURPOSE)
 
 
 # --------------------------------------------------------------------------------------------- engine settings
@@ -399,14 +391,8 @@ def evaluate_to_file(
 def report_schema() -> Any:
     """The Arrow schema of a report row in Parquet output: the fields of ``Report.model_dump()``, typed (read from
     the pydantic model, so a new field reaches the Parquet output)."""
-    pa = _require("pyarrow", "ray", _PURPOSE)
-    return pa.schema(_arrow_fields(pa, Report))
-
-
-def _arrow_fields(pa: Any, model: type[BaseModel]) -> list[tuple[str, Any]]:
-    fields = [(name, f.annotation) for name, f in model.model_fields.items()]
-    fields += [(name, f.return_type) for name, f in model.model_computed_fields.items()]
-    return [(name, _arrow_type(pa, annotation)) for name, annotation in fields]
+    pa = require("pyarrow", "ray", _PURPOSE)
+    return pa.schema(list(_arrow_type(pa, Report)))
 
 
 def _arrow_type(pa: Any, annotation: Any) -> Any:
@@ -421,7 +407,9 @@ def _arrow_type(pa: Any, annotation: Any) -> Any:
     if origin is dict:
         return pa.map_(pa.string(), _arrow_type(pa, args[1]))
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return pa.struct(_arrow_fields(pa, annotation))
+        fields = [(name, f.annotation) for name, f in annotation.model_fields.items()]
+        fields += [(name, f.return_type) for name, f in annotation.model_computed_fields.items()]
+        return pa.struct([(name, _arrow_type(pa, a)) for name, a in fields])
     return {str: pa.string(), float: pa.float64(), int: pa.int64(), bool: pa.bool_()}[annotation]
 
 
@@ -437,8 +425,8 @@ def report_record(report: Report) -> dict[str, Any]:
 def _write_parquet(path: Path, reports: Iterable[Report], rows_per_group: int = 4096) -> None:
     """Write ``reports`` to ``.<name>.partial`` beside ``path``, renamed over ``path`` only once every report is
     written: a failed or killed run leaves an old ``path`` as it was."""
-    pa = _require("pyarrow", "ray", _PURPOSE)
-    pq = _require("pyarrow.parquet", "ray", _PURPOSE)
+    pa = require("pyarrow", "ray", _PURPOSE)
+    pq = require("pyarrow.parquet", "ray", _PURPOSE)
     schema = report_schema()
     partial = path.with_name(f".{path.name}.partial")
     try:
@@ -461,7 +449,7 @@ def read_reports(path: str | Path) -> list[Report]:
     """Read back reports written by :func:`evaluate_to_file` (JSONL or Parquet) or ``grapheval evaluate``."""
     path = Path(path)
     if path.suffix.lower() in (".parquet", ".pq"):
-        pq = _require("pyarrow.parquet", "ray", _PURPOSE)
+        pq = require("pyarrow.parquet", "ray", _PURPOSE)
         out = []
         for data in pq.read_table(str(path)).to_pylist():
             data["timings"] = dict(data["timings"] or [])
