@@ -178,15 +178,11 @@ def _current_engine(metric: Any, options: registry.EngineOptions, grapheval: Any
 
 def _trace_output(report: Report) -> dict[str, Any]:
     return {
-        "score": report.score,
-        "hallucinated": report.hallucinated,
         "unsupported": [
             {"triple": c.triple.as_list() if c.triple else None, "claim": c.claim, "p_unsupported": c.p_unsupported}
             for c in report.unsupported
         ],
         "reason": report.explain(),
-        "models": f"{report.llm or 'raw'} + {report.scorer}",
-        "errors": [e.model_dump() for e in report.errors],
         # The whole report: grapheval_plugins.report.render_json(this dict) gives its HTML page.
         "report": report.model_dump(mode="json"),
     }
