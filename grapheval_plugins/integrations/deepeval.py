@@ -8,7 +8,6 @@ import warnings
 from typing import Any, Literal
 
 from .. import (
-    ClaimCheck,
     ExtractionError,
     GraphEval,
     GraphEvalError,
@@ -21,7 +20,7 @@ from .. import (
 from .._async import run_sync
 from ..aggregate import RuleLike, check_threshold, rule_argument, threshold_for_min_score
 from ..inputs import normalize_output, normalize_passages
-from ..text import best_sentence
+from ..report.view import snippet
 from ..types import Mode, claim_text, usage_cost
 from ..usage import metered
 from .host_models import Costed, PromptChatModel
@@ -396,21 +395,7 @@ def _raise_for_report(report: Report) -> None:
 
 # --------------------------------------------------------------------- reason and verbose logs
 _REPORT_JSON_MARKER = "GraphEval report JSON:"  # = grapheval_plugins.report.JSON_MARKER (kept light: no import)
-_MAX_EVIDENCE = 200
 _MAX_LISTED = 8
-
-
-def _evidence(claim: ClaimCheck) -> str | None:
-    """The deciding context passage, shortened to the sentence sharing most words with the claim when long."""
-    chunk = (claim.evidence or "").strip()
-    if not chunk:
-        return None
-    if len(chunk) <= _MAX_EVIDENCE:
-        return chunk
-    span = best_sentence(chunk, claim.claim)
-    best = chunk[span[0] : span[1]] if span else chunk
-    best = best if len(best) <= _MAX_EVIDENCE else best[: _MAX_EVIDENCE - 1] + "…"
-    return f"…{best}…"
 
 
 def _plural(n: int, word: str) -> str:
@@ -431,7 +416,7 @@ def _format_reason(report: Report, score: float, threshold: float, source: str) 
     sign = ">=" if score >= threshold else "<"
     lines = [f"{ex.verdict}: {ex.summary} (score {score:.3f} {sign} threshold {threshold:.3f}; grounding: {source})"]
     for claim in ex.claims:
-        evidence = _evidence(claim)
+        evidence = snippet(claim.evidence or "", claim.claim)
         line = f"- {claim_text(claim)} P(unsupported)={claim.p_unsupported:.3f}"
         lines.append(line + (f'; evidence: "{evidence}"' if evidence else ""))
     if ex.more:
