@@ -20,7 +20,7 @@ import types
 import typing
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -86,13 +86,10 @@ class EngineSpec:
 
         return self._model(scorer_for(self.llm, self.scorer), resolve_scorer)
 
-    def engine(self, *, llm: Any = None, scorer: Any = None, **options: Any) -> GraphEval:
-        return GraphEval(
-            llm=llm, scorer=scorer, hallucination_threshold=self.hallucination_threshold, mode=self.mode,
-            rule=self.rule, prompt=self.prompt,
-            max_retries=self.max_retries, cache=self.cache if self.cache is not None else True,
-            render_triple=self.render_triple, locate=self.locate, show_progress=False, **options,
-        )
+    def engine(self, **options: Any) -> GraphEval:
+        settings = {f.name: getattr(self, f.name) for f in fields(self)}
+        cache = self.cache if self.cache is not None else True
+        return GraphEval(**{**settings, "llm": None, "scorer": None, "cache": cache, "show_progress": False, **options})
 
 
 # --------------------------------------------------------------------------------------------- the two actors
@@ -431,13 +428,8 @@ def _write_parquet(path: Path, reports: Iterable[Report], rows_per_group: int = 
     partial = path.with_name(f".{path.name}.partial")
     try:
         with pq.ParquetWriter(str(partial), schema) as writer:
-            chunk: list[dict[str, Any]] = []
-            for report in reports:
-                chunk.append(report_record(report))
-                if len(chunk) >= rows_per_group:
-                    writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
-                    chunk = []
-            if chunk:
+            records = map(report_record, reports)
+            while chunk := list(itertools.islice(records, rows_per_group)):
                 writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
     except BaseException:
         partial.unlink(missing_ok=True)
