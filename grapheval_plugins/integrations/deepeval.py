@@ -20,6 +20,7 @@ from .. import (
 from .._async import run_sync
 from ..aggregate import RuleLike, check_threshold, rule_argument, threshold_for_min_score
 from ..inputs import normalize_output, normalize_passages
+from ..report import JSON_MARKER
 from ..report.view import snippet
 from ..types import Mode, claim_text, usage_cost
 from ..usage import metered
@@ -324,7 +325,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             + f"; threshold {threshold:.3f} -> {'pass' if self.success else 'fail'}\nReason: {self.reason}",
         ]
         # The whole report last (stored, not printed): grapheval_plugins.report.render_json(verbose_logs) -> HTML.
-        self.verbose_logs = construct_verbose_logs(self, steps=steps) + f" \n \n{_REPORT_JSON_MARKER} {report.model_dump_json()}"
+        self.verbose_logs = construct_verbose_logs(self, steps=steps) + f" \n \n{JSON_MARKER} {report.model_dump_json()}"
         return score
 
 
@@ -394,12 +395,7 @@ def _raise_for_report(report: Report) -> None:
 
 
 # --------------------------------------------------------------------- reason and verbose logs
-_REPORT_JSON_MARKER = "GraphEval report JSON:"  # = grapheval_plugins.report.JSON_MARKER (kept light: no import)
 _MAX_LISTED = 8
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _every_claim_supported(report: Report) -> bool:
@@ -434,7 +430,7 @@ def _format_graph(report: Report, threshold: float, source: str) -> str:
     else:
         lines = [
             head,
-            f"Knowledge graph: {_plural(len(report.triples), 'triple')} (chat-model calls: {extraction.attempts}, "
+            f"Knowledge graph: {len(report.triples)} triple{'' if len(report.triples) == 1 else 's'} (chat-model calls: {extraction.attempts}, "
             f"cached: {'yes' if extraction.cached else 'no'}, fallback: {'yes' if extraction.fallback else 'no'})",
         ]
     for i, claim in enumerate(report.claims, 1):
