@@ -101,12 +101,7 @@ def _adapt(model: Any) -> PromptChatModel:
     async def agenerate(prompt: str) -> Costed:
         return _costed(await get().a_generate(prompt))
 
-    name = model
-    if not isinstance(model, str):
-        try:
-            name = str(model.get_model_name())
-        except Exception:  # noqa: BLE001 - a name is a nicety; the class name will do
-            name = type(model).__name__
+    name = model if isinstance(model, str) else model.get_model_name()  # abstract in DeepEvalBaseLLM
     return PromptChatModel(complete=generate, acomplete=agenerate, label=f"deepeval:{name}")
 
 
@@ -277,10 +272,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             return self._apply(report, source, correction)
 
     def is_successful(self) -> bool:
-        if self.error is not None or self.score is None:
-            self.success = False
-        else:
-            self.success = bool(self.score >= self.threshold)
+        self.success = self.error is None and self.score is not None and self.score >= self.threshold
         return self.success
 
     # ----------------------------------------------------------------- results
@@ -308,7 +300,9 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         shown = threshold  # the minimum score the claims are shown against
         if self.strict_mode:
             shown = round(1.0 - report.hallucination_threshold, 12)
-            score = 1.0 if _every_claim_supported(report) else 0.0
+            # Strict: 1 only when neither the output, a claim nor the whole output (where scored) is unsupported.
+            whole_unsupported = report.whole_output is not None and report.whole_output.unsupported
+            score = 1.0 if report.hallucinated is False and not report.unsupported and not whole_unsupported else 0.0
         self.score = score
         self.success = score >= threshold
         self.reason = _format_reason(report, float(report.score or 0.0), shown, source) if self.include_reason else None
@@ -396,13 +390,6 @@ def _raise_for_report(report: Report) -> None:
 
 # --------------------------------------------------------------------- reason and verbose logs
 _MAX_LISTED = 8
-
-
-def _every_claim_supported(report: Report) -> bool:
-    """Strict mode's verdict: the output is not a hallucination, and neither a claim nor the whole output (where the
-    rule scored it) is unsupported at the report's threshold."""
-    whole = report.whole_output
-    return report.hallucinated is False and not report.unsupported and not (whole is not None and whole.unsupported)
 
 
 def _format_reason(report: Report, score: float, threshold: float, source: str) -> str:
