@@ -302,7 +302,8 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             shown = round(1.0 - report.hallucination_threshold, 12)
             # Strict: 1 only when neither the output, a claim nor the whole output (where scored) is unsupported.
             whole_unsupported = report.whole_output is not None and report.whole_output.unsupported
-            score = 1.0 if report.hallucinated is False and not report.unsupported and not whole_unsupported else 0.0
+            supported = report.hallucinated is False and not report.unsupported and not whole_unsupported
+            score = 1.0 if supported else 0.0
         self.score = score
         self.success = score >= threshold
         self.reason = _format_reason(report, float(report.score or 0.0), shown, source) if self.include_reason else None
@@ -415,9 +416,10 @@ def _format_graph(report: Report, threshold: float, source: str) -> str:
     if extraction is None:
         lines = [head, "Mode raw: the whole output was scored as one claim."]
     else:
+        n = len(report.triples)
         lines = [
             head,
-            f"Knowledge graph: {len(report.triples)} triple{'' if len(report.triples) == 1 else 's'} (chat-model calls: {extraction.attempts}, "
+            f"Knowledge graph: {n} triple{'' if n == 1 else 's'} (chat-model calls: {extraction.attempts}, "
             f"cached: {'yes' if extraction.cached else 'no'}, fallback: {'yes' if extraction.fallback else 'no'})",
         ]
     for i, claim in enumerate(report.claims, 1):
