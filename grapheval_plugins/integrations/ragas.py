@@ -442,9 +442,6 @@ def reasons(result: Any, name: str = DEFAULT_NAME) -> list[str | None]:
     """Each sample's reason from a ``ragas.evaluate()`` result, in the order of its table (Ragas's table holds
     floats only): ``result.to_pandas().assign(reason=reasons(result))``. ``None`` for a sample the metric gave no
     report (no response or contexts). ``name``: the metric's column.
-
-    The same trace (``result.traces[i][name]["grapheval"]["output"]``) holds ``"unsupported"`` and the whole
-    ``"report"`` as JSON.
     """
     return [None if output is None else output["reason"] for output in _outputs(result, name)]
 

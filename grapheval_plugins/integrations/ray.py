@@ -151,9 +151,7 @@ def _read(source: Any, parallelism: int | None, num_cpus: float) -> Any:
     if items and all(isinstance(s, (str, Path)) for s in items):
         paths = [str(p) for p in items]
         suffixes = {Path(p).suffix.lower() for p in paths}
-        kwargs: dict[str, Any] = {"num_cpus": num_cpus}
-        if parallelism is not None:
-            kwargs["override_num_blocks"] = parallelism
+        kwargs = {"num_cpus": num_cpus, "override_num_blocks": parallelism}
         if suffixes <= {".parquet", ".pq"}:
             return ray.data.read_parquet(paths, **kwargs)
         if suffixes <= {".jsonl", ".json", ".ndjson"}:
@@ -163,7 +161,7 @@ def _read(source: Any, parallelism: int | None, num_cpus: float) -> Any:
         raise InputError("source", "rows must be mappings (dicts) with the context / output / id fields")
     # In-memory rows carry their position, so an input error names the row as evaluate_many does.
     rows = [{**r, _POSITION: i} for i, r in enumerate(items)]
-    return ray.data.from_items(rows, **({} if parallelism is None else {"override_num_blocks": parallelism}))
+    return ray.data.from_items(rows, override_num_blocks=parallelism)
 
 
 def build_dataset(
