@@ -89,7 +89,8 @@ class EngineSpec:
     def engine(self, **options: Any) -> GraphEval:
         settings = {f.name: getattr(self, f.name) for f in fields(self)}
         cache = self.cache if self.cache is not None else True
-        return GraphEval(**{**settings, "llm": None, "scorer": None, "cache": cache, "show_progress": False, **options})
+        settings.update(llm=None, scorer=None, cache=cache, show_progress=False)
+        return GraphEval(**{**settings, **options})
 
 
 # --------------------------------------------------------------------------------------------- the two actors
@@ -402,9 +403,9 @@ def _arrow_type(pa: Any, annotation: Any) -> Any:
     if origin is dict:
         return pa.map_(pa.string(), _arrow_type(pa, args[1]))
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        fields = [(name, f.annotation) for name, f in annotation.model_fields.items()]
-        fields += [(name, f.return_type) for name, f in annotation.model_computed_fields.items()]
-        return pa.struct([(name, _arrow_type(pa, a)) for name, a in fields])
+        members = [(name, f.annotation) for name, f in annotation.model_fields.items()]
+        members += [(name, f.return_type) for name, f in annotation.model_computed_fields.items()]
+        return pa.struct([(name, _arrow_type(pa, a)) for name, a in members])
     return {str: pa.string(), float: pa.float64(), int: pa.int64(), bool: pa.bool_()}[annotation]
 
 
