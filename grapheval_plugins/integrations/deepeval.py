@@ -8,7 +8,6 @@ import warnings
 from typing import Any, Literal
 
 from .. import (
-    ClaimCheck,
     ExtractionError,
     GraphEval,
     GraphEvalError,
@@ -21,7 +20,8 @@ from .. import (
 from .._async import run_sync
 from ..aggregate import RuleLike, check_threshold, rule_argument, threshold_for_min_score
 from ..inputs import normalize_output, normalize_passages
-from ..text import best_sentence
+from ..report import JSON_MARKER
+from ..report.view import snippet
 from ..types import Mode, claim_text, usage_cost
 from ..usage import metered
 from .host_models import Costed, PromptChatModel
@@ -101,12 +101,7 @@ def _adapt(model: Any) -> PromptChatModel:
     async def agenerate(prompt: str) -> Costed:
         return _costed(await get().a_generate(prompt))
 
-    name = model
-    if not isinstance(model, str):
-        try:
-            name = str(model.get_model_name())
-        except Exception:  # noqa: BLE001 - a name is a nicety; the class name will do
-            name = type(model).__name__
+    name = model if isinstance(model, str) else model.get_model_name()  # abstract in DeepEvalBaseLLM
     return PromptChatModel(complete=generate, acomplete=agenerate, label=f"deepeval:{name}")
 
 
@@ -277,10 +272,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             return self._apply(report, source, correction)
 
     def is_successful(self) -> bool:
-        if self.error is not None or self.score is None:
-            self.success = False
-        else:
-            self.success = bool(self.score >= self.threshold)
+        self.success = self.error is None and self.score is not None and self.score >= self.threshold
         return self.success
 
     # ----------------------------------------------------------------- results
@@ -308,7 +300,10 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         shown = threshold  # the minimum score the claims are shown against
         if self.strict_mode:
             shown = round(1.0 - report.hallucination_threshold, 12)
-            score = 1.0 if _every_claim_supported(report) else 0.0
+            # Strict: 1 only when neither the output, a claim nor the whole output (where scored) is unsupported.
+            whole_unsupported = report.whole_output is not None and report.whole_output.unsupported
+            supported = report.hallucinated is False and not report.unsupported and not whole_unsupported
+            score = 1.0 if supported else 0.0
         self.score = score
         self.success = score >= threshold
         self.reason = _format_reason(report, float(report.score or 0.0), shown, source) if self.include_reason else None
@@ -325,7 +320,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
             + f"; threshold {threshold:.3f} -> {'pass' if self.success else 'fail'}\nReason: {self.reason}",
         ]
         # The whole report last (stored, not printed): grapheval_plugins.report.render_json(verbose_logs) -> HTML.
-        self.verbose_logs = construct_verbose_logs(self, steps=steps) + f" \n \n{_REPORT_JSON_MARKER} {report.model_dump_json()}"
+        self.verbose_logs = construct_verbose_logs(self, steps=steps) + f" \n \n{JSON_MARKER} {report.model_dump_json()}"
         return score
 
 
@@ -395,33 +390,7 @@ def _raise_for_report(report: Report) -> None:
 
 
 # --------------------------------------------------------------------- reason and verbose logs
-_REPORT_JSON_MARKER = "GraphEval report JSON:"  # = grapheval_plugins.report.JSON_MARKER (kept light: no import)
-_MAX_EVIDENCE = 200
 _MAX_LISTED = 8
-
-
-def _evidence(claim: ClaimCheck) -> str | None:
-    """The deciding context passage, shortened to the sentence sharing most words with the claim when long."""
-    chunk = (claim.evidence or "").strip()
-    if not chunk:
-        return None
-    if len(chunk) <= _MAX_EVIDENCE:
-        return chunk
-    span = best_sentence(chunk, claim.claim)
-    best = chunk[span[0] : span[1]] if span else chunk
-    best = best if len(best) <= _MAX_EVIDENCE else best[: _MAX_EVIDENCE - 1] + "…"
-    return f"…{best}…"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _every_claim_supported(report: Report) -> bool:
-    """Strict mode's verdict: the output is not a hallucination, and neither a claim nor the whole output (where the
-    rule scored it) is unsupported at the report's threshold."""
-    whole = report.whole_output
-    return report.hallucinated is False and not report.unsupported and not (whole is not None and whole.unsupported)
 
 
 def _format_reason(report: Report, score: float, threshold: float, source: str) -> str:
@@ -431,7 +400,7 @@ def _format_reason(report: Report, score: float, threshold: float, source: str) 
     sign = ">=" if score >= threshold else "<"
     lines = [f"{ex.verdict}: {ex.summary} (score {score:.3f} {sign} threshold {threshold:.3f}; grounding: {source})"]
     for claim in ex.claims:
-        evidence = _evidence(claim)
+        evidence = snippet(claim.evidence or "", claim.claim)
         line = f"- {claim_text(claim)} P(unsupported)={claim.p_unsupported:.3f}"
         lines.append(line + (f'; evidence: "{evidence}"' if evidence else ""))
     if ex.more:
@@ -447,9 +416,10 @@ def _format_graph(report: Report, threshold: float, source: str) -> str:
     if extraction is None:
         lines = [head, "Mode raw: the whole output was scored as one claim."]
     else:
+        n = len(report.triples)
         lines = [
             head,
-            f"Knowledge graph: {_plural(len(report.triples), 'triple')} (chat-model calls: {extraction.attempts}, "
+            f"Knowledge graph: {n} triple{'' if n == 1 else 's'} (chat-model calls: {extraction.attempts}, "
             f"cached: {'yes' if extraction.cached else 'no'}, fallback: {'yes' if extraction.fallback else 'no'})",
         ]
     for i, claim in enumerate(report.claims, 1):

@@ -176,13 +176,12 @@ class _HostChatModel(BaseChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
             run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        arguments = self._arguments(render_prompt(messages))
         if self.complete is None:
             from .._async import run_sync
 
             assert self.acomplete is not None
-            return self._answer(run_sync(_awaited(self.acomplete(*arguments))))
-        return self._answer(self.complete(*arguments))
+            return run_sync(self._agenerate(messages, stop, **kwargs))
+        return self._answer(self.complete(*self._arguments(render_prompt(messages))))
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
             run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
@@ -222,7 +221,3 @@ class StructuredTriplesChatModel(_HostChatModel):
         if not isinstance(result, self.response_model):
             result = self.response_model.model_validate(result, from_attributes=True)
         return str(result.as_answer())
-
-
-async def _awaited(value: Awaitable[Any]) -> Any:
-    return await value

@@ -178,15 +178,11 @@ def _current_engine(metric: Any, options: registry.EngineOptions, grapheval: Any
 
 def _trace_output(report: Report) -> dict[str, Any]:
     return {
-        "score": report.score,
-        "hallucinated": report.hallucinated,
         "unsupported": [
             {"triple": c.triple.as_list() if c.triple else None, "claim": c.claim, "p_unsupported": c.p_unsupported}
             for c in report.unsupported
         ],
         "reason": report.explain(),
-        "models": f"{report.llm or 'raw'} + {report.scorer}",
-        "errors": [e.model_dump() for e in report.errors],
         # The whole report: grapheval_plugins.report.render_json(this dict) gives its HTML page.
         "report": report.model_dump(mode="json"),
     }
@@ -446,9 +442,6 @@ def reasons(result: Any, name: str = DEFAULT_NAME) -> list[str | None]:
     """Each sample's reason from a ``ragas.evaluate()`` result, in the order of its table (Ragas's table holds
     floats only): ``result.to_pandas().assign(reason=reasons(result))``. ``None`` for a sample the metric gave no
     report (no response or contexts). ``name``: the metric's column.
-
-    The same trace (``result.traces[i][name]["grapheval"]["output"]``) holds ``"unsupported"`` and the whole
-    ``"report"`` as JSON.
     """
     return [None if output is None else output["reason"] for output in _outputs(result, name)]
 

@@ -12,30 +12,26 @@ Example (a local Ray is started, and stopped, when none is running)::
 from __future__ import annotations
 
 import contextlib
-import importlib
 import itertools
 import json
 import logging
 import os
+import types
+import typing
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
+from .._imports import require
 from ..aggregate import RuleLike, rule_argument
-from ..exceptions import InputError, MissingDependencyError
+from ..exceptions import InputError
 from ..extract.prompts import KG_PROMPT, KGPrompt
 from ..pipeline import GraphEval
 from ..types import ExtractedRow, Mode, Report, StageUsage, Triple, total_usage
-
-
-def _require(module: str, extra: str, purpose: str) -> Any:  # the adapters import only the package's public modules
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingDependencyError(module.split(".")[0], extra, purpose) from exc
-
 
 __all__ = [
     "EngineSpec",
@@ -54,7 +50,7 @@ _POSITION = "__grapheval_position__"
 
 
 def _ray() -> Any:
-    return _require("ray", "ray", _PURPOSE)
+    return require("ray", "ray", _PURPOSE)
 
 
 # --------------------------------------------------------------------------------------------- engine settings
@@ -90,13 +86,11 @@ class EngineSpec:
 
         return self._model(scorer_for(self.llm, self.scorer), resolve_scorer)
 
-    def engine(self, *, llm: Any = None, scorer: Any = None, **options: Any) -> GraphEval:
-        return GraphEval(
-            llm=llm, scorer=scorer, hallucination_threshold=self.hallucination_threshold, mode=self.mode,
-            rule=self.rule, prompt=self.prompt,
-            max_retries=self.max_retries, cache=self.cache if self.cache is not None else True,
-            render_triple=self.render_triple, locate=self.locate, show_progress=False, **options,
-        )
+    def engine(self, **options: Any) -> GraphEval:
+        settings = {f.name: getattr(self, f.name) for f in fields(self)}
+        cache = self.cache if self.cache is not None else True
+        settings.update(llm=None, scorer=None, cache=cache, show_progress=False)
+        return GraphEval(**{**settings, **options})
 
 
 # --------------------------------------------------------------------------------------------- the two actors
@@ -158,9 +152,7 @@ def _read(source: Any, parallelism: int | None, num_cpus: float) -> Any:
     if items and all(isinstance(s, (str, Path)) for s in items):
         paths = [str(p) for p in items]
         suffixes = {Path(p).suffix.lower() for p in paths}
-        kwargs: dict[str, Any] = {"num_cpus": num_cpus}
-        if parallelism is not None:
-            kwargs["override_num_blocks"] = parallelism
+        kwargs = {"num_cpus": num_cpus, "override_num_blocks": parallelism}
         if suffixes <= {".parquet", ".pq"}:
             return ray.data.read_parquet(paths, **kwargs)
         if suffixes <= {".jsonl", ".json", ".ndjson"}:
@@ -170,7 +162,7 @@ def _read(source: Any, parallelism: int | None, num_cpus: float) -> Any:
         raise InputError("source", "rows must be mappings (dicts) with the context / output / id fields")
     # In-memory rows carry their position, so an input error names the row as evaluate_many does.
     rows = [{**r, _POSITION: i} for i, r in enumerate(items)]
-    return ray.data.from_items(rows, **({} if parallelism is None else {"override_num_blocks": parallelism}))
+    return ray.data.from_items(rows, override_num_blocks=parallelism)
 
 
 def build_dataset(
@@ -393,33 +385,28 @@ def evaluate_to_file(
 
 # --------------------------------------------------------------------------------------------- Parquet
 def report_schema() -> Any:
-    """The Arrow schema of a report row in Parquet output: the fields of ``Report.model_dump()``, typed."""
-    pa = _require("pyarrow", "ray", _PURPOSE)
-    triple = pa.struct([("subject", pa.string()), ("relation", pa.string()), ("object", pa.string())])
-    claim = pa.struct([
-        ("claim", pa.string()), ("triple", triple), ("p_unsupported", pa.float64()), ("unsupported", pa.bool_()),
-        ("evidence", pa.string()), ("evidence_index", pa.int64()), ("evidence_passage", pa.int64()),
-        ("span", pa.list_(pa.int64())),
-    ])
-    extraction = pa.struct([
-        ("triples", pa.list_(triple)), ("raw_text", pa.string()), ("attempts", pa.int64()),
-        ("cached", pa.bool_()), ("fallback", pa.bool_()), ("issues", pa.list_(pa.string())),
-    ])
-    error = pa.struct([("stage", pa.string()), ("type", pa.string()), ("message", pa.string())])
-    decision = pa.struct([
-        ("rule", pa.string()), ("p_hallucination", pa.float64()), ("hallucination_threshold", pa.float64()),
-        ("case", pa.string()),
-        ("deciding", pa.int64()), ("why", pa.string()),
-    ])
-    usage = pa.struct([("calls", pa.int64()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64()),
-                       ("cost", pa.float64())])
-    return pa.schema([
-        ("output", pa.string()), ("mode", pa.string()), ("hallucination_threshold", pa.float64()),
-        ("hallucinated", pa.bool_()), ("score", pa.float64()), ("method", pa.string()),
-        ("claims", pa.list_(claim)), ("whole_output", claim), ("extraction", extraction), ("llm", pa.string()), ("scorer", pa.string()),
-        ("timings", pa.map_(pa.string(), pa.float64())), ("errors", pa.list_(error)), ("id", pa.string()),
-        ("decision", decision), ("usage", pa.map_(pa.string(), usage)), ("ok", pa.bool_()),
-    ])
+    """The Arrow schema of a report row in Parquet output: the fields of ``Report.model_dump()``, typed (read from
+    the pydantic model, so a new field reaches the Parquet output)."""
+    pa = require("pyarrow", "ray", _PURPOSE)
+    return pa.schema(list(_arrow_type(pa, Report)))
+
+
+def _arrow_type(pa: Any, annotation: Any) -> Any:
+    """A field's Arrow type: models as structs, lists and tuples as lists, dicts as maps (every column nullable)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return _arrow_type(pa, next(a for a in args if a is not type(None)))
+    if origin is typing.Literal:
+        return pa.string()
+    if origin in (list, tuple):
+        return pa.list_(_arrow_type(pa, args[0]))
+    if origin is dict:
+        return pa.map_(pa.string(), _arrow_type(pa, args[1]))
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        members = [(name, f.annotation) for name, f in annotation.model_fields.items()]
+        members += [(name, f.return_type) for name, f in annotation.model_computed_fields.items()]
+        return pa.struct([(name, _arrow_type(pa, a)) for name, a in members])
+    return {str: pa.string(), float: pa.float64(), int: pa.int64(), bool: pa.bool_()}[annotation]
 
 
 def report_record(report: Report) -> dict[str, Any]:
@@ -434,19 +421,14 @@ def report_record(report: Report) -> dict[str, Any]:
 def _write_parquet(path: Path, reports: Iterable[Report], rows_per_group: int = 4096) -> None:
     """Write ``reports`` to ``.<name>.partial`` beside ``path``, renamed over ``path`` only once every report is
     written: a failed or killed run leaves an old ``path`` as it was."""
-    pa = _require("pyarrow", "ray", _PURPOSE)
-    pq = _require("pyarrow.parquet", "ray", _PURPOSE)
+    pa = require("pyarrow", "ray", _PURPOSE)
+    pq = require("pyarrow.parquet", "ray", _PURPOSE)
     schema = report_schema()
     partial = path.with_name(f".{path.name}.partial")
     try:
         with pq.ParquetWriter(str(partial), schema) as writer:
-            chunk: list[dict[str, Any]] = []
-            for report in reports:
-                chunk.append(report_record(report))
-                if len(chunk) >= rows_per_group:
-                    writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
-                    chunk = []
-            if chunk:
+            records = map(report_record, reports)
+            while chunk := list(itertools.islice(records, rows_per_group)):
                 writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -458,7 +440,7 @@ def read_reports(path: str | Path) -> list[Report]:
     """Read back reports written by :func:`evaluate_to_file` (JSONL or Parquet) or ``grapheval evaluate``."""
     path = Path(path)
     if path.suffix.lower() in (".parquet", ".pq"):
-        pq = _require("pyarrow.parquet", "ray", _PURPOSE)
+        pq = require("pyarrow.parquet", "ray", _PURPOSE)
         out = []
         for data in pq.read_table(str(path)).to_pylist():
             data["timings"] = dict(data["timings"] or [])

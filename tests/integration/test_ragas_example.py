@@ -44,8 +44,8 @@ def test_example_evaluates_three_rows_with_the_local_models(
     assert all(not math.isnan(v) and 0.0 <= v <= 1.0 for v in values), values
     assert values[1] < values[0], values  # "completed in 1901 ... by Le Corbusier" below "completed in 1889"
     for trace in result.traces:  # every row got a verdict and a reason from the real models
-        out = trace["grapheval_faithfulness"]["grapheval"]["output"]
-        assert out["errors"] == [] and out["hallucinated"] in (True, False)
-        assert "qwen2.5-coder-0.5b" in out["models"].lower()
+        report = trace["grapheval_faithfulness"]["grapheval"]["output"]["report"]
+        assert report["errors"] == [] and report["hallucinated"] in (True, False)
+        assert "qwen2.5-coder-0.5b" in report["llm"].lower()
     printed = capsys.readouterr().out
     assert "{'grapheval_faithfulness':" in printed and "eiffel-bad" in printed

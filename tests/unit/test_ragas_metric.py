@@ -131,7 +131,7 @@ def test_evaluate_over_a_mixed_dataset_scores_good_rows_and_gives_nan_with_a_log
     assert repr(result) == f"{{'{NAME}': {mean:.4f}}}"
     # The legacy API returns floats only; each sample's reason is in Ragas's traces.
     trace = result.traces[1][NAME]["grapheval"]["output"]
-    assert trace["hallucinated"] is True
+    assert trace["report"]["hallucinated"] is True
     assert trace["unsupported"][0]["triple"] == ["Marie Curie", "won", "three Nobel Prizes"]
     assert "three Nobel Prizes" in trace["reason"]
 
