@@ -40,7 +40,6 @@ _Request = tuple[list[Passages], list[str]]
 
 
 _Scored = tuple[list[ClaimScore] | StageError, StageUsage]
-"""One request's scores (or its error) and its share of the chat-model usage."""
 
 
 async def _score_metered(scorer: Scorer, requests: Sequence[_Request]) -> list[_Scored]:
@@ -69,7 +68,6 @@ async def _score_metered(scorer: Scorer, requests: Sequence[_Request]) -> list[_
 
 
 def _p(score: ClaimScore) -> float | None:
-    """A claim's P(unsupported), or ``None`` when the scorer could not judge it."""
     return None if score.error is not None else score.p_unsupported
 
 
@@ -87,7 +85,6 @@ class _CheckBatcher:
         self._flush_task: asyncio.Task[None] | None = None
 
     async def submit(self, contexts: list[Passages], claims: list[str]) -> _Scored:
-        """The claims' scores (or their error), and this request's share of the pass's chat-model usage."""
         future: asyncio.Future[_Scored] = asyncio.get_running_loop().create_future()
         self._pending.append(((contexts, claims), future))
         self._pending_claims += len(claims)
@@ -98,7 +95,6 @@ class _CheckBatcher:
         return await future
 
     async def score(self, requests: Sequence[_Request]) -> list[_Scored]:
-        """:meth:`submit` every request at once: they go to the passes in order."""
         return list(await asyncio.gather(*(self.submit(*request) for request in requests)))
 
     def _take(self) -> list[tuple[_Request, asyncio.Future[_Scored]]]:
@@ -234,8 +230,8 @@ class GraphEval:
                 "which a claim is unsupported (a host's own 'threshold' may mean something else)",
                 DeprecationWarning, stacklevel=2,
             )
-        if threshold is not None and hallucination_threshold is not None and threshold != hallucination_threshold:
-            raise InputError("threshold", "give hallucination_threshold= or its alias threshold=, not both")
+            if hallucination_threshold is not None and threshold != hallucination_threshold:
+                raise InputError("threshold", "give hallucination_threshold= or its alias threshold=, not both")
         given, field = (threshold, "threshold") if threshold is not None else (hallucination_threshold,
                                                                                "hallucination_threshold")
         value = aggregate.DEFAULT_THRESHOLD if given is None else aggregate.check_threshold(given, field)
@@ -267,7 +263,6 @@ class GraphEval:
         self._views: dict[float, GraphEval] = {}
         self._llm: Any = None
         self._scorer: Scorer | None = None
-        self._cached_scorer: CachedScorer | None = None
         self._extractor: TripleExtractor | None = None
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _CheckBatcher] = (
             weakref.WeakKeyDictionary()
@@ -359,7 +354,6 @@ class GraphEval:
 
     # ----------------------------------------------------------------- models (resolved lazily)
     def _resolved(self, name: str, resolve: Callable[[], Any]) -> Any:
-        """``self._<name>``, resolved once: the origin's for a view, else ``resolve()`` under the lock."""
         if getattr(self, f"_{name}") is None:
             if self._origin is not None:
                 setattr(self, f"_{name}", getattr(self._origin, name))
@@ -403,22 +397,15 @@ class GraphEval:
         got = getattr(self, f"_{name}")
         return got if got is not None else await asyncio.to_thread(getattr, self, name)
 
-    async def _acheck_scorer(self) -> Scorer:
-        """What scores the claims: :attr:`scorer`, behind the claim-score cache when there is one."""
-        scorer: Scorer = await self._aget("scorer")
-        if self.score_cache is None:
-            return scorer
-        cached = self._cached_scorer
-        if cached is None or cached.inner is not scorer or cached.cache is not self.score_cache:
-            cached = self._cached_scorer = CachedScorer(scorer, self.score_cache)
-        return cached
-
     async def _batcher(self) -> _CheckBatcher:
-        """The batcher of the running loop (one per loop: futures belong to the loop that made them)."""
+        """The batcher of the running loop (one per loop: futures belong to the loop that made them), over
+        :attr:`scorer` behind the claim-score cache when there is one."""
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
-            scorer = await self._acheck_scorer()
+            scorer: Scorer = await self._aget("scorer")
+            if self.score_cache is not None:
+                scorer = CachedScorer(scorer, self.score_cache)
             batcher = self._batchers.get(loop)  # another call may have made it meanwhile
             if batcher is None:
                 batcher = self._batchers[loop] = _CheckBatcher(scorer, self.batch_wait_s, self.max_batch_claims)
@@ -489,7 +476,6 @@ class GraphEval:
                                         self._scorer_fingerprint)
 
     def _scorer_fingerprint(self) -> str | None:
-        """The scorer's fingerprint (built, not loaded); ``None`` when it cannot be built."""
         try:
             return self.scorer.fingerprint()
         except GraphEvalError:
@@ -663,10 +649,9 @@ class GraphEval:
             extraction, claims, error = await self._extract_claims(sample, config)
         seconds = time.perf_counter() - t0
         usage = {} if self.mode == "raw" else {"extract": meter.usage()}
-        if error is not None:
-            report = self._error_report(sample, extraction, error, {"extract": seconds, "total": seconds})
-            report.usage = usage
-            return report
+        if error is not None:  # the row never reached the scorer: no scorer named, loaded yet or not
+            return self._new_report(sample, extraction, {"extract": seconds, "total": seconds}, errors=[error],
+                                    llm=self._extractor.llm_id if self._extractor is not None else None, usage=usage)
         return ExtractedRow(
             id=sample.id, context=sample.context, passages=list(sample.passages), output=sample.output,
             extraction=extraction, claims=claims, llm=None if self.mode == "raw" else self.extractor.llm_id,
@@ -777,23 +762,18 @@ class GraphEval:
                     result[1].update(zip(indices, got))
         seconds = (time.perf_counter() - t0) / max(1, len(rows))
         reports: list[Report] = []
+        scorer = self._scorer.name if self._scorer is not None else None
         for extracted, (sample, claims), result, usage in zip(rows, pairs, results, usages):
             record(sum(usage.values(), StageUsage()))
             timings = {"extract": extracted.extract_seconds, "check": seconds, "total": extracted.extract_seconds + seconds}
+            models = {"llm": extracted.llm, "scorer": scorer, "usage": {**extracted.usage, **usage}}
             if isinstance(result, StageError):
-                report = self._error_report(sample, extracted.extraction, result, timings)
+                reports.append(self._new_report(sample, extracted.extraction, timings, errors=[result], **models))
             else:
-                report = self._report(sample, extracted.extraction, claims, *result, timings)
-            report.usage = {**extracted.usage, **usage}
-            reports.append(report if report.llm == extracted.llm else report.model_copy(update={"llm": extracted.llm}))
+                reports.append(self._report(sample, extracted.extraction, claims, *result, timings, **models))
         return reports
 
     # ----------------------------------------------------------------- reports
-    def _names(self) -> tuple[str | None, str | None]:
-        llm = None if self.mode == "raw" else (self._extractor.llm_id if self._extractor else None)
-        scorer = self._scorer.name if self._scorer is not None else None
-        return llm, scorer
-
     def _report(
         self,
         sample: Sample,
@@ -802,6 +782,7 @@ class GraphEval:
         scores: list[ClaimScore],
         round_trip: dict[int, ClaimScore],
         timings: dict[str, float],
+        **models: Any,
     ) -> Report:
         if round_trip:
             claims, scores, notes = self._drop_unfaithful(claims, scores, round_trip)
@@ -835,7 +816,6 @@ class GraphEval:
             # the verdict (a rule without that need ignores it, if an extraction stage run apart added it).
             whole_output = next((c for c in checks if c.triple is None), None) if rule.needs.whole_output else None
             checks = [c for c in checks if c.triple is not None]
-        llm, scorer = self._names()
         # When the whole output's own claim went unjudged (listed in ``unjudged``), the rule decides without it and
         # only a positive verdict stands.
         decision = rule.decide(checks, threshold=self.hallucination_threshold, whole_output=whole_output,
@@ -844,41 +824,24 @@ class GraphEval:
         # A claim without a verdict leaves the rule undecided unless the claims judged already decide it.
         if unjudged and not hallucinated:
             hallucinated = None
-        return Report(
-            output=sample.output,
-            mode=self.mode,
+        return self._new_report(
+            sample,
+            extraction,
+            timings,
             method=None if self.mode == "raw" else rule.name,
-            hallucination_threshold=self.hallucination_threshold,
             hallucinated=hallucinated,
             score=None if hallucinated is None else 1.0 - decision.p_hallucination,
             decision=None if hallucinated is None else decision,
             claims=checks,
             whole_output=whole_output,
-            extraction=extraction,
-            llm=llm,
-            scorer=scorer,
-            timings=timings,
             errors=unjudged,
-            id=sample.id,
+            **models,
         )
 
-    def _error_report(
-        self, sample: Sample, extraction: Extraction | None, error: StageError, timings: dict[str, float]
-    ) -> Report:
-        llm, scorer = self._names()
-        if error.stage == "extract":
-            scorer = None  # the row never reached the scorer (named or not, whether it was loaded yet or not)
-        return Report(
-            output=sample.output,
-            mode=self.mode,
-            hallucination_threshold=self.hallucination_threshold,
-            extraction=extraction,
-            llm=llm,
-            scorer=scorer,
-            timings=timings,
-            errors=[error],
-            id=sample.id,
-        )
+    def _new_report(self, sample: Sample, extraction: Extraction | None, timings: dict[str, float],
+                    **fields: Any) -> Report:
+        return Report(output=sample.output, mode=self.mode, hallucination_threshold=self.hallucination_threshold,
+                      extraction=extraction, timings=timings, id=sample.id, **fields)
 
     def __repr__(self) -> str:
         return (f"GraphEval(mode={self.mode!r}, rule={self.rule.name!r}, "
