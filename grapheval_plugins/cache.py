@@ -111,11 +111,7 @@ class CachedKG:
 
 def cache_key(*parts: str) -> str:
     """A stable hex digest of ``parts`` (e.g. ``(llm id, prompt id, text)``)."""
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part.encode("utf-8"))
-        h.update(b"\x00")
-    return h.hexdigest()
+    return hashlib.sha256("".join(f"{part}\x00" for part in parts).encode("utf-8")).hexdigest()
 
 
 @runtime_checkable

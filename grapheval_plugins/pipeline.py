@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from . import aggregate
+from . import aggregate, models
 from ._async import run_sync
 from ._progress import progress_bar, show_bars
 from .cache import KGCache, MemoryKGCache, SQLiteKGCache, open_store
@@ -25,6 +25,7 @@ from .extract.extractor import TripleExtractor
 from .extract.prompts import KG_PROMPT, KGPrompt
 from .inputs import Sample, to_sample
 from .locate import locate_triple
+from .messages import describe_llm
 from .retry import RetryPolicy
 from .score_cache import CachedScorer, ScoreCache, make_score_cache
 from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, StageUsage, Triple
@@ -285,14 +286,12 @@ class GraphEval:
         >>> GraphEval.shared(scorer="hhem") is GraphEval.shared(scorer="hhem:vectara/hallucination_evaluation_model")
         True
         """
-        from .models import DEFAULT_LLM, scorer_for, scorer_key
-
         decision_rule = aggregate.get_rule(aggregate.rule_argument(rule, method, "GraphEval.shared"))
         value = aggregate.check_threshold(0.5 if hallucination_threshold is None else hallucination_threshold)
-        judge = scorer_for(llm, scorer)
+        judge = models.scorer_for(llm, scorer)
         key = (
-            DEFAULT_LLM if llm is None else llm.strip() if isinstance(llm, str) else ("object", id(llm)),
-            scorer_key(judge) if judge is None or isinstance(judge, str) else ("object", id(judge)),
+            models.DEFAULT_LLM if llm is None else llm.strip() if isinstance(llm, str) else ("object", id(llm)),
+            models.scorer_key(judge) if judge is None or isinstance(judge, str) else ("object", id(judge)),
             mode,
             decision_rule,
         )
@@ -366,23 +365,13 @@ class GraphEval:
     @property
     def llm(self) -> Any:
         """The chat model used for extraction (resolved on first access)."""
-
-        def resolve() -> Any:
-            from .models import resolve_llm
-
-            return resolve_llm(self._llm_spec)
-
-        return self._resolved("llm", resolve)
+        return self._resolved("llm", lambda: models.resolve_llm(self._llm_spec))
 
     @property
     def scorer(self) -> Scorer:
         """The scorer (resolved on first access)."""
-        def resolve() -> Scorer:
-            from .models import scorer_for, shared_scorer
-
-            return shared_scorer(scorer_for(self._llm_spec, self._scorer_spec))
-
-        scorer: Scorer = self._resolved("scorer", resolve)
+        scorer: Scorer = self._resolved(
+            "scorer", lambda: models.shared_scorer(models.scorer_for(self._llm_spec, self._scorer_spec)))
         return scorer
 
     @property
@@ -420,16 +409,14 @@ class GraphEval:
         """
         if not load:
             from .check.llm_judge import is_chat_model
-            from .messages import describe_llm
-            from .models import DEFAULT_LLM, scorer_for
 
             if self.mode == "raw":
                 llm = "raw"
             elif self._llm_spec is None or isinstance(self._llm_spec, str):
-                llm = self._llm_spec or DEFAULT_LLM
+                llm = self._llm_spec or models.DEFAULT_LLM
             else:
                 llm = describe_llm(self._llm_spec)
-            scorer = scorer_for(self._llm_spec, self._scorer_spec)
+            scorer = models.scorer_for(self._llm_spec, self._scorer_spec)
             if isinstance(scorer, str):
                 scorer_name = scorer
             elif not isinstance(scorer, Scorer) and is_chat_model(scorer):  # becomes an LLMJudge of this name
