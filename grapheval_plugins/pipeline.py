@@ -530,18 +530,12 @@ class GraphEval:
         rows = list(rows)
         show_progress = show_bars(show_progress, self.show_progress, len(rows))
         # The two stages of extract_rows / check_rows, with progress: one batch pipeline.
-        bar = progress_bar(len(rows), "extract", enabled=show_progress and self.mode == "graph")
-        try:
+        with progress_bar(len(rows), "extract", enabled=show_progress and self.mode == "graph") as bar:
             staged = await self.aextract_rows(rows, context_key=context_key, output_key=output_key, id_key=id_key,
                                               config=config, on_row=lambda i, result: bar.update(1))
-        finally:
-            bar.close()
         pending = [r for r in staged if isinstance(r, ExtractedRow)]
-        bar = progress_bar(len(pending), "check", enabled=show_progress)
-        try:
+        with progress_bar(len(pending), "check", enabled=show_progress) as bar:
             checked = iter(await self.acheck_rows(pending, on_group=bar.update))
-        finally:
-            bar.close()
         return [next(checked) if isinstance(r, ExtractedRow) else r for r in staged]
 
     # ----------------------------------------------------------------- the two stages, one at a time
@@ -753,11 +747,11 @@ class GraphEval:
         for extracted, (sample, claims), result, usage in zip(rows, pairs, results, usages):
             record(sum(usage.values(), StageUsage()))
             timings = {"extract": extracted.extract_seconds, "check": seconds, "total": extracted.extract_seconds + seconds}
-            models = {"llm": extracted.llm, "scorer": scorer, "usage": {**extracted.usage, **usage}}
+            named: dict[str, Any] = {"llm": extracted.llm, "scorer": scorer, "usage": {**extracted.usage, **usage}}
             if isinstance(result, StageError):
-                reports.append(self._new_report(sample, extracted.extraction, timings, errors=[result], **models))
+                reports.append(self._new_report(sample, extracted.extraction, timings, errors=[result], **named))
             else:
-                reports.append(self._report(sample, extracted.extraction, claims, *result, timings, **models))
+                reports.append(self._report(sample, extracted.extraction, claims, *result, timings, **named))
         return reports
 
     # ----------------------------------------------------------------- reports
@@ -769,7 +763,7 @@ class GraphEval:
         scores: list[ClaimScore],
         round_trip: dict[int, ClaimScore],
         timings: dict[str, float],
-        **models: Any,
+        **named: Any,
     ) -> Report:
         if round_trip:
             claims, scores, notes = self._drop_unfaithful(claims, scores, round_trip)
@@ -822,7 +816,7 @@ class GraphEval:
             claims=checks,
             whole_output=whole_output,
             errors=unjudged,
-            **models,
+            **named,
         )
 
     def _new_report(self, sample: Sample, extraction: Extraction | None, timings: dict[str, float],
