@@ -39,7 +39,7 @@ class LRU(Generic[V]):
     (True, 1, 2)
     """
 
-    def __init__(self, max_entries: int) -> None:
+    def __init__(self, max_entries: int = 100_000) -> None:
         self.max_entries = max_entries
         self._data: OrderedDict[str, V] = OrderedDict()
         self._lock = threading.Lock()

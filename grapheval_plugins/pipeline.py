@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from typing_extensions import deprecated
 
 from . import aggregate, models
 from ._async import run_sync
@@ -287,7 +288,6 @@ class GraphEval:
         True
         """
         decision_rule = aggregate.get_rule(aggregate.rule_argument(rule, method, "GraphEval.shared"))
-        value = aggregate.check_threshold(0.5 if hallucination_threshold is None else hallucination_threshold)
         judge = models.scorer_for(llm, scorer)
         key = (
             models.DEFAULT_LLM if llm is None else llm.strip() if isinstance(llm, str) else ("object", id(llm)),
@@ -302,7 +302,7 @@ class GraphEval:
             engine = store.get(key)
             if engine is None:
                 engine = store[key] = cls(llm=llm, scorer=scorer, mode=mode, rule=decision_rule)
-        return engine.with_options(hallucination_threshold=value)
+        return engine.with_options(hallucination_threshold=hallucination_threshold)
 
     def with_options(self, *, hallucination_threshold: float | None = None) -> GraphEval:
         """This engine at another hallucination threshold, sharing its models, caches and scorer passes.
@@ -316,8 +316,6 @@ class GraphEval:
         if hallucination_threshold is None:
             return self
         value = aggregate.check_threshold(hallucination_threshold)
-        if value == self.hallucination_threshold:
-            return self
         origin = self._origin or self
         if value == origin.hallucination_threshold:
             return origin
@@ -345,10 +343,9 @@ class GraphEval:
         )
 
     @property
+    @deprecated("GraphEval.threshold is deprecated: read hallucination_threshold")
     def threshold(self) -> float:
         """Deprecated alias of :attr:`hallucination_threshold` (read-only)."""
-        warnings.warn("GraphEval.threshold is deprecated: read hallucination_threshold", DeprecationWarning,
-                      stacklevel=2)
         return self._hallucination_threshold
 
     # ----------------------------------------------------------------- models (resolved lazily)
@@ -650,8 +647,6 @@ class GraphEval:
             extraction = await extractor.aextract(sample.output, config=config)
         except ExtractionError as exc:
             return None, [], StageError(stage="extract", type=type(exc).__name__, message=str(exc))
-        except GraphEvalError:
-            raise
         return extraction, self.claims_of(sample.output, extraction), None
 
     def claims_of(self, output: str, extraction: Extraction | None) -> list[tuple[str, Triple | None]]:
