@@ -14,6 +14,8 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias
 
+from typing_extensions import deprecated
+
 from .exceptions import InputError
 from .types import ClaimCheck, Decision
 
@@ -201,14 +203,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+@deprecated("aggregate.hybrid_weights is deprecated: use fitted_weights(scorer, prompt version, fidelity)")
 def hybrid_weights(scorer_name: str | None, fidelity: Fidelity = "off") -> HybridWeights | None:
     """Deprecated: :func:`fitted_weights`. The weights fitted for this scorer and fidelity, any prompt.
 
     >>> hybrid_weights("some-other-scorer") is None
     True
     """
-    warnings.warn("aggregate.hybrid_weights is deprecated: use fitted_weights(scorer, prompt version, fidelity)",
-                  DeprecationWarning, stacklevel=2)
     return _ByScorer(fidelity).get(scorer_name or "")
 
 

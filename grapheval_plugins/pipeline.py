@@ -466,7 +466,6 @@ class GraphEval:
             return None
 
     def _scorer_name(self) -> str:
-        """The scorer's name, from the loaded scorer or else from its spec (nothing loads)."""
         return self._scorer.name if self._scorer is not None else self.describe(load=False).split(" + ", 1)[1]
 
     def fidelity_in_force(self) -> aggregate.Fidelity:
@@ -639,7 +638,6 @@ class GraphEval:
     async def _extract_claims(
         self, sample: Sample, config: RunnableConfig | None
     ) -> tuple[Extraction | None, list[tuple[str, Triple | None]], StageError | None]:
-        """The claims to score: rendered triples, or the whole output (raw mode, or when nothing parsed)."""
         if self.mode == "raw":
             return None, self.claims_of(sample.output, None), None
         try:
@@ -659,13 +657,10 @@ class GraphEval:
         """
         if extraction is None or extraction.fallback or not extraction.triples:
             return [(output, None)]
-        claims: list[tuple[str, Triple | None]] = []
-        seen: set[str] = set()
+        first: dict[str, Triple] = {}
         for triple in extraction.triples:
-            claim = self.render_triple(triple)
-            if claim not in seen:
-                seen.add(claim)
-                claims.append((claim, triple))
+            first.setdefault(self.render_triple(triple), triple)
+        claims: list[tuple[str, Triple | None]] = list(first.items())
         if self.decision_rule()[0].needs.whole_output:
             claims.append((output, None))  # last: the scorer reads it after the triples, context reused
         return self._with_whole_output(output, claims)
