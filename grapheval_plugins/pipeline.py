@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import itertools
 import threading
 import time
 import warnings
@@ -62,10 +63,8 @@ async def _score_metered(scorer: Scorer, requests: Sequence[_Request]) -> list[_
                     except ScoringError as row_exc:
                         results.append(StageError(stage="check", type=type(row_exc).__name__, message=str(row_exc)))
         else:
-            start = 0
-            for ctxs, _ in requests:
-                results.append(scores[start : start + len(ctxs)])
-                start += len(ctxs)
+            each = iter(scores)
+            results += [list(itertools.islice(each, len(ctxs))) for ctxs, _ in requests]
     return list(zip(results, meter.usage().split([len(clms) for _, clms in requests])))
 
 
@@ -672,18 +671,6 @@ class GraphEval:
             out.append((output, None))
         return out
 
-    def _round_trip_next(
-        self, claims: Sequence[tuple[str, Triple | None]], scores: Sequence[ClaimScore],
-        round_trip: dict[int, ClaimScore],
-    ) -> list[int]:
-        """The triples to score against the output next (:func:`~grapheval_plugins.aggregate.fidelity_to_check`);
-        ``[]`` when the row is settled or fidelity is off."""
-        if self.fidelity_in_force() != "drop":
-            return []
-        p_context = [None if t is None else _p(score) for (_, t), score in zip(claims, scores)]
-        return aggregate.fidelity_to_check(p_context, {i: _p(s) for i, s in round_trip.items()},
-                                           self.hallucination_threshold)
-
     def _drop_unfaithful(
         self, claims: list[tuple[str, Triple | None]], scores: list[ClaimScore], round_trip: dict[int, ClaimScore]
     ) -> tuple[list[tuple[str, Triple | None]], list[ClaimScore], list[str]]:
@@ -714,10 +701,14 @@ class GraphEval:
             (scores, {}) if not isinstance(scores, StageError) else scores for scores, _ in scored
         ]
         usages: list[dict[str, StageUsage]] = [{"check": share} for _, share in scored]
-        while True:
-            todo = [(row, self._round_trip_next(pairs[row][1], result[0], result[1]))
-                    for row, result in enumerate(results) if not isinstance(result, StageError)]
-            todo = [(row, indices) for row, indices in todo if indices]
+        while self.fidelity_in_force() == "drop":  # the triples to score against their output next, per row
+            todo: list[tuple[int, list[int]]] = []
+            for row, result in enumerate(results):
+                if not isinstance(result, StageError):
+                    p_context = [None if t is None else _p(score) for (_, t), score in zip(pairs[row][1], result[0])]
+                    p_output = {i: _p(score) for i, score in result[1].items()}
+                    if indices := aggregate.fidelity_to_check(p_context, p_output, self.hallucination_threshold):
+                        todo.append((row, indices))
             if not todo:
                 break
             requests: list[_Request] = [
