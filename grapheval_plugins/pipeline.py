@@ -671,25 +671,6 @@ class GraphEval:
             out.append((output, None))
         return out
 
-    def _drop_unfaithful(
-        self, claims: list[tuple[str, Triple | None]], scores: list[ClaimScore], round_trip: dict[int, ClaimScore]
-    ) -> tuple[list[tuple[str, Triple | None]], list[ClaimScore], list[str]]:
-        """Fidelity: the claims and scores without the triples their output does not support, and a note for each
-        one dropped (plus one when none is left: then the whole output is the row's one claim)."""
-        kept: list[tuple[tuple[str, Triple | None], ClaimScore]] = []
-        notes: list[str] = []
-        for i, ((claim, triple), score) in enumerate(zip(claims, scores)):
-            p = _p(round_trip[i]) if i in round_trip else None
-            if triple is None or aggregate.faithful_to_output(p):
-                kept.append(((claim, triple), score))
-            else:
-                notes.append(f"fidelity: dropped {triple.as_list()}: the output does not support it "
-                             f"(P(unsupported) {p:.3f} > {aggregate.FIDELITY_THRESHOLD})")
-        n_triples = sum(1 for _, t in claims if t is not None)
-        if n_triples and not any(t is not None for (_, t), _ in kept):
-            notes.append(f"fidelity: all {n_triples} triple(s) dropped; the whole output is decided as one claim")
-        return [c for c, _ in kept], [s for _, s in kept], notes
-
     async def _check_group(self, rows: Sequence[ExtractedRow]) -> list[Report]:
         """Stages 2 and 3 for rows scored together: their claims, then the fidelity round trips."""
         pairs = [(Sample(r.context, r.output, r.id, tuple(r.passages)), self._with_whole_output(r.output, r.claims))
@@ -746,13 +727,15 @@ class GraphEval:
         timings: dict[str, float],
         **named: Any,
     ) -> Report:
-        if round_trip:
-            claims, scores, notes = self._drop_unfaithful(claims, scores, round_trip)
-            if extraction is not None and notes:
-                extraction = extraction.model_copy(update={"issues": [*extraction.issues, *notes]})
         checks: list[ClaimCheck] = []
         unjudged: list[StageError] = []
-        for (claim, triple), score in zip(claims, scores):
+        dropped: list[str] = []  # fidelity: the triples their own output does not support
+        for i, ((claim, triple), score) in enumerate(zip(claims, scores)):
+            p_output = _p(round_trip[i]) if i in round_trip else None
+            if triple is not None and not aggregate.faithful_to_output(p_output):
+                dropped.append(f"fidelity: dropped {triple.as_list()}: the output does not support it "
+                               f"(P(unsupported) {p_output:.3f} > {aggregate.FIDELITY_THRESHOLD})")
+                continue
             if score.error is not None:  # the scorer could not judge this claim: an error, not a verdict
                 unjudged.append(StageError(stage="check", type="ScoringError", message=f"{claim!r}: {score.error}"))
                 continue
@@ -771,6 +754,11 @@ class GraphEval:
                     span=span,
                 )
             )
+        n_triples = sum(1 for _, t in claims if t is not None)
+        if dropped and len(dropped) == n_triples:
+            dropped.append(f"fidelity: all {n_triples} triple(s) dropped; the whole output is decided as one claim")
+        if extraction is not None and dropped:
+            extraction = extraction.model_copy(update={"issues": [*extraction.issues, *dropped]})
         rule, weights = self.decision_rule()
         whole_output: ClaimCheck | None = None
         if any(c.triple is not None for c in checks):
