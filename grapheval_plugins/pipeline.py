@@ -403,25 +403,24 @@ class GraphEval:
         >>> GraphEval(scorer="hhem").describe(load=False)
         'local:qwen2.5-coder-1.5b + hhem'
         """
-        if not load:
-            from .check.llm_judge import is_chat_model
+        if self.mode == "raw":
+            llm = "raw"
+        elif load:
+            llm = self.extractor.llm_id
+        elif self._llm_spec is None or isinstance(self._llm_spec, str):
+            llm = self._llm_spec or models.DEFAULT_LLM
+        else:
+            llm = describe_llm(self._llm_spec)
+        if load:
+            return f"{llm} + {self.scorer.name}"
+        from .check.llm_judge import is_chat_model
 
-            if self.mode == "raw":
-                llm = "raw"
-            elif self._llm_spec is None or isinstance(self._llm_spec, str):
-                llm = self._llm_spec or models.DEFAULT_LLM
-            else:
-                llm = describe_llm(self._llm_spec)
-            scorer = models.scorer_for(self._llm_spec, self._scorer_spec)
-            if isinstance(scorer, str):
-                scorer_name = scorer
-            elif not isinstance(scorer, Scorer) and is_chat_model(scorer):  # becomes an LLMJudge of this name
-                scorer_name = f"judge:{describe_llm(getattr(scorer, 'bound', scorer))}"
-            else:
-                scorer_name = str(getattr(scorer, "name", None) or type(scorer).__name__)
-            return f"{llm} + {scorer_name}"
-        llm = "raw" if self.mode == "raw" else self.extractor.llm_id
-        return f"{llm} + {self.scorer.name}"
+        scorer = models.scorer_for(self._llm_spec, self._scorer_spec)
+        if isinstance(scorer, str):
+            return f"{llm} + {scorer}"
+        if not isinstance(scorer, Scorer) and is_chat_model(scorer):  # becomes an LLMJudge of this name
+            return f"{llm} + judge:{describe_llm(getattr(scorer, 'bound', scorer))}"
+        return f"{llm} + {getattr(scorer, 'name', None) or type(scorer).__name__}"
 
     @property
     def method(self) -> str:
