@@ -75,16 +75,13 @@ def threshold_for_min_score(min_score: float) -> float:
     return round(1.0 - check_threshold(min_score, "threshold"), 12)
 
 
-_EPS = 1e-4  # probabilities are clipped to [_EPS, 1 - _EPS] before their log-odds are taken
-
-
 def logit(p: float) -> float:
     """``log(p / (1 - p))`` with ``p`` clipped to [1e-4, 1 − 1e-4], so 0 and 1 stay finite.
 
     >>> round(logit(0.5), 6), round(logit(1.0), 2)
     (0.0, 9.21)
     """
-    p = min(max(float(p), _EPS), 1.0 - _EPS)
+    p = min(max(float(p), 1e-4), 1.0 - 1e-4)
     return math.log(p / (1.0 - p))
 
 

@@ -391,9 +391,8 @@ class GraphEval:
             scorer: Scorer = await self._aget("scorer")
             if self.score_cache is not None:
                 scorer = CachedScorer(scorer, self.score_cache)
-            batcher = self._batchers.get(loop)  # another call may have made it meanwhile
-            if batcher is None:
-                batcher = self._batchers[loop] = _CheckBatcher(scorer, self.batch_wait_s, self.max_batch_claims)
+            new = _CheckBatcher(scorer, self.batch_wait_s, self.max_batch_claims)
+            batcher = self._batchers.setdefault(loop, new)  # another call may have made one meanwhile
         return batcher
 
     def describe(self, *, load: bool = True) -> str:
@@ -523,7 +522,6 @@ class GraphEval:
         report carries its error."""
         rows = list(rows)
         show_progress = show_bars(show_progress, self.show_progress, len(rows))
-        # The two stages of extract_rows / check_rows, with progress: one batch pipeline.
         with progress_bar(len(rows), "extract", enabled=show_progress and self.mode == "graph") as bar:
             staged = await self.aextract_rows(rows, context_key=context_key, output_key=output_key, id_key=id_key,
                                               config=config, on_row=lambda i, result: bar.update(1))

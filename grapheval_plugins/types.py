@@ -48,9 +48,7 @@ def set_html_renderer(renderer: HTMLRenderer) -> None:
 
 
 def render_html(result: object, **options: object) -> str:
-    """``result`` drawn as HTML by the renderer set with :func:`set_html_renderer`."""
-    if not _html_renderer:  # pragma: no cover - the package sets it on import
-        raise RuntimeError("no HTML renderer is set: import grapheval_plugins first")
+    """``result`` drawn as HTML by the renderer of :func:`set_html_renderer` (the package sets one on import)."""
     return _html_renderer[0](result, **options)
 
 
