@@ -159,10 +159,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> _Any:
-    if name in _LAZY:
-        return getattr(_importlib.import_module(_LAZY[name]), name)
     if name == "registry":
         return _importlib.import_module(_MOVED[name])
-    if name in _MOVED:
-        return getattr(_importlib.import_module(_MOVED[name]), name)
+    if name in _LAZY or name in _MOVED:
+        return getattr(_importlib.import_module(_LAZY.get(name) or _MOVED[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,7 +34,6 @@ _PID: int | None = None
 
 
 def _serve(loop: asyncio.AbstractEventLoop) -> None:
-    """Run ``loop`` until it is stopped, then cancel what is left on it and close it."""
     asyncio.set_event_loop(loop)
     try:
         loop.run_forever()

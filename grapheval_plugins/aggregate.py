@@ -14,6 +14,8 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias
 
+from typing_extensions import deprecated
+
 from .exceptions import InputError
 from .types import ClaimCheck, Decision
 
@@ -73,16 +75,13 @@ def threshold_for_min_score(min_score: float) -> float:
     return round(1.0 - check_threshold(min_score, "threshold"), 12)
 
 
-_EPS = 1e-4  # probabilities are clipped to [_EPS, 1 - _EPS] before their log-odds are taken
-
-
 def logit(p: float) -> float:
     """``log(p / (1 - p))`` with ``p`` clipped to [1e-4, 1 − 1e-4], so 0 and 1 stay finite.
 
     >>> round(logit(0.5), 6), round(logit(1.0), 2)
     (0.0, 9.21)
     """
-    p = min(max(float(p), _EPS), 1.0 - _EPS)
+    p = min(max(float(p), 1e-4), 1.0 - 1e-4)
     return math.log(p / (1.0 - p))
 
 
@@ -201,14 +200,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+@deprecated("aggregate.hybrid_weights is deprecated: use fitted_weights(scorer, prompt version, fidelity)")
 def hybrid_weights(scorer_name: str | None, fidelity: Fidelity = "off") -> HybridWeights | None:
     """Deprecated: :func:`fitted_weights`. The weights fitted for this scorer and fidelity, any prompt.
 
     >>> hybrid_weights("some-other-scorer") is None
     True
     """
-    warnings.warn("aggregate.hybrid_weights is deprecated: use fitted_weights(scorer, prompt version, fidelity)",
-                  DeprecationWarning, stacklevel=2)
     return _ByScorer(fidelity).get(scorer_name or "")
 
 

@@ -39,7 +39,7 @@ class LRU(Generic[V]):
     (True, 1, 2)
     """
 
-    def __init__(self, max_entries: int) -> None:
+    def __init__(self, max_entries: int = 100_000) -> None:
         self.max_entries = max_entries
         self._data: OrderedDict[str, V] = OrderedDict()
         self._lock = threading.Lock()
@@ -111,11 +111,7 @@ class CachedKG:
 
 def cache_key(*parts: str) -> str:
     """A stable hex digest of ``parts`` (e.g. ``(llm id, prompt id, text)``)."""
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part.encode("utf-8"))
-        h.update(b"\x00")
-    return h.hexdigest()
+    return hashlib.sha256("".join(f"{part}\x00" for part in parts).encode("utf-8")).hexdigest()
 
 
 @runtime_checkable

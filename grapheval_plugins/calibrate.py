@@ -33,7 +33,6 @@ def _columns(labels: Sequence[Any], values: Sequence[Any]) -> tuple[list[int], l
 
 
 def _by_class(labels: Sequence[Any], values: Sequence[Any]) -> tuple[list[float], list[float]]:
-    """The values of the rows labelled 1 and of those labelled 0, each sorted."""
     y, v = _columns(labels, values)
     return sorted(x for x, lab in zip(v, y) if lab == 1), sorted(x for x, lab in zip(v, y) if lab == 0)
 

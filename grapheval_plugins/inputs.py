@@ -19,7 +19,6 @@ _ACCEPTED = "a string, a Document, a mapping with a 'page_content' string, or a 
 
 
 def _passage_text(item: Any, field: str) -> str:
-    """The text of one passage, or :class:`~grapheval_plugins.InputError` naming ``field``."""
     if isinstance(item, str):
         return item
     content = getattr(item, "page_content", None)

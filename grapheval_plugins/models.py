@@ -125,7 +125,6 @@ def _load(target: str) -> Any:
 
 
 def _made(factories: dict[str, str], prefix: str, rest: str, spec: str, what: str, options: dict[str, Any]) -> Any:
-    """``factories[prefix](rest, **options)``; a prefix with no model after it is refused."""
     if prefix and not rest:
         raise ModelLoadError(f"{what} spec {spec!r} names no model after {prefix!r}:")
     return _load(factories[prefix])(rest, **options)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import itertools
 import threading
 import time
 import warnings
@@ -14,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from typing_extensions import deprecated
 
-from . import aggregate
+from . import aggregate, models
 from ._async import run_sync
 from ._progress import progress_bar, show_bars
 from .cache import KGCache, MemoryKGCache, SQLiteKGCache, open_store
@@ -25,6 +27,7 @@ from .extract.extractor import TripleExtractor
 from .extract.prompts import KG_PROMPT, KGPrompt
 from .inputs import Sample, to_sample
 from .locate import locate_triple
+from .messages import describe_llm
 from .retry import RetryPolicy
 from .score_cache import CachedScorer, ScoreCache, make_score_cache
 from .types import ClaimCheck, ExtractedRow, Extraction, Mode, Report, StageError, StageUsage, Triple
@@ -40,7 +43,6 @@ _Request = tuple[list[Passages], list[str]]
 
 
 _Scored = tuple[list[ClaimScore] | StageError, StageUsage]
-"""One request's scores (or its error) and its share of the chat-model usage."""
 
 
 async def _score_metered(scorer: Scorer, requests: Sequence[_Request]) -> list[_Scored]:
@@ -61,15 +63,12 @@ async def _score_metered(scorer: Scorer, requests: Sequence[_Request]) -> list[_
                     except ScoringError as row_exc:
                         results.append(StageError(stage="check", type=type(row_exc).__name__, message=str(row_exc)))
         else:
-            start = 0
-            for ctxs, _ in requests:
-                results.append(scores[start : start + len(ctxs)])
-                start += len(ctxs)
+            each = iter(scores)
+            results += [list(itertools.islice(each, len(ctxs))) for ctxs, _ in requests]
     return list(zip(results, meter.usage().split([len(clms) for _, clms in requests])))
 
 
 def _p(score: ClaimScore) -> float | None:
-    """A claim's P(unsupported), or ``None`` when the scorer could not judge it."""
     return None if score.error is not None else score.p_unsupported
 
 
@@ -87,7 +86,6 @@ class _CheckBatcher:
         self._flush_task: asyncio.Task[None] | None = None
 
     async def submit(self, contexts: list[Passages], claims: list[str]) -> _Scored:
-        """The claims' scores (or their error), and this request's share of the pass's chat-model usage."""
         future: asyncio.Future[_Scored] = asyncio.get_running_loop().create_future()
         self._pending.append(((contexts, claims), future))
         self._pending_claims += len(claims)
@@ -98,7 +96,6 @@ class _CheckBatcher:
         return await future
 
     async def score(self, requests: Sequence[_Request]) -> list[_Scored]:
-        """:meth:`submit` every request at once: they go to the passes in order."""
         return list(await asyncio.gather(*(self.submit(*request) for request in requests)))
 
     def _take(self) -> list[tuple[_Request, asyncio.Future[_Scored]]]:
@@ -234,8 +231,8 @@ class GraphEval:
                 "which a claim is unsupported (a host's own 'threshold' may mean something else)",
                 DeprecationWarning, stacklevel=2,
             )
-        if threshold is not None and hallucination_threshold is not None and threshold != hallucination_threshold:
-            raise InputError("threshold", "give hallucination_threshold= or its alias threshold=, not both")
+            if hallucination_threshold is not None and threshold != hallucination_threshold:
+                raise InputError("threshold", "give hallucination_threshold= or its alias threshold=, not both")
         given, field = (threshold, "threshold") if threshold is not None else (hallucination_threshold,
                                                                                "hallucination_threshold")
         value = aggregate.DEFAULT_THRESHOLD if given is None else aggregate.check_threshold(given, field)
@@ -267,7 +264,6 @@ class GraphEval:
         self._views: dict[float, GraphEval] = {}
         self._llm: Any = None
         self._scorer: Scorer | None = None
-        self._cached_scorer: CachedScorer | None = None
         self._extractor: TripleExtractor | None = None
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _CheckBatcher] = (
             weakref.WeakKeyDictionary()
@@ -290,14 +286,11 @@ class GraphEval:
         >>> GraphEval.shared(scorer="hhem") is GraphEval.shared(scorer="hhem:vectara/hallucination_evaluation_model")
         True
         """
-        from .models import DEFAULT_LLM, scorer_for, scorer_key
-
         decision_rule = aggregate.get_rule(aggregate.rule_argument(rule, method, "GraphEval.shared"))
-        value = aggregate.check_threshold(0.5 if hallucination_threshold is None else hallucination_threshold)
-        judge = scorer_for(llm, scorer)
+        judge = models.scorer_for(llm, scorer)
         key = (
-            DEFAULT_LLM if llm is None else llm.strip() if isinstance(llm, str) else ("object", id(llm)),
-            scorer_key(judge) if judge is None or isinstance(judge, str) else ("object", id(judge)),
+            models.DEFAULT_LLM if llm is None else llm.strip() if isinstance(llm, str) else ("object", id(llm)),
+            models.scorer_key(judge) if judge is None or isinstance(judge, str) else ("object", id(judge)),
             mode,
             decision_rule,
         )
@@ -308,7 +301,7 @@ class GraphEval:
             engine = store.get(key)
             if engine is None:
                 engine = store[key] = cls(llm=llm, scorer=scorer, mode=mode, rule=decision_rule)
-        return engine.with_options(hallucination_threshold=value)
+        return engine.with_options(hallucination_threshold=hallucination_threshold)
 
     def with_options(self, *, hallucination_threshold: float | None = None) -> GraphEval:
         """This engine at another hallucination threshold, sharing its models, caches and scorer passes.
@@ -322,8 +315,6 @@ class GraphEval:
         if hallucination_threshold is None:
             return self
         value = aggregate.check_threshold(hallucination_threshold)
-        if value == self.hallucination_threshold:
-            return self
         origin = self._origin or self
         if value == origin.hallucination_threshold:
             return origin
@@ -351,15 +342,13 @@ class GraphEval:
         )
 
     @property
+    @deprecated("GraphEval.threshold is deprecated: read hallucination_threshold")
     def threshold(self) -> float:
         """Deprecated alias of :attr:`hallucination_threshold` (read-only)."""
-        warnings.warn("GraphEval.threshold is deprecated: read hallucination_threshold", DeprecationWarning,
-                      stacklevel=2)
         return self._hallucination_threshold
 
     # ----------------------------------------------------------------- models (resolved lazily)
     def _resolved(self, name: str, resolve: Callable[[], Any]) -> Any:
-        """``self._<name>``, resolved once: the origin's for a view, else ``resolve()`` under the lock."""
         if getattr(self, f"_{name}") is None:
             if self._origin is not None:
                 setattr(self, f"_{name}", getattr(self._origin, name))
@@ -372,23 +361,13 @@ class GraphEval:
     @property
     def llm(self) -> Any:
         """The chat model used for extraction (resolved on first access)."""
-
-        def resolve() -> Any:
-            from .models import resolve_llm
-
-            return resolve_llm(self._llm_spec)
-
-        return self._resolved("llm", resolve)
+        return self._resolved("llm", lambda: models.resolve_llm(self._llm_spec))
 
     @property
     def scorer(self) -> Scorer:
         """The scorer (resolved on first access)."""
-        def resolve() -> Scorer:
-            from .models import scorer_for, shared_scorer
-
-            return shared_scorer(scorer_for(self._llm_spec, self._scorer_spec))
-
-        scorer: Scorer = self._resolved("scorer", resolve)
+        scorer: Scorer = self._resolved(
+            "scorer", lambda: models.shared_scorer(models.scorer_for(self._llm_spec, self._scorer_spec)))
         return scorer
 
     @property
@@ -403,25 +382,17 @@ class GraphEval:
         got = getattr(self, f"_{name}")
         return got if got is not None else await asyncio.to_thread(getattr, self, name)
 
-    async def _acheck_scorer(self) -> Scorer:
-        """What scores the claims: :attr:`scorer`, behind the claim-score cache when there is one."""
-        scorer: Scorer = await self._aget("scorer")
-        if self.score_cache is None:
-            return scorer
-        cached = self._cached_scorer
-        if cached is None or cached.inner is not scorer or cached.cache is not self.score_cache:
-            cached = self._cached_scorer = CachedScorer(scorer, self.score_cache)
-        return cached
-
     async def _batcher(self) -> _CheckBatcher:
-        """The batcher of the running loop (one per loop: futures belong to the loop that made them)."""
+        """The batcher of the running loop (one per loop: futures belong to the loop that made them), over
+        :attr:`scorer` behind the claim-score cache when there is one."""
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
-            scorer = await self._acheck_scorer()
-            batcher = self._batchers.get(loop)  # another call may have made it meanwhile
-            if batcher is None:
-                batcher = self._batchers[loop] = _CheckBatcher(scorer, self.batch_wait_s, self.max_batch_claims)
+            scorer: Scorer = await self._aget("scorer")
+            if self.score_cache is not None:
+                scorer = CachedScorer(scorer, self.score_cache)
+            new = _CheckBatcher(scorer, self.batch_wait_s, self.max_batch_claims)
+            batcher = self._batchers.setdefault(loop, new)  # another call may have made one meanwhile
         return batcher
 
     def describe(self, *, load: bool = True) -> str:
@@ -431,27 +402,24 @@ class GraphEval:
         >>> GraphEval(scorer="hhem").describe(load=False)
         'local:qwen2.5-coder-1.5b + hhem'
         """
-        if not load:
-            from .check.llm_judge import is_chat_model
-            from .messages import describe_llm
-            from .models import DEFAULT_LLM, scorer_for
+        if self.mode == "raw":
+            llm = "raw"
+        elif load:
+            llm = self.extractor.llm_id
+        elif self._llm_spec is None or isinstance(self._llm_spec, str):
+            llm = self._llm_spec or models.DEFAULT_LLM
+        else:
+            llm = describe_llm(self._llm_spec)
+        if load:
+            return f"{llm} + {self.scorer.name}"
+        from .check.llm_judge import is_chat_model
 
-            if self.mode == "raw":
-                llm = "raw"
-            elif self._llm_spec is None or isinstance(self._llm_spec, str):
-                llm = self._llm_spec or DEFAULT_LLM
-            else:
-                llm = describe_llm(self._llm_spec)
-            scorer = scorer_for(self._llm_spec, self._scorer_spec)
-            if isinstance(scorer, str):
-                scorer_name = scorer
-            elif not isinstance(scorer, Scorer) and is_chat_model(scorer):  # becomes an LLMJudge of this name
-                scorer_name = f"judge:{describe_llm(getattr(scorer, 'bound', scorer))}"
-            else:
-                scorer_name = str(getattr(scorer, "name", None) or type(scorer).__name__)
-            return f"{llm} + {scorer_name}"
-        llm = "raw" if self.mode == "raw" else self.extractor.llm_id
-        return f"{llm} + {self.scorer.name}"
+        scorer = models.scorer_for(self._llm_spec, self._scorer_spec)
+        if isinstance(scorer, str):
+            return f"{llm} + {scorer}"
+        if not isinstance(scorer, Scorer) and is_chat_model(scorer):  # becomes an LLMJudge of this name
+            return f"{llm} + judge:{describe_llm(getattr(scorer, 'bound', scorer))}"
+        return f"{llm} + {getattr(scorer, 'name', None) or type(scorer).__name__}"
 
     @property
     def method(self) -> str:
@@ -489,14 +457,12 @@ class GraphEval:
                                         self._scorer_fingerprint)
 
     def _scorer_fingerprint(self) -> str | None:
-        """The scorer's fingerprint (built, not loaded); ``None`` when it cannot be built."""
         try:
             return self.scorer.fingerprint()
         except GraphEvalError:
             return None
 
     def _scorer_name(self) -> str:
-        """The scorer's name, from the loaded scorer or else from its spec (nothing loads)."""
         return self._scorer.name if self._scorer is not None else self.describe(load=False).split(" + ", 1)[1]
 
     def fidelity_in_force(self) -> aggregate.Fidelity:
@@ -556,19 +522,12 @@ class GraphEval:
         report carries its error."""
         rows = list(rows)
         show_progress = show_bars(show_progress, self.show_progress, len(rows))
-        # The two stages of extract_rows / check_rows, with progress: one batch pipeline.
-        bar = progress_bar(len(rows), "extract", enabled=show_progress and self.mode == "graph")
-        try:
+        with progress_bar(len(rows), "extract", enabled=show_progress and self.mode == "graph") as bar:
             staged = await self.aextract_rows(rows, context_key=context_key, output_key=output_key, id_key=id_key,
                                               config=config, on_row=lambda i, result: bar.update(1))
-        finally:
-            bar.close()
         pending = [r for r in staged if isinstance(r, ExtractedRow)]
-        bar = progress_bar(len(pending), "check", enabled=show_progress)
-        try:
+        with progress_bar(len(pending), "check", enabled=show_progress) as bar:
             checked = iter(await self.acheck_rows(pending, on_group=bar.update))
-        finally:
-            bar.close()
         return [next(checked) if isinstance(r, ExtractedRow) else r for r in staged]
 
     # ----------------------------------------------------------------- the two stages, one at a time
@@ -663,10 +622,9 @@ class GraphEval:
             extraction, claims, error = await self._extract_claims(sample, config)
         seconds = time.perf_counter() - t0
         usage = {} if self.mode == "raw" else {"extract": meter.usage()}
-        if error is not None:
-            report = self._error_report(sample, extraction, error, {"extract": seconds, "total": seconds})
-            report.usage = usage
-            return report
+        if error is not None:  # the row never reached the scorer: no scorer named, loaded yet or not
+            return self._new_report(sample, extraction, {"extract": seconds, "total": seconds}, errors=[error],
+                                    llm=self._extractor.llm_id if self._extractor is not None else None, usage=usage)
         return ExtractedRow(
             id=sample.id, context=sample.context, passages=list(sample.passages), output=sample.output,
             extraction=extraction, claims=claims, llm=None if self.mode == "raw" else self.extractor.llm_id,
@@ -676,7 +634,6 @@ class GraphEval:
     async def _extract_claims(
         self, sample: Sample, config: RunnableConfig | None
     ) -> tuple[Extraction | None, list[tuple[str, Triple | None]], StageError | None]:
-        """The claims to score: rendered triples, or the whole output (raw mode, or when nothing parsed)."""
         if self.mode == "raw":
             return None, self.claims_of(sample.output, None), None
         try:
@@ -684,8 +641,6 @@ class GraphEval:
             extraction = await extractor.aextract(sample.output, config=config)
         except ExtractionError as exc:
             return None, [], StageError(stage="extract", type=type(exc).__name__, message=str(exc))
-        except GraphEvalError:
-            raise
         return extraction, self.claims_of(sample.output, extraction), None
 
     def claims_of(self, output: str, extraction: Extraction | None) -> list[tuple[str, Triple | None]]:
@@ -698,13 +653,10 @@ class GraphEval:
         """
         if extraction is None or extraction.fallback or not extraction.triples:
             return [(output, None)]
-        claims: list[tuple[str, Triple | None]] = []
-        seen: set[str] = set()
+        first: dict[str, Triple] = {}
         for triple in extraction.triples:
-            claim = self.render_triple(triple)
-            if claim not in seen:
-                seen.add(claim)
-                claims.append((claim, triple))
+            first.setdefault(self.render_triple(triple), triple)
+        claims: list[tuple[str, Triple | None]] = list(first.items())
         if self.decision_rule()[0].needs.whole_output:
             claims.append((output, None))  # last: the scorer reads it after the triples, context reused
         return self._with_whole_output(output, claims)
@@ -715,37 +667,6 @@ class GraphEval:
         if self.fidelity_in_force() == "drop" and out and all(t is not None for _, t in out):
             out.append((output, None))
         return out
-
-    def _round_trip_next(
-        self, claims: Sequence[tuple[str, Triple | None]], scores: Sequence[ClaimScore],
-        round_trip: dict[int, ClaimScore],
-    ) -> list[int]:
-        """The triples to score against the output next (:func:`~grapheval_plugins.aggregate.fidelity_to_check`);
-        ``[]`` when the row is settled or fidelity is off."""
-        if self.fidelity_in_force() != "drop":
-            return []
-        p_context = [None if t is None else _p(score) for (_, t), score in zip(claims, scores)]
-        return aggregate.fidelity_to_check(p_context, {i: _p(s) for i, s in round_trip.items()},
-                                           self.hallucination_threshold)
-
-    def _drop_unfaithful(
-        self, claims: list[tuple[str, Triple | None]], scores: list[ClaimScore], round_trip: dict[int, ClaimScore]
-    ) -> tuple[list[tuple[str, Triple | None]], list[ClaimScore], list[str]]:
-        """Fidelity: the claims and scores without the triples their output does not support, and a note for each
-        one dropped (plus one when none is left: then the whole output is the row's one claim)."""
-        kept: list[tuple[tuple[str, Triple | None], ClaimScore]] = []
-        notes: list[str] = []
-        for i, ((claim, triple), score) in enumerate(zip(claims, scores)):
-            p = _p(round_trip[i]) if i in round_trip else None
-            if triple is None or aggregate.faithful_to_output(p):
-                kept.append(((claim, triple), score))
-            else:
-                notes.append(f"fidelity: dropped {triple.as_list()}: the output does not support it "
-                             f"(P(unsupported) {p:.3f} > {aggregate.FIDELITY_THRESHOLD})")
-        n_triples = sum(1 for _, t in claims if t is not None)
-        if n_triples and not any(t is not None for (_, t), _ in kept):
-            notes.append(f"fidelity: all {n_triples} triple(s) dropped; the whole output is decided as one claim")
-        return [c for c, _ in kept], [s for _, s in kept], notes
 
     async def _check_group(self, rows: Sequence[ExtractedRow]) -> list[Report]:
         """Stages 2 and 3 for rows scored together: their claims, then the fidelity round trips."""
@@ -758,10 +679,14 @@ class GraphEval:
             (scores, {}) if not isinstance(scores, StageError) else scores for scores, _ in scored
         ]
         usages: list[dict[str, StageUsage]] = [{"check": share} for _, share in scored]
-        while True:
-            todo = [(row, self._round_trip_next(pairs[row][1], result[0], result[1]))
-                    for row, result in enumerate(results) if not isinstance(result, StageError)]
-            todo = [(row, indices) for row, indices in todo if indices]
+        while self.fidelity_in_force() == "drop":  # the triples to score against their output next, per row
+            todo: list[tuple[int, list[int]]] = []
+            for row, result in enumerate(results):
+                if not isinstance(result, StageError):
+                    p_context = [None if t is None else _p(score) for (_, t), score in zip(pairs[row][1], result[0])]
+                    p_output = {i: _p(score) for i, score in result[1].items()}
+                    if indices := aggregate.fidelity_to_check(p_context, p_output, self.hallucination_threshold):
+                        todo.append((row, indices))
             if not todo:
                 break
             requests: list[_Request] = [
@@ -777,23 +702,18 @@ class GraphEval:
                     result[1].update(zip(indices, got))
         seconds = (time.perf_counter() - t0) / max(1, len(rows))
         reports: list[Report] = []
+        scorer = self._scorer.name if self._scorer is not None else None
         for extracted, (sample, claims), result, usage in zip(rows, pairs, results, usages):
             record(sum(usage.values(), StageUsage()))
             timings = {"extract": extracted.extract_seconds, "check": seconds, "total": extracted.extract_seconds + seconds}
+            named: dict[str, Any] = {"llm": extracted.llm, "scorer": scorer, "usage": {**extracted.usage, **usage}}
             if isinstance(result, StageError):
-                report = self._error_report(sample, extracted.extraction, result, timings)
+                reports.append(self._new_report(sample, extracted.extraction, timings, errors=[result], **named))
             else:
-                report = self._report(sample, extracted.extraction, claims, *result, timings)
-            report.usage = {**extracted.usage, **usage}
-            reports.append(report if report.llm == extracted.llm else report.model_copy(update={"llm": extracted.llm}))
+                reports.append(self._report(sample, extracted.extraction, claims, *result, timings, **named))
         return reports
 
     # ----------------------------------------------------------------- reports
-    def _names(self) -> tuple[str | None, str | None]:
-        llm = None if self.mode == "raw" else (self._extractor.llm_id if self._extractor else None)
-        scorer = self._scorer.name if self._scorer is not None else None
-        return llm, scorer
-
     def _report(
         self,
         sample: Sample,
@@ -802,14 +722,17 @@ class GraphEval:
         scores: list[ClaimScore],
         round_trip: dict[int, ClaimScore],
         timings: dict[str, float],
+        **named: Any,
     ) -> Report:
-        if round_trip:
-            claims, scores, notes = self._drop_unfaithful(claims, scores, round_trip)
-            if extraction is not None and notes:
-                extraction = extraction.model_copy(update={"issues": [*extraction.issues, *notes]})
         checks: list[ClaimCheck] = []
         unjudged: list[StageError] = []
-        for (claim, triple), score in zip(claims, scores):
+        dropped: list[str] = []  # fidelity: the triples their own output does not support
+        for i, ((claim, triple), score) in enumerate(zip(claims, scores)):
+            p_output = _p(round_trip[i]) if i in round_trip else None
+            if triple is not None and not aggregate.faithful_to_output(p_output):
+                dropped.append(f"fidelity: dropped {triple.as_list()}: the output does not support it "
+                               f"(P(unsupported) {p_output:.3f} > {aggregate.FIDELITY_THRESHOLD})")
+                continue
             if score.error is not None:  # the scorer could not judge this claim: an error, not a verdict
                 unjudged.append(StageError(stage="check", type="ScoringError", message=f"{claim!r}: {score.error}"))
                 continue
@@ -828,6 +751,11 @@ class GraphEval:
                     span=span,
                 )
             )
+        n_triples = sum(1 for _, t in claims if t is not None)
+        if dropped and len(dropped) == n_triples:
+            dropped.append(f"fidelity: all {n_triples} triple(s) dropped; the whole output is decided as one claim")
+        if extraction is not None and dropped:
+            extraction = extraction.model_copy(update={"issues": [*extraction.issues, *dropped]})
         rule, weights = self.decision_rule()
         whole_output: ClaimCheck | None = None
         if any(c.triple is not None for c in checks):
@@ -835,7 +763,6 @@ class GraphEval:
             # the verdict (a rule without that need ignores it, if an extraction stage run apart added it).
             whole_output = next((c for c in checks if c.triple is None), None) if rule.needs.whole_output else None
             checks = [c for c in checks if c.triple is not None]
-        llm, scorer = self._names()
         # When the whole output's own claim went unjudged (listed in ``unjudged``), the rule decides without it and
         # only a positive verdict stands.
         decision = rule.decide(checks, threshold=self.hallucination_threshold, whole_output=whole_output,
@@ -844,41 +771,24 @@ class GraphEval:
         # A claim without a verdict leaves the rule undecided unless the claims judged already decide it.
         if unjudged and not hallucinated:
             hallucinated = None
-        return Report(
-            output=sample.output,
-            mode=self.mode,
+        return self._new_report(
+            sample,
+            extraction,
+            timings,
             method=None if self.mode == "raw" else rule.name,
-            hallucination_threshold=self.hallucination_threshold,
             hallucinated=hallucinated,
             score=None if hallucinated is None else 1.0 - decision.p_hallucination,
             decision=None if hallucinated is None else decision,
             claims=checks,
             whole_output=whole_output,
-            extraction=extraction,
-            llm=llm,
-            scorer=scorer,
-            timings=timings,
             errors=unjudged,
-            id=sample.id,
+            **named,
         )
 
-    def _error_report(
-        self, sample: Sample, extraction: Extraction | None, error: StageError, timings: dict[str, float]
-    ) -> Report:
-        llm, scorer = self._names()
-        if error.stage == "extract":
-            scorer = None  # the row never reached the scorer (named or not, whether it was loaded yet or not)
-        return Report(
-            output=sample.output,
-            mode=self.mode,
-            hallucination_threshold=self.hallucination_threshold,
-            extraction=extraction,
-            llm=llm,
-            scorer=scorer,
-            timings=timings,
-            errors=[error],
-            id=sample.id,
-        )
+    def _new_report(self, sample: Sample, extraction: Extraction | None, timings: dict[str, float],
+                    **fields: Any) -> Report:
+        return Report(output=sample.output, mode=self.mode, hallucination_threshold=self.hallucination_threshold,
+                      extraction=extraction, timings=timings, id=sample.id, **fields)
 
     def __repr__(self) -> str:
         return (f"GraphEval(mode={self.mode!r}, rule={self.rule.name!r}, "

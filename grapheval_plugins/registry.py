@@ -96,8 +96,7 @@ def engine_options(grapheval: Any = None, *, llm: Any = None, scorer: Any = None
     grapheval_plugins.exceptions.InputError: mode: must be 'graph' or 'raw', got 'fast'
     """
 
-    names = {"grapheval": "grapheval", "llm": "llm", "scorer": "scorer", "mode": "mode", "rule": "rule",
-             "hallucination_threshold": "hallucination_threshold", **(fields or {})}
+    names = {name: name for name in ("grapheval", "mode", "rule", "hallucination_threshold")} | (fields or {})
     if mode is not None and mode not in ("graph", "raw"):
         raise InputError(names["mode"], f"must be 'graph' or 'raw', got {mode!r}")
     decision_rule = None if rule is None else aggregate.get_rule(rule, names["rule"])

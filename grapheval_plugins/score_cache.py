@@ -75,9 +75,6 @@ class ScoreCache(Protocol):
 class MemoryScoreCache(LRU[ClaimScore]):
     """A bounded in-process LRU cache of claim scores."""
 
-    def __init__(self, max_entries: int = 100_000) -> None:
-        super().__init__(max_entries)
-
     def get_many(self, keys: Sequence[ScoreKey]) -> dict[ScoreKey, ClaimScore]:
         found = ((key, self.get(key.digest())) for key in keys)
         return {key: value for key, value in found if value is not None}

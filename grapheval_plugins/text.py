@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .types import Triple
 
 __all__ = [
-    "DiffOp", "TripleLike", "best_sentence", "closest_sentences", "diff_words", "sentence_at", "sentence_spans", "words"
+    "DiffOp", "best_sentence", "closest_sentences", "diff_words", "sentence_at", "sentence_spans", "words"
 ]
 
 DiffOp = Literal["same", "del", "ins"]
@@ -76,19 +79,6 @@ def best_sentence(passage: str, claim: str) -> tuple[int, int] | None:
     return best if score else None
 
 
-class TripleLike(Protocol):
-    """Anything with a subject, a relation and an object (a :class:`~grapheval_plugins.types.Triple`)."""
-
-    @property
-    def subject(self) -> str: ...
-
-    @property
-    def relation(self) -> str: ...
-
-    @property
-    def object(self) -> str: ...
-
-
 _CONTENT_WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
     "a an the of in on at to for from by with and or but is are was were be been being has have had it its this "
@@ -103,7 +93,7 @@ def _content_words(text: str) -> set[str]:
             for w in _CONTENT_WORD.findall(text.lower()) if w not in _STOP and len(w) >= 2}
 
 
-def closest_sentences(passage: str, triple: TripleLike, k: int = 3) -> str:
+def closest_sentences(passage: str, triple: Triple, k: int = 3) -> str:
     """The ``k`` sentences of ``passage`` sharing the most content words with ``triple`` (subject and object count
     double), in passage order; sentences sharing none are left out.
 

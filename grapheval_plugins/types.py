@@ -3,11 +3,11 @@ with the renderer the package sets at import (:func:`set_html_renderer`)."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field
+from typing_extensions import deprecated
 
 __all__ = [
     "Case",
@@ -48,9 +48,7 @@ def set_html_renderer(renderer: HTMLRenderer) -> None:
 
 
 def render_html(result: object, **options: object) -> str:
-    """``result`` drawn as HTML by the renderer set with :func:`set_html_renderer`."""
-    if not _html_renderer:  # pragma: no cover - the package sets it on import
-        raise RuntimeError("no HTML renderer is set: import grapheval_plugins first")
+    """``result`` drawn as HTML by the renderer of :func:`set_html_renderer` (the package sets one on import)."""
     return _html_renderer[0](result, **options)
 
 
@@ -215,12 +213,6 @@ _THRESHOLD_NAMES = AliasChoices("hallucination_threshold", "threshold")
 """The names the hallucination threshold reads from (older JSON calls it ``threshold``)."""
 
 
-def _deprecated_threshold(owner: str, value: float) -> float:
-    warnings.warn(f"{owner}.threshold is deprecated: read {owner}.hallucination_threshold", DeprecationWarning,
-                  stacklevel=3)
-    return value
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -267,9 +259,10 @@ class Decision(BaseModel):
         return self.p_hallucination > self.hallucination_threshold
 
     @property
+    @deprecated("Decision.threshold is deprecated: read Decision.hallucination_threshold")
     def threshold(self) -> float:
         """Deprecated alias of :attr:`hallucination_threshold` (warns)."""
-        return _deprecated_threshold("Decision", self.hallucination_threshold)
+        return self.hallucination_threshold
 
     @classmethod
     def of(cls, rule: str, p_hallucination: float, claims: list[ClaimCheck], threshold: float,
@@ -335,9 +328,10 @@ class Report(BaseModel):
     """The chat-model calls and tokens of each stage (a shared scorer pass split by claims)."""
 
     @property
+    @deprecated("Report.threshold is deprecated: read Report.hallucination_threshold")
     def threshold(self) -> float:
         """Deprecated alias of :attr:`hallucination_threshold` (warns)."""
-        return _deprecated_threshold("Report", self.hallucination_threshold)
+        return self.hallucination_threshold
 
     def cost(self, prices: Mapping[str, float] | None = None) -> float | None:
         """US dollars of this row's calls (:func:`usage_cost`)."""
