@@ -1,5 +1,5 @@
-"""What the ``evidence`` correction method tells step 1 about a flagged triple: the deciding passage, narrowed to the
-sentences closest to the triple, and why the triple failed.
+"""What the ``evidence`` correction method tells step 1 about a flagged triple: the sentences closest to the triple,
+and why the triple failed.
 
 Nothing here calls a model.
 
@@ -15,27 +15,18 @@ Nothing here calls a model.
 from __future__ import annotations
 
 from ..text import closest_sentences
-from ..types import ClaimCheck
 
-__all__ = ["closest_sentences", "deciding_passage", "failure_reason"]
+__all__ = ["closest_sentences", "failure_reason"]
 # closest_sentences lives in grapheval_plugins.text (the engine's per-claim evidence uses it too); re-exported.
 
 
-def deciding_passage(claim: ClaimCheck, context: str) -> str:
-    """The passage (chunk) the scorer decided ``claim`` on, or ``context`` when the report does not record one
-    (a report rebuilt from stored rows, or a context the scorer judged as one chunk)."""
-    return claim.evidence if claim.evidence else context
-
-
-def failure_reason(p_unsupported: float | None, threshold: float) -> str:
+def failure_reason(p_unsupported: float, threshold: float) -> str:
     """Why the triple is being corrected, in words the chat model can act on: above the threshold, or (a stand-in
     triple of an output flagged as a whole) the one of its output's triples the fact checker doubted most.
 
     >>> failure_reason(0.4, 0.5)
     'its output was judged not supported by the context, and of its triples a fact checker doubted this one most (P(unsupported) = 0.40, within the threshold 0.50)'
     """
-    if p_unsupported is None:
-        return "a fact checker judged it not supported by the context"
     if p_unsupported <= threshold:
         return (
             "its output was judged not supported by the context, and of its triples a fact checker doubted this "

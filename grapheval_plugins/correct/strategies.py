@@ -24,7 +24,7 @@ from ..messages import message_text
 from ..retry import RetryPolicy
 from ..text import sentence_at
 from ..types import ClaimCheck, Report, Triple
-from .evidence import closest_sentences, deciding_passage, failure_reason
+from .evidence import closest_sentences, failure_reason
 from .guard import Guard, Tally
 from .prompts import CorrectionPrompts
 from .spans import (
@@ -131,24 +131,32 @@ class Editor:
             return None, f"{type(exc).__name__}: {exc}", calls
         return message_text(message), None, calls
 
-    def accept(self, answer: str, current: str, original: str, step: str) -> tuple[str, str | None]:
-        """The cleaned rewrite and why it is refused (``None`` when it is accepted)."""
-        candidate = clean_rewrite(answer, current)
-        problem = check_rewrite(candidate, current, original, self.max_growth, self.min_similarity)
-        if problem is None and candidate == current:
-            problem = "the rewrite changed nothing"
-        return candidate, None if problem is None else f"{step}: {problem}"
-
-    async def rewrite(self, job: Round, change: TripleChange, step: str, raised: str) -> str | None:
-        """Prompt D's rewrite of the output, accepted; ``None`` when there is none, with ``change.reason`` set."""
-        answer, error, calls = await self.call(self.prompts.direct_messages(job.current, job.ctx), job.config)
+    async def ask(
+        self, job: Round, messages: list[BaseMessage], change: TripleChange, raised: str = "step 1: the chat model raised"
+    ) -> str | None:
+        """The chat model's answer, recorded on ``change``; ``None`` when the call raised (``change.reason`` says so)."""
+        answer, error, calls = await self.call(messages, job.config)
         change.llm_calls += calls
         if answer is None:
             change.reason = f"{raised} {error}"
             return None
         change.raw_answers.append(answer)
-        candidate, change.reason = self.accept(answer, job.current, job.original, step)
-        return candidate if change.reason is None else None
+        return answer
+
+    async def rewrite(
+        self, job: Round, change: TripleChange, messages: list[BaseMessage], current: str, step: str, raised: str
+    ) -> str | None:
+        """The cleaned rewrite of ``current`` the chat model answers, accepted; ``None`` when there is none, with
+        ``change.reason`` set."""
+        answer = await self.ask(job, messages, change, raised)
+        if answer is None:
+            return None
+        candidate = clean_rewrite(answer, current)
+        problem = check_rewrite(candidate, current, job.original, self.max_growth, self.min_similarity)
+        if problem is None and candidate == current:
+            problem = "the rewrite changed nothing"
+        change.reason = None if problem is None else f"{step}: {problem}"
+        return candidate if problem is None else None
 
     async def guarded(self, candidate: str, job: Round, change: TripleChange, what: str, made: str) -> bool:
         """Whether ``candidate`` may replace the output: the guard is off, or it loses no supported triple, or it
@@ -170,21 +178,6 @@ class CorrectionStrategy(Protocol):
     method: CorrectionMethod
 
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]: ...
-
-
-async def _ask(
-    editor: Editor, job: Round, messages: list[BaseMessage], change: TripleChange,
-    raised: str = "step 1: the chat model raised",
-) -> str | None:
-    """The chat model's answer, recorded on ``change`` (``None`` when it is blank, or when the call raised: then
-    ``change.reason`` says so)."""
-    answer, error, calls = await editor.call(messages, job.config)
-    change.llm_calls += calls
-    if answer is None:
-        change.reason = f"{raised} {error}"
-        return None
-    change.raw_answers.append(answer)
-    return answer if answer.strip() else None
 
 
 def _whole_output(job: Round, claim: ClaimCheck, kind: CorrectionMethod = "graph") -> TripleChange:
@@ -227,16 +220,9 @@ class GraphStrategy:
                 await self._step1_one(editor, job, old, claim, change)
             if change.new is None or change.reason is not None:
                 continue
-            answer, error, calls = await editor.call(
-                editor.prompts.substitute_messages(current, old, change.new), job.config
-            )
-            change.llm_calls += calls
-            if answer is None:
-                change.reason = f"step 2: the chat model raised {error}"
-                continue
-            change.raw_answers.append(answer)
-            candidate, change.reason = editor.accept(answer, current, job.original, "step 2")
-            if change.reason is None and await editor.guarded(
+            messages = editor.prompts.substitute_messages(current, old, change.new)
+            candidate = await editor.rewrite(job, change, messages, current, "step 2", "step 2: the chat model raised")
+            if candidate is not None and await editor.guarded(
                 candidate, job, change, "the substitution", f"substituting {old.as_list()}"
             ):
                 current = candidate
@@ -274,21 +260,21 @@ class GraphStrategy:
     ) -> None:
         """Step 1 for one triple: its corrected triple on ``change``, or the reason there is none."""
         messages = self._messages(editor, job, old, claim)
-        answer = await _ask(editor, job, messages, change)
+        answer = await editor.ask(job, messages, change)
         new = None if answer is None else parse_single_triple(answer)
         if answer is None or new is None:
-            if change.reason is None:
-                why = "empty answer" if answer is None else "no triple could be parsed from the answer"
+            if answer is not None:
+                why = "no triple could be parsed from the answer" if answer.strip() else "empty answer"
                 change.reason = f"step 1: {why}"
             return
         if self.follow_up and _same_triple(old, new):
             change.follow_up, change.new = True, new
             again = [*messages, AIMessage(answer), *editor.prompts.follow_up_messages(old)]
-            second = await _ask(editor, job, again, change,
-                                raised="step 1: the triple came back unchanged and the follow-up raised")
-            if change.reason is not None:
+            second = await editor.ask(job, again, change,
+                                      "step 1: the triple came back unchanged and the follow-up raised")
+            if second is None:
                 return
-            new = parse_single_triple(second) if second is not None else None
+            new = parse_single_triple(second)
             if new is None:
                 change.reason = "step 1: the triple came back unchanged and the follow-up answer held no triple"
                 return
@@ -319,7 +305,7 @@ class EvidenceStrategy(GraphStrategy):
         return current, [*changes, *direct]
 
     def _messages(self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck) -> list[BaseMessage]:
-        evidence = closest_sentences(deciding_passage(claim, job.ctx), old, k=self.evidence_sentences)
+        evidence = closest_sentences(claim.evidence or job.ctx, old, k=self.evidence_sentences)  # the deciding chunk
         reason = failure_reason(claim.p_unsupported, job.report.hallucination_threshold)
         return editor.prompts.evidence_triple_messages(old, job.ctx, evidence or NO_EVIDENCE, reason)
 
@@ -469,7 +455,9 @@ class ConstrainedStrategy:
         keep to :meth:`_problem`, the one whose sentence is best supported (outright) is made, nothing else."""
         current = job.current
         change = TripleChange(round=job.number, kind="direct")
-        rewrite = await editor.rewrite(job, change, "the Direct Prompt", "the Direct Prompt: the chat model raised")
+        messages = editor.prompts.direct_messages(current, job.ctx)
+        rewrite = await editor.rewrite(job, change, messages, current, "the Direct Prompt",
+                                       "the Direct Prompt: the chat model raised")
         if rewrite is None:  # not a rewrite of the output (a copy of the context, a cut, a summary)
             return current, change
         found = text_changes(current, rewrite, words_only=True)
@@ -506,15 +494,15 @@ class ConstrainedStrategy:
     ) -> Triple | None:
         """The corrected triple, or ``None`` with ``change.reason`` set. ``current``: the output with the changes
         made so far (a value it states is not offered as a choice)."""
-        passage = deciding_passage(claim, job.ctx)
+        passage = claim.evidence or job.ctx  # the chunk the scorer decided the claim on, when it records one
         evidence = closest_sentences(passage, old, k=self.evidence_sentences)
         shown = closest_sentences(passage, old, k=CONTEXT_SENTENCES) or job.ctx
         reason = failure_reason(claim.p_unsupported, job.report.hallucination_threshold)
         messages = editor.prompts.evidence_triple_messages(old, shown, evidence or NO_EVIDENCE, reason)
-        answer = await _ask(editor, job, messages, change)
-        if answer is None and change.reason is not None:  # the chat model raised (retries spent): say so, stop
+        answer = await editor.ask(job, messages, change)
+        if answer is None:  # the chat model raised (retries spent): say so, stop
             return None
-        new = parse_single_triple(answer) if answer else None
+        new = parse_single_triple(answer)
         taken, problem = await self._take(editor, job, claim, old, new)
         if taken is not None:
             return taken
@@ -526,9 +514,8 @@ class ConstrainedStrategy:
         offered = _choices(old, evidence, current) if evidence else None
         if offered is not None:
             value, options = offered
-            choice = await _ask(
-                editor, job, editor.prompts.choice_messages(old, shown, evidence, value.text, options), change
-            )
+            asked = editor.prompts.choice_messages(old, shown, evidence, value.text, options)
+            choice = await editor.ask(job, asked, change)
             picked = _option(choice, options) if choice is not None else None
             if picked is None:
                 change.reason = f"step 1: {problem}; no value of the context chosen for {value.text!r}"
@@ -543,14 +530,14 @@ class ConstrainedStrategy:
                 change.reason = f"step 1: {problem}; with the chosen value {picked!r}: {unsupported}"
                 return None
             return chosen
-        if answer is None or new is None or not _same_triple(old, new):
+        if new is None or not _same_triple(old, new):
             change.new = new
             change.reason = f"step 1: {problem}"
             return None
         change.follow_up = True
         again = [*messages, AIMessage(answer), *editor.prompts.follow_up_messages(old)]
-        second = await _ask(editor, job, again, change)
-        retried = parse_single_triple(second) if second else None
+        second = await editor.ask(job, again, change)
+        retried = parse_single_triple(second) if second is not None else None
         taken, problem = await self._take(editor, job, claim, old, retried)
         if taken is None:
             change.new = retried
@@ -572,7 +559,8 @@ class ConstrainedStrategy:
         first = next((problem for problem in problems if problem is not None), None)
         if not kept:
             return None, first
-        tries = [new] if len(kept) == len(edits) == 1 else _one_at_a_time(old, kept)
+        made = [replace_value(old, edit.old, edit.new) for edit in kept]  # each kept change alone
+        tries = [new] if len(kept) == len(edits) == 1 else list(dict.fromkeys(t for t in made if t not in (None, old)))
         if not tries:
             return None, first or "the changes of the corrected triple cannot be made one at a time"
         best: Triple | None = None
@@ -629,7 +617,14 @@ class ConstrainedStrategy:
         old_value, new_value = is_value(edit.old), is_value(edit.new)
         if old_value != new_value:
             return f"the change replaces {edit.old!r} with {edit.new!r}: a value with something else, or the reverse"
-        if old_value or _words(edit.old) == _words(edit.new) or (_is_name(edit.old) and _stated_name(edit.new, context)):
+        if old_value or _words(edit.old) == _words(edit.new):
+            return None
+        # a name (spaCy's proper nouns, nouns, adjectives, determiners, possessives) for a name of the context
+        name = [t for t in pipeline()(edit.old) if not t.is_punct]
+        key = " ".join(edit.new.casefold().split())
+        if name and all(t.pos_ in ("PROPN", "NOUN", "ADJ", "DET") or t.tag_ == "POS" for t in name) and key and any(
+            v.key == key for v in values(context)
+        ):
             return None
         return (f"the change is not a value replaced in kind: {edit.old!r} → {edit.new!r} is neither a value, nor "
                 "a name of the context, nor a negation, nor as many words for as many")
@@ -637,19 +632,6 @@ class ConstrainedStrategy:
 
 def _words(text: str) -> int:
     return len(re.findall(r"\w+", text))
-
-
-def _is_name(text: str) -> bool:
-    """Whether ``text`` is words of a name only (spaCy's proper nouns, nouns, adjectives, determiners,
-    possessives): no verb, no negation, no function word that a name would not hold."""
-    words = [t for t in pipeline()(text) if not t.is_punct]
-    return bool(words) and all(t.pos_ in ("PROPN", "NOUN", "ADJ", "DET") or t.tag_ == "POS" for t in words)
-
-
-def _stated_name(text: str, context: str) -> bool:
-    """Whether ``text`` is a name (a spaCy entity) of ``context``."""
-    key = " ".join(text.casefold().split())
-    return bool(key) and any(v.key == key for v in values(context))
 
 
 def _edit_key(edit: Edit) -> tuple[str, str]:
@@ -738,16 +720,6 @@ def _sentence_at(text: str, at: int) -> str:
     return text[slice(*sentence_at(text, at))]
 
 
-def _one_at_a_time(old: Triple, edits: Sequence[Edit]) -> list[Triple]:
-    """``old`` with each edit made alone (those that cannot be placed in one part of the triple left out)."""
-    out: list[Triple] = []
-    for edit in edits:
-        made = replace_value(old, edit.old, edit.new)
-        if made is not None and made != old and made not in out:
-            out.append(made)
-    return out
-
-
 def _kind(old: Triple, new: Triple) -> tuple[bool, bool]:
     """Whether ``new`` changes something other than values (spaCy's numbers and dates) of ``old``, and whether it
     is a minimal pair with it (it only adds or takes out negations, or makes one change of as many words)."""
@@ -804,7 +776,8 @@ class DirectStrategy:
 
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]:
         change = TripleChange(round=job.number, kind="direct")
-        candidate = await editor.rewrite(job, change, "direct", "the chat model raised")
+        messages = editor.prompts.direct_messages(job.current, job.ctx)
+        candidate = await editor.rewrite(job, change, messages, job.current, "direct", "the chat model raised")
         if candidate is None or not await editor.guarded(candidate, job, change, "the rewrite", "the direct rewrite"):
             return job.current, [change]
         change.applied = True
