@@ -349,27 +349,9 @@ class GraphCorrect:
             },
         )
 
-    def correct_many(
-        self,
-        rows: Iterable[Any],
-        *,
-        context_key: str = "context",
-        output_key: str = "output",
-        id_key: str = "id",
-        show_progress: bool | None = None,
-        config: RunnableConfig | None = None,
-    ) -> list[CorrectionReport]:
+    def correct_many(self, rows: Iterable[Any], **options: Any) -> list[CorrectionReport]:
         """Correct many rows. See :meth:`acorrect_many`."""
-        return run_sync(
-            self.acorrect_many(
-                rows,
-                context_key=context_key,
-                output_key=output_key,
-                id_key=id_key,
-                show_progress=show_progress,
-                config=config,
-            )
-        )
+        return run_sync(self.acorrect_many(rows, **options))
 
     async def acorrect_many(
         self,
@@ -395,8 +377,6 @@ class GraphCorrect:
             rows, context_key=context_key, output_key=output_key, id_key=id_key, show_progress=show_progress,
             config=config,
         )
-        if len(detections) != len(rows):  # pragma: no cover - GraphEval returns one report per row
-            raise RuntimeError("GraphEval.aevaluate_many returned a report count different from the row count")
         semaphore = asyncio.Semaphore(self.max_concurrency or self.grapheval.max_concurrency)
         bar = progress_bar(len(rows), "correct", enabled=show_progress)
 
@@ -419,7 +399,8 @@ class GraphCorrect:
                 bar.update(1)
 
         try:
-            return list(await asyncio.gather(*(one(i, r, d) for i, (r, d) in enumerate(zip(rows, detections)))))
+            pairs = enumerate(zip(rows, detections, strict=True))  # GraphEval returns one report per row
+            return list(await asyncio.gather(*(one(i, r, d) for i, (r, d) in pairs)))
         finally:
             bar.close()
 
@@ -464,7 +445,7 @@ class GraphCorrect:
             llm=self.llm,
             prompts=self.prompts,
             retry=self.retry,
-            guard=Guard(self.guard or False, self.grapheval),
+            guard=Guard(self.guard, self.grapheval),
             max_growth=self.max_growth,
             min_similarity=self.min_similarity,
         )

@@ -36,8 +36,8 @@ class Guard:
     ('reject', None, 'flag')
     """
 
-    def __init__(self, mode: GuardMode, grapheval: GraphEval) -> None:
-        self.mode = self.mode_of(mode)
+    def __init__(self, mode: Literal["reject", "flag"] | None, grapheval: GraphEval) -> None:
+        self.mode = mode
         self.grapheval = grapheval
 
     @staticmethod
@@ -50,11 +50,6 @@ class Guard:
         if guard == "flag":
             return "flag"
         raise InputError("guard", f"must be False, True, 'reject' or 'flag', got {guard!r}")
-
-    @property
-    def rejects(self) -> bool:
-        """Whether a change that loses a supported triple is refused (rather than applied and recorded)."""
-        return self.mode == "reject"
 
     async def lost(self, candidate: str, supported: Sequence[Triple], tally: Tally) -> list[Triple]:
         """The ``supported`` triples that ``candidate`` is not shown to state any more (empty when the guard is

@@ -99,11 +99,6 @@ class Round:
     verified: dict[Triple, float] = field(default_factory=dict)
     """The P(unsupported) of each corrected triple a strategy scored against the context, to rank its tries."""
 
-    @property
-    def supported(self) -> list[Triple]:
-        """The triples the report found supported (what the guard protects)."""
-        return [c.triple for c in self.report.claims if not c.unsupported and c.triple is not None]
-
 
 @dataclass
 class Editor:
@@ -116,30 +111,22 @@ class Editor:
     max_growth: float
     min_similarity: float
 
-    async def call(self, messages: list[BaseMessage], config: RunnableConfig | None) -> tuple[str | None, str | None, int]:
-        """``(answer, error, calls)``: the answer, or ``None`` and the last error once the retries ran out."""
-        calls = 0
+    async def ask(
+        self, job: Round, messages: list[BaseMessage], change: TripleChange, raised: str = "step 1: the chat model raised"
+    ) -> str | None:
+        """The chat model's answer (with retries), recorded on ``change``; ``None`` once the retries ran out
+        (``change.reason`` says why)."""
 
         async def once() -> Any:
-            nonlocal calls
-            calls += 1
-            return await self.llm.ainvoke(messages, config=config)
+            change.llm_calls += 1
+            return await self.llm.ainvoke(messages, config=job.config)
 
         try:
             message = await self.retry.call(once)
         except Exception as exc:  # noqa: BLE001 - any provider error is recorded on the change, never raised
-            return None, f"{type(exc).__name__}: {exc}", calls
-        return message_text(message), None, calls
-
-    async def ask(
-        self, job: Round, messages: list[BaseMessage], change: TripleChange, raised: str = "step 1: the chat model raised"
-    ) -> str | None:
-        """The chat model's answer, recorded on ``change``; ``None`` when the call raised (``change.reason`` says so)."""
-        answer, error, calls = await self.call(messages, job.config)
-        change.llm_calls += calls
-        if answer is None:
-            change.reason = f"{raised} {error}"
+            change.reason = f"{raised} {type(exc).__name__}: {exc}"
             return None
+        answer = message_text(message)
         change.raw_answers.append(answer)
         return answer
 
@@ -161,9 +148,10 @@ class Editor:
     async def guarded(self, candidate: str, job: Round, change: TripleChange, what: str, made: str) -> bool:
         """Whether ``candidate`` may replace the output: the guard is off, or it loses no supported triple, or it
         only flags the loss (recorded in the tally); otherwise ``change.reason`` says so."""
-        lost = await self.guard.lost(candidate, job.supported, job.tally)
+        supported = [c.triple for c in job.report.claims if not c.unsupported and c.triple is not None]
+        lost = await self.guard.lost(candidate, supported, job.tally)
         change.guard_lost = lost
-        if lost and self.guard.rejects:
+        if lost and self.guard.mode == "reject":
             change.reason = f"guard: {what} drops {len(lost)} supported triple(s)"
             return False
         if lost:
@@ -236,12 +224,12 @@ class GraphStrategy:
         step 1 is to run per triple (option off, one triple, or an answer without one triple per triple)."""
         if not self.batch_step1 or len(triples) < 2:
             return False
-        answer, error, calls = await editor.call(editor.prompts.batch_messages(triples, job.ctx), job.config)
-        changes[0].llm_calls += calls
-        if answer is None:
-            job.tally.issues.append(f"batched step 1: the chat model raised {error}; one call per triple instead")
+        messages = editor.prompts.batch_messages(triples, job.ctx)
+        answer = await editor.ask(job, messages, changes[0], "batched step 1: the chat model raised")
+        if answer is None:  # the triples are tried one by one: the failure is the round's, not the first triple's
+            job.tally.issues.append(f"{changes[0].reason}; one call per triple instead")
+            changes[0].reason = None
             return False
-        changes[0].raw_answers.append(answer)
         parsed = parse_triples(answer, pairs=False).triples
         if len(parsed) != len(triples):
             job.tally.issues.append(
