@@ -276,25 +276,25 @@ class GraphCorrect:
             direct_fallback=self.direct_fallback,
         )
         editor = await asyncio.to_thread(self._editor)  # resolving a correction model never blocks the loop
-        current, current_report = original, report
+        current = original
         changes: list[TripleChange] = []
         rounds: list[CorrectionRound] = []
         recheck_calls = 0
         t_correct = t_recheck = 0.0
-        final = report
+        final = report  # the latest verdict: detection, then each re-check
         for number in range(1, self.max_rounds + 1):
             before = current
             t1 = time.perf_counter()
-            job = Round(ctx, original, current, current_report, number, tally, config, passages=tuple(passages))
+            job = Round(ctx, original, current, final, number, tally, config, passages=tuple(passages))
             current, round_changes = await strategy.run_round(editor, job)
             t2 = time.perf_counter()
             t_correct += t2 - t1
             changes.extend(round_changes)
             if current == before:
-                recheck = current_report  # same text: the verdict is the one we already have
+                recheck = final  # same text: the verdict is the one we already have
             elif job.after_triples is not None:  # edited in place: score the triples it states, no extraction
                 recheck = await self._recheck_in_place(
-                    passages, current, job.after_triples, current_report, rid
+                    passages, current, job.after_triples, final, rid
                 )
             else:
                 recheck = await self.grapheval.aevaluate(passages, current, id=rid, config=config)
@@ -313,7 +313,6 @@ class GraphCorrect:
             final = recheck
             if current == before or not recheck.ok or not recheck.hallucinated:
                 break
-            current_report = recheck
 
         status: CorrectionStatus
         passed: bool | None

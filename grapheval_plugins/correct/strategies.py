@@ -169,7 +169,6 @@ class CorrectionStrategy(Protocol):
 
 
 def _whole_output(job: Round, claim: ClaimCheck, kind: CorrectionMethod = "graph") -> TripleChange:
-    """The change recorded for a flagged claim without a triple (the extraction fell back to the whole output)."""
     reason = "whole-output claim: no triple was extracted, so there is nothing to correct"
     return TripleChange(round=job.number, kind=kind, p_unsupported=claim.p_unsupported, reason=reason)
 
@@ -298,9 +297,7 @@ class EvidenceStrategy(GraphStrategy):
         return editor.prompts.evidence_triple_messages(old, job.ctx, evidence or NO_EVIDENCE, reason)
 
 
-_OPTION = re.compile(r"\s*(?:option\s*)?(\d+)\s*(?:[.:)\]]|$)", re.IGNORECASE)
-"""A choice as the choice prompt asks for it: the answer starts with the option's number ("2", "Option 2", "2. 116",
-"2)"); a number elsewhere in the answer is no choice."""
+_OPTION = re.compile(r"\s*(?:option\s*)?(\d+)\s*(?:[.:)\]]|$)", re.IGNORECASE)  # "2", "Option 2", "2. 116", "2)"
 
 
 class ConstrainedStrategy:
@@ -318,9 +315,7 @@ class ConstrainedStrategy:
 
     def __init__(self, evidence_sentences: int = 3, direct_fallback: bool = False) -> None:
         self.evidence_sentences = evidence_sentences
-        self.direct_fallback = direct_fallback
-        """When no flagged triple could be corrected, ask the Direct Prompt and keep, of its rewrite, one changed
-        place held to the same rules (:meth:`_fallback`)."""
+        self.direct_fallback = direct_fallback  # when no flagged triple could be corrected: :meth:`_fallback`
 
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]:
         pipeline()  # spaCy or its pipeline missing: say so before any model call
@@ -418,8 +413,7 @@ class ConstrainedStrategy:
 
     async def _sentence_problem(self, editor: Editor, job: Round, current: str, edited: str) -> str | None:
         """Why a corrected triple's change is not made in the output (``None``: it is made): the judge scores the
-        output's sentences it changes no less unsupported with it than without (the sentence may hold another
-        error the change leaves in place). A sentence that cannot be scored leaves the change unverified."""
+        sentences it changes no less unsupported with it than without, or cannot score them."""
         before_text, after_text = _changed_sentences(current, edited)
         before = await self._p_unsupported(editor, job, before_text)
         after = await self._p_unsupported(editor, job, after_text) if before is not None else None
@@ -671,7 +665,6 @@ def _best_variant(tried: Sequence[tuple[float, _V]], before: float) -> tuple[_V 
 
 
 def _made_in(triples: list[Triple], edit: Edit) -> None:
-    """``edit`` made in each triple of ``triples`` that holds its old words."""
     for i, triple in enumerate(triples):
         replaced = replace_value(triple, edit.old, edit.new)
         if replaced is not None:
@@ -704,7 +697,6 @@ def _changed_sentences(before: str, after: str) -> tuple[str, str]:
 
 
 def _sentence_at(text: str, at: int) -> str:
-    """The sentence of ``text`` that holds character ``at`` (the whole text when none does)."""
     return text[slice(*sentence_at(text, at))]
 
 
