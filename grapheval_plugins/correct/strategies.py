@@ -22,9 +22,8 @@ from ..exceptions import ScoringError
 from ..extract.parser import parse_single_triple, parse_triples
 from ..messages import message_text
 from ..retry import RetryPolicy
-from ..text import sentence_at
+from ..text import closest_sentences, sentence_at
 from ..types import ClaimCheck, Report, Triple
-from .evidence import closest_sentences, failure_reason
 from .guard import Guard, Tally
 from .prompts import CorrectionPrompts
 from .spans import (
@@ -171,6 +170,24 @@ class CorrectionStrategy(Protocol):
 def _whole_output(job: Round, claim: ClaimCheck, kind: CorrectionMethod = "graph") -> TripleChange:
     reason = "whole-output claim: no triple was extracted, so there is nothing to correct"
     return TripleChange(round=job.number, kind=kind, p_unsupported=claim.p_unsupported, reason=reason)
+
+
+def failure_reason(p_unsupported: float, threshold: float) -> str:
+    """Why the triple is being corrected, in words the chat model can act on: above the threshold, or (a stand-in
+    triple of an output flagged as a whole) the one of its output's triples the fact checker doubted most.
+
+    >>> failure_reason(0.4, 0.5)
+    'its output was judged not supported by the context, and of its triples a fact checker doubted this one most (P(unsupported) = 0.40, within the threshold 0.50)'
+    """
+    if p_unsupported <= threshold:
+        return (
+            "its output was judged not supported by the context, and of its triples a fact checker doubted this "
+            f"one most (P(unsupported) = {p_unsupported:.2f}, within the threshold {threshold:.2f})"
+        )
+    return (
+        f"a fact checker judged it not supported by the context (P(unsupported) = {p_unsupported:.2f}, "
+        f"above the threshold {threshold:.2f})"
+    )
 
 
 def _propose(change: TripleChange, new: Triple, original: str, max_growth: float) -> None:
@@ -449,7 +466,9 @@ class ConstrainedStrategy:
             change.reason = f"the Direct Prompt's rewrite: {next((p for p in problems if p), 'no word changed')}"
             return current, change
         bar = editor.guard.grapheval.hallucination_threshold
-        tried = await self._try_variants(editor, job, [(c, _sentence_at(c.apply(current), c.start)) for c in kept])
+        edited = [(c, c.apply(current)) for c in kept]
+        sentences = [(c, text[slice(*sentence_at(text, c.start))]) for c, text in edited]
+        tried = await self._try_variants(editor, job, sentences)
         best = min((pc for pc in tried if pc[0] <= bar), key=lambda pc: pc[0], default=None)
         if best is None:
             change.reason = "the Direct Prompt's rewrite: no change of it is supported by the context"
@@ -694,10 +713,6 @@ def _changed_sentences(before: str, after: str) -> tuple[str, str]:
         _, stop = sentence_at(text, max(len(text) - tail - 1, start))
         spans.append(text[start:stop])
     return spans[0], spans[1]
-
-
-def _sentence_at(text: str, at: int) -> str:
-    return text[slice(*sentence_at(text, at))]
 
 
 def _kind(old: Triple, new: Triple) -> tuple[bool, bool]:
