@@ -12,7 +12,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.runnables import RunnableConfig
 
@@ -119,10 +119,9 @@ class GraphCorrect:
         strategy = strategy_argument(strategy, method)
         if batch_step1 and strategy != "paper":
             raise InputError("batch_step1", f"applies to strategy='paper' only, not {strategy!r}")
-        if isinstance(evidence_sentences, bool) or not isinstance(evidence_sentences, int) or evidence_sentences < 1:
-            raise InputError("evidence_sentences", f"must be an integer >= 1, got {evidence_sentences!r}")
-        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
-            raise InputError("max_rounds", f"must be an integer >= 1, got {max_rounds!r}")
+        for name, count in (("evidence_sentences", evidence_sentences), ("max_rounds", max_rounds)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise InputError(name, f"must be an integer >= 1, got {count!r}")
         guard_mode = Guard.mode_of(guard)
         if not max_growth >= 1.0:
             raise InputError("max_growth", f"must be >= 1.0, got {max_growth!r}")
@@ -208,9 +207,7 @@ class GraphCorrect:
 
         Args:
             context: the grounding context (a string, or a list of strings / Documents).
-            output: the LLM output to correct.
             report: GraphEval's report on this output, when already computed (detection is then not re-run).
-            id: an identifier carried into the report.
 
         An output GraphEval does not flag comes back unchanged with zero correction calls. Failures of the chat
         model or of a rewrite are recorded in the report (``changes[i].reason``, ``issues``), never raised.
@@ -275,7 +272,15 @@ class GraphCorrect:
             self.strategy, batch_step1=self.batch_step1, evidence_sentences=self.evidence_sentences,
             direct_fallback=self.direct_fallback,
         )
-        editor = await asyncio.to_thread(self._editor)  # resolving a correction model never blocks the loop
+        llm = await asyncio.to_thread(lambda: self.llm)  # resolving a correction model never blocks the loop
+        editor = Editor(
+            llm=llm,
+            prompts=self.prompts,
+            retry=self.retry,
+            guard=Guard(self.guard, self.grapheval),
+            max_growth=self.max_growth,
+            min_similarity=self.min_similarity,
+        )
         current = original
         changes: list[TripleChange] = []
         rounds: list[CorrectionRound] = []
@@ -429,42 +434,30 @@ class GraphCorrect:
     ) -> Report:
         """The re-check of an output edited in place: the engine's own check (:meth:`GraphEval.acheck_rows`) of
         the triples it now states (the previous report's, the changed ones replaced), without extracting again."""
-        engine = self.grapheval
         extraction = None if before.extraction is None else Extraction(
             triples=list(triples), fallback=not triples,
             issues=["re-check of an in-place edit: the previous triples with the changed ones replaced"],
         )
         row = ExtractedRow(id=rid, context=PASSAGE_SEPARATOR.join(passages), passages=list(passages), output=output,
-                           extraction=extraction, claims=engine.claims_of(output, extraction), llm=before.llm)
-        [report] = await engine.acheck_rows([row])
+                           extraction=extraction, claims=self.grapheval.claims_of(output, extraction), llm=before.llm)
+        [report] = await self.grapheval.acheck_rows([row])
         return report
-
-    def _editor(self) -> Editor:
-        return Editor(
-            llm=self.llm,
-            prompts=self.prompts,
-            retry=self.retry,
-            guard=Guard(self.guard, self.grapheval),
-            max_growth=self.max_growth,
-            min_similarity=self.min_similarity,
-        )
 
     # ----------------------------------------------------------------- reports
     def rouge_enabled(self) -> bool:
         """Whether ROUGE is computed: ``rouge`` as given, or with ``rouge=None`` whether ``rouge-score`` imports
         (decided on first call, with a logged note when it does not; ``rouge=True`` without it raises)."""
-        if self._rouge_on is None:
+        if self._rouge_on is not False:
             try:
                 _rouge_scorer()
+                self._rouge_on = True
             except MissingDependencyError:
+                if self._rouge_on:  # rouge=True: asked for, so missing is an error
+                    raise
                 logger.info(
                     "ROUGE is off: rouge-score is not installed (pip install 'grapheval-plugins[correct]')"
                 )
                 self._rouge_on = False
-            else:
-                self._rouge_on = True
-        elif self._rouge_on:
-            _rouge_scorer()
         return self._rouge_on
 
     def _rouge(self, original: str, corrected: str) -> Any:
@@ -500,9 +493,8 @@ def strategy_argument(strategy: Any, method: Any = None) -> CorrectionMethod:
         warnings.warn("GraphCorrect(strategy='graph') is deprecated: the paper's procedure is strategy='paper'",
                       DeprecationWarning, stacklevel=3)
     name = _canonical(strategy)
-    for known in STRATEGIES:
-        if name == known:
-            return known
+    if name in STRATEGIES:
+        return cast(CorrectionMethod, name)
     raise InputError(field, f"must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}")
 
 

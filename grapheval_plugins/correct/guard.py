@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["Guard", "GuardMode", "Tally"]
 
 GuardMode = Union[bool, Literal["reject", "flag"]]
-"""``False``: no guard. ``"reject"`` (or ``True``): refuse a change that drops a previously supported triple.
-``"flag"``: apply it but record the lost triples."""
+"""``False`` (no guard), ``"reject"`` (or ``True``) or ``"flag"``: ``GraphCorrect(guard=...)``."""
 
 
 @dataclass

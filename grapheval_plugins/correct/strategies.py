@@ -59,8 +59,7 @@ __all__ = [
 ]
 
 RESTATE_OPTIONS = 5
-"""How many of the context's values ``strategy="constrained"`` tries in place of an output value the context does not
-state (one scorer call each, on the value's sentence)."""
+"""How many of the context's values ``strategy="constrained"`` tries in place of an output value it does not state."""
 
 CONTEXT_SENTENCES = 8
 """How many sentences of the deciding passage (the closest to the triple) ``strategy="constrained"`` reads."""
@@ -69,10 +68,10 @@ NO_EVIDENCE = "(no sentence of the context shares a word with the triple)"
 """What ``{evidence}`` holds when no sentence of the deciding passage shares a content word with the triple."""
 
 MINIMAL_PAIR_MARGIN = 0.15
-"""How much less unsupported than the flagged claim a correction that differs from it in one place only must be
-scored for ``strategy="constrained"`` to take it when the judge does not find it supported outright."""
+"""How much less unsupported than the flagged claim ``strategy="constrained"`` needs a one-place correction to score."""
 
 _UNCHANGED = "step 1: the model returned the triple unchanged"
+_RAISED = "step 1: the chat model raised"
 
 
 def _same_triple(a: Triple, b: Triple) -> bool:
@@ -111,7 +110,7 @@ class Editor:
     min_similarity: float
 
     async def ask(
-        self, job: Round, messages: list[BaseMessage], change: TripleChange, raised: str = "step 1: the chat model raised"
+        self, job: Round, messages: list[BaseMessage], change: TripleChange, raised: str = _RAISED
     ) -> str | None:
         """The chat model's answer (with retries), recorded on ``change``; ``None`` once the retries ran out
         (``change.reason`` says why)."""
@@ -340,7 +339,6 @@ class ConstrainedStrategy:
         after = [c.triple for c in job.report.claims if c.triple is not None]
         applied: list[Edit] = []
         current, changes = await self._restate_values(editor, job, current, after, applied)
-        done = {_edit_key(e) for e in applied}
         for claim in _to_correct(job.report):
             old = claim.triple
             if old is None:
@@ -359,7 +357,7 @@ class ConstrainedStrategy:
                 continue
             change.new = new
             edits = triple_edits(old, new)
-            if any(_edit_key(e) in done for e in edits):
+            if {_edit_key(e) for e in edits} & {_edit_key(e) for e in applied}:
                 change.reason = "the same change was already made for another triple"
                 _replace(after, old, new)
                 continue
@@ -373,7 +371,6 @@ class ConstrainedStrategy:
                 continue
             current = edited
             change.applied = True
-            done.update(_edit_key(e) for e in edits)
             applied.extend(edits)
             _replace(after, old, new)
         if self.direct_fallback and current == job.current:
