@@ -12,7 +12,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.runnables import RunnableConfig
 
@@ -119,10 +119,9 @@ class GraphCorrect:
         strategy = strategy_argument(strategy, method)
         if batch_step1 and strategy != "paper":
             raise InputError("batch_step1", f"applies to strategy='paper' only, not {strategy!r}")
-        if isinstance(evidence_sentences, bool) or not isinstance(evidence_sentences, int) or evidence_sentences < 1:
-            raise InputError("evidence_sentences", f"must be an integer >= 1, got {evidence_sentences!r}")
-        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
-            raise InputError("max_rounds", f"must be an integer >= 1, got {max_rounds!r}")
+        for name, count in (("evidence_sentences", evidence_sentences), ("max_rounds", max_rounds)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise InputError(name, f"must be an integer >= 1, got {count!r}")
         guard_mode = Guard.mode_of(guard)
         if not max_growth >= 1.0:
             raise InputError("max_growth", f"must be >= 1.0, got {max_growth!r}")
@@ -208,9 +207,7 @@ class GraphCorrect:
 
         Args:
             context: the grounding context (a string, or a list of strings / Documents).
-            output: the LLM output to correct.
             report: GraphEval's report on this output, when already computed (detection is then not re-run).
-            id: an identifier carried into the report.
 
         An output GraphEval does not flag comes back unchanged with zero correction calls. Failures of the chat
         model or of a rewrite are recorded in the report (``changes[i].reason``, ``issues``), never raised.
@@ -275,26 +272,34 @@ class GraphCorrect:
             self.strategy, batch_step1=self.batch_step1, evidence_sentences=self.evidence_sentences,
             direct_fallback=self.direct_fallback,
         )
-        editor = await asyncio.to_thread(self._editor)  # resolving a correction model never blocks the loop
-        current, current_report = original, report
+        llm = await asyncio.to_thread(lambda: self.llm)  # resolving a correction model never blocks the loop
+        editor = Editor(
+            llm=llm,
+            prompts=self.prompts,
+            retry=self.retry,
+            guard=Guard(self.guard, self.grapheval),
+            max_growth=self.max_growth,
+            min_similarity=self.min_similarity,
+        )
+        current = original
         changes: list[TripleChange] = []
         rounds: list[CorrectionRound] = []
         recheck_calls = 0
         t_correct = t_recheck = 0.0
-        final = report
+        final = report  # the latest verdict: detection, then each re-check
         for number in range(1, self.max_rounds + 1):
             before = current
             t1 = time.perf_counter()
-            job = Round(ctx, original, current, current_report, number, tally, config, passages=tuple(passages))
+            job = Round(ctx, original, current, final, number, tally, config, passages=tuple(passages))
             current, round_changes = await strategy.run_round(editor, job)
             t2 = time.perf_counter()
             t_correct += t2 - t1
             changes.extend(round_changes)
             if current == before:
-                recheck = current_report  # same text: the verdict is the one we already have
+                recheck = final  # same text: the verdict is the one we already have
             elif job.after_triples is not None:  # edited in place: score the triples it states, no extraction
                 recheck = await self._recheck_in_place(
-                    passages, current, job.after_triples, current_report, rid
+                    passages, current, job.after_triples, final, rid
                 )
             else:
                 recheck = await self.grapheval.aevaluate(passages, current, id=rid, config=config)
@@ -313,7 +318,6 @@ class GraphCorrect:
             final = recheck
             if current == before or not recheck.ok or not recheck.hallucinated:
                 break
-            current_report = recheck
 
         status: CorrectionStatus
         passed: bool | None
@@ -349,27 +353,9 @@ class GraphCorrect:
             },
         )
 
-    def correct_many(
-        self,
-        rows: Iterable[Any],
-        *,
-        context_key: str = "context",
-        output_key: str = "output",
-        id_key: str = "id",
-        show_progress: bool | None = None,
-        config: RunnableConfig | None = None,
-    ) -> list[CorrectionReport]:
+    def correct_many(self, rows: Iterable[Any], **options: Any) -> list[CorrectionReport]:
         """Correct many rows. See :meth:`acorrect_many`."""
-        return run_sync(
-            self.acorrect_many(
-                rows,
-                context_key=context_key,
-                output_key=output_key,
-                id_key=id_key,
-                show_progress=show_progress,
-                config=config,
-            )
-        )
+        return run_sync(self.acorrect_many(rows, **options))
 
     async def acorrect_many(
         self,
@@ -395,8 +381,6 @@ class GraphCorrect:
             rows, context_key=context_key, output_key=output_key, id_key=id_key, show_progress=show_progress,
             config=config,
         )
-        if len(detections) != len(rows):  # pragma: no cover - GraphEval returns one report per row
-            raise RuntimeError("GraphEval.aevaluate_many returned a report count different from the row count")
         semaphore = asyncio.Semaphore(self.max_concurrency or self.grapheval.max_concurrency)
         bar = progress_bar(len(rows), "correct", enabled=show_progress)
 
@@ -419,7 +403,8 @@ class GraphCorrect:
                 bar.update(1)
 
         try:
-            return list(await asyncio.gather(*(one(i, r, d) for i, (r, d) in enumerate(zip(rows, detections)))))
+            pairs = enumerate(zip(rows, detections, strict=True))  # GraphEval returns one report per row
+            return list(await asyncio.gather(*(one(i, r, d) for i, (r, d) in pairs)))
         finally:
             bar.close()
 
@@ -449,42 +434,30 @@ class GraphCorrect:
     ) -> Report:
         """The re-check of an output edited in place: the engine's own check (:meth:`GraphEval.acheck_rows`) of
         the triples it now states (the previous report's, the changed ones replaced), without extracting again."""
-        engine = self.grapheval
         extraction = None if before.extraction is None else Extraction(
             triples=list(triples), fallback=not triples,
             issues=["re-check of an in-place edit: the previous triples with the changed ones replaced"],
         )
         row = ExtractedRow(id=rid, context=PASSAGE_SEPARATOR.join(passages), passages=list(passages), output=output,
-                           extraction=extraction, claims=engine.claims_of(output, extraction), llm=before.llm)
-        [report] = await engine.acheck_rows([row])
+                           extraction=extraction, claims=self.grapheval.claims_of(output, extraction), llm=before.llm)
+        [report] = await self.grapheval.acheck_rows([row])
         return report
-
-    def _editor(self) -> Editor:
-        return Editor(
-            llm=self.llm,
-            prompts=self.prompts,
-            retry=self.retry,
-            guard=Guard(self.guard or False, self.grapheval),
-            max_growth=self.max_growth,
-            min_similarity=self.min_similarity,
-        )
 
     # ----------------------------------------------------------------- reports
     def rouge_enabled(self) -> bool:
         """Whether ROUGE is computed: ``rouge`` as given, or with ``rouge=None`` whether ``rouge-score`` imports
         (decided on first call, with a logged note when it does not; ``rouge=True`` without it raises)."""
-        if self._rouge_on is None:
+        if self._rouge_on is not False:
             try:
                 _rouge_scorer()
+                self._rouge_on = True
             except MissingDependencyError:
+                if self._rouge_on:  # rouge=True: asked for, so missing is an error
+                    raise
                 logger.info(
                     "ROUGE is off: rouge-score is not installed (pip install 'grapheval-plugins[correct]')"
                 )
                 self._rouge_on = False
-            else:
-                self._rouge_on = True
-        elif self._rouge_on:
-            _rouge_scorer()
         return self._rouge_on
 
     def _rouge(self, original: str, corrected: str) -> Any:
@@ -520,9 +493,8 @@ def strategy_argument(strategy: Any, method: Any = None) -> CorrectionMethod:
         warnings.warn("GraphCorrect(strategy='graph') is deprecated: the paper's procedure is strategy='paper'",
                       DeprecationWarning, stacklevel=3)
     name = _canonical(strategy)
-    for known in STRATEGIES:
-        if name == known:
-            return known
+    if name in STRATEGIES:
+        return cast(CorrectionMethod, name)
     raise InputError(field, f"must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}")
 
 

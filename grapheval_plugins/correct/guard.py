@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["Guard", "GuardMode", "Tally"]
 
 GuardMode = Union[bool, Literal["reject", "flag"]]
-"""``False``: no guard. ``"reject"`` (or ``True``): refuse a change that drops a previously supported triple.
-``"flag"``: apply it but record the lost triples."""
+"""``False`` (no guard), ``"reject"`` (or ``True``) or ``"flag"``: ``GraphCorrect(guard=...)``."""
 
 
 @dataclass
@@ -36,8 +35,8 @@ class Guard:
     ('reject', None, 'flag')
     """
 
-    def __init__(self, mode: GuardMode, grapheval: GraphEval) -> None:
-        self.mode = self.mode_of(mode)
+    def __init__(self, mode: Literal["reject", "flag"] | None, grapheval: GraphEval) -> None:
+        self.mode = mode
         self.grapheval = grapheval
 
     @staticmethod
@@ -50,11 +49,6 @@ class Guard:
         if guard == "flag":
             return "flag"
         raise InputError("guard", f"must be False, True, 'reject' or 'flag', got {guard!r}")
-
-    @property
-    def rejects(self) -> bool:
-        """Whether a change that loses a supported triple is refused (rather than applied and recorded)."""
-        return self.mode == "reject"
 
     async def lost(self, candidate: str, supported: Sequence[Triple], tally: Tally) -> list[Triple]:
         """The ``supported`` triples that ``candidate`` is not shown to state any more (empty when the guard is

@@ -176,10 +176,6 @@ def negation_only(edit: Edit) -> bool:
     return neg_a != neg_b and a == b
 
 
-def _tokens(text: str) -> list[re.Match[str]]:
-    return list(_TOKEN.finditer(text))
-
-
 def text_changes(before: str, after: str, words_only: bool = False) -> list[Edit]:
     """The stretches in which ``after`` differs from ``before``, word by word (case aside), with where each sits in
     ``before``. A pure insertion or deletion takes its left neighbour (or its right one at the start) along, so
@@ -188,7 +184,7 @@ def text_changes(before: str, after: str, words_only: bool = False) -> list[Edit
     >>> [(c.old, c.new, c.start) for c in text_changes("Ann won 2 gold medals.", "Ann won 3 gold medals!")]
     [('2', '3', 8), ('.', '!', 21)]
     """
-    a, b = _tokens(before), _tokens(after)
+    a, b = list(_TOKEN.finditer(before)), list(_TOKEN.finditer(after))
     matcher = difflib.SequenceMatcher(None, [_key(t.group()) for t in a], [_key(t.group()) for t in b],
                                       autojunk=False)
     changes: list[Edit] = []
@@ -224,7 +220,7 @@ def triple_edits(old: Triple, new: Triple) -> list[Edit]:
 
 def _pattern(phrase: str) -> re.Pattern[str] | None:
     """``phrase`` as a case-insensitive pattern on token boundaries, any spacing between its tokens."""
-    tokens = [t.group() for t in _tokens(phrase)]
+    tokens = _TOKEN.findall(phrase)
     if not tokens:
         return None
     left = r"(?<!\w)" if re.match(r"\w", tokens[0]) else ""

@@ -22,9 +22,8 @@ from ..exceptions import ScoringError
 from ..extract.parser import parse_single_triple, parse_triples
 from ..messages import message_text
 from ..retry import RetryPolicy
-from ..text import sentence_at
+from ..text import closest_sentences, sentence_at
 from ..types import ClaimCheck, Report, Triple
-from .evidence import closest_sentences, deciding_passage, failure_reason
 from .guard import Guard, Tally
 from .prompts import CorrectionPrompts
 from .spans import (
@@ -60,8 +59,7 @@ __all__ = [
 ]
 
 RESTATE_OPTIONS = 5
-"""How many of the context's values ``strategy="constrained"`` tries in place of an output value the context does not
-state (one scorer call each, on the value's sentence)."""
+"""How many of the context's values ``strategy="constrained"`` tries in place of an output value it does not state."""
 
 CONTEXT_SENTENCES = 8
 """How many sentences of the deciding passage (the closest to the triple) ``strategy="constrained"`` reads."""
@@ -70,10 +68,10 @@ NO_EVIDENCE = "(no sentence of the context shares a word with the triple)"
 """What ``{evidence}`` holds when no sentence of the deciding passage shares a content word with the triple."""
 
 MINIMAL_PAIR_MARGIN = 0.15
-"""How much less unsupported than the flagged claim a correction that differs from it in one place only must be
-scored for ``strategy="constrained"`` to take it when the judge does not find it supported outright."""
+"""How much less unsupported than the flagged claim ``strategy="constrained"`` needs a one-place correction to score."""
 
 _UNCHANGED = "step 1: the model returned the triple unchanged"
+_RAISED = "step 1: the chat model raised"
 
 
 def _same_triple(a: Triple, b: Triple) -> bool:
@@ -99,11 +97,6 @@ class Round:
     verified: dict[Triple, float] = field(default_factory=dict)
     """The P(unsupported) of each corrected triple a strategy scored against the context, to rank its tries."""
 
-    @property
-    def supported(self) -> list[Triple]:
-        """The triples the report found supported (what the guard protects)."""
-        return [c.triple for c in self.report.claims if not c.unsupported and c.triple is not None]
-
 
 @dataclass
 class Editor:
@@ -116,46 +109,47 @@ class Editor:
     max_growth: float
     min_similarity: float
 
-    async def call(self, messages: list[BaseMessage], config: RunnableConfig | None) -> tuple[str | None, str | None, int]:
-        """``(answer, error, calls)``: the answer, or ``None`` and the last error once the retries ran out."""
-        calls = 0
+    async def ask(
+        self, job: Round, messages: list[BaseMessage], change: TripleChange, raised: str = _RAISED
+    ) -> str | None:
+        """The chat model's answer (with retries), recorded on ``change``; ``None`` once the retries ran out
+        (``change.reason`` says why)."""
 
         async def once() -> Any:
-            nonlocal calls
-            calls += 1
-            return await self.llm.ainvoke(messages, config=config)
+            change.llm_calls += 1
+            return await self.llm.ainvoke(messages, config=job.config)
 
         try:
             message = await self.retry.call(once)
         except Exception as exc:  # noqa: BLE001 - any provider error is recorded on the change, never raised
-            return None, f"{type(exc).__name__}: {exc}", calls
-        return message_text(message), None, calls
+            change.reason = f"{raised} {type(exc).__name__}: {exc}"
+            return None
+        answer = message_text(message)
+        change.raw_answers.append(answer)
+        return answer
 
-    def accept(self, answer: str, current: str, original: str, step: str) -> tuple[str, str | None]:
-        """The cleaned rewrite and why it is refused (``None`` when it is accepted)."""
+    async def rewrite(
+        self, job: Round, change: TripleChange, messages: list[BaseMessage], current: str, step: str, raised: str
+    ) -> str | None:
+        """The cleaned rewrite of ``current`` the chat model answers, accepted; ``None`` when there is none, with
+        ``change.reason`` set."""
+        answer = await self.ask(job, messages, change, raised)
+        if answer is None:
+            return None
         candidate = clean_rewrite(answer, current)
-        problem = check_rewrite(candidate, current, original, self.max_growth, self.min_similarity)
+        problem = check_rewrite(candidate, current, job.original, self.max_growth, self.min_similarity)
         if problem is None and candidate == current:
             problem = "the rewrite changed nothing"
-        return candidate, None if problem is None else f"{step}: {problem}"
-
-    async def rewrite(self, job: Round, change: TripleChange, step: str, raised: str) -> str | None:
-        """Prompt D's rewrite of the output, accepted; ``None`` when there is none, with ``change.reason`` set."""
-        answer, error, calls = await self.call(self.prompts.direct_messages(job.current, job.ctx), job.config)
-        change.llm_calls += calls
-        if answer is None:
-            change.reason = f"{raised} {error}"
-            return None
-        change.raw_answers.append(answer)
-        candidate, change.reason = self.accept(answer, job.current, job.original, step)
-        return candidate if change.reason is None else None
+        change.reason = None if problem is None else f"{step}: {problem}"
+        return candidate if problem is None else None
 
     async def guarded(self, candidate: str, job: Round, change: TripleChange, what: str, made: str) -> bool:
         """Whether ``candidate`` may replace the output: the guard is off, or it loses no supported triple, or it
         only flags the loss (recorded in the tally); otherwise ``change.reason`` says so."""
-        lost = await self.guard.lost(candidate, job.supported, job.tally)
+        supported = [c.triple for c in job.report.claims if not c.unsupported and c.triple is not None]
+        lost = await self.guard.lost(candidate, supported, job.tally)
         change.guard_lost = lost
-        if lost and self.guard.rejects:
+        if lost and self.guard.mode == "reject":
             change.reason = f"guard: {what} drops {len(lost)} supported triple(s)"
             return False
         if lost:
@@ -172,25 +166,27 @@ class CorrectionStrategy(Protocol):
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]: ...
 
 
-async def _ask(
-    editor: Editor, job: Round, messages: list[BaseMessage], change: TripleChange,
-    raised: str = "step 1: the chat model raised",
-) -> str | None:
-    """The chat model's answer, recorded on ``change`` (``None`` when it is blank, or when the call raised: then
-    ``change.reason`` says so)."""
-    answer, error, calls = await editor.call(messages, job.config)
-    change.llm_calls += calls
-    if answer is None:
-        change.reason = f"{raised} {error}"
-        return None
-    change.raw_answers.append(answer)
-    return answer if answer.strip() else None
-
-
 def _whole_output(job: Round, claim: ClaimCheck, kind: CorrectionMethod = "graph") -> TripleChange:
-    """The change recorded for a flagged claim without a triple (the extraction fell back to the whole output)."""
     reason = "whole-output claim: no triple was extracted, so there is nothing to correct"
     return TripleChange(round=job.number, kind=kind, p_unsupported=claim.p_unsupported, reason=reason)
+
+
+def failure_reason(p_unsupported: float, threshold: float) -> str:
+    """Why the triple is being corrected, in words the chat model can act on: above the threshold, or (a stand-in
+    triple of an output flagged as a whole) the one of its output's triples the fact checker doubted most.
+
+    >>> failure_reason(0.4, 0.5)
+    'its output was judged not supported by the context, and of its triples a fact checker doubted this one most (P(unsupported) = 0.40, within the threshold 0.50)'
+    """
+    if p_unsupported <= threshold:
+        return (
+            "its output was judged not supported by the context, and of its triples a fact checker doubted this "
+            f"one most (P(unsupported) = {p_unsupported:.2f}, within the threshold {threshold:.2f})"
+        )
+    return (
+        f"a fact checker judged it not supported by the context (P(unsupported) = {p_unsupported:.2f}, "
+        f"above the threshold {threshold:.2f})"
+    )
 
 
 def _propose(change: TripleChange, new: Triple, original: str, max_growth: float) -> None:
@@ -227,16 +223,9 @@ class GraphStrategy:
                 await self._step1_one(editor, job, old, claim, change)
             if change.new is None or change.reason is not None:
                 continue
-            answer, error, calls = await editor.call(
-                editor.prompts.substitute_messages(current, old, change.new), job.config
-            )
-            change.llm_calls += calls
-            if answer is None:
-                change.reason = f"step 2: the chat model raised {error}"
-                continue
-            change.raw_answers.append(answer)
-            candidate, change.reason = editor.accept(answer, current, job.original, "step 2")
-            if change.reason is None and await editor.guarded(
+            messages = editor.prompts.substitute_messages(current, old, change.new)
+            candidate = await editor.rewrite(job, change, messages, current, "step 2", "step 2: the chat model raised")
+            if candidate is not None and await editor.guarded(
                 candidate, job, change, "the substitution", f"substituting {old.as_list()}"
             ):
                 current = candidate
@@ -250,12 +239,12 @@ class GraphStrategy:
         step 1 is to run per triple (option off, one triple, or an answer without one triple per triple)."""
         if not self.batch_step1 or len(triples) < 2:
             return False
-        answer, error, calls = await editor.call(editor.prompts.batch_messages(triples, job.ctx), job.config)
-        changes[0].llm_calls += calls
-        if answer is None:
-            job.tally.issues.append(f"batched step 1: the chat model raised {error}; one call per triple instead")
+        messages = editor.prompts.batch_messages(triples, job.ctx)
+        answer = await editor.ask(job, messages, changes[0], "batched step 1: the chat model raised")
+        if answer is None:  # the triples are tried one by one: the failure is the round's, not the first triple's
+            job.tally.issues.append(f"{changes[0].reason}; one call per triple instead")
+            changes[0].reason = None
             return False
-        changes[0].raw_answers.append(answer)
         parsed = parse_triples(answer, pairs=False).triples
         if len(parsed) != len(triples):
             job.tally.issues.append(
@@ -274,21 +263,21 @@ class GraphStrategy:
     ) -> None:
         """Step 1 for one triple: its corrected triple on ``change``, or the reason there is none."""
         messages = self._messages(editor, job, old, claim)
-        answer = await _ask(editor, job, messages, change)
+        answer = await editor.ask(job, messages, change)
         new = None if answer is None else parse_single_triple(answer)
         if answer is None or new is None:
-            if change.reason is None:
-                why = "empty answer" if answer is None else "no triple could be parsed from the answer"
+            if answer is not None:
+                why = "no triple could be parsed from the answer" if answer.strip() else "empty answer"
                 change.reason = f"step 1: {why}"
             return
         if self.follow_up and _same_triple(old, new):
             change.follow_up, change.new = True, new
             again = [*messages, AIMessage(answer), *editor.prompts.follow_up_messages(old)]
-            second = await _ask(editor, job, again, change,
-                                raised="step 1: the triple came back unchanged and the follow-up raised")
-            if change.reason is not None:
+            second = await editor.ask(job, again, change,
+                                      "step 1: the triple came back unchanged and the follow-up raised")
+            if second is None:
                 return
-            new = parse_single_triple(second) if second is not None else None
+            new = parse_single_triple(second)
             if new is None:
                 change.reason = "step 1: the triple came back unchanged and the follow-up answer held no triple"
                 return
@@ -319,14 +308,12 @@ class EvidenceStrategy(GraphStrategy):
         return current, [*changes, *direct]
 
     def _messages(self, editor: Editor, job: Round, old: Triple, claim: ClaimCheck) -> list[BaseMessage]:
-        evidence = closest_sentences(deciding_passage(claim, job.ctx), old, k=self.evidence_sentences)
+        evidence = closest_sentences(claim.evidence or job.ctx, old, k=self.evidence_sentences)  # the deciding chunk
         reason = failure_reason(claim.p_unsupported, job.report.hallucination_threshold)
         return editor.prompts.evidence_triple_messages(old, job.ctx, evidence or NO_EVIDENCE, reason)
 
 
-_OPTION = re.compile(r"\s*(?:option\s*)?(\d+)\s*(?:[.:)\]]|$)", re.IGNORECASE)
-"""A choice as the choice prompt asks for it: the answer starts with the option's number ("2", "Option 2", "2. 116",
-"2)"); a number elsewhere in the answer is no choice."""
+_OPTION = re.compile(r"\s*(?:option\s*)?(\d+)\s*(?:[.:)\]]|$)", re.IGNORECASE)  # "2", "Option 2", "2. 116", "2)"
 
 
 class ConstrainedStrategy:
@@ -344,9 +331,7 @@ class ConstrainedStrategy:
 
     def __init__(self, evidence_sentences: int = 3, direct_fallback: bool = False) -> None:
         self.evidence_sentences = evidence_sentences
-        self.direct_fallback = direct_fallback
-        """When no flagged triple could be corrected, ask the Direct Prompt and keep, of its rewrite, one changed
-        place held to the same rules (:meth:`_fallback`)."""
+        self.direct_fallback = direct_fallback  # when no flagged triple could be corrected: :meth:`_fallback`
 
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]:
         pipeline()  # spaCy or its pipeline missing: say so before any model call
@@ -354,7 +339,6 @@ class ConstrainedStrategy:
         after = [c.triple for c in job.report.claims if c.triple is not None]
         applied: list[Edit] = []
         current, changes = await self._restate_values(editor, job, current, after, applied)
-        done = {_edit_key(e) for e in applied}
         for claim in _to_correct(job.report):
             old = claim.triple
             if old is None:
@@ -373,7 +357,7 @@ class ConstrainedStrategy:
                 continue
             change.new = new
             edits = triple_edits(old, new)
-            if any(_edit_key(e) in done for e in edits):
+            if {_edit_key(e) for e in edits} & {_edit_key(e) for e in applied}:
                 change.reason = "the same change was already made for another triple"
                 _replace(after, old, new)
                 continue
@@ -387,7 +371,6 @@ class ConstrainedStrategy:
                 continue
             current = edited
             change.applied = True
-            done.update(_edit_key(e) for e in edits)
             applied.extend(edits)
             _replace(after, old, new)
         if self.direct_fallback and current == job.current:
@@ -444,8 +427,7 @@ class ConstrainedStrategy:
 
     async def _sentence_problem(self, editor: Editor, job: Round, current: str, edited: str) -> str | None:
         """Why a corrected triple's change is not made in the output (``None``: it is made): the judge scores the
-        output's sentences it changes no less unsupported with it than without (the sentence may hold another
-        error the change leaves in place). A sentence that cannot be scored leaves the change unverified."""
+        sentences it changes no less unsupported with it than without, or cannot score them."""
         before_text, after_text = _changed_sentences(current, edited)
         before = await self._p_unsupported(editor, job, before_text)
         after = await self._p_unsupported(editor, job, after_text) if before is not None else None
@@ -469,7 +451,9 @@ class ConstrainedStrategy:
         keep to :meth:`_problem`, the one whose sentence is best supported (outright) is made, nothing else."""
         current = job.current
         change = TripleChange(round=job.number, kind="direct")
-        rewrite = await editor.rewrite(job, change, "the Direct Prompt", "the Direct Prompt: the chat model raised")
+        messages = editor.prompts.direct_messages(current, job.ctx)
+        rewrite = await editor.rewrite(job, change, messages, current, "the Direct Prompt",
+                                       "the Direct Prompt: the chat model raised")
         if rewrite is None:  # not a rewrite of the output (a copy of the context, a cut, a summary)
             return current, change
         found = text_changes(current, rewrite, words_only=True)
@@ -479,7 +463,9 @@ class ConstrainedStrategy:
             change.reason = f"the Direct Prompt's rewrite: {next((p for p in problems if p), 'no word changed')}"
             return current, change
         bar = editor.guard.grapheval.hallucination_threshold
-        tried = await self._try_variants(editor, job, [(c, _sentence_at(c.apply(current), c.start)) for c in kept])
+        edited = [(c, c.apply(current)) for c in kept]
+        sentences = [(c, text[slice(*sentence_at(text, c.start))]) for c, text in edited]
+        tried = await self._try_variants(editor, job, sentences)
         best = min((pc for pc in tried if pc[0] <= bar), key=lambda pc: pc[0], default=None)
         if best is None:
             change.reason = "the Direct Prompt's rewrite: no change of it is supported by the context"
@@ -506,15 +492,15 @@ class ConstrainedStrategy:
     ) -> Triple | None:
         """The corrected triple, or ``None`` with ``change.reason`` set. ``current``: the output with the changes
         made so far (a value it states is not offered as a choice)."""
-        passage = deciding_passage(claim, job.ctx)
+        passage = claim.evidence or job.ctx  # the chunk the scorer decided the claim on, when it records one
         evidence = closest_sentences(passage, old, k=self.evidence_sentences)
         shown = closest_sentences(passage, old, k=CONTEXT_SENTENCES) or job.ctx
         reason = failure_reason(claim.p_unsupported, job.report.hallucination_threshold)
         messages = editor.prompts.evidence_triple_messages(old, shown, evidence or NO_EVIDENCE, reason)
-        answer = await _ask(editor, job, messages, change)
-        if answer is None and change.reason is not None:  # the chat model raised (retries spent): say so, stop
+        answer = await editor.ask(job, messages, change)
+        if answer is None:  # the chat model raised (retries spent): say so, stop
             return None
-        new = parse_single_triple(answer) if answer else None
+        new = parse_single_triple(answer)
         taken, problem = await self._take(editor, job, claim, old, new)
         if taken is not None:
             return taken
@@ -526,9 +512,8 @@ class ConstrainedStrategy:
         offered = _choices(old, evidence, current) if evidence else None
         if offered is not None:
             value, options = offered
-            choice = await _ask(
-                editor, job, editor.prompts.choice_messages(old, shown, evidence, value.text, options), change
-            )
+            asked = editor.prompts.choice_messages(old, shown, evidence, value.text, options)
+            choice = await editor.ask(job, asked, change)
             picked = _option(choice, options) if choice is not None else None
             if picked is None:
                 change.reason = f"step 1: {problem}; no value of the context chosen for {value.text!r}"
@@ -543,14 +528,14 @@ class ConstrainedStrategy:
                 change.reason = f"step 1: {problem}; with the chosen value {picked!r}: {unsupported}"
                 return None
             return chosen
-        if answer is None or new is None or not _same_triple(old, new):
+        if new is None or not _same_triple(old, new):
             change.new = new
             change.reason = f"step 1: {problem}"
             return None
         change.follow_up = True
         again = [*messages, AIMessage(answer), *editor.prompts.follow_up_messages(old)]
-        second = await _ask(editor, job, again, change)
-        retried = parse_single_triple(second) if second else None
+        second = await editor.ask(job, again, change)
+        retried = parse_single_triple(second) if second is not None else None
         taken, problem = await self._take(editor, job, claim, old, retried)
         if taken is None:
             change.new = retried
@@ -572,7 +557,8 @@ class ConstrainedStrategy:
         first = next((problem for problem in problems if problem is not None), None)
         if not kept:
             return None, first
-        tries = [new] if len(kept) == len(edits) == 1 else _one_at_a_time(old, kept)
+        made = [replace_value(old, edit.old, edit.new) for edit in kept]  # each kept change alone
+        tries = [new] if len(kept) == len(edits) == 1 else list(dict.fromkeys(t for t in made if t not in (None, old)))
         if not tries:
             return None, first or "the changes of the corrected triple cannot be made one at a time"
         best: Triple | None = None
@@ -629,7 +615,14 @@ class ConstrainedStrategy:
         old_value, new_value = is_value(edit.old), is_value(edit.new)
         if old_value != new_value:
             return f"the change replaces {edit.old!r} with {edit.new!r}: a value with something else, or the reverse"
-        if old_value or _words(edit.old) == _words(edit.new) or (_is_name(edit.old) and _stated_name(edit.new, context)):
+        if old_value or _words(edit.old) == _words(edit.new):
+            return None
+        # a name (spaCy's proper nouns, nouns, adjectives, determiners, possessives) for a name of the context
+        name = [t for t in pipeline()(edit.old) if not t.is_punct]
+        key = " ".join(edit.new.casefold().split())
+        if name and all(t.pos_ in ("PROPN", "NOUN", "ADJ", "DET") or t.tag_ == "POS" for t in name) and key and any(
+            v.key == key for v in values(context)
+        ):
             return None
         return (f"the change is not a value replaced in kind: {edit.old!r} → {edit.new!r} is neither a value, nor "
                 "a name of the context, nor a negation, nor as many words for as many")
@@ -637,19 +630,6 @@ class ConstrainedStrategy:
 
 def _words(text: str) -> int:
     return len(re.findall(r"\w+", text))
-
-
-def _is_name(text: str) -> bool:
-    """Whether ``text`` is words of a name only (spaCy's proper nouns, nouns, adjectives, determiners,
-    possessives): no verb, no negation, no function word that a name would not hold."""
-    words = [t for t in pipeline()(text) if not t.is_punct]
-    return bool(words) and all(t.pos_ in ("PROPN", "NOUN", "ADJ", "DET") or t.tag_ == "POS" for t in words)
-
-
-def _stated_name(text: str, context: str) -> bool:
-    """Whether ``text`` is a name (a spaCy entity) of ``context``."""
-    key = " ".join(text.casefold().split())
-    return bool(key) and any(v.key == key for v in values(context))
 
 
 def _edit_key(edit: Edit) -> tuple[str, str]:
@@ -701,7 +681,6 @@ def _best_variant(tried: Sequence[tuple[float, _V]], before: float) -> tuple[_V 
 
 
 def _made_in(triples: list[Triple], edit: Edit) -> None:
-    """``edit`` made in each triple of ``triples`` that holds its old words."""
     for i, triple in enumerate(triples):
         replaced = replace_value(triple, edit.old, edit.new)
         if replaced is not None:
@@ -731,21 +710,6 @@ def _changed_sentences(before: str, after: str) -> tuple[str, str]:
         _, stop = sentence_at(text, max(len(text) - tail - 1, start))
         spans.append(text[start:stop])
     return spans[0], spans[1]
-
-
-def _sentence_at(text: str, at: int) -> str:
-    """The sentence of ``text`` that holds character ``at`` (the whole text when none does)."""
-    return text[slice(*sentence_at(text, at))]
-
-
-def _one_at_a_time(old: Triple, edits: Sequence[Edit]) -> list[Triple]:
-    """``old`` with each edit made alone (those that cannot be placed in one part of the triple left out)."""
-    out: list[Triple] = []
-    for edit in edits:
-        made = replace_value(old, edit.old, edit.new)
-        if made is not None and made != old and made not in out:
-            out.append(made)
-    return out
 
 
 def _kind(old: Triple, new: Triple) -> tuple[bool, bool]:
@@ -804,7 +768,8 @@ class DirectStrategy:
 
     async def run_round(self, editor: Editor, job: Round) -> tuple[str, list[TripleChange]]:
         change = TripleChange(round=job.number, kind="direct")
-        candidate = await editor.rewrite(job, change, "direct", "the chat model raised")
+        messages = editor.prompts.direct_messages(job.current, job.ctx)
+        candidate = await editor.rewrite(job, change, messages, job.current, "direct", "the chat model raised")
         if candidate is None or not await editor.guarded(candidate, job, change, "the rewrite", "the direct rewrite"):
             return job.current, [change]
         change.applied = True

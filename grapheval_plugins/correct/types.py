@@ -58,8 +58,7 @@ class TripleChange(BaseModel):
     llm_calls: int = 0
     """Chat-model calls made for this change (steps 1 and 2, or the direct prompt)."""
     follow_up: bool = False
-    """True when step 1 answered with the triple unchanged and the follow-up message was sent
-    (``strategy="evidence"``)."""
+    """True when step 1 answered with the triple unchanged and the follow-up message was sent."""
     raw_answers: list[str] = Field(default_factory=list)
     """The chat model's answers, verbatim, in call order."""
 

@@ -13,9 +13,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from grapheval_plugins import GraphEval, InputError, Report, Triple
 from grapheval_plugins.correct import CORRECTION_PROMPTS, GraphCorrect
-from grapheval_plugins.correct.evidence import closest_sentences, deciding_passage, failure_reason
-from grapheval_plugins.correct.strategies import NO_EVIDENCE
+from grapheval_plugins.correct.strategies import NO_EVIDENCE, failure_reason
 from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel
+from grapheval_plugins.text import closest_sentences
 from grapheval_plugins.types import ClaimCheck, Extraction
 
 CONTEXT = "Marie Curie was born in Warsaw. She won two Nobel Prizes. She died in 1934."
@@ -262,9 +262,7 @@ def test_closest_sentences_ranks_by_shared_words_and_keeps_passage_order() -> No
         closest_sentences(passage, t, k=0)
 
 
-def test_deciding_passage_and_reason_fall_back_sensibly() -> None:
-    claim = ClaimCheck(claim="c", p_unsupported=0.7, unsupported=True)
-    assert deciding_passage(claim, "the context") == "the context"
-    assert deciding_passage(claim.model_copy(update={"evidence": "chunk"}), "the context") == "chunk"
-    assert failure_reason(None, 0.5) == "a fact checker judged it not supported by the context"
-    assert "0.70" in failure_reason(0.7, 0.5)
+def test_the_reason_gives_the_score_and_the_threshold() -> None:
+    assert failure_reason(0.93, 0.5) == (
+        "a fact checker judged it not supported by the context (P(unsupported) = 0.93, above the threshold 0.50)"
+    )
