@@ -374,13 +374,11 @@ def _raise_for_report(report: Report) -> None:
     """A report that reached no verdict becomes the error of the stage that failed."""
     if report.ok and report.score is not None:
         return
-    error = report.errors[0] if report.errors else None
-    message = f"{error.stage}: {error.message}" if error else "no verdict was reached"
-    if error is not None and error.stage == "extract":
-        raise ExtractionError(message)
-    if error is not None and error.stage == "check":
-        raise ScoringError(message)
-    raise GraphEvalError(message)
+    if not report.errors:
+        raise GraphEvalError("no verdict was reached")
+    error = report.errors[0]
+    kind = {"extract": ExtractionError, "check": ScoringError}.get(error.stage, GraphEvalError)
+    raise kind(f"{error.stage}: {error.message}")
 
 
 # --------------------------------------------------------------------- reason and verbose logs
