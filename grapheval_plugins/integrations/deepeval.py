@@ -122,7 +122,8 @@ def deepeval_chat_model(model: Any) -> PromptChatModel:
 
 class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped in DeepEval
     """GraphEval as a DeepEval metric: ``score = 1 − P(hallucination)``, passing iff ``score >= threshold`` (its
-    arguments: the DeepEval guide's options table; ``method`` is the deprecated name of ``rule``).
+    arguments: the DeepEval guide's options table; ``method`` is the deprecated name of ``rule``, ``async_mode``
+    is kept for DeepEval's display only).
 
     Example:
         >>> from deepeval.test_case import LLMTestCase

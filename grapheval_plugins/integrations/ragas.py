@@ -444,7 +444,8 @@ def usage(result: Any, name: str = DEFAULT_NAME) -> StageUsage:
 
 def cost(result: Any, prices: Mapping[str, float] | None = None, name: str = DEFAULT_NAME) -> float | None:
     """US dollars of a ``ragas.evaluate()`` result: each report's :meth:`~grapheval_plugins.types.Report.cost`
-    added up; ``None`` when a report has no cost."""
+    added up (``prices``: ``{"input": usd_per_1M_tokens, "output": usd_per_1M_tokens}``); ``None`` when a report
+    has no cost."""
     costs = [report.cost(prices) for report in _reports(result, name)]
     return None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 12)
 
