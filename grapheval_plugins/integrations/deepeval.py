@@ -39,15 +39,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["ContextField", "GraphEvalMetric", "clear_shared_engines", "deepeval_chat_model", "shared_engine"]
 
 ContextField = Literal["auto", "context", "retrieval_context"]
-"""Where the grounding comes from: ``"context"``, ``"retrieval_context"``, or ``"auto"`` (``context`` when it has
-text, else ``retrieval_context``)."""
+"""Where the grounding comes from (``"auto"``: ``context`` when it has text, else ``retrieval_context``)."""
 
 _CONTEXT_FIELDS = ("auto", "context", "retrieval_context")
 
 
 def shared_engine(llm: Any = None, scorer: Any = None, mode: Mode = "graph") -> GraphEval:
-    """Deprecated: use :meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>` (the process-wide registry
-    every adapter shares).
+    """Deprecated: use :meth:`GraphEval.shared <grapheval_plugins.GraphEval.shared>`.
 
     >>> import warnings
     >>> with warnings.catch_warnings():
@@ -73,8 +71,7 @@ def clear_shared_engines() -> None:
 
 # --------------------------------------------------------------------- DeepEval's model= convention
 def _costed(answer: Any) -> Costed:
-    """A ``generate`` answer as text and cost: DeepEval's own models return ``(text, cost)`` (the cost in US dollars,
-    summed into ``evaluation_cost``), custom ones the text (cost unknown)."""
+    """A ``generate`` answer as text and cost: DeepEval's own models return ``(text, usd)``, custom ones the text."""
     cost = None
     if isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], (int, float, type(None))):
         answer, cost = answer
@@ -106,8 +103,7 @@ def _adapt(model: Any) -> PromptChatModel:
 
 
 def deepeval_chat_model(model: Any) -> PromptChatModel:
-    """A ``DeepEvalBaseLLM`` or a model name DeepEval resolves (on the first call) as the chat model GraphEval's
-    extractor calls; one adapter per model in the process.
+    """A ``DeepEvalBaseLLM`` or a model name DeepEval resolves as the chat model GraphEval's extractor calls.
 
     Raises:
         InputError: ``model`` is neither a ``DeepEvalBaseLLM`` nor a name.
@@ -125,10 +121,9 @@ def deepeval_chat_model(model: Any) -> PromptChatModel:
 
 
 class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped in DeepEval
-    """GraphEval as a DeepEval metric: reads ``actual_output`` and the grounding (``context_field``);
-    ``score = 1 − P(hallucination)``, the case passes iff ``score >= threshold`` (the engine decides at the
-    hallucination threshold ``1 − threshold``). Its arguments: the DeepEval guide's options table; ``method`` is the
-    deprecated name of ``rule`` (warns), ``async_mode`` is kept for DeepEval's display only.
+    """GraphEval as a DeepEval metric: ``score = 1 − P(hallucination)``, passing iff ``score >= threshold`` (its
+    arguments: the DeepEval guide's options table; ``method`` is the deprecated name of ``rule``, ``async_mode``
+    is kept for DeepEval's display only).
 
     Example:
         >>> from deepeval.test_case import LLMTestCase
@@ -380,13 +375,11 @@ def _raise_for_report(report: Report) -> None:
     """A report that reached no verdict becomes the error of the stage that failed."""
     if report.ok and report.score is not None:
         return
-    error = report.errors[0] if report.errors else None
-    message = f"{error.stage}: {error.message}" if error else "no verdict was reached"
-    if error is not None and error.stage == "extract":
-        raise ExtractionError(message)
-    if error is not None and error.stage == "check":
-        raise ScoringError(message)
-    raise GraphEvalError(message)
+    if not report.errors:
+        raise GraphEvalError("no verdict was reached")
+    error = report.errors[0]
+    kind = {"extract": ExtractionError, "check": ScoringError}.get(error.stage, GraphEvalError)
+    raise kind(f"{error.stage}: {error.message}")
 
 
 # --------------------------------------------------------------------- reason and verbose logs
@@ -394,8 +387,7 @@ _MAX_LISTED = 8
 
 
 def _format_reason(report: Report, score: float, threshold: float, source: str) -> str:
-    """The report's one explanation (:meth:`Report.explanation`) in DeepEval's terms: the score against the
-    metric's minimum, each listed claim with its evidence sentence."""
+    """:meth:`Report.explanation` in DeepEval's terms: the score against the minimum, claims with their evidence."""
     ex = report.explanation(_MAX_LISTED, min_score=threshold)
     sign = ">=" if score >= threshold else "<"
     lines = [f"{ex.verdict}: {ex.summary} (score {score:.3f} {sign} threshold {threshold:.3f}; grounding: {source})"]

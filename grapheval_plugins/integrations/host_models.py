@@ -1,7 +1,5 @@
-"""A host framework's own model objects (a DeepEval ``DeepEvalBaseLLM``, a Ragas LLM) as LangChain chat models:
-:class:`PromptChatModel` over text in, text out; :class:`StructuredTriplesChatModel` over a structured-output
-model, whose :class:`KnowledgeGraphAnswer` (or, judging, :class:`JudgeAnswer`) is written back as the answer text
-the usual parser reads. The host adapter passes the functions that call its model; nothing is imported from hosts.
+"""A host framework's own model objects (a DeepEval ``DeepEvalBaseLLM``, a Ragas LLM) as LangChain chat models,
+over the functions the host adapter passes (text in and out, or a structured answer written back as text).
 
 >>> import asyncio
 >>> from langchain_core.messages import HumanMessage, SystemMessage

@@ -148,14 +148,10 @@ class _RowRunnable(RunnableSerializable[dict[str, Any], Any]):
 
 
 class GraphEvalRunnable(_RowRunnable):
-    """Checks the answer of a RAG chain against its grounding with GraphEval.
+    """Adds GraphEval's report of a RAG chain's answer to the row (rows and options: the LangChain guide).
 
-    Input: a dict with the answer (a string or an ``AIMessage``) and its grounding (a string, ``Document``\\ s or a
-    list), under the first of ``answer_keys`` / ``context_keys`` present. Output: the input with the
-    :class:`~grapheval_plugins.types.Report` under ``report_key``, or the report alone (``report_only=True``). A
-    stage failure does not raise (the report carries it); an input without an answer or context raises
-    :class:`~grapheval_plugins.exceptions.InputError`. With no ``grapheval``, the process-wide engine for ``llm``
-    and ``scorer``; ``hallucination_threshold`` gives a view of the engine; ``method`` is the deprecated ``rule``.
+    A stage failure does not raise (the report carries it); a row without an answer or context raises
+    :class:`~grapheval_plugins.exceptions.InputError`. ``method`` is the deprecated name of ``rule``.
     """
 
     name: str | None = "GraphEval"
@@ -192,15 +188,8 @@ class GraphEvalRunnable(_RowRunnable):
 
 
 class GraphCorrectRunnable(_RowRunnable):
-    """Corrects the answer of a RAG chain with GraphCorrect (detect, fix the flagged triples, check again).
-
-    Input: a dict like :class:`GraphEvalRunnable`'s (a report of this answer under ``report_key`` is reused).
-    ``output="row"`` (default): the row with the corrected answer, the
-    :class:`~grapheval_plugins.correct.CorrectionReport` under ``correction_key`` and the re-check under
-    ``report_key`` when the row had one; ``"answer"``: the answer alone; ``"report"``: the correction report alone.
-    An unflagged answer comes back unchanged; chat-model failures are recorded, not raised. With no ``corrector``:
-    ``GraphCorrect(grapheval, llm)`` (no ``grapheval``: :meth:`GraphEval.shared()
-    <grapheval_plugins.GraphEval.shared>`).
+    """Corrects the answer of a RAG chain with GraphCorrect (rows, ``output=`` and reuse of a report: the LangChain
+    guide). Chat-model failures are recorded, not raised; with no ``corrector``, ``GraphCorrect(grapheval, llm)``.
 
     >>> from grapheval_plugins import GraphEval
     >>> from grapheval_plugins.correct import GraphCorrect

@@ -46,10 +46,8 @@ def _first(sources: Sequence[Mapping[str, Any] | None], keys: Sequence[str]) -> 
 
 @dataclass(eq=False)
 class GraphEvalEvaluator(RunEvaluator):
-    """A LangSmith ``RunEvaluator``: ``score`` is ``1 − P(hallucination)`` (1 = faithful), ``comment`` the report's
-    explanation (at most ``max_claims`` claims), ``extra`` the whole report. A run with no answer or grounding raises
-    :class:`~grapheval_plugins.InputError`; a stage failure gives no score.
-    """
+    """A LangSmith ``RunEvaluator``: ``score`` is ``1 − P(hallucination)``, ``comment`` the explanation (at most
+    ``max_claims`` claims), ``extra`` the whole report (how to use it: the LangChain guide)."""
 
     grapheval: GraphEval | None = None
     _: KW_ONLY

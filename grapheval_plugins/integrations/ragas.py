@@ -73,15 +73,13 @@ def report_value(report: Report, binary: bool = False) -> float:
 
 
 def _validated(response: Any, retrieved_contexts: Any) -> tuple[tuple[str, ...], str]:
-    """``(passages, output)`` for the engine (each retrieved context a passage of its own, chunked on its own);
-    :class:`InputError` naming the Ragas column when one is unusable."""
+    """``(passages, output)`` for the engine; :class:`InputError` naming the Ragas column when one is unusable."""
     context = normalize_passages(retrieved_contexts, field="retrieved_contexts")
     return context, normalize_output(response, field="response")
 
 
 def _engine_alias(grapheval: Any, engine: Any, owner: str, stacklevel: int) -> Any:
-    """``grapheval=``, or the deprecated ``engine=`` it replaces (which wins when both are set: a
-    ``dataclasses.replace(metric, engine=...)`` carries the old ``grapheval`` along)."""
+    """``grapheval=``, or the deprecated ``engine=`` (it wins: ``dataclasses.replace`` carries the old one along)."""
     if engine is None:
         return grapheval
     warnings.warn(
@@ -95,8 +93,7 @@ def _arguments(
     owner: str, name: str, grapheval: Any, llm: Any, scorer: Any, check_mode: Any, binary: Any, rule: Any,
     method: Any, hallucination_threshold: Any, threshold: Any, stacklevel: int,
 ) -> tuple[RuleLike | None, float | None, registry.EngineOptions]:
-    """A metric's arguments checked, the deprecated ones applied (they warn): ``(rule, hallucination_threshold,
-    engine options)``."""
+    """A metric's arguments checked, deprecated ones applied: ``(rule, hallucination_threshold, engine options)``."""
     rule = rule_argument(rule, method, owner, default=None, stacklevel=stacklevel + 1)
     if threshold is not None and hallucination_threshold is not None and threshold != hallucination_threshold:
         raise InputError("threshold", "give hallucination_threshold= (threshold= is its deprecated old name), not both")
@@ -191,10 +188,8 @@ def _trace_output(report: Report) -> dict[str, Any]:
 # --------------------------------------------------------------------------- legacy API: ragas.evaluate()
 @dataclass(kw_only=True)
 class GraphEvalFaithfulness(SingleTurnMetric):
-    """GraphEval as a Ragas metric for ``ragas.evaluate()``: reads ``response`` and ``retrieved_contexts``;
-    1 = faithful. It brings its own engine, so ``ragas.evaluate()`` never hands it (or builds) a model. Its
-    parameters are those of the Ragas guide's options table; ``engine``, ``method``, ``hallucination_threshold``
-    and ``threshold`` are deprecated (they warn).
+    """GraphEval as a Ragas metric for ``ragas.evaluate()``, 1 = faithful (parameters: the Ragas guide's options
+    table; ``engine``, ``method``, ``hallucination_threshold`` and ``threshold`` are deprecated).
 
     Example:
         >>> from ragas import SingleTurnSample
@@ -283,10 +278,8 @@ class GraphEvalFaithfulnessWithLLM(GraphEvalFaithfulness, MetricWithLLM):
 
 # --------------------------------------------------------------------------- new API: ragas.metrics.collections
 class GraphEvalRagasMetric(BaseMetric):
-    """GraphEval as a ``ragas.metrics.collections`` metric: ``MetricResult(value, reason)``, 1 = faithful.
-
-    It takes :class:`GraphEvalFaithfulness`'s parameters (``llm`` is stored as ``extraction_llm``: Ragas reserves
-    ``llm``); ``mode`` is the deprecated name of ``check_mode``, and a positional engine is deprecated (they warn).
+    """GraphEval as a ``ragas.metrics.collections`` metric, 1 = faithful, with :class:`GraphEvalFaithfulness`'s
+    parameters (``llm`` stored as ``extraction_llm``; ``mode`` and a positional engine are deprecated).
 
     Example:
         >>> from grapheval_plugins import GraphEval
@@ -394,11 +387,7 @@ class GraphEvalRagasMetric(BaseMetric):
         return self._result(report)
 
     async def abatch_score(self, inputs: list[dict[str, Any]]) -> list[MetricResult]:
-        """Score many rows (keyword dicts as for :meth:`ascore`) in one engine batch; results in input order.
-
-        A bad row (not a mapping, an unknown key, no response or contexts) gets a NaN result with the reason;
-        the other rows are scored as usual.
-        """
+        """Score many rows (keyword dicts as for :meth:`ascore`) in one engine batch; a bad row gets a NaN result."""
         results: list[MetricResult | None] = [None] * len(inputs)
         rows: list[dict[str, Any]] = []
         where: list[int] = []
@@ -439,10 +428,8 @@ def _outputs(result: Any, name: str) -> list[dict[str, Any] | None]:
 
 
 def reasons(result: Any, name: str = DEFAULT_NAME) -> list[str | None]:
-    """Each sample's reason from a ``ragas.evaluate()`` result, in the order of its table (Ragas's table holds
-    floats only): ``result.to_pandas().assign(reason=reasons(result))``. ``None`` for a sample the metric gave no
-    report (no response or contexts). ``name``: the metric's column.
-    """
+    """Each sample's reason from a ``ragas.evaluate()`` result, in table order (``None``: no report); ``name``: the
+    metric's column."""
     return [None if output is None else output["reason"] for output in _outputs(result, name)]
 
 
@@ -451,15 +438,14 @@ def _reports(result: Any, name: str) -> list[Report]:
 
 
 def usage(result: Any, name: str = DEFAULT_NAME) -> StageUsage:
-    """The chat-model calls and prompt / completion tokens of a ``ragas.evaluate()`` result: every sample's report,
-    every stage, added up (``None`` tokens: some call did not report them)."""
+    """The chat-model calls and tokens of a ``ragas.evaluate()`` result, every report and stage added up."""
     return total_usage(report.usage for report in _reports(result, name))
 
 
 def cost(result: Any, prices: Mapping[str, float] | None = None, name: str = DEFAULT_NAME) -> float | None:
     """US dollars of a ``ragas.evaluate()`` result: each report's :meth:`~grapheval_plugins.types.Report.cost`
-    (the cost the models reported, else the tokens at ``prices``, ``{"input": usd_per_1M_tokens, "output":
-    usd_per_1M_tokens}``) added up; ``None`` when a report has neither."""
+    added up (``prices``: ``{"input": usd_per_1M_tokens, "output": usd_per_1M_tokens}``); ``None`` when a report
+    has no cost."""
     costs = [report.cost(prices) for report in _reports(result, name)]
     return None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 12)
 

@@ -1,5 +1,4 @@
-"""GraphEval on a Ray cluster, the reports of :meth:`GraphEval.evaluate_many
-<grapheval_plugins.GraphEval.evaluate_many>` (how it runs: ``docs/ray.md``; the ``ray`` extra).
+"""GraphEval's :meth:`~grapheval_plugins.GraphEval.evaluate_many` on a Ray cluster (how it runs: ``docs/ray.md``).
 
 Example (a local Ray is started, and stopped, when none is running)::
 
@@ -205,13 +204,11 @@ def build_dataset(
     Args:
         source: JSONL / Parquet path(s), a list of row dicts, or a ``ray.data.Dataset``.
         hallucination_threshold, mode, rule, prompt, max_retries, render_triple, locate: as
-            :class:`~grapheval_plugins.GraphEval`'s (a rule registered in a module the workers import); ``threshold``
-            and ``method`` are deprecated names (warn).
+            :class:`~grapheval_plugins.GraphEval`'s; ``threshold`` and ``method`` are deprecated names.
         cache: an SQLite knowledge-graph cache on storage every worker reaches (``None``: in memory per actor).
         requests_per_minute, tokens_per_minute: the account's limits, shared out between the extraction actors.
         check_num_gpus: GPUs per scorer (``None``: 1 if the cluster has any).
-        parallelism: input blocks. The actor pools hold their CPUs for the whole run: leave a CPU free for Ray
-            Data's file listing (Parquet), or the reads wait forever (``docs/ray.md``).
+        parallelism: input blocks (leave a CPU free for Ray Data's file listing: ``docs/ray.md``).
     """
     ray = _ray()
     if extract_actors < 1 or check_actors < 1 or extract_concurrency < 1:
@@ -259,8 +256,7 @@ def iter_report_json(dataset: Any, batch_rows: int = 256) -> Iterator[str]:
 def _ray_session(
     address: str | None, num_cpus: int | None, init: Mapping[str, Any] | None, preserve_order: bool, show_progress: bool
 ) -> Iterator[None]:
-    """Use the running Ray, or connect to ``address``, or start a local one (stopped again on exit); Ray Data's order
-    and progress bars set for the run."""
+    """Use the running Ray, or connect to ``address``, or start a local one (stopped again on exit)."""
     ray = _ray()
     started = not ray.is_initialized()
     if started:
@@ -292,10 +288,8 @@ def evaluate_dataset(
     show_progress: bool = False,
     **options: Any,
 ) -> list[Report]:
-    """The reports of every row of ``source``, in order, checked on Ray with the options of :func:`build_dataset`
-    (those of ``evaluate_many`` but for ``timings``). With no Ray running, connects to ``address`` (``"auto"``,
-    ``"ray://head:10001"``) or starts a local one with ``num_cpus`` CPUs, stopped afterwards.
-    """
+    """The reports of every row of ``source``, in order, checked on Ray with the options of :func:`build_dataset`;
+    with no Ray running, connects to ``address`` or starts a local one with ``num_cpus`` CPUs."""
     with _ray_session(address, num_cpus, ray_init, preserve_order, show_progress):
         ds = build_dataset(source, **options)
         return [Report.model_validate_json(line) for line in iter_report_json(ds)]
@@ -338,12 +332,8 @@ def evaluate_to_file(
     on_report: Callable[[Report], None] | None = None,
     **options: Any,
 ) -> RayEvalSummary:
-    """Check every row of ``source`` on Ray (as :func:`evaluate_dataset`) and write its report to ``output`` as it
-    comes: Parquet for ``.parquet`` (:func:`report_schema`), else JSONL as ``grapheval evaluate`` writes it, through
-    a :class:`~grapheval_plugins.jsonl.JsonlStore` (``append=True`` resumes an existing file). Otherwise the new
-    file replaces ``output`` only once every report is written; an ``output`` of other content is refused before
-    Ray starts. A repeated id is written once (the others are listed in ``problems``).
-    """
+    """Check every row of ``source`` on Ray (as :func:`evaluate_dataset`), writing each report to ``output`` (JSONL,
+    or Parquet for ``.parquet``) as it comes; ``append=True`` resumes a JSONL file (``docs/ray.md``)."""
     from ..jsonl import JsonlStore
 
     path = Path(output)
@@ -385,8 +375,7 @@ def evaluate_to_file(
 
 # --------------------------------------------------------------------------------------------- Parquet
 def report_schema() -> Any:
-    """The Arrow schema of a report row in Parquet output: the fields of ``Report.model_dump()``, typed (read from
-    the pydantic model, so a new field reaches the Parquet output)."""
+    """The Arrow schema of a report row in Parquet output, read from the ``Report`` model."""
     pa = require("pyarrow", "ray", _PURPOSE)
     return pa.schema(list(_arrow_type(pa, Report)))
 
@@ -410,8 +399,7 @@ def _arrow_type(pa: Any, annotation: Any) -> Any:
 
 
 def report_record(report: Report) -> dict[str, Any]:
-    """A report as a row of :func:`report_schema`: ``model_dump(mode="json")`` with ``timings`` and ``usage`` as
-    key/value pairs."""
+    """A report as a row of :func:`report_schema` (``timings`` and ``usage`` as key/value pairs)."""
     data = report.model_dump(mode="json")
     data["timings"] = list(data["timings"].items())
     data["usage"] = list(data["usage"].items())
@@ -419,8 +407,7 @@ def report_record(report: Report) -> dict[str, Any]:
 
 
 def _write_parquet(path: Path, reports: Iterable[Report], rows_per_group: int = 4096) -> None:
-    """Write ``reports`` to ``.<name>.partial`` beside ``path``, renamed over ``path`` only once every report is
-    written: a failed or killed run leaves an old ``path`` as it was."""
+    """Write ``reports`` beside ``path``, renamed over it only once every report is written."""
     pa = require("pyarrow", "ray", _PURPOSE)
     pq = require("pyarrow.parquet", "ray", _PURPOSE)
     schema = report_schema()
