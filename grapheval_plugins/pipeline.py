@@ -149,35 +149,21 @@ class GraphEval:
     """Knowledge-graph based hallucination detection (GraphEval, Sansford et al. 2024): the output's triples,
     each scored against the context, decided by a rule (the method: ``docs/concepts.md``).
 
+    The defaults and what each option means: ``docs/concepts.md`` ("The defaults, in one place"; which model does
+    what; the threshold; extraction fidelity).
+
     Args:
-        llm: a LangChain chat model or a spec for :func:`~grapheval_plugins.models.resolve_llm`; ``None``: the
-            offline default. Resolved on first use.
-        scorer: a :class:`~grapheval_plugins.check.Scorer` or a spec for
-            :func:`~grapheval_plugins.models.resolve_scorer`; ``None``: an LLM judge over ``llm`` when given, else
-            the offline default (:func:`~grapheval_plugins.models.scorer_for`). Specs load once per process.
-        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5).
-        threshold: deprecated alias of ``hallucination_threshold`` (warns).
-        mode: ``"graph"`` or ``"raw"``.
-        rule: the decision rule, a name in :data:`~grapheval_plugins.aggregate.RULES` or a
-            :class:`~grapheval_plugins.aggregate.DecisionRule`: ``"hybrid"`` (default) or ``"paper"``. Without
-            fitted weights (:func:`~grapheval_plugins.aggregate.fitted_weights`) the paper's rule decides.
-        method: deprecated alias of ``rule`` (warns).
-        hybrid_weights: the hybrid rule's weights (e.g. from :func:`~grapheval_plugins.calibrate.fit_hybrid`).
+        llm: a LangChain chat model or a spec (``docs/scorers.md``); resolved on first use.
+        scorer: a :class:`~grapheval_plugins.check.Scorer` or a spec; ``None``: an LLM judge over ``llm`` when
+            given, else the offline default. Specs load once per process.
         prompt: prompt A; see :mod:`grapheval_plugins.extract.prompts`.
-        max_retries: extra extraction calls when an answer cannot be parsed or the call raises.
-        cache: knowledge-graph cache: ``True`` (memory, default), ``False``/``None``, a SQLite path or a
-            :class:`~grapheval_plugins.cache.KGCache`.
-        score_cache: claim-score cache (:mod:`grapheval_plugins.score_cache`): ``None``/``False`` (default),
-            ``True``, a SQLite path or a :class:`~grapheval_plugins.score_cache.ScoreCache`.
-        fidelity: ``"drop"`` leaves out every triple the output itself does not support (listed in
-            ``extraction.issues``; see :func:`~grapheval_plugins.aggregate.fidelity_to_check`), ``"off"``, or
-            ``"auto"`` (default): see :meth:`fidelity_in_force`.
-        max_concurrency: chat-model calls in flight at once in batch runs.
+        fidelity: ``"drop"``, ``"off"`` or ``"auto"``: see :meth:`fidelity_in_force`.
         check_batch_rows: rows whose claims go to the scorer together in :meth:`evaluate_many`.
         max_batch_claims: most claims in one scorer pass (a single row's claims are never split).
         render_triple: how a triple becomes the scorer's hypothesis (default: the paper's concatenation).
         locate: find each triple's character span in the output.
         show_progress: progress bars in batch runs (default: on for 2+ rows on a terminal).
+        batch_wait_s: how long a scorer pass waits for more claims after the first.
         retry: the backoff of extraction calls that raised (:class:`~grapheval_plugins.retry.RetryPolicy`).
 
     Example:
@@ -330,8 +316,7 @@ class GraphEval:
 
     @property
     def hallucination_threshold(self) -> float:
-        """The P(unsupported) above which a claim (and P(hallucination) above which the output) is flagged.
-        Read-only: another threshold is another view, :meth:`with_options`."""
+        """Read-only (``docs/concepts.md#the-threshold``): another threshold is another view, :meth:`with_options`."""
         return self._hallucination_threshold
 
     @hallucination_threshold.setter
