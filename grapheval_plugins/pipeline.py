@@ -414,8 +414,7 @@ class GraphEval:
         return self.decision_rule()[0].name
 
     def decision_rule(self) -> tuple[aggregate.DecisionRule, aggregate.HybridWeights | None]:
-        """The rule that decides this engine's rows and its weights: the paper's in raw mode or when the rule's
-        weights are missing. Nothing loads.
+        """The rule deciding this engine's rows, and its weights (``docs/concepts.md#which-rule-decides-your-rows``).
 
         >>> GraphEval(scorer="hhem").decision_rule()[0].name
         'paper'
@@ -451,8 +450,7 @@ class GraphEval:
         return self._scorer.name if self._scorer is not None else self.describe(load=False).split(" + ", 1)[1]
 
     def fidelity_in_force(self) -> aggregate.Fidelity:
-        """What ``fidelity`` means here: ``"auto"`` is ``"drop"`` exactly when weights fitted with fidelity exist
-        for the rule, scorer and prompt (:data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS`), else ``"off"``.
+        """``fidelity`` here: ``"auto"`` is ``"drop"`` where the weights in force were fitted with it (docs/concepts.md).
 
         >>> GraphEval().fidelity_in_force(), GraphEval(rule="paper").fidelity_in_force()
         ('drop', 'off')
