@@ -746,12 +746,10 @@ class GraphEval:
             # the verdict (a rule without that need ignores it, if an extraction stage run apart added it).
             whole_output = next((c for c in checks if c.triple is None), None) if rule.needs.whole_output else None
             checks = [c for c in checks if c.triple is not None]
-        # When the whole output's own claim went unjudged (listed in ``unjudged``), the rule decides without it and
-        # only a positive verdict stands.
         decision = rule.decide(checks, threshold=self.hallucination_threshold, whole_output=whole_output,
                                weights=weights)
         hallucinated: bool | None = decision.hallucinated
-        # A claim without a verdict leaves the rule undecided unless the claims judged already decide it.
+        # An unjudged claim (the whole output's too) leaves the row undecided unless the judged ones flag it.
         if unjudged and not hallucinated:
             hallucinated = None
         return self._new_report(
