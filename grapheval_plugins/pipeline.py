@@ -266,8 +266,7 @@ class GraphEval:
         hallucination_threshold: float | None = None,
         method: aggregate.RuleLike | None = None,
     ) -> GraphEval:
-        """The process-wide engine for these models and rule, which every host adapter uses; nothing loads until
-        first use. ``method`` is a deprecated alias of ``rule`` (warns).
+        """The process-wide engine for these models and rule, which every host adapter uses; nothing loads yet.
 
         >>> GraphEval.shared(scorer="hhem") is GraphEval.shared(scorer="hhem:vectara/hallucination_evaluation_model")
         True
