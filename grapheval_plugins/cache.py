@@ -1,7 +1,5 @@
-"""Caches of extracted knowledge graphs, so a re-run (or a new scorer) costs no LLM call: in memory
-(:class:`MemoryKGCache`, the engine's default) or in an SQLite file shared by runs and processes
-(:class:`SQLiteKGCache`). A key is ``(llm id, prompt id, output text)``, the prompt id a hash of the messages the
-prompt renders and of the parser version (:attr:`~grapheval_plugins.extract.prompts.KGPrompt.cache_id`).
+"""Caches of extracted knowledge graphs, so a re-run costs no LLM call (``docs/concepts.md#cost``), keyed by
+``(llm id, prompt id, output text)`` (:attr:`~grapheval_plugins.extract.prompts.KGPrompt.cache_id`).
 
 >>> cache = MemoryKGCache()
 >>> cache.set("llm", "v1", "text", CachedKG(triples=[["a", "b", "c"]], raw_text="<python>...</python>"))

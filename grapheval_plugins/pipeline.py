@@ -149,35 +149,21 @@ class GraphEval:
     """Knowledge-graph based hallucination detection (GraphEval, Sansford et al. 2024): the output's triples,
     each scored against the context, decided by a rule (the method: ``docs/concepts.md``).
 
+    The defaults and what each option means: ``docs/concepts.md`` ("The defaults, in one place"; which model does
+    what; the threshold; extraction fidelity).
+
     Args:
-        llm: a LangChain chat model or a spec for :func:`~grapheval_plugins.models.resolve_llm`; ``None``: the
-            offline default. Resolved on first use.
-        scorer: a :class:`~grapheval_plugins.check.Scorer` or a spec for
-            :func:`~grapheval_plugins.models.resolve_scorer`; ``None``: an LLM judge over ``llm`` when given, else
-            the offline default (:func:`~grapheval_plugins.models.scorer_for`). Specs load once per process.
-        hallucination_threshold: the P(unsupported) above which a claim is unsupported (default 0.5).
-        threshold: deprecated alias of ``hallucination_threshold`` (warns).
-        mode: ``"graph"`` or ``"raw"``.
-        rule: the decision rule, a name in :data:`~grapheval_plugins.aggregate.RULES` or a
-            :class:`~grapheval_plugins.aggregate.DecisionRule`: ``"hybrid"`` (default) or ``"paper"``. Without
-            fitted weights (:func:`~grapheval_plugins.aggregate.fitted_weights`) the paper's rule decides.
-        method: deprecated alias of ``rule`` (warns).
-        hybrid_weights: the hybrid rule's weights (e.g. from :func:`~grapheval_plugins.calibrate.fit_hybrid`).
+        llm: a LangChain chat model or a spec (``docs/scorers.md``); resolved on first use.
+        scorer: a :class:`~grapheval_plugins.check.Scorer` or a spec; ``None``: an LLM judge over ``llm`` when
+            given, else the offline default. Specs load once per process.
         prompt: prompt A; see :mod:`grapheval_plugins.extract.prompts`.
-        max_retries: extra extraction calls when an answer cannot be parsed or the call raises.
-        cache: knowledge-graph cache: ``True`` (memory, default), ``False``/``None``, a SQLite path or a
-            :class:`~grapheval_plugins.cache.KGCache`.
-        score_cache: claim-score cache (:mod:`grapheval_plugins.score_cache`): ``None``/``False`` (default),
-            ``True``, a SQLite path or a :class:`~grapheval_plugins.score_cache.ScoreCache`.
-        fidelity: ``"drop"`` leaves out every triple the output itself does not support (listed in
-            ``extraction.issues``; see :func:`~grapheval_plugins.aggregate.fidelity_to_check`), ``"off"``, or
-            ``"auto"`` (default): see :meth:`fidelity_in_force`.
-        max_concurrency: chat-model calls in flight at once in batch runs.
+        fidelity: ``"drop"``, ``"off"`` or ``"auto"``: see :meth:`fidelity_in_force`.
         check_batch_rows: rows whose claims go to the scorer together in :meth:`evaluate_many`.
         max_batch_claims: most claims in one scorer pass (a single row's claims are never split).
         render_triple: how a triple becomes the scorer's hypothesis (default: the paper's concatenation).
         locate: find each triple's character span in the output.
         show_progress: progress bars in batch runs (default: on for 2+ rows on a terminal).
+        batch_wait_s: how long a scorer pass waits for more claims after the first.
         retry: the backoff of extraction calls that raised (:class:`~grapheval_plugins.retry.RetryPolicy`).
 
     Example:
@@ -280,8 +266,7 @@ class GraphEval:
         hallucination_threshold: float | None = None,
         method: aggregate.RuleLike | None = None,
     ) -> GraphEval:
-        """The process-wide engine for these models and rule, which every host adapter uses; nothing loads until
-        first use. ``method`` is a deprecated alias of ``rule`` (warns).
+        """The process-wide engine for these models and rule, which every host adapter uses; nothing loads yet.
 
         >>> GraphEval.shared(scorer="hhem") is GraphEval.shared(scorer="hhem:vectara/hallucination_evaluation_model")
         True
@@ -330,8 +315,7 @@ class GraphEval:
 
     @property
     def hallucination_threshold(self) -> float:
-        """The P(unsupported) above which a claim (and P(hallucination) above which the output) is flagged.
-        Read-only: another threshold is another view, :meth:`with_options`."""
+        """Read-only (``docs/concepts.md#the-threshold``): another threshold is another view, :meth:`with_options`."""
         return self._hallucination_threshold
 
     @hallucination_threshold.setter
@@ -429,8 +413,7 @@ class GraphEval:
         return self.decision_rule()[0].name
 
     def decision_rule(self) -> tuple[aggregate.DecisionRule, aggregate.HybridWeights | None]:
-        """The rule that decides this engine's rows and its weights: the paper's in raw mode or when the rule's
-        weights are missing. Nothing loads.
+        """The rule deciding this engine's rows, and its weights (``docs/concepts.md#which-rule-decides-your-rows``).
 
         >>> GraphEval(scorer="hhem").decision_rule()[0].name
         'paper'
@@ -466,8 +449,7 @@ class GraphEval:
         return self._scorer.name if self._scorer is not None else self.describe(load=False).split(" + ", 1)[1]
 
     def fidelity_in_force(self) -> aggregate.Fidelity:
-        """What ``fidelity`` means here: ``"auto"`` is ``"drop"`` exactly when weights fitted with fidelity exist
-        for the rule, scorer and prompt (:data:`~grapheval_plugins.aggregate.FITTED_WEIGHTS`), else ``"off"``.
+        """``fidelity`` here: ``"auto"`` is ``"drop"`` where the weights in force were fitted with it (docs/concepts.md).
 
         >>> GraphEval().fidelity_in_force(), GraphEval(rule="paper").fidelity_in_force()
         ('drop', 'off')
@@ -763,12 +745,10 @@ class GraphEval:
             # the verdict (a rule without that need ignores it, if an extraction stage run apart added it).
             whole_output = next((c for c in checks if c.triple is None), None) if rule.needs.whole_output else None
             checks = [c for c in checks if c.triple is not None]
-        # When the whole output's own claim went unjudged (listed in ``unjudged``), the rule decides without it and
-        # only a positive verdict stands.
         decision = rule.decide(checks, threshold=self.hallucination_threshold, whole_output=whole_output,
                                weights=weights)
         hallucinated: bool | None = decision.hallucinated
-        # A claim without a verdict leaves the rule undecided unless the claims judged already decide it.
+        # An unjudged claim (the whole output's too) leaves the row undecided unless the judged ones flag it.
         if unjudged and not hallucinated:
             hallucinated = None
         return self._new_report(

@@ -1,6 +1,4 @@
-"""One process-wide registry of engines (:func:`shared_engine`), loaded scorers (:func:`shared_scorer`) and
-adapted host models (:func:`shared_adapter`), so every host adapter over the same models reaches one engine;
-:func:`engine_options` validates what an adapter was given. Nothing loads before first use.
+"""The process-wide engines, scorers and host-model adapters every host adapter goes through (docs/architecture.md).
 
 >>> from grapheval_plugins import GraphEval
 >>> GraphEval.shared("local:qwen2.5-coder-0.5b", "hhem") is shared_engine("local:qwen2.5-coder-0.5b", "hhem")

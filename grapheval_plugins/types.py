@@ -298,8 +298,7 @@ class Explanation(BaseModel):
 
 
 class Report(BaseModel):
-    """GraphEval's verdict on one ``(context, output)`` pair: ``hallucinated`` is P(hallucination) >
-    ``hallucination_threshold`` and ``score`` is ``1 − P(hallucination)`` (1 = faithful); both ``None`` on error."""
+    """GraphEval's verdict on one ``(context, output)`` pair (``docs/concepts.md``, the method; a tour: ``docs/report.md``)."""
 
     output: str
     mode: Mode

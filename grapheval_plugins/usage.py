@@ -1,7 +1,5 @@
-"""Metering chat-model calls per stage with LangChain's usage callback: every call made inside :func:`metered`
-(in this task, and the tasks and threads it starts) reaches its :class:`StageMeter` through LangChain's configure
-hook. A meter opened inside another counts in the outer one too, unless ``detached``. A model that reports what a
-call cost puts the dollars in ``response_metadata["cost_usd"]``.
+"""Chat-model calls and tokens per stage, with LangChain's usage callback (``docs/concepts.md#cost-per-row``): every
+call inside :func:`metered`, in its tasks and threads too, reaches its :class:`StageMeter`.
 
 >>> from langchain_core.language_models import GenericFakeChatModel
 >>> from langchain_core.messages import AIMessage
