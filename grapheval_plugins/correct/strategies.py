@@ -1,10 +1,5 @@
-"""The correction methods, as strategies of one round: GraphCorrect (prompts B then C per unsupported triple), its
-``evidence`` variant (step 1 told why the triple failed and shown the closest evidence, with one follow-up when the
-answer repeats the triple) and the Direct Prompt baseline (prompt D), over the shared steps of :class:`Editor`.
-
-A strategy never raises for a bad answer: each refused step records its reason on the
-:class:`~grapheval_plugins.correct.types.TripleChange` and keeps the text as it was before.
-"""
+"""The correction methods as strategies of one round, over the shared steps of :class:`Editor` (the methods:
+``docs/guides/correct.md``). A refused step records its reason on its ``TripleChange``; it never raises."""
 
 from __future__ import annotations
 
@@ -200,9 +195,7 @@ def _propose(change: TripleChange, new: Triple, original: str, max_growth: float
 
 
 class GraphStrategy:
-    """GraphCorrect: for each unsupported triple in turn, step 1 (prompt B: a corrected triple from the triple and
-    the context) then step 2 (prompt C: substitute it in the output as corrected so far). With ``batch_step1``,
-    one step-1 call for all flagged triples first (one call per triple when its answer does not fit)."""
+    """The paper's procedure: per unsupported triple, prompt B then prompt C (``docs/guides/correct.md``)."""
 
     method: CorrectionMethod = "graph"
     follow_up = False
@@ -287,10 +280,8 @@ class GraphStrategy:
 
 
 class EvidenceStrategy(GraphStrategy):
-    """GraphCorrect with step 1 told more than the paper's prompt B: why the triple failed and the
-    ``evidence_sentences`` sentences of the deciding passage closest to the triple, with one follow-up when the
-    answer repeats the flagged triple. With ``direct_fallback``, a round in which no triple change could be applied
-    ends with the Direct Prompt (prompt D) on the output, recorded as a ``kind="direct"`` change."""
+    """``strategy="evidence"``: step 1 told why the triple failed and shown the closest sentences
+    (``docs/guides/correct.md``); ``direct_fallback``: a round that changed nothing ends with the Direct Prompt."""
 
     method: CorrectionMethod = "evidence"
     follow_up = True
@@ -317,11 +308,8 @@ _OPTION = re.compile(r"\s*(?:option\s*)?(\d+)\s*(?:[.:)\]]|$)", re.IGNORECASE)  
 
 
 class ConstrainedStrategy:
-    """``strategy="constrained"`` (not from the paper): the values of the flagged claims replaced in place by values of
-    the context of the same kind, on the judge's word; then for each flagged triple left, ``evidence``'s step 1, its
-    answer held to the context, the change made in place, no rewrite call (the steps: ``docs/guides/correct.md``).
-    Values, kinds and word forms are spaCy's (:mod:`~grapheval_plugins.correct.spans`). A change is made only on the
-    scorer's word; the round records the triples the output then states (:attr:`Round.after_triples`).
+    """``strategy="constrained"``: answers held to the context, changes made in place (the steps:
+    ``docs/guides/correct.md``); the round records the triples the output then states (:attr:`Round.after_triples`).
 
     Raises:
         MissingDependencyError: spaCy or its English pipeline is missing (the ``correct`` extra).
@@ -382,8 +370,7 @@ class ConstrainedStrategy:
     async def _restate_values(
         self, editor: Editor, job: Round, current: str, after: list[Triple], applied: list[Edit]
     ) -> tuple[str, list[TripleChange]]:
-        """The first step, no chat-model call: each value of a flagged triple tried with the context's values of its
-        label, the best made in place (:func:`_best_variant`) and in ``after``, and appended to ``applied``."""
+        """The first step (no chat-model call): a wrong value replaced by one of the context's, by the judge."""
         changes: list[TripleChange] = []
         flagged = [c.triple for c in _to_correct(job.report) if c.triple is not None]
         whole = not any(c.triple is not None for c in job.report.claims)  # no triple: every value of the output
@@ -426,8 +413,7 @@ class ConstrainedStrategy:
         return current, changes
 
     async def _sentence_problem(self, editor: Editor, job: Round, current: str, edited: str) -> str | None:
-        """Why a corrected triple's change is not made in the output (``None``: it is made): the judge scores the
-        sentences it changes no less unsupported with it than without, or cannot score them."""
+        """Why a change is not made in the output (``None``: it is made): its sentence does not gain by it."""
         before_text, after_text = _changed_sentences(current, edited)
         before = await self._p_unsupported(editor, job, before_text)
         after = await self._p_unsupported(editor, job, after_text) if before is not None else None
@@ -447,8 +433,7 @@ class ConstrainedStrategy:
         return tried
 
     async def _fallback(self, editor: Editor, job: Round, after: list[Triple]) -> tuple[str, TripleChange]:
-        """The Direct Prompt's rewrite held to the rules of the triples: of the places where it changes words that
-        keep to :meth:`_problem`, the one whose sentence is best supported (outright) is made, nothing else."""
+        """The Direct Prompt's rewrite held to :meth:`_problem`: its best supported changed place only."""
         current = job.current
         change = TripleChange(round=job.number, kind="direct")
         messages = editor.prompts.direct_messages(current, job.ctx)
@@ -490,8 +475,7 @@ class ConstrainedStrategy:
     async def _step1(
         self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, change: TripleChange, current: str
     ) -> Triple | None:
-        """The corrected triple, or ``None`` with ``change.reason`` set. ``current``: the output with the changes
-        made so far (a value it states is not offered as a choice)."""
+        """The corrected triple (steps 1-3 of the guide), or ``None`` with ``change.reason`` set."""
         passage = claim.evidence or job.ctx  # the chunk the scorer decided the claim on, when it records one
         evidence = closest_sentences(passage, old, k=self.evidence_sentences)
         shown = closest_sentences(passage, old, k=CONTEXT_SENTENCES) or job.ctx
@@ -545,8 +529,7 @@ class ConstrainedStrategy:
     async def _take(
         self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, new: Triple | None
     ) -> tuple[Triple | None, str | None]:
-        """The corrected triple taken from a proposed one, or ``None`` and why not: its changes held to
-        :meth:`_problem`, each kept one tried alone when there are several, the best supported taken."""
+        """The corrected triple taken from a proposed one (steps 1-2 of the guide), or ``None`` and why not."""
         if new is None:
             return None, "no triple could be parsed from the answer"
         edits = triple_edits(old, new)
@@ -579,9 +562,7 @@ class ConstrainedStrategy:
     async def _unsupported(
         editor: Editor, job: Round, new: Triple, before: float, strict: bool = False, paired: bool = False
     ) -> str | None:
-        """Why a corrected triple is not taken after scoring it against the context (``None``: it is taken), given
-        the flagged triple's P(unsupported) ``before``. ``strict``: a change of something other than a value;
-        ``paired``: a minimal pair with the flagged claim (:func:`_kind`)."""
+        """Why a scored corrected triple is not taken (``None``: it is); ``strict``, ``paired``: :func:`_kind`."""
         engine = editor.guard.grapheval
         p = await ConstrainedStrategy._p_unsupported(editor, job, engine.render_triple(new), f"{new.as_list()}",
                                                      ", not taken")
@@ -604,8 +585,7 @@ class ConstrainedStrategy:
 
     @staticmethod
     def _problem(edit: Edit, context: str) -> str | None:
-        """Why one change (of a proposed triple, or of a rewrite) is not a correction (``None``: it may be one): a
-        word the context lacks, or none of a negation, a value for a value, a name of the context, as many words."""
+        """Why one change is not a correction (``None``: it may be one); the rules: step 1 of the guide."""
         negation = negation_only(edit)
         foreign = foreign_words(edit.new, context, inflecting=edit.old if negation else "")
         if foreign:
@@ -650,8 +630,7 @@ def _choices(old: Triple, evidence: str, output: str) -> tuple[Value, list[str]]
 
 
 def _to_correct(report: Report) -> list[ClaimCheck]:
-    """The claims ``strategy="constrained"`` corrects: the flagged ones, or when the output is flagged and none of its
-    triples is, the triple the scorer doubted most."""
+    """The claims ``strategy="constrained"`` corrects: the flagged ones, or the stand-in triple."""
     flagged = list(report.unsupported)
     if not report.hallucinated or any(c.triple is not None for c in flagged):
         return flagged
@@ -663,9 +642,7 @@ _V = TypeVar("_V")
 
 
 def _best_variant(tried: Sequence[tuple[float, _V]], before: float) -> tuple[_V | None, str]:
-    """The variant of a sentence to take: scored at least :data:`MINIMAL_PAIR_MARGIN` less unsupported than the
-    sentence was (``before``) and strictly better than every other (a scorer that cannot tell two apart, such as a
-    word-overlap one, decides nothing). ``None`` and why not otherwise.
+    """The variant of a sentence to take (at least :data:`MINIMAL_PAIR_MARGIN` better, and alone), or ``None`` and why.
 
     >>> _best_variant([(0.2, "a"), (0.6, "b")], 0.9), _best_variant([(0.8, "a")], 0.9)[0]
     (('a', ''), None)
