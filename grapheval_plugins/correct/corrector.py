@@ -194,9 +194,6 @@ class GraphCorrect:
             context: the grounding context (a string, or a list of strings / Documents).
             report: GraphEval's report on this output, when already computed (detection is then not re-run).
 
-        An output GraphEval does not flag comes back unchanged with zero correction calls. Failures of the chat
-        model or of a rewrite are recorded in the report (``changes[i].reason``, ``issues``), never raised.
-
         Raises:
             InputError: the context or output is unusable, or ``report`` was made for a different output.
             MissingDependencyError: ``rouge=True`` and ``rouge-score`` is not installed.

@@ -87,8 +87,7 @@ class Round:
     passages: tuple[str, ...] = ()
     """The context's passages as the scorer reads them (empty: ``ctx`` is one)."""
     after_triples: list[Triple] | None = None
-    """Set by a strategy that edits the output in place: the triples the output states after the round, so that the
-    re-check scores these instead of extracting again. ``None``: the re-check extracts."""
+    """Set by a strategy that edits the output in place: the triples the re-check scores (``None``: it extracts)."""
     verified: dict[Triple, float] = field(default_factory=dict)
     """The P(unsupported) of each corrected triple a strategy scored against the context, to rank its tries."""
 
@@ -107,8 +106,7 @@ class Editor:
     async def ask(
         self, job: Round, messages: list[BaseMessage], change: TripleChange, raised: str = _RAISED
     ) -> str | None:
-        """The chat model's answer (with retries), recorded on ``change``; ``None`` once the retries ran out
-        (``change.reason`` says why)."""
+        """The chat model's answer (with retries), recorded on ``change``; ``None`` once the retries ran out."""
 
         async def once() -> Any:
             change.llm_calls += 1
@@ -126,8 +124,7 @@ class Editor:
     async def rewrite(
         self, job: Round, change: TripleChange, messages: list[BaseMessage], current: str, step: str, raised: str
     ) -> str | None:
-        """The cleaned rewrite of ``current`` the chat model answers, accepted; ``None`` when there is none, with
-        ``change.reason`` set."""
+        """The chat model's cleaned rewrite of ``current``, if accepted; else ``None`` with ``change.reason`` set."""
         answer = await self.ask(job, messages, change, raised)
         if answer is None:
             return None
@@ -139,8 +136,7 @@ class Editor:
         return candidate if problem is None else None
 
     async def guarded(self, candidate: str, job: Round, change: TripleChange, what: str, made: str) -> bool:
-        """Whether ``candidate`` may replace the output: the guard is off, or it loses no supported triple, or it
-        only flags the loss (recorded in the tally); otherwise ``change.reason`` says so."""
+        """Whether ``candidate`` may replace the output by the guard (else ``change.reason`` says why not)."""
         supported = [c.triple for c in job.report.claims if not c.unsupported and c.triple is not None]
         lost = await self.guard.lost(candidate, supported, job.tally)
         change.guard_lost = lost
@@ -462,8 +458,7 @@ class ConstrainedStrategy:
 
     @staticmethod
     async def _p_unsupported(editor: Editor, job: Round, claim: str, what: str = "", note: str = "") -> float | None:
-        """P(unsupported) of ``claim`` against the context by GraphEval's scorer; ``None`` when scoring failed (a
-        raised :class:`~grapheval_plugins.exceptions.ScoringError`, recorded in the tally, or a per-claim error)."""
+        """P(unsupported) of ``claim`` against the context by GraphEval's scorer; ``None`` when scoring failed."""
         try:
             scorer = await asyncio.to_thread(lambda: editor.guard.grapheval.scorer)
             [score] = await scorer.acheck([tuple(job.passages or (job.ctx,))], [claim])
