@@ -1,10 +1,7 @@
-"""Prompts B, C and D of the paper (GraphCorrect and the Direct Prompt baseline) as typed, versioned data, and the
-prompts of the correction options beyond the paper (each described where it is defined).
+"""The paper's prompts B, C and D (its wording) and those of the options beyond it, as typed, versioned data.
 
-The wording of B, C and D is the paper's (``shared/paper/PROMPTS.md``). Placeholders are ``{name}``; values are filled
-in one pass, so a value that itself contains ``{context}`` is left alone. Swap in your own with
-``dataclasses.replace(TRIPLE_CORRECTION_PROMPT, template=..., version=...)`` and ``CorrectionPrompts(triple=...)``; a
-template missing one of its placeholders is refused at construction.
+Swap in your own with ``dataclasses.replace(TRIPLE_CORRECTION_PROMPT, template=..., version=...)`` and
+``CorrectionPrompts(triple=...)``; a template missing one of its placeholders is refused at construction.
 """
 
 from __future__ import annotations
