@@ -1,8 +1,4 @@
-"""GraphCorrect: fix the triples GraphEval flags, then check the result again. And the Direct Prompt baseline.
-
-The facade of the correction package: options, detection, the correct → re-check rounds and the report; the
-strategies live in :mod:`.strategies`. Detection and re-check go through the public GraphEval API.
-"""
+"""GraphCorrect: fix the triples GraphEval flags, then check the result again (the strategies: :mod:`.strategies`)."""
 
 from __future__ import annotations
 
@@ -39,36 +35,25 @@ logger = logging.getLogger(__name__)
 class GraphCorrect:
     """Hallucination correction guided by GraphEval's knowledge graph (GraphCorrect, Sansford et al. 2024).
 
-    For an output GraphEval flags, each unsupported triple is corrected in turn, then the engine checks the corrected
-    output again; the strategies and what each option does are described in ``docs/guides/correct.md``. A failed
-    step never loses the output: it is refused, its reason recorded, and the text before it kept.
+    The strategies and what each option does: ``docs/guides/correct.md``. A failed step never loses the output.
 
     Args:
         grapheval: the detector used to find what to correct and to re-check the result (default: ``GraphEval()``).
         llm: the chat model that corrects (a model or a spec for
             :func:`~grapheval_plugins.models.resolve_llm`); default: ``grapheval.llm``.
-        strategy: ``"constrained"`` (the default: step 1's answer held to the context, the change made in place),
-            ``"paper"`` (prompts B and C; ``"graph"``, its old name, still reads), ``"evidence"`` (step 1 told why
-            the triple failed and shown the closest sentences) or ``"direct"`` (the Direct Prompt baseline).
+        strategy: ``"constrained"`` (default), ``"paper"`` (``"graph"``: its old name), ``"evidence"`` or ``"direct"``.
         method: deprecated alias of ``strategy`` (warns; ``GraphEval``'s decision rule is ``rule=``).
-        evidence_sentences: with ``strategy="evidence"`` or ``"constrained"``, how many sentences of the deciding
-            passage step 1 is shown.
-        direct_fallback: a round in which no triple change could be applied ends with the Direct Prompt (default:
-            on for ``"evidence"``, its rewrite taken; for ``"constrained"`` one changed place of it, held to its rules).
+        evidence_sentences: how many sentences of the deciding passage step 1 is shown (``"evidence"``, constrained).
+        direct_fallback: a round that changed nothing ends with the Direct Prompt (default: on for ``"evidence"`` only).
         max_rounds: correct → re-check rounds; ``1`` is the paper's procedure.
-        guard: ``"reject"`` (or ``True``) refuses a change after which the output no longer states a triple the
-            detection found supported; ``"flag"`` applies it and records the lost triples; ``False`` (default): off.
-        batch_step1: with ``strategy="paper"``, one step-1 call for all flagged triples of an output (one call per
-            triple when the answer does not hold one triple per flagged triple).
-        max_growth: a rewrite or a corrected triple longer than ``max_growth`` × the original output (at least 40
-            characters of slack) is refused.
+        guard: ``"reject"`` (or ``True``) or ``"flag"`` a change that loses a supported triple; ``False``: off.
+        batch_step1: with ``strategy="paper"``, one step-1 call for all flagged triples of an output.
+        max_growth: a rewrite or corrected triple longer than this × the original (+40 characters) is refused.
         min_similarity: a rewrite whose word similarity to the text it rewrites is below this is refused.
         max_retries: extra attempts when the chat model raises (not when it answers badly).
         prompts: the prompt set (default :data:`~grapheval_plugins.correct.prompts.CORRECTION_PROMPTS`).
-        rouge: ROUGE-1/2/L between original and corrected (``rouge-score``): ``None`` (default) on when it is
-            installed, ``True`` on (a missing ``rouge-score`` raises), ``False`` off.
-        retry: the backoff between correction calls that raised (default:
-            :class:`~grapheval_plugins.retry.RetryPolicy` with ``max_retries + 1`` attempts).
+        rouge: ROUGE-1/2/L (``rouge-score``): ``None`` (default) when installed, ``True`` on (or raise), ``False`` off.
+        retry: the backoff between calls that raised (default: ``RetryPolicy`` with ``max_retries + 1`` attempts).
         max_concurrency: rows corrected at once in :meth:`correct_many` (default: ``grapheval.max_concurrency``).
         show_progress: progress bar in batch runs (default: on for 2+ rows on a terminal).
 
@@ -208,9 +193,6 @@ class GraphCorrect:
         Args:
             context: the grounding context (a string, or a list of strings / Documents).
             report: GraphEval's report on this output, when already computed (detection is then not re-run).
-
-        An output GraphEval does not flag comes back unchanged with zero correction calls. Failures of the chat
-        model or of a rewrite are recorded in the report (``changes[i].reason``, ``issues``), never raised.
 
         Raises:
             InputError: the context or output is unusable, or ``report`` was made for a different output.
@@ -369,9 +351,7 @@ class GraphCorrect:
     ) -> list[CorrectionReport]:
         """Detect, correct and re-check many rows: mappings with ``context``/``output`` (and ``id``) keys, or pairs.
 
-        Detection runs batched (:meth:`GraphEval.aevaluate_many`); the flagged rows are then corrected with at
-        most ``max_concurrency`` rows in flight. A failing row never stops the batch: its report has
-        ``status="error"`` and the error in ``errors``. Reports come back in the order of ``rows``.
+        A failing row never stops the batch: its report has ``status="error"`` and the error in ``errors``.
         """
         rows = list(rows)
         if rows:
@@ -432,8 +412,7 @@ class GraphCorrect:
     async def _recheck_in_place(
         self, passages: Sequence[str], output: str, triples: list[Triple], before: Report, rid: str | None
     ) -> Report:
-        """The re-check of an output edited in place: the engine's own check (:meth:`GraphEval.acheck_rows`) of
-        the triples it now states (the previous report's, the changed ones replaced), without extracting again."""
+        """The re-check of an output edited in place: the engine's own check of the triples it now states."""
         extraction = None if before.extraction is None else Extraction(
             triples=list(triples), fallback=not triples,
             issues=["re-check of an in-place edit: the previous triples with the changed ones replaced"],
@@ -445,8 +424,7 @@ class GraphCorrect:
 
     # ----------------------------------------------------------------- reports
     def rouge_enabled(self) -> bool:
-        """Whether ROUGE is computed: ``rouge`` as given, or with ``rouge=None`` whether ``rouge-score`` imports
-        (decided on first call, with a logged note when it does not; ``rouge=True`` without it raises)."""
+        """Whether ROUGE is computed: ``rouge`` as given, or with ``rouge=None`` whether ``rouge-score`` imports."""
         if self._rouge_on is not False:
             try:
                 _rouge_scorer()

@@ -52,8 +52,7 @@ class Guard:
 
     async def lost(self, candidate: str, supported: Sequence[Triple], tally: Tally) -> list[Triple]:
         """The ``supported`` triples that ``candidate`` is not shown to state any more (empty when the guard is
-        off): those scored unsupported, and those the scorer could not judge (a change the guard cannot verify is
-        treated as one that loses them; each failure is recorded in ``tally.issues``)."""
+        off): those scored unsupported, and those the scorer could not judge (recorded in ``tally.issues``)."""
         if self.mode is None or not supported:
             return []
         claims = [self.grapheval.render_triple(t) for t in supported]

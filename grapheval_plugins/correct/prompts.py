@@ -1,10 +1,7 @@
-"""Prompts B, C and D of the paper (GraphCorrect and the Direct Prompt baseline) as typed, versioned data, and the
-prompts of the correction options beyond the paper (each described where it is defined).
+"""The paper's prompts B, C and D (its wording) and those of the options beyond it, as typed, versioned data.
 
-The wording of B, C and D is the paper's (``shared/paper/PROMPTS.md``). Placeholders are ``{name}``; values are filled
-in one pass, so a value that itself contains ``{context}`` is left alone. Swap in your own with
-``dataclasses.replace(TRIPLE_CORRECTION_PROMPT, template=..., version=...)`` and ``CorrectionPrompts(triple=...)``; a
-template missing one of its placeholders is refused at construction.
+Swap in your own with ``dataclasses.replace(TRIPLE_CORRECTION_PROMPT, template=..., version=...)`` and
+``CorrectionPrompts(triple=...)``; a template missing one of its placeholders is refused at construction.
 """
 
 from __future__ import annotations
@@ -172,19 +169,15 @@ BATCH_TRIPLE_CORRECTION_PROMPT = TextPrompt(
 EVIDENCE_TRIPLE_CORRECTION_PROMPT = TextPrompt(
     version="correct-b-evidence/1", template=_B_EVIDENCE, fields=("triple", "context", "evidence", "reason")
 )
-"""Step 1 of ``strategy="evidence"``: prompt B with ``{reason}`` (why the triple failed) and ``{evidence}`` (the
-sentences of the deciding passage closest to the triple). Not from the paper."""
+"""Step 1 of ``strategy="evidence"``: prompt B with ``{reason}`` and ``{evidence}``. Not from the paper."""
 
 FOLLOW_UP_PROMPT = TextPrompt(version="correct-b-followup/1", template=_FOLLOW_UP, fields=("triple",))
-"""The follow-up sent (after the model's own answer) when step 1 of ``strategy="evidence"`` returned the flagged
-triple unchanged. Not from the paper."""
+"""The follow-up when step 1 returned the flagged triple unchanged. Not from the paper."""
 
 CHOICE_PROMPT = TextPrompt(
     version="correct-choice/1", template=_CHOICE, fields=("context", "triple", "evidence", "value", "options")
 )
-"""Step 1 of ``strategy="constrained"`` when the free answer did not do: a number or date of the flagged triple
-(``{value}``) and the values of the same kind in the closest sentences (``{options}``, numbered, ``0`` for none),
-answered with a number. Not from the paper."""
+"""Step 3 of ``strategy="constrained"``: a value of the context chosen by number (``docs/guides/correct.md``)."""
 
 SUBSTITUTION_PROMPT = TextPrompt(
     version="correct-c/1", template=_C, fields=("summary", "old_triple", "new_triple")
@@ -250,8 +243,7 @@ class CorrectionPrompts:
     def choice_messages(
         self, triple: Triple, context: str, evidence: str, value: str, options: Sequence[str]
     ) -> list[BaseMessage]:
-        """The constrained step 1: which of ``options`` (values of the context) replaces ``value`` in ``triple``;
-        numbered from 1, with ``0`` for none of them."""
+        """Which of ``options`` replaces ``value`` in ``triple``: numbered from 1, ``0`` for none of them."""
         listed = "\n".join(f"{i}. {o}" for i, o in enumerate(options, start=1)) + "\n0. none of them"
         return self.choice.messages(
             context=context, triple=render_triple_list(triple), evidence=evidence, value=value, options=listed

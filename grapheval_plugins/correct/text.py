@@ -148,9 +148,7 @@ def check_rewrite(
 
 
 def word_diff(a: str, b: str) -> str:
-    """A readable word diff of ``a`` → ``b``: removed words in ``[-…-]``, added words in ``{+…+}``.
-
-    Words are compared exactly; the result joins words with single spaces. Empty when the texts are equal.
+    """A readable word diff of ``a`` → ``b``: removed ``[-…-]``, added ``{+…+}``; empty if equal.
 
     >>> word_diff("the cat sat", "the dog sat down")
     'the [-cat-]{+dog+} sat {+down+}'

@@ -1,8 +1,4 @@
-"""Typed, serialisable results of GraphCorrect and the Direct Prompt baseline.
-
-``report.model_dump(mode="json")`` gives plain JSON-ready data and ``CorrectionReport.model_validate(data)`` reads
-it back.
-"""
+"""Typed, serialisable (pydantic) results of GraphCorrect and the Direct Prompt baseline."""
 
 from __future__ import annotations
 
@@ -86,10 +82,7 @@ class RougeScores(BaseModel):
 
 
 class CorrectionReport(BaseModel):
-    """GraphCorrect's result for one ``(context, output)`` pair.
-
-    The corrected text is ``corrected``; it equals ``original`` whenever nothing could be (or needed to be)
-    changed. ``passed`` is the re-check verdict on ``corrected`` (True: no unsupported claim left).
+    """GraphCorrect's result for one ``(context, output)`` pair (the fields: ``docs/guides/correct.md#the-report``).
 
     >>> r = CorrectionReport(original="a", corrected="a", method="paper", status="unflagged", flagged=False,
     ...                      passed=True)
