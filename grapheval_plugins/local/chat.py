@@ -203,10 +203,7 @@ def ends_in_loop(text: str, repeats: int, min_chars: int = LOOP_MIN_CHARS, max_c
 
 
 def load_local_chat_model(name: str, **options: Any) -> ChatLocalLlama:
-    """The factory behind ``local:<name or path>`` chat model specs; nothing loads before the first call.
-
-    Raises ``MissingDependencyError`` when ``llama-cpp-python`` is not installed (extra ``local``);
-    ``ModelLoadError`` when ``name`` is neither a known model, an existing file, nor a hub name."""
+    """The factory behind ``local:<name or path>`` chat model specs; nothing loads before the first call."""
     if canonical_name(name) is not None:  # an embedded model: the weights packages are needed too
         require("llama_cpp", "offline", "the offline default chat model; or give your own model, e.g. "
                 "llm='openai:gpt-4o-mini' with the 'openai' extra", package="llama-cpp-python")

@@ -1,6 +1,5 @@
-"""An LLM-judge scorer over a local llama.cpp model: P(supported) is the softmax over the next-token logits of
-the three label words (optionally recalibrated). The context comes first and is evaluated once for all its
-claims (and saved whole, to return to: :class:`~grapheval_plugins.local.runtime.LlamaSession`).
+"""An LLM-judge scorer over a local llama.cpp model, reading the label words' next-token logits (see docs/offline.md,
+"How it works").
 
 Example (downloads nothing: the weights come from the pinned ``weights-*`` packages)::
 
@@ -201,8 +200,7 @@ class LocalJudgeScorer(Scorer):
     def _label_logprobs(
         self, pairs: Sequence[tuple[str, str]], overflow: str = "raise"
     ) -> list[Any]:
-        """Log-softmax over the three label logits per pair (grouped by context); ``overflow="record"``: a pair
-        that does not fit the window gets the error message instead of raising."""
+        """Log-softmax over the three label logits per pair; ``overflow="record"`` puts the error in its place."""
         import numpy as np
 
         if not pairs:
@@ -244,9 +242,7 @@ class LocalJudgeScorer(Scorer):
         return [p for p in out if p is not None]
 
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        """Calibrated P(supported) per pair (:func:`~grapheval_plugins.check.judge.p_supported`).
-
-        Raises ``ContextOverflowError`` when a context + claim does not fit the window."""
+        """Calibrated P(supported) per pair (:func:`~grapheval_plugins.check.judge.p_supported`)."""
         labels = self.prompt.labels
         return [
             p_supported(LabelReading(logprobs=dict(zip(labels, row))), labels, self.calibration)
@@ -286,10 +282,7 @@ def _file_stamp(path: Path) -> str:
 
 
 def load_judge_scorer(spec: str, **options: Any) -> LocalJudgeScorer:
-    """The factory behind ``judge:local:<name or path>`` specs (a bare name or path too).
-
-    Raises ``MissingDependencyError`` when ``llama-cpp-python`` is not installed (extra ``local``);
-    ``ModelLoadError`` when the spec does not name a local model."""
+    """The factory behind ``judge:local:<name or path>`` specs (a bare name or path too)."""
     if canonical_name(spec) is not None:  # an embedded model: the weights packages are needed too
         require("llama_cpp", "offline", "the offline default judge; or give your own model as scorer=, e.g. "
                 "scorer='judge:openai:gpt-4o-mini' with the 'openai' extra", package="llama-cpp-python")
