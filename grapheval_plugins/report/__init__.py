@@ -108,10 +108,7 @@ def report_from_json(data: str | bytes | Mapping[str, Any]) -> Any:
 
 
 def render_json(data: str | bytes | Mapping[str, Any], *, context: str | None = None, document: bool = True) -> str:
-    """One call from an adapter's output to a page: :func:`report_from_json` then :func:`report_html`.
-
-    For DeepEval: ``render_json(metric.verbose_logs)``; for Ragas: ``render_json(result.traces["output"])``.
-    """
+    """One call from an adapter's output to a page (see docs/report.md): :func:`report_from_json`, :func:`report_html`."""
     return report_html(report_from_json(data), context=context, document=document)
 
 
@@ -221,9 +218,9 @@ def write_run_report(
     context_field: str = "context",
     output_field: str = "output",
 ) -> RunView | CorrectionRunView:
-    """Read per-row result file(s) and write the run's HTML page to ``out``; returns the run's figures
-    (:class:`CorrectionRunView` for a file of correction reports, else :class:`RunView`). ``inputs``: the rows the
-    run was made from (JSONL or CSV), for each row's context by id."""
+    """Read per-row result file(s) and write the run's HTML page to ``out`` (see docs/report.md); the run's figures.
+
+    ``inputs``: the rows the run was made from (JSONL or CSV), for each row's context by id."""
     from ..correct.types import CorrectionReport
 
     paths = [results] if isinstance(results, (str, Path)) else list(results)

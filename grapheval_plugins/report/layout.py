@@ -26,11 +26,7 @@ def layout(
     height: float,
     margin: float = 60.0,
 ) -> dict[K, tuple[float, float]]:
-    """Node positions inside a ``width × height`` box (``margin`` kept free on each side for labels).
-
-    Fruchterman–Reingold (``networkx.spring_layout``) with a fixed seed, so the same graph is always drawn the
-    same way; one or two nodes are placed directly. Self-loops and repeated edges are allowed.
-    """
+    """Node positions inside a ``width × height`` box (``margin`` kept free on each side), as docs/report.md says."""
     nodes = list(dict.fromkeys(n for edge in edges for n in edge))
     if not nodes:
         return {}

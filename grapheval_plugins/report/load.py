@@ -1,7 +1,6 @@
 """Reading a run back: the per-row JSONL that ``grapheval evaluate`` (or ``correct``) writes, without any model.
 
-Every line becomes a row of the report, whatever its state: a report, a correction report, or a *problem row* that
-says why the line could not be read (invalid JSON, a missing field, a wrong type). One bad line never stops the report.
+Every line becomes a row, an unreadable one with its problem (docs/report.md, "Bad input").
 """
 
 from __future__ import annotations
@@ -82,11 +81,8 @@ def load_rows(
     inputs: Mapping[str, Mapping[str, str]] | None = None,
     limit: int | None = None,
 ) -> tuple[list[LoadedRow], list[str]]:
-    """The rows of one or more result files, in file order; a row id seen before is skipped (the first wins).
-
-    Returns ``(rows, notes)``; ``notes`` says what was skipped. ``inputs`` (from :func:`load_inputs`) adds each
-    row's context.
-    """
+    """``(rows, notes)`` of one or more result files, in file order (a repeated id: the first wins); ``notes`` says
+    what was skipped, ``inputs`` (from :func:`load_inputs`) adds each row's context."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     inputs = inputs or {}
