@@ -36,17 +36,8 @@ __all__ = ["LOOP_MAX_CHARS", "LOOP_MIN_CHARS", "ChatLocalLlama", "ends_in_loop",
 
 
 class ChatLocalLlama(BaseChatModel):
-    """A local llama.cpp chat model (Qwen2.5 ChatML), deterministic and prefix-cached.
-
-    Args:
-        model: a known model name, a ``.gguf`` path or a hub name (``local:`` prefix optional), resolved on the
-            first call by :func:`~grapheval_plugins.local.weights.resolve_model`.
-        n_threads: CPU threads (default: at each call, the cores other processes leave free).
-        temperature: 0 (default) decodes greedily; above 0 samples with ``seed``.
-        hub, cache_dir: passed to :func:`~grapheval_plugins.local.weights.resolve_model`.
-        loop_repeats: stop (``finish_reason`` ``"repetition"``) once the answer ends with one stretch of text
-            (:func:`ends_in_loop`) written this many times in a row; ``None`` never stops for it.
-    """
+    """A local llama.cpp chat model (Qwen2.5 ChatML), deterministic and prefix-cached; its options: the table in
+    docs/offline.md, "Load options" (``model`` is resolved on the first call)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 

@@ -101,14 +101,10 @@ JUDGE_CALIBRATIONS: dict[str, JudgeCalibration] = {
 
 class LocalJudgeScorer(Scorer):
     """A :class:`~grapheval_plugins.check.Scorer` that asks a local llama.cpp model, reading 3-way label logits;
-    also a :class:`~grapheval_plugins.check.judge.LabelLogits` backend (:meth:`label_logprobs`).
+    also a :class:`~grapheval_plugins.check.judge.LabelLogits` backend. Options: docs/offline.md, "Load options".
 
     Args:
-        model: a known model name, a ``.gguf`` path or a hub name (``local:`` / ``judge:local:`` prefix optional),
-            resolved on first use.
-        claim_budget_tokens: room kept for the claim and question; longer contexts are chunked to fit the rest.
-        prompt, calibration: default :data:`JUDGE_PROMPTS` / :data:`JUDGE_CALIBRATIONS` for known models.
-        hub, cache_dir: passed to :func:`~grapheval_plugins.local.weights.resolve_model`.
+        prompt: default :data:`JUDGE_PROMPTS` for known models.
         session: an explicit :class:`~grapheval_plugins.local.runtime.LlamaSession` (tests, custom runtimes).
     """
 
