@@ -1,8 +1,4 @@
-"""The ``grapheval`` command line.
-
-``grapheval evaluate IN -o OUT.jsonl`` checks every row of a JSONL or CSV file and writes one report per row;
-an interrupted run resumes where it stopped (rows whose id is already in OUT are skipped).
-"""
+"""The ``grapheval`` command line (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -56,9 +52,7 @@ def _delimiter(value: str | None) -> str | None:
 
 
 class _Pending:
-    """The rows of INPUT still to process, streamed. Unreadable records and repeated ids are skipped into
-    ``problems`` (or, with ``stop_on_error``, stop the run). ``store`` is OUTPUT: its ids are skipped when resuming;
-    without ``resume`` a new file replaces it once the run is complete."""
+    """The rows of INPUT still to process, streamed; unreadable records go to ``problems`` (docs/cli.md)."""
 
     def __init__(self, input: Path, output: Path, id_field: str, limit: int | None, resume: bool, *,
                  delimiter: str | None = None, stop_on_error: bool = False, report_field: str = "hallucinated") -> None:
