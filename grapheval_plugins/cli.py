@@ -127,9 +127,8 @@ def _process_in_batches(
     tally: Callable[[dict[str, Any], Any], None],
     usage_of: Callable[[Any], list[Any]],
 ) -> StageUsage:
-    """Run ``process`` on batches of rows, append each result to OUTPUT as it comes and ``tally`` it; a
-    configuration error stops the run (what is written stays). Returns the chat-model usage of the results
-    (``usage_of``: a result's usage by stage, one mapping per report it holds)."""
+    """Run ``process`` on batches of rows, append each result to OUTPUT as it comes and ``tally`` it; the chat-model
+    usage of the results (``usage_of``: a result's usage by stage, one mapping per report it holds)."""
     from ._progress import progress_bar
     from .exceptions import GraphEvalError
     from .types import StageUsage, total_usage

@@ -64,7 +64,6 @@ def report_html(report: Any, *, context: str | None = None, document: bool = Tru
     :class:`~grapheval_plugins.correct.CorrectionReport`.
 
     Args:
-        report: the result to draw.
         context: the grounding context, shown with the deciding passages marked (reports do not store it;
             without it the deciding passages are shown on their own).
         document: a whole page (default), or a fragment with its own scoped style (what ``_repr_html_`` gives
