@@ -1,6 +1,4 @@
-"""Where each entity of a knowledge graph is drawn: a force-directed layout computed by networkx.
-
-The drawing itself is static SVG written by the template, so a report's graph needs no JavaScript.
+"""Where each entity of a knowledge graph is drawn: a force-directed layout computed by networkx (docs/report.md).
 
 >>> pos = layout([("Ann", "Paris"), ("Ann", "France")], width=400, height=300)
 >>> sorted(pos), all(0 <= x <= 400 and 0 <= y <= 300 for x, y in pos.values())
