@@ -52,8 +52,7 @@ _GEO_PREFIXES = frozenset({"eu", "us", "us-gov", "apac", "sa", "amer", "global",
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling settings for a Bedrock chat model (``None``: the model's default); ``top_k`` goes to
-    ``additionalModelRequestFields`` under the provider's own name (:func:`top_k_request_fields`).
+    """Sampling settings for a Bedrock chat model (``None``: the model's default; ``top_k``: docs/guides/bedrock.md).
 
     >>> Sampling(temperature=0.0).as_dict()
     {'temperature': 0.0}
@@ -90,8 +89,7 @@ def _provider(model_id: str) -> str:
 
 
 def top_k_request_fields(model_id: str, top_k: int, provider: str | None = None) -> dict[str, Any]:
-    """The ``additionalModelRequestFields`` entry that sets top-k for this model's provider (``InputError``: the
-    provider takes none).
+    """The ``additionalModelRequestFields`` entry that sets top-k for this model's provider (``InputError``: none).
 
     >>> top_k_request_fields("anthropic.claude-v2", 250)
     {'top_k': 250}

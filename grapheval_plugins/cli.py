@@ -182,8 +182,7 @@ def _finish(
     title: str, counts: dict[str, Any], rows: _Pending, written: str, usage: StageUsage,
     prices: tuple[float, float] | None, report: Path | None, **fields: Any,
 ) -> None:
-    """The run's summary table with its chat-model totals (the cost as the models reported it, else at
-    ``--prices``), its problems and where its results are; then the exit of a stopped run, and the ``--report``."""
+    """Print the run's summary table (docs/cli.md) and problems; then the exit of a stopped run, and the ``--report``."""
     from .types import usage_cost
 
     counts["skipped (already done)"] = rows.skipped

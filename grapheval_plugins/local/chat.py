@@ -1,5 +1,4 @@
-"""A LangChain chat model over llama.cpp, the offline default: greedy at temperature 0, and the fixed start of a
-prompt evaluated once (the KV cache is kept between calls); calls are serialised on one lock.
+"""A LangChain chat model over llama.cpp, the offline default: greedy, prefix-cached (docs/offline.md).
 
 Example (``pip install 'grapheval-plugins[offline]'``)::
 

@@ -88,8 +88,7 @@ QUESTION_FIRST_PROMPT = JudgePrompt(
 JUDGE_PROMPTS: dict[str, JudgePrompt] = {
     "qwen2.5-coder-1.5b": QUESTION_FIRST_PROMPT,
 }
-"""Per-model wording (others get :data:`JUDGE_PROMPT`); the hybrid weights of the 1.5B were fitted with its
-wording (``docs/benchmarks.md``, "The judge's wording")."""
+"""Per-model wording, others get :data:`JUDGE_PROMPT` (``docs/benchmarks.md``, "The judge's wording")."""
 
 
 JUDGE_CALIBRATIONS: dict[str, JudgeCalibration] = {

@@ -1,5 +1,4 @@
-"""HTML reports of one row, a run or a correction run: one self-contained file, every string escaped by the Jinja2
-templates. Needs the ``report`` extra.
+"""HTML reports of one row, a run or a correction run (docs/report.md; the ``report`` extra).
 
 >>> from grapheval_plugins.types import ClaimCheck, Report, Triple
 >>> t = Triple(subject="Ann", relation="won", object="<script>gold</script>")

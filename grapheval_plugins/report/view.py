@@ -454,7 +454,6 @@ class CorrectionView:
     excerpt: list[tuple[Literal["same", "del", "ins", "gap"], str]] = field(default_factory=list)
     """The diff with long unchanged stretches shortened (the run table's column)."""
     applied: int = 0
-    """Changes applied."""
     attempted: int = 0
     """Changes attempted (applied or refused)."""
     llm_calls: int = 0
