@@ -1,6 +1,5 @@
-"""Amazon Bedrock chat models through the Converse API (``aws`` extra): what the spec ``"bedrock:<model id>"``
-resolves to. Throttling is retried by botocore (``retries={"mode": "adaptive", "total_max_attempts": 8}`` unless
-you pass your own ``client``; a ``config`` you pass is merged over it). No network is touched to build one:
+"""Amazon Bedrock chat models through the Converse API (``aws`` extra), as docs/guides/bedrock.md describes: what
+the spec ``"bedrock:<model id>"`` resolves to. No network is touched to build one:
 
 >>> import os
 >>> os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # doctest: +ELLIPSIS
@@ -53,8 +52,7 @@ _GEO_PREFIXES = frozenset({"eu", "us", "us-gov", "apac", "sa", "amer", "global",
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling settings for a Bedrock chat model (``None``: the model's default); ``top_k`` goes to
-    ``additionalModelRequestFields`` under the provider's own name (:func:`top_k_request_fields`).
+    """Sampling settings for a Bedrock chat model (``None``: the model's default; ``top_k``: docs/guides/bedrock.md).
 
     >>> Sampling(temperature=0.0).as_dict()
     {'temperature': 0.0}
@@ -77,8 +75,7 @@ class Sampling:
 
 
 PAPER_SAMPLING = Sampling(temperature=1.0, top_p=1.0, top_k=250)
-"""The paper's settings for Claude 2. Claude Sonnet 4.5 and later refuse both ``temperature`` and ``top_p``: use
-``Sampling(temperature=1.0, top_k=250)`` there (``top_p=1`` changes nothing)."""
+"""The paper's settings for Claude 2 (newer Claude models: docs/guides/bedrock.md, "Sampling")."""
 
 REPEATABLE_SAMPLING = Sampling(temperature=0.0)
 """The default of :func:`chat_bedrock`: greedy decoding, so the same output gives the same knowledge graph."""
@@ -92,8 +89,7 @@ def _provider(model_id: str) -> str:
 
 
 def top_k_request_fields(model_id: str, top_k: int, provider: str | None = None) -> dict[str, Any]:
-    """The ``additionalModelRequestFields`` entry that sets top-k for this model's provider (``InputError``: the
-    provider takes none).
+    """The ``additionalModelRequestFields`` entry that sets top-k for this model's provider (``InputError``: none).
 
     >>> top_k_request_fields("anthropic.claude-v2", 250)
     {'top_k': 250}
@@ -164,11 +160,6 @@ def chat_bedrock(
         max_attempts, retry_mode: botocore's retries of the client created here (not of a ``client`` you pass,
             nor when your ``config`` sets ``retries``).
         **kwargs: passed to ``ChatBedrockConverse`` (``credentials_profile_name``, ``endpoint_url`` …).
-
-    Raises:
-        MissingDependencyError: the ``aws`` extra is not installed.
-        InputError: a sampling setting is out of range, or top-k is set for a provider that takes none.
-        ModelLoadError: the client could not be created (no region, bad credentials configuration …).
     """
     if not isinstance(model_id, str) or not model_id.strip():
         raise InputError("model_id", "must name a Bedrock model, e.g. 'anthropic.claude-v2'")

@@ -1,8 +1,4 @@
-"""The ``grapheval`` command line.
-
-``grapheval evaluate IN -o OUT.jsonl`` checks every row of a JSONL or CSV file and writes one report per row;
-an interrupted run resumes where it stopped (rows whose id is already in OUT are skipped).
-"""
+"""The ``grapheval`` command line (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -56,9 +52,7 @@ def _delimiter(value: str | None) -> str | None:
 
 
 class _Pending:
-    """The rows of INPUT still to process, streamed. Unreadable records and repeated ids are skipped into
-    ``problems`` (or, with ``stop_on_error``, stop the run). ``store`` is OUTPUT: its ids are skipped when resuming;
-    without ``resume`` a new file replaces it once the run is complete."""
+    """The rows of INPUT still to process, streamed; unreadable records go to ``problems`` (docs/cli.md)."""
 
     def __init__(self, input: Path, output: Path, id_field: str, limit: int | None, resume: bool, *,
                  delimiter: str | None = None, stop_on_error: bool = False, report_field: str = "hallucinated") -> None:
@@ -133,9 +127,8 @@ def _process_in_batches(
     tally: Callable[[dict[str, Any], Any], None],
     usage_of: Callable[[Any], list[Any]],
 ) -> StageUsage:
-    """Run ``process`` on batches of rows, append each result to OUTPUT as it comes and ``tally`` it; a
-    configuration error stops the run (what is written stays). Returns the chat-model usage of the results
-    (``usage_of``: a result's usage by stage, one mapping per report it holds)."""
+    """Run ``process`` on batches of rows, append each result to OUTPUT as it comes and ``tally`` it; the chat-model
+    usage of the results (``usage_of``: a result's usage by stage, one mapping per report it holds)."""
     from ._progress import progress_bar
     from .exceptions import GraphEvalError
     from .types import StageUsage, total_usage
@@ -189,8 +182,7 @@ def _finish(
     title: str, counts: dict[str, Any], rows: _Pending, written: str, usage: StageUsage,
     prices: tuple[float, float] | None, report: Path | None, **fields: Any,
 ) -> None:
-    """The run's summary table with its chat-model totals (the cost as the models reported it, else at
-    ``--prices``), its problems and where its results are; then the exit of a stopped run, and the ``--report``."""
+    """Print the run's summary table (docs/cli.md) and problems; then the exit of a stopped run, and the ``--report``."""
     from .types import usage_cost
 
     counts["skipped (already done)"] = rows.skipped

@@ -191,12 +191,8 @@ def _fsync_dir(folder: Path) -> None:
 
 
 class JsonlStore:
-    """An append-only JSONL file of rows, at most one per id, that a re-run resumes.
-
-    Opening it only reads it; for an id written twice the last line wins. A torn *last* line (an interrupted write,
-    cut anywhere) is cut off just before the next append; any other line it cannot key (not a JSON object, no id,
-    not UTF-8) raises :class:`NotAStoreError` and the file stays as it is. Each append is flushed at once and
-    ``fsync``-ed at most every ``fsync_every_s`` seconds (and on :meth:`close`).
+    """An append-only JSONL file of rows, at most one per id, that a re-run resumes (docs/cli.md, "Nothing you had
+    is erased"); a line it cannot key raises :class:`NotAStoreError`. Appends are ``fsync``-ed every ``fsync_every_s``.
 
     Args:
         path: the file (created with its folder when missing).
@@ -204,8 +200,7 @@ class JsonlStore:
         redo: rows of the existing file for which this is true do not count as done (the new row is appended).
         keep_rows: hold every row in :attr:`rows`; ``False`` keeps only the ids, so memory does not grow with a run.
         replace: start with no row done, writing ``.<name>.partial`` beside ``path``, which :meth:`close` renames
-            over it (an exception inside the ``with``, or a killed process, leaves ``path`` as it was). An existing
-            ``path`` must still be a store's file.
+            over it (not after an exception inside the ``with``).
     """
 
     def __init__(

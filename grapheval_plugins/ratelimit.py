@@ -1,8 +1,7 @@
 """Client-side rate limits for a chat model: requests and tokens per minute (:class:`RateLimitedChatModel`).
 
-A token budget is charged before a call with an estimate (prompt characters / 4 + the expected completion), then
-corrected with the tokens the provider reports; it may go into debt after a long answer, which later calls pay
-back. That post-hoc charge is why this is a small token bucket of its own rather than a leaky-bucket library.
+Tokens are charged before a call with an estimate and corrected by the reported usage after (docs/ray.md, "Rate
+limits"): that post-hoc charge is why this is a token bucket of its own rather than a library's.
 
 >>> import asyncio
 >>> from grapheval_plugins.testing import ScriptedChatModel
@@ -106,11 +105,9 @@ def _usage_tokens(answer: Any) -> int | None:
 
 
 class RateLimitedChatModel(NamedChatModel):
-    """A LangChain chat model, named as the one it wraps, that keeps it under requests-per-minute and
-    tokens-per-minute budgets (``None``: unbounded); ``burst_seconds`` of budget may be spent at once.
-
-    The budgets are per instance: N processes each take 1/N of the account's limits (as the Ray extraction actors
-    do). For requests alone, LangChain's ``rate_limiter=`` (``InMemoryRateLimiter``) does the same.
+    """A LangChain chat model, named as the one it wraps, that keeps it under per-instance requests-per-minute and
+    tokens-per-minute budgets (``None``: unbounded); ``burst_seconds`` of budget may be spent at once. For requests
+    alone, LangChain's ``rate_limiter=`` (``InMemoryRateLimiter``) does the same.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

@@ -1,8 +1,6 @@
-"""The embedded offline default: local GGUF models over llama.cpp, with no API key, GPU or model hub.
+"""The embedded offline default: local GGUF models over llama.cpp, with no API key, GPU or model hub (docs/offline.md).
 
-:func:`~.weights.resolve_model_path` finds a verified GGUF file, :class:`~.chat.ChatLocalLlama` is the chat model
-(``local:<name>``), :class:`~.judge.LocalJudgeScorer` the judge (``judge:local:<name>``), over the sessions of
-:mod:`~.runtime`. Install: ``pip install 'grapheval-plugins[offline]'``; ``llama_cpp`` is imported on first load.
+:class:`~.chat.ChatLocalLlama` is ``local:<name>``, :class:`~.judge.LocalJudgeScorer` ``judge:local:<name>``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""A LangChain chat model over llama.cpp, the offline default: greedy at temperature 0, and the fixed start of a
-prompt evaluated once (the KV cache is kept between calls); calls are serialised on one lock.
+"""A LangChain chat model over llama.cpp, the offline default: greedy, prefix-cached (docs/offline.md).
 
 Example (``pip install 'grapheval-plugins[offline]'``)::
 
@@ -36,17 +35,8 @@ __all__ = ["LOOP_MAX_CHARS", "LOOP_MIN_CHARS", "ChatLocalLlama", "ends_in_loop",
 
 
 class ChatLocalLlama(BaseChatModel):
-    """A local llama.cpp chat model (Qwen2.5 ChatML), deterministic and prefix-cached.
-
-    Args:
-        model: a known model name, a ``.gguf`` path or a hub name (``local:`` prefix optional), resolved on the
-            first call by :func:`~grapheval_plugins.local.weights.resolve_model`.
-        n_threads: CPU threads (default: at each call, the cores other processes leave free).
-        temperature: 0 (default) decodes greedily; above 0 samples with ``seed``.
-        hub, cache_dir: passed to :func:`~grapheval_plugins.local.weights.resolve_model`.
-        loop_repeats: stop (``finish_reason`` ``"repetition"``) once the answer ends with one stretch of text
-            (:func:`ends_in_loop`) written this many times in a row; ``None`` never stops for it.
-    """
+    """A local llama.cpp chat model (Qwen2.5 ChatML), deterministic and prefix-cached; its options: the table in
+    docs/offline.md, "Load options" (``model`` is resolved on the first call)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -203,10 +193,7 @@ def ends_in_loop(text: str, repeats: int, min_chars: int = LOOP_MIN_CHARS, max_c
 
 
 def load_local_chat_model(name: str, **options: Any) -> ChatLocalLlama:
-    """The factory behind ``local:<name or path>`` chat model specs; nothing loads before the first call.
-
-    Raises ``MissingDependencyError`` when ``llama-cpp-python`` is not installed (extra ``local``);
-    ``ModelLoadError`` when ``name`` is neither a known model, an existing file, nor a hub name."""
+    """The factory behind ``local:<name or path>`` chat model specs; nothing loads before the first call."""
     if canonical_name(name) is not None:  # an embedded model: the weights packages are needed too
         require("llama_cpp", "offline", "the offline default chat model; or give your own model, e.g. "
                 "llm='openai:gpt-4o-mini' with the 'openai' extra", package="llama-cpp-python")

@@ -69,11 +69,7 @@ def probe_hub(*, timeout: float = PROBE_TIMEOUT_S, connect: Callable[..., Any] =
 
 def default_hub_fetch(repo_id: str, filename: str | None, local_only: bool) -> Path:
     """Fetch ``filename`` (or the repository's Q4_K_M GGUF) with ``huggingface_hub``, once the probe reached it;
-    ``local_only``: its cache only.
-
-    Raises ``ImportError`` when ``huggingface_hub`` is not installed; ``ConnectionError`` when the hub is
-    unreachable; ``FileNotFoundError`` when not in the hub cache (``local_only``), or no GGUF file in the
-    repository."""
+    ``local_only``: its cache only. Raises on any failure (``ImportError`` without ``huggingface_hub``)."""
     import huggingface_hub as hub  # imported lazily; absent -> ImportError, caught by the caller
 
     if local_only:

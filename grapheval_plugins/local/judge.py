@@ -1,6 +1,5 @@
-"""An LLM-judge scorer over a local llama.cpp model: P(supported) is the softmax over the next-token logits of
-the three label words (optionally recalibrated). The context comes first and is evaluated once for all its
-claims (and saved whole, to return to: :class:`~grapheval_plugins.local.runtime.LlamaSession`).
+"""An LLM-judge scorer over a local llama.cpp model, reading the label words' next-token logits (see docs/offline.md,
+"How it works").
 
 Example (downloads nothing: the weights come from the pinned ``weights-*`` packages)::
 
@@ -89,8 +88,7 @@ QUESTION_FIRST_PROMPT = JudgePrompt(
 JUDGE_PROMPTS: dict[str, JudgePrompt] = {
     "qwen2.5-coder-1.5b": QUESTION_FIRST_PROMPT,
 }
-"""Per-model wording (others get :data:`JUDGE_PROMPT`); the hybrid weights of the 1.5B were fitted with its
-wording (``docs/benchmarks.md``, "The judge's wording")."""
+"""Per-model wording, others get :data:`JUDGE_PROMPT` (``docs/benchmarks.md``, "The judge's wording")."""
 
 
 JUDGE_CALIBRATIONS: dict[str, JudgeCalibration] = {
@@ -102,14 +100,10 @@ JUDGE_CALIBRATIONS: dict[str, JudgeCalibration] = {
 
 class LocalJudgeScorer(Scorer):
     """A :class:`~grapheval_plugins.check.Scorer` that asks a local llama.cpp model, reading 3-way label logits;
-    also a :class:`~grapheval_plugins.check.judge.LabelLogits` backend (:meth:`label_logprobs`).
+    also a :class:`~grapheval_plugins.check.judge.LabelLogits` backend. Options: docs/offline.md, "Load options".
 
     Args:
-        model: a known model name, a ``.gguf`` path or a hub name (``local:`` / ``judge:local:`` prefix optional),
-            resolved on first use.
-        claim_budget_tokens: room kept for the claim and question; longer contexts are chunked to fit the rest.
-        prompt, calibration: default :data:`JUDGE_PROMPTS` / :data:`JUDGE_CALIBRATIONS` for known models.
-        hub, cache_dir: passed to :func:`~grapheval_plugins.local.weights.resolve_model`.
+        prompt: default :data:`JUDGE_PROMPTS` for known models.
         session: an explicit :class:`~grapheval_plugins.local.runtime.LlamaSession` (tests, custom runtimes).
     """
 
@@ -201,8 +195,7 @@ class LocalJudgeScorer(Scorer):
     def _label_logprobs(
         self, pairs: Sequence[tuple[str, str]], overflow: str = "raise"
     ) -> list[Any]:
-        """Log-softmax over the three label logits per pair (grouped by context); ``overflow="record"``: a pair
-        that does not fit the window gets the error message instead of raising."""
+        """Log-softmax over the three label logits per pair; ``overflow="record"`` puts the error in its place."""
         import numpy as np
 
         if not pairs:
@@ -244,9 +237,7 @@ class LocalJudgeScorer(Scorer):
         return [p for p in out if p is not None]
 
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        """Calibrated P(supported) per pair (:func:`~grapheval_plugins.check.judge.p_supported`).
-
-        Raises ``ContextOverflowError`` when a context + claim does not fit the window."""
+        """Calibrated P(supported) per pair (:func:`~grapheval_plugins.check.judge.p_supported`)."""
         labels = self.prompt.labels
         return [
             p_supported(LabelReading(logprobs=dict(zip(labels, row))), labels, self.calibration)
@@ -286,10 +277,7 @@ def _file_stamp(path: Path) -> str:
 
 
 def load_judge_scorer(spec: str, **options: Any) -> LocalJudgeScorer:
-    """The factory behind ``judge:local:<name or path>`` specs (a bare name or path too).
-
-    Raises ``MissingDependencyError`` when ``llama-cpp-python`` is not installed (extra ``local``);
-    ``ModelLoadError`` when the spec does not name a local model."""
+    """The factory behind ``judge:local:<name or path>`` specs (a bare name or path too)."""
     if canonical_name(spec) is not None:  # an embedded model: the weights packages are needed too
         require("llama_cpp", "offline", "the offline default judge; or give your own model as scorer=, e.g. "
                 "scorer='judge:openai:gpt-4o-mini' with the 'openai' extra", package="llama-cpp-python")

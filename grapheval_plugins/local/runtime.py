@@ -1,10 +1,8 @@
-"""Sessions: a ``llama_cpp.Llama`` that reuses its evaluated token prefix, shared process-wide (:func:`get_session`,
-one per file, role and settings), one evaluation at a time (:data:`LOCK`) on the cores other processes leave free.
+"""Sessions: a ``llama_cpp.Llama`` that reuses its evaluated token prefix, shared process-wide (:func:`get_session`),
+one evaluation at a time (:data:`LOCK`); see docs/offline.md, "How it works".
 
-Saved prefixes are the one place below ``Llama``'s own methods (the public low-level binding on ``Llama.ctx``): a
-prefill of :data:`SNAPSHOT_MIN_TOKENS` new tokens or more copies its KV cells out (``Llama.save_state`` would also
-copy ``n_batch`` rows of logits, some 300 MB), so the judge returns to a row's context without evaluating it again.
-Weights load with ``use_extra_bufts=False`` (llama.cpp's AMX repack path crashes on some CPUs).
+Saved prefixes use the public low-level binding on ``Llama.ctx`` (``Llama.save_state`` would also copy ``n_batch``
+rows of logits, some 300 MB). Weights load with ``use_extra_bufts=False`` (the AMX repack crashes on some CPUs).
 """
 
 from __future__ import annotations
@@ -108,8 +106,7 @@ def llama_without_extra_buffers(base: type) -> type:
 
 def load_llama(path: str | Path, *, n_ctx: int, n_threads: int, n_batch: int, seed: int,
         factory: Callable[..., Any] | None = None) -> Any:
-    """``llama_cpp.Llama`` (or ``factory``) over ``path`` without extra buffer types (``ModelLoadError`` when
-    llama.cpp refuses it)."""
+    """``llama_cpp.Llama`` (or ``factory``) over ``path`` without extra buffer types."""
     if factory is None:
         llama_cpp = require("llama_cpp", "local", "local llama.cpp models", package="llama-cpp-python")
         fields = {f[0] for f in getattr(getattr(llama_cpp, "llama_model_params", None), "_fields_", ())}
@@ -181,8 +178,7 @@ def save_sequence(llama: Any) -> bytes | None:
 
 
 def restore_sequence(llama: Any, data: bytes, tokens: Sequence[int]) -> bool:
-    """Put saved cells back into sequence 0 as ``tokens`` (logits are not restored); ``False`` (cache emptied) if
-    llama.cpp refuses them."""
+    """Put saved cells back into sequence 0 as ``tokens`` (not the logits); ``False`` (cache emptied) if refused."""
     low = _low_level(llama)
     if low is None or not data:
         return False
@@ -307,9 +303,7 @@ class LlamaSession:
     # ------------------------------------------------------------------ evaluation
     def prefill(self, tokens: Sequence[int], what: str = "prompt", *, logits: bool = True) -> int:
         """Evaluate ``tokens``, reusing the longest prefix in the KV cache (or a saved one); return the tokens
-        reused. ``logits=False``: a fully cached sequence is not evaluated again to refresh :meth:`logits`.
-
-        Raises ``ContextOverflowError`` when ``tokens`` do not fit the context window."""
+        reused. ``logits=False``: a fully cached sequence is not evaluated again to refresh :meth:`logits`."""
         tokens = [int(t) for t in tokens]
         if not tokens:
             raise InputError(what, "nothing to evaluate (empty token sequence)")
@@ -346,8 +340,7 @@ class LlamaSession:
             return common
 
     def _restore_longer(self, tokens: Sequence[int], cached: int) -> bool:
-        """Put back the saved prefix sparing the most (at least :data:`SNAPSHOT_MIN_TOKENS`) over the ``cached``
-        tokens; ``True`` when the KV cache was touched."""
+        """Put back the saved prefix sparing the most over the ``cached`` tokens; ``True`` if the cache was touched."""
         best, shared = None, cached + SNAPSHOT_MIN_TOKENS - 1
         for snapshot in self._snapshots:
             n = _common_prefix(snapshot.tokens, tokens)
@@ -423,8 +416,7 @@ _SESSIONS_LOCK = threading.Lock()
 
 def get_session(key: str, model_path: str | Path | Callable[[], Any], *, role: str, n_ctx: int = 4096,
         n_threads: int | None = None, seed: int = 0) -> LlamaSession:
-    """The process-wide session for ``(key, role, settings)``, created (not loaded) on first request; ``role``
-    (``"chat"``, ``"judge"``) separates KV caches."""
+    """The process-wide session for ``(key, role, settings)``, created (not loaded) on first request."""
     threads = n_threads or None
     ident = (key, role, n_ctx, threads, seed)
     with _SESSIONS_LOCK:

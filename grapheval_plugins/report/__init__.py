@@ -1,5 +1,4 @@
-"""HTML reports of one row, a run or a correction run: one self-contained file, every string escaped by the Jinja2
-templates. Needs the ``report`` extra.
+"""HTML reports of one row, a run or a correction run (docs/report.md; the ``report`` extra).
 
 >>> from grapheval_plugins.types import ClaimCheck, Report, Triple
 >>> t = Triple(subject="Ann", relation="won", object="<script>gold</script>")
@@ -64,7 +63,6 @@ def report_html(report: Any, *, context: str | None = None, document: bool = Tru
     :class:`~grapheval_plugins.correct.CorrectionReport`.
 
     Args:
-        report: the result to draw.
         context: the grounding context, shown with the deciding passages marked (reports do not store it;
             without it the deciding passages are shown on their own).
         document: a whole page (default), or a fragment with its own scoped style (what ``_repr_html_`` gives
@@ -108,10 +106,7 @@ def report_from_json(data: str | bytes | Mapping[str, Any]) -> Any:
 
 
 def render_json(data: str | bytes | Mapping[str, Any], *, context: str | None = None, document: bool = True) -> str:
-    """One call from an adapter's output to a page: :func:`report_from_json` then :func:`report_html`.
-
-    For DeepEval: ``render_json(metric.verbose_logs)``; for Ragas: ``render_json(result.traces["output"])``.
-    """
+    """One call from an adapter's output to a page (see docs/report.md): :func:`report_from_json`, :func:`report_html`."""
     return report_html(report_from_json(data), context=context, document=document)
 
 
@@ -221,9 +216,9 @@ def write_run_report(
     context_field: str = "context",
     output_field: str = "output",
 ) -> RunView | CorrectionRunView:
-    """Read per-row result file(s) and write the run's HTML page to ``out``; returns the run's figures
-    (:class:`CorrectionRunView` for a file of correction reports, else :class:`RunView`). ``inputs``: the rows the
-    run was made from (JSONL or CSV), for each row's context by id."""
+    """Read per-row result file(s) and write the run's HTML page to ``out`` (see docs/report.md); the run's figures.
+
+    ``inputs``: the rows the run was made from (JSONL or CSV), for each row's context by id."""
     from ..correct.types import CorrectionReport
 
     paths = [results] if isinstance(results, (str, Path)) else list(results)

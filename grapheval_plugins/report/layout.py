@@ -1,6 +1,4 @@
-"""Where each entity of a knowledge graph is drawn: a force-directed layout computed by networkx.
-
-The drawing itself is static SVG written by the template, so a report's graph needs no JavaScript.
+"""Where each entity of a knowledge graph is drawn: a force-directed layout computed by networkx (docs/report.md).
 
 >>> pos = layout([("Ann", "Paris"), ("Ann", "France")], width=400, height=300)
 >>> sorted(pos), all(0 <= x <= 400 and 0 <= y <= 300 for x, y in pos.values())
@@ -26,11 +24,7 @@ def layout(
     height: float,
     margin: float = 60.0,
 ) -> dict[K, tuple[float, float]]:
-    """Node positions inside a ``width × height`` box (``margin`` kept free on each side for labels).
-
-    Fruchterman–Reingold (``networkx.spring_layout``) with a fixed seed, so the same graph is always drawn the
-    same way; one or two nodes are placed directly. Self-loops and repeated edges are allowed.
-    """
+    """Node positions inside a ``width × height`` box (``margin`` kept free on each side), as docs/report.md says."""
     nodes = list(dict.fromkeys(n for edge in edges for n in edge))
     if not nodes:
         return {}

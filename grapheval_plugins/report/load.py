@@ -1,7 +1,6 @@
 """Reading a run back: the per-row JSONL that ``grapheval evaluate`` (or ``correct``) writes, without any model.
 
-Every line becomes a row of the report, whatever its state: a report, a correction report, or a *problem row* that
-says why the line could not be read (invalid JSON, a missing field, a wrong type). One bad line never stops the report.
+Every line becomes a row, an unreadable one with its problem (docs/report.md, "Bad input").
 """
 
 from __future__ import annotations
@@ -60,33 +59,16 @@ def _validation_problems(exc: ValidationError) -> list[str]:
     return problems
 
 
-def _read_row(row: dict[str, Any], inputs: Mapping[str, Mapping[str, str]]) -> LoadedRow:
-    rid = None if row.get("id") is None else str(row["id"])
-    given = inputs.get(rid, {}) if rid is not None else {}
-    loaded = LoadedRow(line=0, source="", id=rid, context=given.get("context"))
-    from ..correct.types import CorrectionReport
-
-    correction = "original" in row and "corrected" in row
-    try:
-        loaded.report = (CorrectionReport if correction else Report).model_validate(row)
-    except ValidationError as exc:
-        loaded.problems = _validation_problems(exc)
-        output = row.get("original" if correction else "output")
-        loaded.output = output if isinstance(output, str) else given.get("output")
-    return loaded
-
-
 def load_rows(
     paths: str | Path | Iterable[str | Path],
     *,
     inputs: Mapping[str, Mapping[str, str]] | None = None,
     limit: int | None = None,
 ) -> tuple[list[LoadedRow], list[str]]:
-    """The rows of one or more result files, in file order; a row id seen before is skipped (the first wins).
+    """``(rows, notes)`` of one or more result files, in file order (a repeated id: the first wins); ``notes`` says
+    what was skipped, ``inputs`` (from :func:`load_inputs`) adds each row's context."""
+    from ..correct.types import CorrectionReport
 
-    Returns ``(rows, notes)``; ``notes`` says what was skipped. ``inputs`` (from :func:`load_inputs`) adds each
-    row's context.
-    """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     inputs = inputs or {}
@@ -103,8 +85,16 @@ def load_rows(
                 problem = f"unreadable: {kind}: line {number}" + (f" ({detail})" if detail else "")
                 rows.append(LoadedRow(line=number, source=str(path), problems=[problem]))
                 continue
-            loaded = _read_row(row, inputs)
-            loaded.line, loaded.source = number, str(path)
+            rid = None if row.get("id") is None else str(row["id"])
+            given = inputs.get(rid, {}) if rid is not None else {}
+            loaded = LoadedRow(line=number, source=str(path), id=rid, context=given.get("context"))
+            correction = "original" in row and "corrected" in row
+            try:
+                loaded.report = (CorrectionReport if correction else Report).model_validate(row)
+            except ValidationError as exc:
+                loaded.problems = _validation_problems(exc)
+                output = row.get("original" if correction else "output")
+                loaded.output = output if isinstance(output, str) else given.get("output")
             if loaded.id is not None:
                 if loaded.id in seen:
                     duplicates += 1

@@ -19,8 +19,7 @@ from .view import CorrectionRunView, CorrectionView, RowView, RunView
 __all__ = ["render_correction_run_page", "render_run_page", "render_single_page"]
 
 DEFAULT_INLINE_ROWS = 100
-"""Runs of up to this many rows draw every row view in the page (no JavaScript needed); larger runs keep the views
-gzip-compressed in inert blocks of :data:`CHUNK_ROWS` and draw one when its link is followed."""
+"""Runs of up to this many rows draw every row view in the page; larger runs draw them on demand (docs/report.md)."""
 CHUNK_ROWS = 100
 PAGE_ROWS = 100
 """Rows of the run table shown at a time (a large run's page carries only the first page as HTML)."""
@@ -61,8 +60,7 @@ def render_single_page(view: RowView | CorrectionView, *, document: bool = True)
 
 
 def render_correction_run_page(run: CorrectionRunView, *, source: str | None = None) -> str:
-    """The page of a correction run: figures, a table of rows with what changed, each row's before/after with
-    the word diff and the triples changed (no script)."""
+    """The page of a correction run (no script; what it shows: docs/report.md, "A correction run")."""
     return str(_env().get_template("corrections.html.j2").render(run=run, source=source))
 
 
@@ -107,8 +105,7 @@ def _packed_views(rows: Sequence[RowView]) -> list[str]:
 def render_run_page(
     run: RunView, *, inline_rows: int = DEFAULT_INLINE_ROWS, source: str | None = None
 ) -> str:
-    """The page of a whole run: summary, histogram, frequent unsupported relations, errors, the row table, the
-    row views (inline up to ``inline_rows`` rows, else drawn on demand)."""
+    """The page of a whole run (docs/report.md); row views inline up to ``inline_rows`` rows, else drawn on demand."""
     js = _static("report.js")
     digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
     lazy = len(run.rows) > inline_rows

@@ -1,7 +1,5 @@
-"""What a report page shows, computed from the typed results: plain data for the template, no HTML.
-
-Everything here is text and numbers; the Jinja2 template escapes every string it prints (autoescape), so model
-output and data never become markup.
+"""What a report page shows, computed from the typed results: plain data for the template, no HTML (the template
+escapes every string: docs/report.md, "Design choices").
 
 >>> from grapheval_plugins.types import ClaimCheck, Report, Triple
 >>> t = Triple(subject="Ann", relation="won", object="gold")
@@ -456,7 +454,6 @@ class CorrectionView:
     excerpt: list[tuple[Literal["same", "del", "ins", "gap"], str]] = field(default_factory=list)
     """The diff with long unchanged stretches shortened (the run table's column)."""
     applied: int = 0
-    """Changes applied."""
     attempted: int = 0
     """Changes attempted (applied or refused)."""
     llm_calls: int = 0
