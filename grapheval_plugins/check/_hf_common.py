@@ -309,14 +309,12 @@ class HFScorer(Scorer):
 
     def predict_support(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """P(supported) for each ``(premise, hypothesis)`` pair, scored ``batch_size`` at a time by token length."""
-        checked: list[tuple[str, str]] = []
+        pairs = list(pairs)
         for i, pair in enumerate(pairs):
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
                 raise InputError(f"pairs[{i}]", "must be a (premise, hypothesis) pair of strings")
-            checked.append((pair[0], pair[1]))
-        if not checked:
+        if not pairs:
             return []
-        pairs = checked
         torch = _torch()
         with self.lock:
             self.load()

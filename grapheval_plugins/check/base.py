@@ -110,12 +110,9 @@ class Scorer(ABC):
     chunk_overlap_tokens: int = 48
     fingerprint_fields: ClassVar[tuple[str, ...]] = ()  # more settings (dotted paths) that decide the numbers
 
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-
     @property
     def lock(self) -> threading.RLock:
-        """Serialises model access across threads (made on first use where a subclass skips ``__init__``)."""
+        """Serialises model access across threads (made on first use)."""
         lock: threading.RLock | None = self.__dict__.get("_lock")
         if lock is None:
             lock = self.__dict__.setdefault("_lock", threading.RLock())

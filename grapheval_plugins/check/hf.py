@@ -51,8 +51,7 @@ FLAN_T5_BASE = "google/flan-t5-base"
 FLAN_T5_BASE_REVISION = "7bcac572ce56db69c1ea7c8af255c5d7c9672fc2"
 HHEM_PROMPT = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: {premise}\n\nHypothesis: {hypothesis}"
 HHEM_MAX_TOKENS = 2048
-"""HHEM's default window (a T5 encoder with relative positions: the bound is memory, ~n² per pair and layer); a
-premise up to about this many tokens is scored whole, as HHEM's own ``predict`` does."""
+"""HHEM's default window: a premise up to about this many tokens is scored whole (see docs/scorers.md)."""
 T5_NLI_TEMPLATE = "premise: {premise} hypothesis: {hypothesis}"
 
 _SHARED = "transformer.shared.weight"
@@ -242,9 +241,7 @@ class T5NLIScorer(HFScorer):
         model = transformers.AutoModelForSeq2SeqLM.from_pretrained(self.model_name, dtype=dtype, **self.model_kwargs,
                                                                    **self.hub.kwargs())
         config = model.config
-        start = config.decoder_start_token_id
-        if start is None:
-            start = config.pad_token_id
+        start = config.pad_token_id if config.decoder_start_token_id is None else config.decoder_start_token_id
         if start is None:
             raise ModelLoadError(f"model {self.model_name!r} declares no decoder_start_token_id or pad_token_id")
         vocab = model.get_output_embeddings().weight.shape[0]
@@ -283,8 +280,6 @@ def entailment_index(id2label: Mapping[Any, str], label: int | str | None = None
     1
     """
     labels = {int(k): str(v) for k, v in id2label.items()}
-    if isinstance(label, bool):
-        raise InputError("entailment_label", "must be an index or a label name")
     if isinstance(label, int):
         if label not in labels:
             raise InputError("entailment_label", f"index {label} is not one of the model's labels {labels}")
@@ -294,8 +289,6 @@ def entailment_index(id2label: Mapping[Any, str], label: int | str | None = None
         if len(matches) != 1:
             raise InputError("entailment_label", f"{label!r} is not one of the model's labels {labels}")
         return matches[0]
-    if label is not None:
-        raise InputError("entailment_label", "must be an index or a label name")
     negated = ("not", "non", "no_", "no ")
     found = [i for i, name in labels.items() if "entail" in name.lower() and not name.lower().startswith(negated)]
     if len(found) != 1:

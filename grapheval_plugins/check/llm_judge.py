@@ -1,7 +1,5 @@
-"""An LLM judge over any LangChain chat model: one call per context chunk with all its claims, numbered, answered
-``<number>: <label> <0-100>`` a line. P(supported) comes from the labels' token log-probabilities where the
-provider returns them (asked for automatically, and not again once a provider ignores them), else the stated
-figure, else the verdict (:func:`~grapheval_plugins.check.judge.p_supported`).
+"""An LLM judge over any LangChain chat model: one call per context chunk with all its claims, numbered (how it
+reads P(supported): docs/scorers.md and :func:`~grapheval_plugins.check.judge.p_supported`).
 
 Example (any chat model; here a fake that always answers the same)::
 

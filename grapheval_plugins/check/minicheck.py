@@ -1,7 +1,5 @@
-"""MiniCheck (Tang, Laban & Durrett 2024), following the authors' ``minicheck/inference.py``: the document and
-the claim joined by the tokenizer's ``eos_token`` into one text, the document's sentences packed into chunks
-(:data:`MINICHECK_MODELS`: Flan-T5 2048 tokens / 500 words, RoBERTa 512 / 400 tokens, DeBERTa-v3 2048 / 400),
-the claim's score its best chunk's. The spec ``"minicheck"`` is ``minicheck:flan-t5-large``.
+"""MiniCheck (Tang, Laban & Durrett 2024), following the authors' ``minicheck/inference.py`` (windows and chunk
+sizes: docs/scorers.md). The spec ``"minicheck"`` is ``minicheck:flan-t5-large``.
 
 Example (needs the weights)::
 
@@ -80,10 +78,6 @@ def minicheck_chunks(text: str, size: int, count: Callable[[str], int]) -> list[
     return [c for c in cleaned if c] or [text]
 
 
-def _word_count(text: str) -> int:
-    return len(text.split())
-
-
 class MiniCheckT5Scorer(T5NLIScorer):
     """MiniCheck-Flan-T5-Large: ``"predict: " + doc + "</s>" + claim``, read as "1" (209) vs "0" (3) at step 1;
     ``chunk_size`` in whitespace words; other options as for :class:`~grapheval_plugins.check.hf.T5NLIScorer`."""
@@ -98,7 +92,7 @@ class MiniCheckT5Scorer(T5NLIScorer):
         self.chunk_size = _check_chunk_size(chunk_size)
 
     def chunks(self, context: str) -> list[str]:
-        return minicheck_chunks(context, self.chunk_size, _word_count)
+        return minicheck_chunks(context, self.chunk_size, lambda s: len(s.split()))
 
 
 
