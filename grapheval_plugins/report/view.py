@@ -491,19 +491,17 @@ def correction_view(result: CorrectionReport, *, context: str | None = None, anc
             changed[ch.old] = "corrected to " + (" | ".join(ch.new.as_list()) if ch.new else "a rewrite")
         else:
             changed.setdefault(ch.old, f"correction not applied ({ch.reason or 'no reason recorded'})")
-    detection = recheck = None
     diff = diff_words(result.original, result.corrected)
-    if result.detection is not None:
-        detection = row_view(result.detection, context=context, anchor=f"{anchor}-det", changed=changed)
-    if result.recheck is not None and result.recheck is not result.detection and result.changed:
-        recheck = row_view(result.recheck, context=None, anchor=f"{anchor}-re")
     return CorrectionView(
         anchor=anchor, id=result.id, status=result.status, summary=_STATUS_TEXT.get(result.status, result.status),
         method_label=_METHOD_TEXT.get(result.method, result.method), flagged=result.flagged, passed=result.passed,
         original=result.original,
         corrected=result.corrected, diff=diff, excerpt=diff_excerpt(diff),
         changes=list(result.changes),
-        detection=detection, recheck=recheck,
+        detection=row_view(result.detection, context=context, anchor=f"{anchor}-det", changed=changed)
+        if result.detection is not None else None,
+        recheck=row_view(result.recheck, anchor=f"{anchor}-re")
+        if result.recheck is not None and result.recheck is not result.detection and result.changed else None,
         rouge=result.rouge.model_dump() if result.rouge is not None else None, llm=result.llm,
         problems=[f"{e.stage} stage failed: {e.type}: {e.message}" for e in result.errors],
         issues=list(result.issues),
