@@ -230,13 +230,6 @@ def _segments(text: str, claims: Sequence[ClaimView]) -> list[Segment]:
     return [s for s in out if s.text]
 
 
-def _clamp_span(span: Sequence[int] | None, length: int) -> tuple[int, int] | None:
-    if span is None:
-        return None
-    start, end = max(0, min(int(span[0]), length)), max(0, min(int(span[1]), length))
-    return (start, end) if end > start else None
-
-
 def _context_pieces(context: str, passages: list[Passage], claims: Sequence[ClaimView]) -> list[ContextPiece]:
     marks: list[tuple[int, int, int]] = []
     hits: list[tuple[int, int, int]] = []
@@ -391,7 +384,10 @@ def row_view(
     located = missing = 0
     for number, claim in enumerate(report.claims, start=1):
         verdict: Verdict = "unsupported" if claim.unsupported else "supported"
-        span = _clamp_span(claim.span, len(output))
+        span = None
+        if claim.span is not None:  # clamped to the output
+            start, end = (max(0, min(int(x), len(output))) for x in claim.span)
+            span = (start, end) if end > start else None
         note = ""
         if span is None and claim.triple is None:
             span = (0, len(output)) if output else None
@@ -404,11 +400,8 @@ def row_view(
                        verdict=verdict, span=span, span_note=note,
                        changed=(changed or {}).get(claim.triple, "") if claim.triple is not None else "")
         if claim.evidence:
-            key = (claim.evidence_index, claim.evidence)
-            if key not in passages:
-                passages[key] = Passage(number=len(passages) + 1, chunk=claim.evidence_index, text=claim.evidence,
-                                        claims=[], verdict="supported")
-            passage = passages[key]
+            passage = passages.setdefault((claim.evidence_index, claim.evidence), Passage(
+                number=len(passages) + 1, chunk=claim.evidence_index, text=claim.evidence, claims=[], verdict="supported"))
             passage.claims.append(number)
             if verdict == "unsupported":
                 passage.verdict = "unsupported"
