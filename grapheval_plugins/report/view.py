@@ -234,17 +234,13 @@ def _context_pieces(context: str, passages: list[Passage], claims: Sequence[Clai
     marks: list[tuple[int, int, int]] = []
     hits: list[tuple[int, int, int]] = []
     for p in passages:
-        start = context.find(p.text) if p.text else -1
-        if start < 0 and p.text.strip():
-            start = context.find(p.text.strip())
-            p_len = len(p.text.strip())
-        else:
-            p_len = len(p.text)
+        text = p.text if p.text in context else p.text.strip()  # verbatim, else without its outer spaces
+        start = context.find(text) if text else -1
         if start >= 0:
             p.found = True
-            marks.append((start, start + p_len, p.number))
+            marks.append((start, start + len(text), p.number))
             for number in p.claims:  # within the passage, the sentence that best matches each claim it decided
-                span = best_sentence(context[start : start + p_len], claims[number - 1].claim)
+                span = best_sentence(context[start : start + len(text)], claims[number - 1].claim)
                 if span is not None:
                     hits.append((start + span[0], start + span[1], number))
     pieces = []
