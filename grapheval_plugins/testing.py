@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 import time
@@ -161,18 +162,12 @@ _SENTENCE = re.compile(r"[^.!?]+[.!?]?")
 
 def _naive_triples(messages: list[BaseMessage]) -> str:
     """Answer prompt A by cutting each sentence of the input into (first two words, next word, rest)."""
-    text = ""
-    for message in messages:
-        found = _INPUT.findall(str(message.content))
-        if found:
-            text = found[-1]
+    inputs = [found for message in messages for found in _INPUT.findall(str(message.content))]
     triples = []
-    for sentence in _SENTENCE.findall(text):
+    for sentence in _SENTENCE.findall(inputs[-1] if inputs else ""):
         words = sentence.strip().rstrip(".!?").split()
         if len(words) >= 4:
             triples.append([" ".join(words[:2]), words[2], " ".join(words[3:])])
-    import json
-
     return "<python>" + json.dumps(triples) + "</python>"
 
 

@@ -222,9 +222,8 @@ def write_run_report(
     from ..correct.types import CorrectionReport
 
     paths = [results] if isinstance(results, (str, Path)) else list(results)
-    given = None
-    if inputs is not None:
-        given = load_inputs(inputs, id_field=id_field, context_field=context_field, output_field=output_field)
+    given = (load_inputs(inputs, id_field=id_field, context_field=context_field, output_field=output_field)
+             if inputs is not None else None)
     rows, notes = load_rows(paths, inputs=given, limit=limit)
     if given is None:
         notes.append("No input rows were given (--inputs): the deciding passages are shown without their context.")

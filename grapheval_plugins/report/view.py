@@ -230,28 +230,17 @@ def _segments(text: str, claims: Sequence[ClaimView]) -> list[Segment]:
     return [s for s in out if s.text]
 
 
-def _clamp_span(span: Sequence[int] | None, length: int) -> tuple[int, int] | None:
-    if span is None:
-        return None
-    start, end = max(0, min(int(span[0]), length)), max(0, min(int(span[1]), length))
-    return (start, end) if end > start else None
-
-
 def _context_pieces(context: str, passages: list[Passage], claims: Sequence[ClaimView]) -> list[ContextPiece]:
     marks: list[tuple[int, int, int]] = []
     hits: list[tuple[int, int, int]] = []
     for p in passages:
-        start = context.find(p.text) if p.text else -1
-        if start < 0 and p.text.strip():
-            start = context.find(p.text.strip())
-            p_len = len(p.text.strip())
-        else:
-            p_len = len(p.text)
+        text = p.text if p.text in context else p.text.strip()  # verbatim, else without its outer spaces
+        start = context.find(text) if text else -1
         if start >= 0:
             p.found = True
-            marks.append((start, start + p_len, p.number))
+            marks.append((start, start + len(text), p.number))
             for number in p.claims:  # within the passage, the sentence that best matches each claim it decided
-                span = best_sentence(context[start : start + p_len], claims[number - 1].claim)
+                span = best_sentence(context[start : start + len(text)], claims[number - 1].claim)
                 if span is not None:
                     hits.append((start + span[0], start + span[1], number))
     pieces = []
@@ -391,7 +380,10 @@ def row_view(
     located = missing = 0
     for number, claim in enumerate(report.claims, start=1):
         verdict: Verdict = "unsupported" if claim.unsupported else "supported"
-        span = _clamp_span(claim.span, len(output))
+        span = None
+        if claim.span is not None:  # clamped to the output
+            start, end = (max(0, min(int(x), len(output))) for x in claim.span)
+            span = (start, end) if end > start else None
         note = ""
         if span is None and claim.triple is None:
             span = (0, len(output)) if output else None
@@ -404,11 +396,8 @@ def row_view(
                        verdict=verdict, span=span, span_note=note,
                        changed=(changed or {}).get(claim.triple, "") if claim.triple is not None else "")
         if claim.evidence:
-            key = (claim.evidence_index, claim.evidence)
-            if key not in passages:
-                passages[key] = Passage(number=len(passages) + 1, chunk=claim.evidence_index, text=claim.evidence,
-                                        claims=[], verdict="supported")
-            passage = passages[key]
+            passage = passages.setdefault((claim.evidence_index, claim.evidence), Passage(
+                number=len(passages) + 1, chunk=claim.evidence_index, text=claim.evidence, claims=[], verdict="supported"))
             passage.claims.append(number)
             if verdict == "unsupported":
                 passage.verdict = "unsupported"
@@ -491,19 +480,17 @@ def correction_view(result: CorrectionReport, *, context: str | None = None, anc
             changed[ch.old] = "corrected to " + (" | ".join(ch.new.as_list()) if ch.new else "a rewrite")
         else:
             changed.setdefault(ch.old, f"correction not applied ({ch.reason or 'no reason recorded'})")
-    detection = recheck = None
     diff = diff_words(result.original, result.corrected)
-    if result.detection is not None:
-        detection = row_view(result.detection, context=context, anchor=f"{anchor}-det", changed=changed)
-    if result.recheck is not None and result.recheck is not result.detection and result.changed:
-        recheck = row_view(result.recheck, context=None, anchor=f"{anchor}-re")
     return CorrectionView(
         anchor=anchor, id=result.id, status=result.status, summary=_STATUS_TEXT.get(result.status, result.status),
         method_label=_METHOD_TEXT.get(result.method, result.method), flagged=result.flagged, passed=result.passed,
         original=result.original,
         corrected=result.corrected, diff=diff, excerpt=diff_excerpt(diff),
         changes=list(result.changes),
-        detection=detection, recheck=recheck,
+        detection=row_view(result.detection, context=context, anchor=f"{anchor}-det", changed=changed)
+        if result.detection is not None else None,
+        recheck=row_view(result.recheck, anchor=f"{anchor}-re")
+        if result.recheck is not None and result.recheck is not result.detection and result.changed else None,
         rouge=result.rouge.model_dump() if result.rouge is not None else None, llm=result.llm,
         problems=[f"{e.stage} stage failed: {e.type}: {e.message}" for e in result.errors],
         issues=list(result.issues),
