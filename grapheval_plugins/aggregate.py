@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 from typing_extensions import deprecated
 
-from .exceptions import InputError
+from .exceptions import InputError, renamed
 from .types import ClaimCheck, Decision
 
 __all__ = [
@@ -339,14 +339,12 @@ def rule_argument(rule: RuleLike | None, method: RuleLike | None, owner: str, *,
     ...
     grapheval_plugins.exceptions.InputError: method: give rule= (method= is its deprecated old name), not both
     """
-    if method is None:
-        return default if rule is None else rule
-    warnings.warn(f"{owner}(method=...) is deprecated: pass rule=..., the decision rule (GraphCorrect's correction "
-                  "strategy is strategy=...)", DeprecationWarning, stacklevel=stacklevel)
-    given = get_rule(method, "method")
-    if rule is not None and rule != default and get_rule(rule).name != given.name:
-        raise InputError("method", "give rule= (method= is its deprecated old name), not both")
-    return method
+    chosen = renamed(owner, "method", method, "rule", None if rule == default else rule,
+                     note=", the decision rule (GraphCorrect's correction strategy is strategy=...)",
+                     same=lambda old, new: get_rule(old, "method").name == get_rule(new).name, stacklevel=stacklevel + 1)
+    if method is not None:
+        get_rule(method, "method")
+    return default if chosen is None else chosen
 
 
 FIDELITY_THRESHOLD = 0.5

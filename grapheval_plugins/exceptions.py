@@ -15,6 +15,10 @@ Hierarchy::
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
+from typing import Any
+
 __all__ = [
     "INPUT_ERROR_REASONS",
     "CorrectionError",
@@ -91,3 +95,16 @@ class MissingDependencyError(GraphEvalError, ImportError):
             f"The optional dependency {package!r} is not installed{what}. "
             f"Install it with: pip install 'grapheval-plugins[{extra}]'"
         )
+
+
+def renamed(owner: str, old_name: str, old: Any, new_name: str, new: Any, *, note: str = "",
+            same: Callable[[Any, Any], bool] = lambda old, new: bool(old == new), stacklevel: int = 3) -> Any:
+    """``new``, or ``old``, given as ``old_name=``, its deprecated old name (warns, at the caller of the function
+    calling this for ``stacklevel=3``); :class:`InputError` when both are given and not ``same``."""
+    if old is None:
+        return new
+    warnings.warn(f"{owner}({old_name}=...) is deprecated: pass {new_name}=...{note}", DeprecationWarning,
+                  stacklevel=stacklevel)
+    if new is not None and not same(old, new):
+        raise InputError(old_name, f"give {new_name}= ({old_name}= is its deprecated old name), not both")
+    return old

@@ -22,7 +22,7 @@ from ._async import run_sync
 from ._progress import progress_bar, show_bars
 from .cache import KGCache, MemoryKGCache, SQLiteKGCache, open_store
 from .check.base import ClaimScore, Scorer
-from .exceptions import ExtractionError, GraphEvalError, InputError, ScoringError
+from .exceptions import ExtractionError, GraphEvalError, InputError, ScoringError, renamed
 from .extract.extractor import TripleExtractor
 from .extract.prompts import KG_PROMPT, KGPrompt
 from .inputs import Sample, to_sample
@@ -211,16 +211,10 @@ class GraphEval:
         decision_rule = aggregate.get_rule(aggregate.rule_argument(rule, method, "GraphEval"))
         if fidelity not in ("auto", "off", "drop"):
             raise InputError("fidelity", f"must be 'auto', 'off' or 'drop', got {fidelity!r}")
-        if threshold is not None:
-            warnings.warn(
-                "GraphEval(threshold=...) is deprecated: pass hallucination_threshold=..., the P(unsupported) above "
-                "which a claim is unsupported (a host's own 'threshold' may mean something else)",
-                DeprecationWarning, stacklevel=2,
-            )
-            if hallucination_threshold is not None and threshold != hallucination_threshold:
-                raise InputError("threshold", "give hallucination_threshold= or its alias threshold=, not both")
-        given, field = (threshold, "threshold") if threshold is not None else (hallucination_threshold,
-                                                                               "hallucination_threshold")
+        given = renamed("GraphEval", "threshold", threshold, "hallucination_threshold", hallucination_threshold,
+                        note=", the P(unsupported) above which a claim is unsupported (a host's own 'threshold' may "
+                        "mean something else)")
+        field = "hallucination_threshold" if threshold is None else "threshold"
         value = aggregate.DEFAULT_THRESHOLD if given is None else aggregate.check_threshold(given, field)
         if max_concurrency < 1 or check_batch_rows < 1:
             raise InputError("max_concurrency", "max_concurrency and check_batch_rows must be >= 1")

@@ -14,7 +14,7 @@ from langchain_core.runnables import RunnableConfig
 
 from .._async import run_sync
 from .._progress import progress_bar, show_bars
-from ..exceptions import InputError, MissingDependencyError, ModelLoadError
+from ..exceptions import InputError, MissingDependencyError, ModelLoadError, renamed
 from ..inputs import PASSAGE_SEPARATOR, normalize_output, normalize_passages, to_sample
 from ..messages import describe_llm
 from ..pipeline import GraphEval
@@ -459,14 +459,11 @@ def strategy_argument(strategy: Any, method: Any = None) -> CorrectionMethod:
     >>> strategy_argument("paper"), strategy_argument("constrained", "constrained")
     ('paper', 'constrained')
     """
-    field = "strategy"
+    field = "strategy" if method is None else "method"
     if method is not None:
-        field = "method"
-        warnings.warn("GraphCorrect(method=...) is deprecated: pass strategy=..., the correction strategy (GraphEval's "
-                      "decision rule is rule=...)", DeprecationWarning, stacklevel=3)
-        if strategy != "constrained" and _canonical(strategy) != _canonical(method):
-            raise InputError("method", "give strategy= (method= is its deprecated old name), not both")
-        strategy = method
+        strategy = renamed("GraphCorrect", "method", method, "strategy", None if strategy == "constrained" else strategy,
+                           note=", the correction strategy (GraphEval's decision rule is rule=...)",
+                           same=lambda old, new: _canonical(old) == _canonical(new), stacklevel=4)
     if strategy == "graph":
         warnings.warn("GraphCorrect(strategy='graph') is deprecated: the paper's procedure is strategy='paper'",
                       DeprecationWarning, stacklevel=3)

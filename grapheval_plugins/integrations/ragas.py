@@ -18,6 +18,7 @@ from .. import (
     registry,
 )
 from ..aggregate import RuleLike, rule_argument
+from ..exceptions import renamed
 from ..inputs import normalize_output, normalize_passages
 from ..types import Mode, StageUsage, total_usage
 from .host_models import PromptChatModel, StructuredTriplesChatModel
@@ -78,26 +79,14 @@ def _validated(response: Any, retrieved_contexts: Any) -> tuple[tuple[str, ...],
     return context, normalize_output(response, field="response")
 
 
-def _engine_alias(grapheval: Any, engine: Any, owner: str, stacklevel: int) -> Any:
-    """``grapheval=``, or the deprecated ``engine=`` (it wins: ``dataclasses.replace`` carries the old one along)."""
-    if engine is None:
-        return grapheval
-    warnings.warn(
-        f"{owner}(engine=...) is deprecated: pass the engine as grapheval=GraphEval(...)",
-        DeprecationWarning, stacklevel=stacklevel,
-    )
-    return engine
-
-
 def _arguments(
     owner: str, name: str, grapheval: Any, llm: Any, scorer: Any, check_mode: Any, binary: Any, rule: Any,
     method: Any, hallucination_threshold: Any, threshold: Any, stacklevel: int,
 ) -> tuple[RuleLike | None, float | None, registry.EngineOptions]:
     """A metric's arguments checked, deprecated ones applied: ``(rule, hallucination_threshold, engine options)``."""
     rule = rule_argument(rule, method, owner, default=None, stacklevel=stacklevel + 1)
-    if threshold is not None and hallucination_threshold is not None and threshold != hallucination_threshold:
-        raise InputError("threshold", "give hallucination_threshold= (threshold= is its deprecated old name), not both")
-    hallucination_threshold = hallucination_threshold if hallucination_threshold is not None else threshold
+    hallucination_threshold = renamed(owner, "threshold", threshold, "hallucination_threshold",
+                                      hallucination_threshold, stacklevel=stacklevel + 1)
     if hallucination_threshold is not None:
         warnings.warn(
             f"{owner}(hallucination_threshold=...) is deprecated: the Ragas score is continuous (1 - P(hallucination))"
@@ -225,7 +214,9 @@ class GraphEvalFaithfulness(SingleTurnMetric):
         owner = type(self).__name__
         if isinstance(self.llm, GraphEval):
             raise TypeError(f"{owner} takes its engine as grapheval=GraphEval(...) (formerly engine=GraphEval(...)), not llm=")
-        self.grapheval = _engine_alias(self.grapheval, engine, owner, stacklevel=4)
+        # engine= wins over grapheval=: dataclasses.replace carries the old one along
+        self.grapheval = renamed(owner, "engine", engine, "grapheval", self.grapheval, note=", a GraphEval(...)",
+                                 same=lambda *_: True, stacklevel=4)
         super().__post_init__()  # type: ignore[no-untyped-call]  # Ragas's metric base is untyped
         self.rule, self.hallucination_threshold, self._options = _arguments(
             owner, self.name, self.grapheval, self.llm, self.scorer, self.check_mode, self.binary, self.rule, method,
@@ -321,16 +312,10 @@ class GraphEvalRagasMetric(BaseMetric):
             if grapheval is not None:
                 raise InputError("grapheval", "give the engine once")
             grapheval = positional_grapheval
-        if engine is not None and grapheval is not None:
-            raise InputError("grapheval", "give grapheval= (engine= is its deprecated old name), not both")
-        grapheval = _engine_alias(grapheval, engine, owner, stacklevel=3)
-        if mode is not None:
-            warnings.warn(f"{owner}(mode=...) is deprecated: pass check_mode=... (the name GraphEvalFaithfulness "
-                          "takes: ragas.evaluate() renames the column of a metric with a `mode` attribute)",
-                          DeprecationWarning, stacklevel=2)
-            if check_mode is not None and check_mode != mode:
-                raise InputError("mode", "give check_mode= (mode= is its deprecated old name), not both")
-            check_mode = mode
+        grapheval = renamed(owner, "engine", engine, "grapheval", grapheval, note=", a GraphEval(...)",
+                            same=lambda *_: False)
+        check_mode = renamed(owner, "mode", mode, "check_mode", check_mode, note=" (the name GraphEvalFaithfulness "
+                             "takes: ragas.evaluate() renames the column of a metric with a `mode` attribute)")
         self.rule, self.hallucination_threshold, self._options = _arguments(
             owner, name, grapheval, llm, scorer, check_mode, binary, rule, method, hallucination_threshold,
             threshold, stacklevel=3,

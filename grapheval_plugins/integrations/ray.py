@@ -17,7 +17,6 @@ import logging
 import os
 import types
 import typing
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -27,7 +26,7 @@ from pydantic import BaseModel
 
 from .._imports import require
 from ..aggregate import RuleLike, rule_argument
-from ..exceptions import InputError
+from ..exceptions import InputError, renamed
 from ..extract.prompts import KG_PROMPT, KGPrompt
 from ..pipeline import GraphEval
 from ..types import ExtractedRow, Mode, Report, StageUsage, Triple, total_usage
@@ -213,11 +212,8 @@ def build_dataset(
     ray = _ray()
     if extract_actors < 1 or check_actors < 1 or extract_concurrency < 1:
         raise InputError("extract_actors", "extract_actors, check_actors and extract_concurrency must be >= 1")
-    if threshold is not None:
-        warnings.warn("threshold= is deprecated: pass hallucination_threshold=", DeprecationWarning, stacklevel=2)
-        if hallucination_threshold is not None and hallucination_threshold != threshold:
-            raise InputError("threshold", "give hallucination_threshold= or its alias threshold=, not both")
-        hallucination_threshold = threshold
+    hallucination_threshold = renamed("build_dataset", "threshold", threshold, "hallucination_threshold",
+                                      hallucination_threshold)
     spec = EngineSpec(
         llm=llm, scorer=scorer, hallucination_threshold=0.5 if hallucination_threshold is None else hallucination_threshold,
         mode=mode, rule=rule_argument(rule, method, "build_pipeline") or "hybrid", prompt=prompt, max_retries=max_retries,
