@@ -271,6 +271,8 @@ class JsonlStore:
         """The ids already done."""
         return set(self._ids)
 
+    done = ids
+
     def __contains__(self, rid: object) -> bool:
         return str(rid) in self._ids
 
