@@ -72,11 +72,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on the background loop and return its result (a ``KeyboardInterrupt`` cancels it). Called from
     the background loop itself, it runs ``coro`` on a fresh loop in a worker thread instead of deadlocking."""
     loop = background_loop()
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if running is loop:
+    if threading.current_thread() is _THREAD:  # on the background loop itself
         ctx = contextvars.copy_context()
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(ctx.run, asyncio.run, coro).result()

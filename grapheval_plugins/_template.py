@@ -35,13 +35,6 @@ def delimiter_tags(template: str) -> frozenset[str]:
     return frozenset(name.lower() for name in _TAG.findall(template))
 
 
-@lru_cache(maxsize=256)
-def _tag_pattern(template: str) -> re.Pattern[str] | None:
-    """Finds the template's own tags in a value (``None``: the template writes none)."""
-    names = "|".join(re.escape(t) for t in sorted(delimiter_tags(template)))
-    return re.compile(rf"<(/?)({names})>", re.IGNORECASE) if names else None
-
-
 def fill(template: str, /, **values: str) -> str:
     """``template`` with each ``{name}`` that has a value replaced by it, in one pass (see the module docstring).
 
@@ -50,7 +43,8 @@ def fill(template: str, /, **values: str) -> str:
     >>> fill("{kept} {x}", x="1")
     '{kept} 1'
     """
-    tags = _tag_pattern(template)
+    names = "|".join(re.escape(t) for t in sorted(delimiter_tags(template)))
+    tags = re.compile(rf"<(/?)({names})>", re.IGNORECASE) if names else None  # re caches the compiled pattern
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)

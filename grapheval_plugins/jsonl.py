@@ -123,10 +123,8 @@ def read_rows(
     4 CSV record has 4 fields, the header has 3
     5 {'id': '3', 'context': 'A.', 'output': 'B.'}
     """
-    if Path(path).suffix.lower() in (".csv", ".tsv"):
-        yield from _read_csv(Path(path), delimiter)
-        return
-    yield from numbered_rows(path)
+    is_csv = Path(path).suffix.lower() in (".csv", ".tsv")
+    return _read_csv(Path(path), delimiter) if is_csv else numbered_rows(path)
 
 
 def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
@@ -179,15 +177,6 @@ def _read_csv(path: Path, delimiter: str | None) -> Iterator[tuple[int, dict[str
             yield start, None, f"CSV record has {len(record)} fields, the header has {len(header)}"
         else:
             yield start, dict(zip(header, record)), None
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):  # not on every platform
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 class JsonlStore:
@@ -346,7 +335,12 @@ class JsonlStore:
                 self._fh = None
         if self.replace:
             os.replace(self.partial, self.path)
-            _fsync_dir(self.path.parent)
+            with contextlib.suppress(OSError):  # the folder's entry made durable too (not on every platform)
+                fd = os.open(self.path.parent, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             self.replace = False
             self._size = self.path.stat().st_size
 
