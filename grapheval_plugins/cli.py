@@ -129,8 +129,7 @@ def _process_in_batches(
     tally: Callable[[Any], None],
     usage_of: Callable[[Any], list[Any]],
 ) -> StageUsage:
-    """Run ``process`` on batches of rows, append each result to OUTPUT as it comes, count it (``tally`` when not
-    ``failed``); the chat-model usage of the results (``usage_of``: a result's usage by stage, one per report)."""
+    """Process batches of rows, append each result to OUTPUT and count it; the chat-model usage of the results."""
     from ._progress import progress_bar
     from .exceptions import GraphEvalError
     from .types import StageUsage, total_usage
