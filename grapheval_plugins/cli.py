@@ -124,11 +124,12 @@ def _process_in_batches(
     desc: str,
     batch_rows: int,
     process: Callable[[list[dict[str, Any]]], Sequence[Any]],
-    tally: Callable[[dict[str, Any], Any], None],
+    counts: dict[str, Any],
+    failed: Callable[[Any], bool],
+    tally: Callable[[Any], None],
     usage_of: Callable[[Any], list[Any]],
 ) -> StageUsage:
-    """Run ``process`` on batches of rows, append each result to OUTPUT as it comes and ``tally`` it; the chat-model
-    usage of the results (``usage_of``: a result's usage by stage, one mapping per report it holds)."""
+    """Process batches of rows, append each result to OUTPUT and count it; the chat-model usage of the results."""
     from ._progress import progress_bar
     from .exceptions import GraphEvalError
     from .types import StageUsage, total_usage
@@ -145,7 +146,12 @@ def _process_in_batches(
                 data["id"] = row[rows.id_field]
                 out.append(data)
                 usage = usage + total_usage(usage_of(result))
-                tally(row, result)
+                counts["rows"] += 1
+                if failed(result):
+                    counts["errors"] += 1
+                    rows.problems.append(f"row {data['id']}: " + "; ".join(e.message for e in result.errors))
+                else:
+                    tally(result)
             bar.update(len(batch))
         if rows.stopped is not None and out.replace:
             out.discard()  # --no-resume: a run stopped at a bad record is not complete; the old output stays
@@ -278,17 +284,12 @@ def evaluate(
         usage, title = summary.usage, f"GraphEval on Ray ({mode})"
     else:
 
-        def tally(row: dict[str, Any], report: Any) -> None:
-            counts["rows"] += 1
-            if not report.ok:
-                counts["errors"] += 1
-                pending.problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in report.errors))
-            else:
-                counts["flagged" if report.hallucinated else "faithful"] += 1
+        def tally(report: Any) -> None:
+            counts["flagged" if report.hallucinated else "faithful"] += 1
 
         usage = _process_in_batches(
-            pending, desc="grapheval", batch_rows=batch_rows, tally=tally,
-            usage_of=lambda report: [report.usage],
+            pending, desc="grapheval", batch_rows=batch_rows, counts=counts, failed=lambda report: not report.ok,
+            tally=tally, usage_of=lambda report: [report.usage],
             process=lambda batch: engine.evaluate_many(
                 batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False
             ),
@@ -349,16 +350,10 @@ def correct(
         raise typer.BadParameter(str(exc)) from exc
     pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
                        stop_on_error=stop_on_error, report_field="status")
-    problems = pending.problems
     counts: dict[str, Any] = {"rows": 0, "flagged": 0, "pass after correction": 0, "changed": 0, "errors": 0}
     rouge: dict[str, list[float]] = {"rouge1": [], "rouge2": [], "rougeL": []}
 
-    def tally(row: dict[str, Any], result: Any) -> None:
-        counts["rows"] += 1
-        if result.status == "error":
-            counts["errors"] += 1
-            problems.append(f"row {row[id_field]}: " + "; ".join(e.message for e in result.errors))
-            return
+    def tally(result: Any) -> None:
         if result.flagged:
             counts["flagged"] += 1
             counts["pass after correction"] += bool(result.passed)
@@ -368,7 +363,8 @@ def correct(
                     rouge[key].append(getattr(result.rouge, key))
 
     usage = _process_in_batches(
-        pending, desc="correct", batch_rows=batch_rows, tally=tally,
+        pending, desc="correct", batch_rows=batch_rows, counts=counts, failed=lambda result: result.status == "error",
+        tally=tally,
         usage_of=lambda result: [result.detection.usage if result.detection else {}, result.usage],
         process=lambda batch: fixer.correct_many(
             batch, context_key=context_field, output_key=output_field, id_key=id_field, show_progress=False

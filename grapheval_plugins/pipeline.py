@@ -46,8 +46,7 @@ _Scored = tuple[list[ClaimScore] | StageError, StageUsage]
 
 
 async def _score_metered(scorer: Scorer, requests: Sequence[_Request]) -> list[_Scored]:
-    """Per request, its scores or its error (one joint pass, each alone when that fails), and its share of the
-    chat-model usage (by its claims)."""
+    """Per request, its scores or error (one joint pass, each alone if that fails) and its share of the usage."""
     results: list[list[ClaimScore] | StageError] = []
     with metered(detached=True) as meter:
         try:
@@ -361,8 +360,7 @@ class GraphEval:
         return got if got is not None else await asyncio.to_thread(getattr, self, name)
 
     async def _batcher(self) -> _CheckBatcher:
-        """The batcher of the running loop (one per loop: futures belong to the loop that made them), over
-        :attr:`scorer` behind the claim-score cache when there is one."""
+        """The running loop's batcher (futures belong to their loop), over :attr:`scorer` behind the score cache."""
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)
         if batcher is None:
@@ -591,8 +589,7 @@ class GraphEval:
 
     # ----------------------------------------------------------------- stages
     async def _extract_row(self, sample: Sample, config: RunnableConfig | None) -> Report | ExtractedRow:
-        """Stage 1 for one row: its claims, with the extraction's chat-model usage (``{}`` in raw mode), or its
-        final report when extraction failed."""
+        """Stage 1 for one row: its claims and extraction usage, or its final report when extraction failed."""
         t0 = time.perf_counter()
         with metered() as meter:
             extraction, claims, error = await self._extract_claims(sample, config)
