@@ -332,6 +332,7 @@ def test_adapters_import_only_public_modules_of_the_package() -> None:
     internal = {"inputs"}  # modules the package does not document as API (their names are exported instead)
     # ... except the plumbing that left __all__, which is imported from its own module (grapheval_plugins._MOVED)
     homes = {(module.removeprefix("grapheval_plugins."), name) for name, module in grapheval_plugins._MOVED.items()}
+    homes.add(("_imports", "require"))  # the missing-extra error every lazy import raises: plumbing, not engine state
     offenders = []
     for path in sorted((ROOT / "grapheval_plugins" / "integrations").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
