@@ -840,16 +840,23 @@ def api_table_text(out: Path = API_OUT, rows_file: Path = API_ROWS) -> str:
     results = api_results(out)
     lines: list[str] = []
     one = results.get(1, {})
-    common = [p for p in plan if all(p["id"] in one.get(m, {}) for m in API_METHODS)]
+    # a method that failed on every row it ran (and was then stopped) is reported by its failures, not intersected
+    failed = [m for m in API_METHODS if one.get(m) and all(r.get("error") for r in one[m].values())]
+    compared = [m for m in API_METHODS if m not in failed]
+    common = [p for p in plan if all(p["id"] in one.get(m, {}) for m in compared)]
     labels = [p["label"] for p in common]
     lines.append(f"Concurrency 1: {len(common)} of the {len(plan)} planned rows have a result of every method "
                  f"({sum(labels)} hallucinated; "
                  + ", ".join(f"{n} {s}" for s, n in sorted(_count_sets(common).items())) + ").\n")
+    for method in failed:
+        kinds = sorted({str(r.get("error_kind") or "error") for r in one[method].values()})
+        lines.append(f"{API_LABELS[method]} failed on each of the {len(one[method])} rows it ran "
+                     f"({', '.join(kinds)}), and is left out of the rows below.\n")
     lines.append("| method | rows scored | failures | ROC AUC | BA | LLM calls/row | prompt tok/row "
                  "| completion tok/row | total tok/row | s/row (c=1) |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|")
     summary: dict[str, dict[str, float]] = {}
-    for method in API_METHODS:
+    for method in compared:
         got = [one[method][p["id"]] for p in common]
         stats = method_stats(labels, [r["p_hallucination"] if not r.get("error") else None for r in got],
                              [r["seconds"] for r in got])
@@ -879,7 +886,7 @@ def api_table_text(out: Path = API_OUT, rows_file: Path = API_ROWS) -> str:
                          f"| {_fmt(_mean([r['seconds'] for r in same]))} ({len(same)} rows) "
                          f"| {_fmt(tok_here, 0)} ({_fmt(tok_same, 0)}) |")
     if common:
-        peers_ = [summary[m] for m in PEER_METHODS]
+        peers_ = [summary[m] for m in PEER_METHODS if m in summary]
         best = max((s["auc"] for s in peers_ if not math.isnan(s["auc"])), default=math.nan)
         mine = summary["grapheval"]
         fewer = all(mine["tokens"] < s["tokens"] for s in peers_)

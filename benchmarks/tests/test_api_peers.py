@@ -159,3 +159,25 @@ def test_table_from_the_per_row_files(tmp_path: Path) -> None:
     assert "fewer tokens per row than every peer: yes" in text
     assert "at least level with the best peer: yes (100.0 vs 100.0)" in text
     assert "| a | 0 | 0.30 | 0.30 | 0.30 | 0.30 | 0.30 |" in text and "| b | 1 | 0.80 | 0.80 | — | 0.80 | 0.80 |" in text
+
+
+def test_a_method_that_failed_on_every_row_is_reported_and_not_intersected(tmp_path: Path) -> None:
+    plan = [{"id": "a", "set": "qags_c", "label": 0}, {"id": "b", "set": "qags_x", "label": 1},
+            {"id": "c", "set": "summeval", "label": 1}]
+    rows_file = tmp_path / "rows.json"
+    rows_file.write_text(json.dumps({"rows": plan}), encoding="utf-8")
+    for method in peers.API_METHODS:
+        stopped = method == "deepeval-hallucination"
+        with peers.api_path(method, 1, tmp_path).open("w", encoding="utf-8") as fh:
+            for k, p in enumerate(plan[:1] if stopped else plan):
+                fh.write(json.dumps({
+                    "id": p["id"], "set": p["set"], "label": p["label"],
+                    "p_hallucination": None if stopped else (0.8 if p["label"] else 0.3),
+                    "error": "ValidationError: x" if stopped else None, "error_kind": "parse" if stopped else None,
+                    "seconds": 10.0, "started": 100.0 + k, "ended": 110.0 + k, "llm_calls": 1,
+                    "prompt_tokens": 90, "completion_tokens": 10}) + "\n")
+    text = peers.api_table_text(tmp_path, rows_file)
+    assert "Concurrency 1: 3 of the 3 planned rows" in text
+    assert "DeepEval HallucinationMetric failed on each of the 1 rows it ran (parse)" in text
+    assert "| DeepEval HallucinationMetric |" not in text.split("P(hallucination) per row")[0]
+    assert "| GraphEval (default) | 3 | 0 | 100.0 | 100.0 |" in text
