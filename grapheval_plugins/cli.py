@@ -11,35 +11,41 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 import typer
 from rich.console import Console
 from rich.table import Column, Table
+from typer.core import TyperGroup
 
-from .jsonl import read_rows
+from .exceptions import GraphEvalError
+from .jsonl import read_rows, refuse_same_files
 
 if TYPE_CHECKING:
     from .types import StageUsage
 
+console = Console(stderr=True)
+
+
+class _Commands(TyperGroup):
+    """Every command: an error of the package is printed and exits with code 2."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GraphEvalError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(code=2) from exc
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="grapheval",
     help="GraphEval: knowledge-graph based hallucination detection and correction for LLM outputs.",
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console(stderr=True)
 
 
 def _failed(row: Any) -> bool:
     """A written report without a verdict for a reason other than its input: a resumed run does its row again."""
     errors = row.get("errors") or []
     return row.get("ok") is False and not any(isinstance(e, dict) and e.get("stage") == "input" for e in errors)
-
-
-def _refuse_same_files(reads: dict[str, Path | None], writes: dict[str, Path | None]) -> None:
-    """Stop (exit code 2) before anything is opened when a file to write is a file to read or another output."""
-    from .jsonl import SameFileError, refuse_same_files
-
-    try:
-        refuse_same_files(reads, writes)
-    except SameFileError as exc:
-        raise _fail(exc) from exc
 
 
 def _delimiter(value: str | None) -> str | None:
@@ -56,17 +62,14 @@ class _Pending:
 
     def __init__(self, input: Path, output: Path, id_field: str, limit: int | None, resume: bool, *,
                  delimiter: str | None = None, stop_on_error: bool = False, report_field: str = "hallucinated") -> None:
-        from .jsonl import JsonlStore, NotAStoreError
+        from .jsonl import JsonlStore
 
         def key(row: Any) -> str | None:  # a line of OUTPUT is this command's report (with ``report_field``)
             return None if row.get("id") is None or report_field not in row else str(row["id"])
 
         with input.open("rb"):  # the input is readable before the output is looked at
             pass
-        try:
-            self.store = JsonlStore(output, key=key, keep_rows=False, replace=not resume, redo=_failed)
-        except NotAStoreError as exc:
-            raise _fail(exc) from exc
+        self.store = JsonlStore(output, key=key, keep_rows=False, replace=not resume, redo=_failed)
         self.input, self.id_field, self.limit, self.delimiter = input, id_field, limit, delimiter
         self.stop_on_error, self.resume = stop_on_error, resume
         self.done = self.store.ids()
@@ -131,17 +134,12 @@ def _process_in_batches(
 ) -> StageUsage:
     """Process batches of rows, append each result to OUTPUT and count it; the chat-model usage of the results."""
     from ._progress import progress_bar
-    from .exceptions import GraphEvalError
     from .types import StageUsage, total_usage
 
     usage, pending = StageUsage(), iter(rows)
     with rows.store as out, progress_bar(rows.estimate(), desc, leave=True) as bar:
         while batch := list(itertools.islice(pending, max(batch_rows, 1))):
-            try:
-                results = process(batch)
-            except GraphEvalError as exc:
-                raise _fail(exc) from exc
-            for row, result in zip(batch, results):
+            for row, result in zip(batch, process(batch)):
                 data = result.model_dump(mode="json")
                 data["id"] = row[rows.id_field]
                 out.append(data)
@@ -176,12 +174,6 @@ _Threshold = Annotated[float, typer.Option(
     "--hallucination-threshold", "--threshold",
     help="The P(unsupported) above which a claim is unsupported and P(hallucination) above which a row is "
          "flagged (--threshold: the same, older name).")]
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    """Print the error; the exit (code 2) to raise."""
-    console.print(f"[red]error:[/red] {exc}")
-    return typer.Exit(code=2)
 
 
 def _finish(
@@ -248,7 +240,7 @@ def evaluate(
     from .exceptions import InputError
     from .pipeline import GraphEval
 
-    _refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
+    refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
     try:
         decision_rule = get_rule(_renamed_option(rule, method, "--rule", "hybrid"), "--rule")
     except InputError as exc:
@@ -259,26 +251,21 @@ def evaluate(
                        stop_on_error=stop_on_error)
     counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0}
     if engine_name == "ray":
-        from .exceptions import GraphEvalError
+        from .integrations.ray import RayEvalSummary, evaluate_to_file
         from .jsonl import JsonlStore
 
         rows = list(pending)  # the Ray pipeline takes the rows at once
-        try:
-            from .integrations.ray import RayEvalSummary, evaluate_to_file
-
-            summary = RayEvalSummary(path=output)
-            if rows:
-                summary = evaluate_to_file(
-                    rows, output, append=resume, address=address, show_progress=True, llm=llm, scorer=scorer,
-                    hallucination_threshold=threshold, mode=mode, rule=decision_rule, cache=cache,
-                    context_key=context_field, output_key=output_field, id_key=id_field, extract_actors=extract_actors,
-                    check_actors=check_actors, requests_per_minute=requests_per_minute,
-                    tokens_per_minute=tokens_per_minute,
-                )
-            elif not resume:  # --no-resume and nothing to do: the output is the empty run
-                JsonlStore(output, replace=True, keep_rows=False).close()
-        except GraphEvalError as exc:
-            raise _fail(exc) from exc
+        summary = RayEvalSummary(path=output)
+        if rows:
+            summary = evaluate_to_file(
+                rows, output, append=resume, address=address, show_progress=True, llm=llm, scorer=scorer,
+                hallucination_threshold=threshold, mode=mode, rule=decision_rule, cache=cache,
+                context_key=context_field, output_key=output_field, id_key=id_field, extract_actors=extract_actors,
+                check_actors=check_actors, requests_per_minute=requests_per_minute,
+                tokens_per_minute=tokens_per_minute,
+            )
+        elif not resume:  # --no-resume and nothing to do: the output is the empty run
+            JsonlStore(output, replace=True, keep_rows=False).close()
         counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
         pending.problems.extend(summary.problems)
         usage, title = summary.usage, f"GraphEval on Ray ({mode})"
@@ -332,10 +319,9 @@ def correct(
     """Detect and correct hallucinations in every row of INPUT; write a correction report per row to OUTPUT."""
     from .correct import GraphCorrect
     from .correct.corrector import strategy_argument
-    from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
-    _refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
+    refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
     strategy = _renamed_option(strategy, method, "--strategy", "constrained")
     if strategy == "graph":
         console.print("[yellow]--strategy graph is deprecated: the paper's procedure is --strategy paper[/yellow]")
@@ -381,13 +367,9 @@ def correct(
 
 
 def _write_html_report(results: list[Path], out: Path, **kwargs: Any) -> None:
-    from .exceptions import MissingDependencyError
     from .report import CorrectionRunView, write_run_report
 
-    try:
-        run = write_run_report(results, out, **kwargs)
-    except MissingDependencyError as exc:
-        raise _fail(exc) from exc
+    run = write_run_report(results, out, **kwargs)
     if isinstance(run, CorrectionRunView):
         console.print(f"HTML report of {run.total} correction(s) ({run.flagged} flagged, {run.changed} changed, "
                       f"{run.passed} pass the re-check, {run.errors + run.unreadable} with a problem) written to {out}")
@@ -410,7 +392,7 @@ def report_command(
     id_field: Annotated[str, typer.Option(help="Field of INPUTS holding the row id (default: the line number).")] = "id",
 ) -> None:
     """Write the HTML report of a finished (or interrupted) run from its per-row JSONL: no model is loaded."""
-    _refuse_same_files({**{f"RESULTS[{i}]": p for i, p in enumerate(results)}, "--inputs": inputs},
+    refuse_same_files({**{f"RESULTS[{i}]": p for i, p in enumerate(results)}, "--inputs": inputs},
                        {"--output": output})
     _write_html_report(results, output, inputs=inputs, limit=limit, title=title, inline_rows=inline_rows,
                        id_field=id_field, context_field=context_field, output_field=output_field)
@@ -428,7 +410,6 @@ def demo(
     import time
     from importlib.resources import files
 
-    from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
     source = examples if examples is not None else files("grapheval_plugins").joinpath("data").joinpath("demo.jsonl")
@@ -436,21 +417,18 @@ def demo(
     if fast:
         llm = llm or "local:qwen2.5-coder-0.5b"  # and, without --scorer, its judge (models.scorer_for)
     engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold)
-    try:
-        for stage, get in (("extraction model", lambda: engine.llm), ("scorer", lambda: engine.scorer)):
-            started = time.perf_counter()
-            model = get()
-            label = getattr(model, "model_label", None) or getattr(model, "name", None) or type(model).__name__
-            console.print(f"[bold]Loading the {stage}[/bold] {label} …")
-            load = getattr(model, "load", None)
-            if callable(load):  # local models: weights assembled on first use (a progress bar shows), then loaded
-                load()
-            console.print(f"  ready in {time.perf_counter() - started:.1f} s")
-        console.print(f"[bold]Checking {len(rows)} examples[/bold] with {engine.describe()} …", soft_wrap=True)
+    for stage, get in (("extraction model", lambda: engine.llm), ("scorer", lambda: engine.scorer)):
         started = time.perf_counter()
-        reports = engine.evaluate_many(rows, show_progress=True)
-    except GraphEvalError as exc:
-        raise _fail(exc) from exc
+        model = get()
+        label = getattr(model, "model_label", None) or getattr(model, "name", None) or type(model).__name__
+        console.print(f"[bold]Loading the {stage}[/bold] {label} …")
+        load = getattr(model, "load", None)
+        if callable(load):  # local models: weights assembled on first use (a progress bar shows), then loaded
+            load()
+        console.print(f"  ready in {time.perf_counter() - started:.1f} s")
+    console.print(f"[bold]Checking {len(rows)} examples[/bold] with {engine.describe()} …", soft_wrap=True)
+    started = time.perf_counter()
+    reports = engine.evaluate_many(rows, show_progress=True)
     elapsed = time.perf_counter() - started
     table = Table(title=f"GraphEval demo — {engine.describe()}", show_lines=True)
     for column in ("example", "expected", "verdict", "score", "unsupported triples (P(unsupported))"):
