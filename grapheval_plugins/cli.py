@@ -48,21 +48,17 @@ def _failed(row: Any) -> bool:
     return row.get("ok") is False and not any(isinstance(e, dict) and e.get("stage") == "input" for e in errors)
 
 
-def _delimiter(value: str | None) -> str | None:
-    if value is None:
-        return None
-    value = "\t" if value.lower() in ("tab", "\\t") else value
-    if len(value) != 1:
-        raise typer.BadParameter(f"the CSV delimiter must be one character or 'tab', got {value!r}")
-    return value
-
-
 class _Pending:
     """The rows of INPUT still to process, streamed; unreadable records go to ``problems`` (docs/cli.md)."""
 
     def __init__(self, input: Path, output: Path, id_field: str, limit: int | None, resume: bool, *,
                  delimiter: str | None = None, stop_on_error: bool = False, report_field: str = "hallucinated") -> None:
         from .jsonl import JsonlStore
+
+        if delimiter is not None:
+            delimiter = "\t" if delimiter.lower() in ("tab", "\\t") else delimiter
+            if len(delimiter) != 1:
+                raise typer.BadParameter(f"the CSV delimiter must be one character or 'tab', got {delimiter!r}")
 
         def key(row: Any) -> str | None:  # a line of OUTPUT is this command's report (with ``report_field``)
             return None if row.get("id") is None or report_field not in row else str(row["id"])
@@ -86,14 +82,6 @@ class _Pending:
             lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
         left = max(lines - self.skipped, 0)
         return left if self.limit is None else min(left, max(self.limit - self.skipped, 0))
-
-    def check_stopped(self) -> None:
-        """After the rows before it are written: exit with code 1 if ``stop_on_error`` stopped the run."""
-        if self.stopped is not None:
-            done = ("the old output is kept (--no-resume: replaced only by a complete run)" if not self.resume
-                    else "the rows before it are written, a re-run resumes after them")
-            console.print(f"[red]error:[/red] {self.input}: {self.stopped}; stopped (--stop-on-error): {done}")
-            raise typer.Exit(code=1)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         seen: set[str] = set()
@@ -198,7 +186,11 @@ def _finish(
     for problem in rows.problems:
         console.print(f"[yellow]{problem}[/yellow]")
     console.print(f"{written} written to {rows.store.path}")
-    rows.check_stopped()
+    if rows.stopped is not None:  # by --stop-on-error, after the rows before it are written
+        done = ("the old output is kept (--no-resume: replaced only by a complete run)" if not rows.resume
+                else "the rows before it are written, a re-run resumes after them")
+        console.print(f"[red]error:[/red] {rows.input}: {rows.stopped}; stopped (--stop-on-error): {done}")
+        raise typer.Exit(code=1)
     if report is not None:
         _write_html_report([rows.store.path], report, inputs=rows.input, id_field=rows.id_field, **fields)
 
@@ -247,7 +239,7 @@ def evaluate(
         raise typer.BadParameter(str(exc)) from None
     engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
                        cache=cache or True, rule=decision_rule)
-    pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
+    pending = _Pending(input, output, id_field, limit, resume, delimiter=delimiter,
                        stop_on_error=stop_on_error)
     counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0}
     if engine_name == "ray":
@@ -334,7 +326,7 @@ def correct(
         )
     except GraphEvalError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
+    pending = _Pending(input, output, id_field, limit, resume, delimiter=delimiter,
                        stop_on_error=stop_on_error, report_field="status")
     counts: dict[str, Any] = {"rows": 0, "flagged": 0, "pass after correction": 0, "changed": 0, "errors": 0}
     rouge: dict[str, list[float]] = {"rouge1": [], "rouge2": [], "rougeL": []}

@@ -182,13 +182,8 @@ class CachedScorer(Scorer):
         if len(contexts) != len(claims):
             raise ValueError("contexts and claims must have the same length")
         name, fingerprint = self.inner.name, self.inner.fingerprint()
-        hashes: dict[tuple[str, ...], str] = {}
-        keys = []
-        for context, claim in zip(contexts, claims):
-            passages = (context,) if isinstance(context, str) else tuple(context)
-            if passages not in hashes:
-                hashes[passages] = premise_hash(passages)
-            keys.append(ScoreKey(name, fingerprint, hashes[passages], claim))
+        keys = [ScoreKey(name, fingerprint, premise_hash(context), claim)
+                for context, claim in zip(contexts, claims)]
         found = self.cache.get_many(list(dict.fromkeys(keys)))
         todo: dict[ScoreKey, int] = {}
         for i, key in enumerate(keys):

@@ -37,8 +37,7 @@ Responder = Callable[[list[BaseMessage]], str]
 
 
 class _FakeChatModel(NamedChatModel):
-    """A chat model answering through :meth:`_result`, after ``latency_s`` seconds (``asyncio.sleep`` on the async
-    path, so concurrent calls overlap as they would with a provider's API)."""
+    """A chat model answering through :meth:`_result` after ``latency_s`` seconds (async calls overlap)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
