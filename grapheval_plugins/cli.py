@@ -14,7 +14,7 @@ from rich.table import Column, Table
 from typer.core import TyperGroup
 
 from .exceptions import GraphEvalError
-from .jsonl import read_rows, refuse_same_files
+from .jsonl import JsonlStore, read_rows, refuse_same_files
 
 if TYPE_CHECKING:
     from .types import StageUsage
@@ -53,8 +53,6 @@ class _Pending:
 
     def __init__(self, input: Path, output: Path, id_field: str, limit: int | None, resume: bool, *,
                  delimiter: str | None = None, stop_on_error: bool = False, report_field: str = "hallucinated") -> None:
-        from .jsonl import JsonlStore
-
         if delimiter is not None:
             delimiter = "\t" if delimiter.lower() in ("tab", "\\t") else delimiter
             if len(delimiter) != 1:
@@ -63,25 +61,19 @@ class _Pending:
         def key(row: Any) -> str | None:  # a line of OUTPUT is this command's report (with ``report_field``)
             return None if row.get("id") is None or report_field not in row else str(row["id"])
 
-        with input.open("rb"):  # the input is readable before the output is looked at
-            pass
+        with input.open("rb") as fh:  # readable before the output is looked at; its lines for a progress bar
+            lines = None if input.suffix.lower() in (".csv", ".tsv") else sum(
+                chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
         self.store = JsonlStore(output, key=key, keep_rows=False, replace=not resume, redo=_failed)
         self.input, self.id_field, self.limit, self.delimiter = input, id_field, limit, delimiter
         self.stop_on_error, self.resume = stop_on_error, resume
         self.done = self.store.ids()
         self.skipped = len(self.done)
+        left = None if lines is None else max(lines - self.skipped, 0)  # about: JSONL lines not yet done
+        self.estimate = left if left is None or limit is None else min(left, max(limit - self.skipped, 0))
         self.unreadable = 0
         self.problems: list[str] = []
         self.stopped: str | None = None
-
-    def estimate(self) -> int | None:
-        """About how many rows are left (for a progress bar): JSONL lines not yet done; ``None`` for CSV."""
-        if self.input.suffix.lower() in (".csv", ".tsv"):
-            return None
-        with self.input.open("rb") as fh:
-            lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
-        left = max(lines - self.skipped, 0)
-        return left if self.limit is None else min(left, max(self.limit - self.skipped, 0))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         seen: set[str] = set()
@@ -125,7 +117,7 @@ def _process_in_batches(
     from .types import StageUsage, total_usage
 
     usage, pending = StageUsage(), iter(rows)
-    with rows.store as out, progress_bar(rows.estimate(), desc, leave=True) as bar:
+    with rows.store as out, progress_bar(rows.estimate, desc, leave=True) as bar:
         while batch := list(itertools.islice(pending, max(batch_rows, 1))):
             for row, result in zip(batch, process(batch)):
                 data = result.model_dump(mode="json")
@@ -244,7 +236,6 @@ def evaluate(
     counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0}
     if engine_name == "ray":
         from .integrations.ray import RayEvalSummary, evaluate_to_file
-        from .jsonl import JsonlStore
 
         rows = list(pending)  # the Ray pipeline takes the rows at once
         summary = RayEvalSummary(path=output)

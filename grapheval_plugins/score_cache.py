@@ -1,9 +1,5 @@
 """Caches of claim scores (:class:`CachedScorer` in front of any scorer; ``GraphEval(score_cache=...)``), so
-re-deciding or re-rendering a run only scores what changed.
-
-A key is the scorer's name and :meth:`~grapheval_plugins.check.Scorer.fingerprint` (its prompt, calibration,
-revision, window, weights file …), the :func:`premise_hash` and the claim text; the value the whole
-:class:`~grapheval_plugins.check.ClaimScore`. A claim the scorer could not judge (``error`` set) is never stored.
+re-deciding or re-rendering a run only scores what changed (the key: docs/benchmarks.md, "The claim-score cache").
 
 >>> from grapheval_plugins.testing import KeywordScorer
 >>> scorer = CachedScorer(KeywordScorer(), MemoryScoreCache())

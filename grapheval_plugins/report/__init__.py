@@ -59,15 +59,9 @@ JSON_MARKER = "GraphEval report JSON:"
 
 
 def report_html(report: Any, *, context: str | None = None, document: bool = True) -> str:
-    """The HTML of one :class:`~grapheval_plugins.types.Report` or
-    :class:`~grapheval_plugins.correct.CorrectionReport`.
-
-    Args:
-        context: the grounding context, shown with the deciding passages marked (reports do not store it;
-            without it the deciding passages are shown on their own).
-        document: a whole page (default), or a fragment with its own scoped style (what ``_repr_html_`` gives
-            a notebook).
-    """
+    """The HTML page (``document=False``: a fragment with its own style, a notebook's) of one
+    :class:`~grapheval_plugins.types.Report` or :class:`~grapheval_plugins.correct.CorrectionReport`, with
+    ``context`` (reports do not store it) shown and its deciding passages marked."""
     from ..correct.types import CorrectionReport
 
     if isinstance(report, CorrectionReport):
@@ -78,13 +72,8 @@ def report_html(report: Any, *, context: str | None = None, document: bool = Tru
 
 
 def report_from_json(data: str | bytes | Mapping[str, Any]) -> Any:
-    """A :class:`Report` or :class:`CorrectionReport` from what an adapter carries: the report's JSON (text or
-    dict), DeepEval's ``metric.verbose_logs`` (the line after :data:`JSON_MARKER`), or a Ragas trace output
-    (``{"report": {...}}``).
-
-    Raises:
-        ValueError: no report could be found in ``data``.
-    """
+    """A :class:`Report` or :class:`CorrectionReport` from what an adapter carries (docs/report.md): its JSON (text
+    or dict), DeepEval's ``verbose_logs`` or a Ragas trace output; ``ValueError`` when it holds no report."""
     from ..correct.types import CorrectionReport
 
     if isinstance(data, bytes):
