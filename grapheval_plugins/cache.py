@@ -124,6 +124,7 @@ class MemoryKGCache:
     """A bounded in-process LRU cache."""
 
     def __init__(self, max_entries: int = 10_000) -> None:
+        self.max_entries = max_entries
         self._data: LRU[CachedKG] = LRU(max_entries)
 
     def get(self, llm_id: str, prompt_version: str, text: str) -> CachedKG | None:
