@@ -55,8 +55,7 @@ def _report_html(result: _Any, **options: _Any) -> str:
     return report_html(result, **options)
 
 
-# Report.to_html() and Jupyter's _repr_html_ draw with the report package, wired here so that the result types
-# import nothing from the layers above them.
+# Report.to_html() draws with the report package, wired here: the result types import nothing above them.
 _set_html_renderer(_report_html)
 
 # Optional parts: name -> module (imported on first attribute access).

@@ -171,8 +171,7 @@ def fitted_weights(scorer: str | None, prompt: str | None, fidelity: Fidelity = 
 
 
 class _ByScorer(dict[str, HybridWeights]):
-    """Deprecated: :data:`FITTED_WEIGHTS` for one fidelity setting, by scorer; setting an entry replaces that
-    scorer's entries there, for any prompt."""
+    """Deprecated: :data:`FITTED_WEIGHTS` of one fidelity by scorer (setting one replaces that scorer's)."""
 
     def __init__(self, fidelity: Fidelity) -> None:
         super().__init__()

@@ -75,8 +75,7 @@ class SQLiteStore:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        """One connection for one operation, committed (or rolled back) and closed (``with sqlite3.connect(...)``
-        alone leaves it open until garbage-collected: a file handle per call)."""
+        """One connection for one operation, committed (or rolled back) and closed (not left to the collector)."""
         with closing(sqlite3.connect(self.path, timeout=30)) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
             with conn:  # the transaction: commit on success, roll back on an exception

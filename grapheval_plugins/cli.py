@@ -11,19 +11,35 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 import typer
 from rich.console import Console
 from rich.table import Column, Table
+from typer.core import TyperGroup
 
-from .jsonl import read_rows
+from .exceptions import GraphEvalError
+from .jsonl import JsonlStore, read_rows, refuse_same_files
 
 if TYPE_CHECKING:
     from .types import StageUsage
 
+console = Console(stderr=True)
+
+
+class _Commands(TyperGroup):
+    """Every command: an error of the package is printed and exits with code 2."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GraphEvalError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(code=2) from exc
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="grapheval",
     help="GraphEval: knowledge-graph based hallucination detection and correction for LLM outputs.",
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console(stderr=True)
 
 
 def _failed(row: Any) -> bool:
@@ -32,65 +48,32 @@ def _failed(row: Any) -> bool:
     return row.get("ok") is False and not any(isinstance(e, dict) and e.get("stage") == "input" for e in errors)
 
 
-def _refuse_same_files(reads: dict[str, Path | None], writes: dict[str, Path | None]) -> None:
-    """Stop (exit code 2) before anything is opened when a file to write is a file to read or another output."""
-    from .jsonl import SameFileError, refuse_same_files
-
-    try:
-        refuse_same_files(reads, writes)
-    except SameFileError as exc:
-        raise _fail(exc) from exc
-
-
-def _delimiter(value: str | None) -> str | None:
-    if value is None:
-        return None
-    value = "\t" if value.lower() in ("tab", "\\t") else value
-    if len(value) != 1:
-        raise typer.BadParameter(f"the CSV delimiter must be one character or 'tab', got {value!r}")
-    return value
-
-
 class _Pending:
     """The rows of INPUT still to process, streamed; unreadable records go to ``problems`` (docs/cli.md)."""
 
     def __init__(self, input: Path, output: Path, id_field: str, limit: int | None, resume: bool, *,
                  delimiter: str | None = None, stop_on_error: bool = False, report_field: str = "hallucinated") -> None:
-        from .jsonl import JsonlStore, NotAStoreError
+        if delimiter is not None:
+            delimiter = "\t" if delimiter.lower() in ("tab", "\\t") else delimiter
+            if len(delimiter) != 1:
+                raise typer.BadParameter(f"the CSV delimiter must be one character or 'tab', got {delimiter!r}")
 
         def key(row: Any) -> str | None:  # a line of OUTPUT is this command's report (with ``report_field``)
             return None if row.get("id") is None or report_field not in row else str(row["id"])
 
-        with input.open("rb"):  # the input is readable before the output is looked at
-            pass
-        try:
-            self.store = JsonlStore(output, key=key, keep_rows=False, replace=not resume, redo=_failed)
-        except NotAStoreError as exc:
-            raise _fail(exc) from exc
+        with input.open("rb") as fh:  # readable before the output is looked at; its lines for a progress bar
+            lines = None if input.suffix.lower() in (".csv", ".tsv") else sum(
+                chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+        self.store = JsonlStore(output, key=key, keep_rows=False, replace=not resume, redo=_failed)
         self.input, self.id_field, self.limit, self.delimiter = input, id_field, limit, delimiter
         self.stop_on_error, self.resume = stop_on_error, resume
         self.done = self.store.ids()
         self.skipped = len(self.done)
+        left = None if lines is None else max(lines - self.skipped, 0)  # about: JSONL lines not yet done
+        self.estimate = left if left is None or limit is None else min(left, max(limit - self.skipped, 0))
         self.unreadable = 0
         self.problems: list[str] = []
         self.stopped: str | None = None
-
-    def estimate(self) -> int | None:
-        """About how many rows are left (for a progress bar): JSONL lines not yet done; ``None`` for CSV."""
-        if self.input.suffix.lower() in (".csv", ".tsv"):
-            return None
-        with self.input.open("rb") as fh:
-            lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
-        left = max(lines - self.skipped, 0)
-        return left if self.limit is None else min(left, max(self.limit - self.skipped, 0))
-
-    def check_stopped(self) -> None:
-        """After the rows before it are written: exit with code 1 if ``stop_on_error`` stopped the run."""
-        if self.stopped is not None:
-            done = ("the old output is kept (--no-resume: replaced only by a complete run)" if not self.resume
-                    else "the rows before it are written, a re-run resumes after them")
-            console.print(f"[red]error:[/red] {self.input}: {self.stopped}; stopped (--stop-on-error): {done}")
-            raise typer.Exit(code=1)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         seen: set[str] = set()
@@ -131,17 +114,12 @@ def _process_in_batches(
 ) -> StageUsage:
     """Process batches of rows, append each result to OUTPUT and count it; the chat-model usage of the results."""
     from ._progress import progress_bar
-    from .exceptions import GraphEvalError
     from .types import StageUsage, total_usage
 
     usage, pending = StageUsage(), iter(rows)
-    with rows.store as out, progress_bar(rows.estimate(), desc, leave=True) as bar:
+    with rows.store as out, progress_bar(rows.estimate, desc, leave=True) as bar:
         while batch := list(itertools.islice(pending, max(batch_rows, 1))):
-            try:
-                results = process(batch)
-            except GraphEvalError as exc:
-                raise _fail(exc) from exc
-            for row, result in zip(batch, results):
+            for row, result in zip(batch, process(batch)):
                 data = result.model_dump(mode="json")
                 data["id"] = row[rows.id_field]
                 out.append(data)
@@ -178,12 +156,6 @@ _Threshold = Annotated[float, typer.Option(
          "flagged (--threshold: the same, older name).")]
 
 
-def _fail(exc: Exception) -> typer.Exit:
-    """Print the error; the exit (code 2) to raise."""
-    console.print(f"[red]error:[/red] {exc}")
-    return typer.Exit(code=2)
-
-
 def _finish(
     title: str, counts: dict[str, Any], rows: _Pending, written: str, usage: StageUsage,
     prices: tuple[float, float] | None, report: Path | None, **fields: Any,
@@ -206,7 +178,11 @@ def _finish(
     for problem in rows.problems:
         console.print(f"[yellow]{problem}[/yellow]")
     console.print(f"{written} written to {rows.store.path}")
-    rows.check_stopped()
+    if rows.stopped is not None:  # by --stop-on-error, after the rows before it are written
+        done = ("the old output is kept (--no-resume: replaced only by a complete run)" if not rows.resume
+                else "the rows before it are written, a re-run resumes after them")
+        console.print(f"[red]error:[/red] {rows.input}: {rows.stopped}; stopped (--stop-on-error): {done}")
+        raise typer.Exit(code=1)
     if report is not None:
         _write_html_report([rows.store.path], report, inputs=rows.input, id_field=rows.id_field, **fields)
 
@@ -248,37 +224,31 @@ def evaluate(
     from .exceptions import InputError
     from .pipeline import GraphEval
 
-    _refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
+    refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
     try:
         decision_rule = get_rule(_renamed_option(rule, method, "--rule", "hybrid"), "--rule")
     except InputError as exc:
         raise typer.BadParameter(str(exc)) from None
     engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold, mode=mode,
                        cache=cache or True, rule=decision_rule)
-    pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
+    pending = _Pending(input, output, id_field, limit, resume, delimiter=delimiter,
                        stop_on_error=stop_on_error)
     counts = {"rows": 0, "flagged": 0, "faithful": 0, "errors": 0}
     if engine_name == "ray":
-        from .exceptions import GraphEvalError
-        from .jsonl import JsonlStore
+        from .integrations.ray import RayEvalSummary, evaluate_to_file
 
         rows = list(pending)  # the Ray pipeline takes the rows at once
-        try:
-            from .integrations.ray import RayEvalSummary, evaluate_to_file
-
-            summary = RayEvalSummary(path=output)
-            if rows:
-                summary = evaluate_to_file(
-                    rows, output, append=resume, address=address, show_progress=True, llm=llm, scorer=scorer,
-                    hallucination_threshold=threshold, mode=mode, rule=decision_rule, cache=cache,
-                    context_key=context_field, output_key=output_field, id_key=id_field, extract_actors=extract_actors,
-                    check_actors=check_actors, requests_per_minute=requests_per_minute,
-                    tokens_per_minute=tokens_per_minute,
-                )
-            elif not resume:  # --no-resume and nothing to do: the output is the empty run
-                JsonlStore(output, replace=True, keep_rows=False).close()
-        except GraphEvalError as exc:
-            raise _fail(exc) from exc
+        summary = RayEvalSummary(path=output)
+        if rows:
+            summary = evaluate_to_file(
+                rows, output, append=resume, address=address, show_progress=True, llm=llm, scorer=scorer,
+                hallucination_threshold=threshold, mode=mode, rule=decision_rule, cache=cache,
+                context_key=context_field, output_key=output_field, id_key=id_field, extract_actors=extract_actors,
+                check_actors=check_actors, requests_per_minute=requests_per_minute,
+                tokens_per_minute=tokens_per_minute,
+            )
+        elif not resume:  # --no-resume and nothing to do: the output is the empty run
+            JsonlStore(output, replace=True, keep_rows=False).close()
         counts.update(rows=summary.rows, flagged=summary.flagged, faithful=summary.faithful, errors=summary.errors)
         pending.problems.extend(summary.problems)
         usage, title = summary.usage, f"GraphEval on Ray ({mode})"
@@ -332,10 +302,9 @@ def correct(
     """Detect and correct hallucinations in every row of INPUT; write a correction report per row to OUTPUT."""
     from .correct import GraphCorrect
     from .correct.corrector import strategy_argument
-    from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
-    _refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
+    refuse_same_files({"INPUT": input}, {"--output": output, "--report": report, "--cache": cache})
     strategy = _renamed_option(strategy, method, "--strategy", "constrained")
     if strategy == "graph":
         console.print("[yellow]--strategy graph is deprecated: the paper's procedure is --strategy paper[/yellow]")
@@ -348,7 +317,7 @@ def correct(
         )
     except GraphEvalError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    pending = _Pending(input, output, id_field, limit, resume, delimiter=_delimiter(delimiter),
+    pending = _Pending(input, output, id_field, limit, resume, delimiter=delimiter,
                        stop_on_error=stop_on_error, report_field="status")
     counts: dict[str, Any] = {"rows": 0, "flagged": 0, "pass after correction": 0, "changed": 0, "errors": 0}
     rouge: dict[str, list[float]] = {"rouge1": [], "rouge2": [], "rougeL": []}
@@ -381,13 +350,9 @@ def correct(
 
 
 def _write_html_report(results: list[Path], out: Path, **kwargs: Any) -> None:
-    from .exceptions import MissingDependencyError
     from .report import CorrectionRunView, write_run_report
 
-    try:
-        run = write_run_report(results, out, **kwargs)
-    except MissingDependencyError as exc:
-        raise _fail(exc) from exc
+    run = write_run_report(results, out, **kwargs)
     if isinstance(run, CorrectionRunView):
         console.print(f"HTML report of {run.total} correction(s) ({run.flagged} flagged, {run.changed} changed, "
                       f"{run.passed} pass the re-check, {run.errors + run.unreadable} with a problem) written to {out}")
@@ -410,7 +375,7 @@ def report_command(
     id_field: Annotated[str, typer.Option(help="Field of INPUTS holding the row id (default: the line number).")] = "id",
 ) -> None:
     """Write the HTML report of a finished (or interrupted) run from its per-row JSONL: no model is loaded."""
-    _refuse_same_files({**{f"RESULTS[{i}]": p for i, p in enumerate(results)}, "--inputs": inputs},
+    refuse_same_files({**{f"RESULTS[{i}]": p for i, p in enumerate(results)}, "--inputs": inputs},
                        {"--output": output})
     _write_html_report(results, output, inputs=inputs, limit=limit, title=title, inline_rows=inline_rows,
                        id_field=id_field, context_field=context_field, output_field=output_field)
@@ -428,7 +393,6 @@ def demo(
     import time
     from importlib.resources import files
 
-    from .exceptions import GraphEvalError
     from .pipeline import GraphEval
 
     source = examples if examples is not None else files("grapheval_plugins").joinpath("data").joinpath("demo.jsonl")
@@ -436,21 +400,18 @@ def demo(
     if fast:
         llm = llm or "local:qwen2.5-coder-0.5b"  # and, without --scorer, its judge (models.scorer_for)
     engine = GraphEval(llm=llm, scorer=scorer, hallucination_threshold=threshold)
-    try:
-        for stage, get in (("extraction model", lambda: engine.llm), ("scorer", lambda: engine.scorer)):
-            started = time.perf_counter()
-            model = get()
-            label = getattr(model, "model_label", None) or getattr(model, "name", None) or type(model).__name__
-            console.print(f"[bold]Loading the {stage}[/bold] {label} …")
-            load = getattr(model, "load", None)
-            if callable(load):  # local models: weights assembled on first use (a progress bar shows), then loaded
-                load()
-            console.print(f"  ready in {time.perf_counter() - started:.1f} s")
-        console.print(f"[bold]Checking {len(rows)} examples[/bold] with {engine.describe()} …", soft_wrap=True)
+    for stage, get in (("extraction model", lambda: engine.llm), ("scorer", lambda: engine.scorer)):
         started = time.perf_counter()
-        reports = engine.evaluate_many(rows, show_progress=True)
-    except GraphEvalError as exc:
-        raise _fail(exc) from exc
+        model = get()
+        label = getattr(model, "model_label", None) or getattr(model, "name", None) or type(model).__name__
+        console.print(f"[bold]Loading the {stage}[/bold] {label} …")
+        load = getattr(model, "load", None)
+        if callable(load):  # local models: weights assembled on first use (a progress bar shows), then loaded
+            load()
+        console.print(f"  ready in {time.perf_counter() - started:.1f} s")
+    console.print(f"[bold]Checking {len(rows)} examples[/bold] with {engine.describe()} …", soft_wrap=True)
+    started = time.perf_counter()
+    reports = engine.evaluate_many(rows, show_progress=True)
     elapsed = time.perf_counter() - started
     table = Table(title=f"GraphEval demo — {engine.describe()}", show_lines=True)
     for column in ("example", "expected", "verdict", "score", "unsupported triples (P(unsupported))"):

@@ -49,8 +49,7 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def refuse_same_files(reads: Mapping[str, Path | None], writes: Mapping[str, Path | None]) -> None:
-    """Raise :class:`SameFileError` when a file to write is a file to read or another file to write (compared with
-    ``os.path.samefile``, links too, else by resolved path). Call it before anything is opened for writing.
+    """Raise :class:`SameFileError` when a file to write is a file to read or another one to write (docs/cli.md).
 
     >>> from pathlib import Path
     >>> refuse_same_files({"INPUT": Path("rows.jsonl")}, {"--output": Path("./rows.jsonl")})

@@ -97,13 +97,6 @@ class TokenBucket:
             self._level = min(self.capacity, self._level - amount)
 
 
-def _usage_tokens(answer: Any) -> int | None:
-    usage = getattr(answer, "usage_metadata", None)
-    if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
-        return int(usage["total_tokens"])
-    return None
-
-
 class RateLimitedChatModel(NamedChatModel):
     """A LangChain chat model, named as the one it wraps, that keeps it under per-instance requests-per-minute and
     tokens-per-minute budgets (``None``: unbounded); ``burst_seconds`` of budget may be spent at once. For requests
@@ -151,9 +144,9 @@ class RateLimitedChatModel(NamedChatModel):
             await self._tokens.acquire(estimate)
         answer = await self.llm.ainvoke(messages, stop=stop, **kwargs)
         if self._tokens is not None:
-            used = _usage_tokens(answer)
-            if used is not None:
-                self._tokens.charge(used - estimate)
+            used = getattr(answer, "usage_metadata", None) or {}
+            if isinstance(used.get("total_tokens"), int):
+                self._tokens.charge(used["total_tokens"] - estimate)
         return ChatResult(generations=[ChatGeneration(message=answer)])
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,

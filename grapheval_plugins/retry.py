@@ -48,14 +48,6 @@ class Reprompt(Exception):
     """Raised inside an attempt to ask again at once (no backoff): the model answered, but unusably."""
 
 
-def _status_code(exc: BaseException) -> int | None:
-    response = getattr(exc, "response", None)
-    # botocore's ClientError: the parsed response, its status in ResponseMetadata
-    meta = (response.get("ResponseMetadata") or {}) if isinstance(response, dict) else {}
-    codes = (getattr(exc, "status_code", None), getattr(response, "status_code", None), meta.get("HTTPStatusCode"))
-    return next((code for code in codes if isinstance(code, int)), None)
-
-
 def retry_after(exc: BaseException) -> float | None:
     """The seconds a provider's ``Retry-After`` header asked to wait, on an SDK error's ``response.headers`` or in
     botocore's ``ResponseMetadata["HTTPHeaders"]``; ``None`` when there is none (or not in seconds)."""
@@ -83,7 +75,10 @@ def is_retryable(exc: BaseException) -> bool:
         return True
     if isinstance(exc, NON_RETRYABLE) or not isinstance(exc, Exception):
         return False
-    code = _status_code(exc)
+    response = getattr(exc, "response", None)
+    meta = (response.get("ResponseMetadata") or {}) if isinstance(response, dict) else {}  # botocore's ClientError
+    codes = (getattr(exc, "status_code", None), getattr(response, "status_code", None), meta.get("HTTPStatusCode"))
+    code = next((c for c in codes if isinstance(c, int)), None)
     return not (code is not None and 400 <= code < 500 and code not in _RETRYABLE_STATUS)
 
 

@@ -1,9 +1,5 @@
 """Caches of claim scores (:class:`CachedScorer` in front of any scorer; ``GraphEval(score_cache=...)``), so
-re-deciding or re-rendering a run only scores what changed.
-
-A key is the scorer's name and :meth:`~grapheval_plugins.check.Scorer.fingerprint` (its prompt, calibration,
-revision, window, weights file …), the :func:`premise_hash` and the claim text; the value the whole
-:class:`~grapheval_plugins.check.ClaimScore`. A claim the scorer could not judge (``error`` set) is never stored.
+re-deciding or re-rendering a run only scores what changed (the key: docs/benchmarks.md, "The claim-score cache").
 
 >>> from grapheval_plugins.testing import KeywordScorer
 >>> scorer = CachedScorer(KeywordScorer(), MemoryScoreCache())
@@ -182,13 +178,8 @@ class CachedScorer(Scorer):
         if len(contexts) != len(claims):
             raise ValueError("contexts and claims must have the same length")
         name, fingerprint = self.inner.name, self.inner.fingerprint()
-        hashes: dict[tuple[str, ...], str] = {}
-        keys = []
-        for context, claim in zip(contexts, claims):
-            passages = (context,) if isinstance(context, str) else tuple(context)
-            if passages not in hashes:
-                hashes[passages] = premise_hash(passages)
-            keys.append(ScoreKey(name, fingerprint, hashes[passages], claim))
+        keys = [ScoreKey(name, fingerprint, premise_hash(context), claim)
+                for context, claim in zip(contexts, claims)]
         found = self.cache.get_many(list(dict.fromkeys(keys)))
         todo: dict[ScoreKey, int] = {}
         for i, key in enumerate(keys):

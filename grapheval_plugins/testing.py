@@ -37,8 +37,7 @@ Responder = Callable[[list[BaseMessage]], str]
 
 
 class _FakeChatModel(NamedChatModel):
-    """A chat model answering through :meth:`_result`, after ``latency_s`` seconds (``asyncio.sleep`` on the async
-    path, so concurrent calls overlap as they would with a provider's API)."""
+    """A chat model answering through :meth:`_result` after ``latency_s`` seconds (async calls overlap)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -71,13 +70,8 @@ def _chat_result(text: str, **metadata: Any) -> ChatResult:
 
 
 class ScriptedChatModel(_FakeChatModel):
-    """A LangChain chat model that answers from a script and records every call (``calls``: each call's messages).
-
-    Args:
-        responses: answers returned in turn (the last one repeats); an ``Exception`` in the list is raised.
-        respond: alternatively, a function of the messages that returns the answer (or raises).
-        latency_s: seconds each call takes.
-    """
+    """A LangChain chat model that answers ``responses`` in turn (the last repeats, an ``Exception`` is raised), or
+    what ``respond(messages)`` returns, after ``latency_s`` seconds; ``calls`` holds each call's messages."""
 
     kind = "scripted-chat-model"
     responses: list[Any] = Field(default_factory=list)

@@ -42,8 +42,7 @@ _html_renderer: list[HTMLRenderer] = []
 
 
 def set_html_renderer(renderer: HTMLRenderer) -> None:
-    """Set what ``to_html()`` and ``_repr_html_()`` draw with (the package sets
-    :func:`grapheval_plugins.report.report_html` on import)."""
+    """Set what ``to_html()`` and ``_repr_html_()`` draw with (docs/architecture.md)."""
     _html_renderer[:] = [renderer]
 
 

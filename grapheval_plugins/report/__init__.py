@@ -59,15 +59,9 @@ JSON_MARKER = "GraphEval report JSON:"
 
 
 def report_html(report: Any, *, context: str | None = None, document: bool = True) -> str:
-    """The HTML of one :class:`~grapheval_plugins.types.Report` or
-    :class:`~grapheval_plugins.correct.CorrectionReport`.
-
-    Args:
-        context: the grounding context, shown with the deciding passages marked (reports do not store it;
-            without it the deciding passages are shown on their own).
-        document: a whole page (default), or a fragment with its own scoped style (what ``_repr_html_`` gives
-            a notebook).
-    """
+    """The HTML page (``document=False``: a fragment with its own style, a notebook's) of one
+    :class:`~grapheval_plugins.types.Report` or :class:`~grapheval_plugins.correct.CorrectionReport`, with
+    ``context`` (reports do not store it) shown and its deciding passages marked."""
     from ..correct.types import CorrectionReport
 
     if isinstance(report, CorrectionReport):
@@ -78,13 +72,8 @@ def report_html(report: Any, *, context: str | None = None, document: bool = Tru
 
 
 def report_from_json(data: str | bytes | Mapping[str, Any]) -> Any:
-    """A :class:`Report` or :class:`CorrectionReport` from what an adapter carries: the report's JSON (text or
-    dict), DeepEval's ``metric.verbose_logs`` (the line after :data:`JSON_MARKER`), or a Ragas trace output
-    (``{"report": {...}}``).
-
-    Raises:
-        ValueError: no report could be found in ``data``.
-    """
+    """A :class:`Report` or :class:`CorrectionReport` from what an adapter carries (docs/report.md): its JSON (text
+    or dict), DeepEval's ``verbose_logs`` or a Ragas trace output; ``ValueError`` when it holds no report."""
     from ..correct.types import CorrectionReport
 
     if isinstance(data, bytes):
@@ -150,8 +139,7 @@ def run_html(
 ) -> str:
     """The page of a run from reports (or rows from :func:`load_rows`); ``contexts``: a list aligned with ``items``,
     or a mapping from row id."""
-    items = list(items)
-    return _run_page(items, _contexts(items, contexts), False, title, (), None, inline_rows)[1]
+    return _run_page(list(items), contexts, False, title, (), None, inline_rows)[1]
 
 
 def correction_run_html(
@@ -162,24 +150,20 @@ def correction_run_html(
 ) -> str:
     """The page of a correction run from :class:`~grapheval_plugins.correct.CorrectionReport` objects (or rows
     from :func:`load_rows`); ``contexts`` as for :func:`run_html`."""
-    items = list(items)
-    return _run_page(items, _contexts(items, contexts), True, title, (), None, DEFAULT_INLINE_ROWS)[1]
-
-
-def _contexts(items: Sequence[Any], contexts: Sequence[str | None] | Mapping[str, str] | None) -> list[str | None]:
-    """Each item's context: by position, or by its ``id`` from a mapping."""
-    if isinstance(contexts, Mapping):
-        return [contexts.get(getattr(item, "id", None) or "") for item in items]
-    return list(contexts) if contexts is not None else [None] * len(items)
+    return _run_page(list(items), contexts, True, title, (), None, DEFAULT_INLINE_ROWS)[1]
 
 
 def _run_page(
-    items: Sequence[Any], contexts: Sequence[str | None], corrections: bool, title: str, notes: Sequence[str],
-    source: str | None, inline_rows: int,
+    items: Sequence[Any], given: Sequence[str | None] | Mapping[str, str] | None, corrections: bool, title: str,
+    notes: Sequence[str], source: str | None, inline_rows: int,
 ) -> tuple[RunView | CorrectionRunView, str]:
-    """The figures and the page of a run: of reports, or of corrections (where a line holding no correction report
-    is left out and said so)."""
+    """The figures and the page of a run of reports, or of corrections (a line of no correction report left out)."""
     from ..correct.types import CorrectionReport
+
+    if isinstance(given, Mapping):  # by id
+        contexts = [given.get(getattr(item, "id", None) or "") for item in items]
+    else:
+        contexts = list(given) if given is not None else [None] * len(items)
 
     if not corrections:
         run = run_view([_row_of(item, i, contexts[i - 1]) for i, item in enumerate(items, start=1)], title=title,
@@ -230,7 +214,7 @@ def write_run_report(
     readable = [r.report for r in rows if r.report is not None]
     corrections = bool(readable) and all(isinstance(r, CorrectionReport) for r in readable)
     title = title or ("GraphCorrect run" if corrections else "GraphEval run")
-    run, page = _run_page(rows, [None] * len(rows), corrections, title, notes, ", ".join(map(str, paths)), inline_rows)
+    run, page = _run_page(rows, None, corrections, title, notes, ", ".join(map(str, paths)), inline_rows)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(page, encoding="utf-8")
     return run

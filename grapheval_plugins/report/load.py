@@ -50,15 +50,6 @@ def load_inputs(
     return out
 
 
-def _validation_problems(exc: ValidationError) -> list[str]:
-    problems = []
-    for err in exc.errors()[:8]:
-        where = ".".join(str(p) for p in err.get("loc", ())) or "row"
-        kind = "missing field" if err.get("type") == "missing" else err.get("msg", "invalid")
-        problems.append(f"unreadable: {kind}: {where}" if kind == "missing field" else f"unreadable: {where}: {kind}")
-    return problems
-
-
 def load_rows(
     paths: str | Path | Iterable[str | Path],
     *,
@@ -92,7 +83,11 @@ def load_rows(
             try:
                 loaded.report = (CorrectionReport if correction else Report).model_validate(row)
             except ValidationError as exc:
-                loaded.problems = _validation_problems(exc)
+                for err in exc.errors()[:8]:
+                    where = ".".join(str(p) for p in err.get("loc", ())) or "row"
+                    kind = "missing field" if err.get("type") == "missing" else err.get("msg", "invalid")
+                    loaded.problems.append(f"unreadable: {kind}: {where}" if kind == "missing field"
+                                           else f"unreadable: {where}: {kind}")
                 output = row.get("original" if correction else "output")
                 loaded.output = output if isinstance(output, str) else given.get("output")
             if loaded.id is not None:

@@ -71,16 +71,16 @@ def _pack(data: Any) -> str:
 
 
 def _checked(html: str, what: str) -> str:
-    # Report text is escaped, so '<' never comes from data and our own markup has no script nor comment.
-    # Checked anyway, as this markup is put in the page by the script.
+    # Data is escaped and our markup has neither; checked anyway, as the script puts this markup in the page.
     if _UNSAFE_IN_BLOB.search(html):
         raise ValueError(f"{what} holds a script tag or a comment: refusing to pack it")
     return html
 
 
-def _packed_table(rows: Sequence[RowView]) -> str:
-    """Every row of the run table as ``[n, id, status, score, claims, unsupported, text, markup]``, packed."""
+def _packed(rows: Sequence[RowView]) -> tuple[list[str], str]:
+    """The row views, :data:`CHUNK_ROWS` a block, and the run table's rows, packed (base64 of gzip of JSON)."""
     macros = _env().get_template("macros.html.j2").make_module()
+    views = [_checked(str(macros.row_section(row, False, "h2")), f"row view {row.anchor}") for row in rows]
     records = []
     for n, row in enumerate(rows, start=1):
         html = _checked(str(macros.run_row(row, n)).strip(), f"table row {n}")
@@ -88,18 +88,7 @@ def _packed_table(rows: Sequence[RowView]) -> str:
         text = " ".join([row.id or "", worst.claim if worst else "", *row.problems, "fallback" if row.fallback else ""])
         records.append([n, row.id or "", row.status, -1 if row.score is None else row.score, len(row.claims),
                         len(row.unsupported), text.lower(), html])
-    return _pack(records)
-
-
-def _packed_views(rows: Sequence[RowView]) -> list[str]:
-    """The rows' views (escaped markup), as base64 of gzip of a JSON list, :data:`CHUNK_ROWS` views a block."""
-    macros = _env().get_template("macros.html.j2").make_module()
-    blocks = []
-    for start in range(0, len(rows), CHUNK_ROWS):
-        views = [_checked(str(macros.row_section(row, False, "h2")), f"row view {row.anchor}")
-                 for row in rows[start : start + CHUNK_ROWS]]
-        blocks.append(_pack(views))
-    return blocks
+    return [_pack(views[i : i + CHUNK_ROWS]) for i in range(0, len(views), CHUNK_ROWS)], _pack(records)
 
 
 def render_run_page(
@@ -109,8 +98,7 @@ def render_run_page(
     js = _static("report.js")
     digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
     lazy = len(run.rows) > inline_rows
-    blocks = _packed_views(run.rows) if lazy else []
-    table_block = _packed_table(run.rows) if lazy else ""
+    blocks, table_block = _packed(run.rows) if lazy else ([], "")
     return str(_env().get_template("run.html.j2").render(
         run=run, lazy=lazy, blocks=blocks, table_block=table_block, first_page=PAGE_ROWS, chunk_rows=CHUNK_ROWS,
         js=_markup(js), script_hash=f"sha256-{digest}", source=source))

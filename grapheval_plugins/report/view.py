@@ -318,8 +318,7 @@ def _graph(claims: Sequence[ClaimView]) -> GraphView | None:
 
 
 def _spread_labels(nodes: Sequence[Node], edges: Sequence[Edge], width: int, height: int) -> None:
-    """Keep every label inside the drawing, and move edge labels up or down until none overlaps another label, a
-    node or a node's label (greedy)."""
+    """Labels kept inside the drawing; edge labels moved up or down until they overlap nothing (greedy)."""
     char_w, line_h = 7.2, 15.0
     boxes: list[tuple[float, float, float, float]] = []
     for n in nodes:

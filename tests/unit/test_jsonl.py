@@ -167,6 +167,15 @@ def test_a_report_or_cache_path_equal_to_the_input_or_output_is_refused(tmp_path
     assert result.exit_code == 2 and rows.read_text(encoding="utf-8") == _ROWS
 
 
+def test_an_error_of_the_package_in_any_command_is_said_with_exit_code_2_not_a_traceback(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(_ROWS, encoding="utf-8")
+    result = CliRunner().invoke(app, ["evaluate", str(rows), "-o", str(tmp_path / "out.jsonl"), "--threshold", "1.5",
+                                      *_FAKES])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)
+    assert "error: hallucination_threshold: must be a number in [0, 1], got 1.5" in _said(result)
+
+
 def test_refuse_same_files_is_typed() -> None:
     with pytest.raises(jsonl.SameFileError) as info:
         jsonl.refuse_same_files({"INPUT": Path("a.jsonl")}, {"--output": Path("b.jsonl"), "--report": Path("b.jsonl")})
