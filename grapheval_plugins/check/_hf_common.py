@@ -107,8 +107,7 @@ class HFScorer(Scorer):
         self._device: Any = None
         self._premise_budget: int | None = None
         self._premise_budget_override: int | None = None
-        # A fast tokenizer may not be called from two threads at once (it re-sets its truncation state per call);
-        # token counting for chunking runs outside the model lock, so tokenizer calls take this one.
+        # A fast tokenizer may not run in two threads at once; token counting runs outside the model lock.
         self._tokenizer_lock = threading.RLock()
 
     def fingerprint(self) -> str:
@@ -153,21 +152,19 @@ class HFScorer(Scorer):
                 tokenizer = self._load_tokenizer()
                 if tokenizer.pad_token_id is None:
                     raise ModelLoadError(f"the tokenizer of {self.model_name!r} has no padding token")
-                self._premise_budget = self._compute_budget(tokenizer)
+                overhead = len(self._tokenize_many(tokenizer, [("", "")])[0]["input_ids"])
+                budget = self.max_length - overhead - self.hypothesis_tokens
+                if budget < 16:
+                    raise InputError(
+                        "max_length",
+                        f"{self.max_length} leaves {budget} tokens for the premise after the template "
+                        f"({overhead}) and the hypothesis room ({self.hypothesis_tokens}); raise max_length "
+                        "or lower hypothesis_tokens",
+                    )
+                self._premise_budget = budget
                 self._tokenizer = tokenizer
             loaded: PreTrainedTokenizerBase = self._tokenizer
             return loaded
-
-    def _compute_budget(self, tokenizer: PreTrainedTokenizerBase) -> int:
-        overhead = len(self._tokenize_many(tokenizer, [("", "")])[0]["input_ids"])
-        budget = self.max_length - overhead - self.hypothesis_tokens
-        if budget < 16:
-            raise InputError(
-                "max_length",
-                f"{self.max_length} leaves {budget} tokens for the premise after the template ({overhead}) and "
-                f"the hypothesis room ({self.hypothesis_tokens}); raise max_length or lower hypothesis_tokens",
-            )
-        return budget
 
     def load(self) -> HFScorer:
         """Load tokenizer and model now (otherwise on the first :meth:`predict_support`); :class:`ModelLoadError`
@@ -282,8 +279,7 @@ class HFScorer(Scorer):
         """P(supported), shape ``(batch,)``, for one padded batch already on the model's device."""
 
     def _run_batch(self, features: Sequence[Features]) -> list[float]:
-        """P(supported) of each feature row; a batch of more than one row that runs out of memory is retried in
-        halves, off a stack once the failed attempt's tensors and traceback are released (not inside an ``except``)."""
+        """P(supported) of each feature row; a batch that runs out of memory is retried in halves."""
         scores: list[float] = []
         pending: list[Sequence[Features]] = [features]
         while pending:

@@ -113,9 +113,7 @@ class Scorer(ABC):
     @property
     def lock(self) -> threading.RLock:
         """Serialises model access across threads (made on first use)."""
-        lock: threading.RLock | None = self.__dict__.get("_lock")
-        if lock is None:
-            lock = self.__dict__.setdefault("_lock", threading.RLock())
+        lock: threading.RLock = self.__dict__.setdefault("_lock", threading.RLock())
         return lock
 
     def count_tokens(self, text: str) -> int:

@@ -77,8 +77,7 @@ def _literal(text: str) -> Any:
 
 
 def _as_triple(item: Any) -> Triple | None:
-    """Three non-empty strings; a longer list of strings (small models write ``[s, r, o, "in 2021"]``) keeps
-    its extra items as part of the object."""
+    """Three non-empty strings; a longer list of strings keeps its extra items as part of the object."""
     if not isinstance(item, (list, tuple)) or len(item) < 3:
         return None
     if not all(isinstance(part, str) for part in item):
@@ -92,9 +91,7 @@ def _as_triple(item: Any) -> Triple | None:
 
 
 def _pair_as_triple(item: Any) -> Triple | None:
-    """A ``[subject, "predicate phrase"]`` pair (small models write these instead of triples) as the triple
-    ``[subject, first word, rest]``, so that the rendered claim is the pair's own words; a one-word predicate
-    becomes ``[subject, "is", word]``.
+    """A ``[subject, "predicate phrase"]`` pair as the triple ``[subject, first word, rest]``.
 
     >>> _pair_as_triple(["Jesper Blomqvist", "helped coach youngsters"]).as_list()
     ['Jesper Blomqvist', 'helped', 'coach youngsters']
@@ -116,8 +113,7 @@ def _flat_triples(value: list[Any]) -> list[Any]:
 
 
 def _collect(items: list[Any], result: ParseResult, pairs: bool) -> None:
-    # Pairs count only in an answer with no whole triple: a model that writes pairs writes them throughout, while a
-    # stray pair among triples is more often a fragment of one.
+    # Pairs count only in an answer with no whole triple: a stray pair among triples is a fragment of one.
     pairs = pairs and not any(_as_triple(item) is not None for item in items)
     seen = {tuple(p.casefold() for p in t.as_list()) for t in result.triples}
     dropped = 0

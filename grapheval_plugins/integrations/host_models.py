@@ -137,8 +137,7 @@ class JudgeAnswer(BaseModel):
 
 
 class _HostChatModel(BaseChatModel):
-    """A chat model over a host's ``complete`` / ``acomplete`` pair (each path falls back to the other); a
-    subclass says what the call takes (:meth:`_arguments`) and how its result reads (:meth:`_text_of`)."""
+    """A chat model over a host's ``complete`` / ``acomplete`` pair (each path falls back to the other)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 

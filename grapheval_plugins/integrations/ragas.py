@@ -51,8 +51,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_NAME = "grapheval_faithfulness"
 
-# Every column a Ragas SingleTurnSample has: GraphEvalMetric.ascore accepts them all (a sample's model_dump() can be
-# passed as is) and reads only response, retrieved_contexts and user_input.
+# Every column a Ragas SingleTurnSample has: ascore accepts them all (a sample's model_dump() passes as is).
 _SAMPLE_FIELDS = frozenset(SingleTurnSample.model_fields)
 
 
