@@ -735,10 +735,8 @@ class GraphEval:
             checks = [c for c in checks if c.triple is not None]
         decision = rule.decide(checks, threshold=self.hallucination_threshold, whole_output=whole_output,
                                weights=weights)
-        hallucinated: bool | None = decision.hallucinated
         # An unjudged claim (the whole output's too) leaves the row undecided unless the judged ones flag it.
-        if unjudged and not hallucinated:
-            hallucinated = None
+        hallucinated = None if unjudged and not decision.hallucinated else decision.hallucinated
         return self._new_report(
             sample,
             extraction,

@@ -9,7 +9,7 @@ import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, cast
 
 from .._progress import progress_bar
 from .._template import fill
@@ -131,13 +131,11 @@ class HFScorer(Scorer):
         """A tokenizer object as is, or ``AutoTokenizer.from_pretrained(source)`` with the ``hub`` settings."""
         transformers = _transformers()
         if isinstance(source, transformers.PreTrainedTokenizerBase):
-            given: PreTrainedTokenizerBase = source
-            return given
+            return cast("PreTrainedTokenizerBase", source)
         name = os.fspath(source)
         try:
-            loaded: PreTrainedTokenizerBase = transformers.AutoTokenizer.from_pretrained(
-                name, **{**self.tokenizer_kwargs, **hub.kwargs()})
-            return loaded
+            return cast("PreTrainedTokenizerBase", transformers.AutoTokenizer.from_pretrained(
+                name, **{**self.tokenizer_kwargs, **hub.kwargs()}))
         except GraphEvalError:
             raise
         except Exception as exc:  # noqa: BLE001 - hub / IO errors translated with their cause
@@ -163,8 +161,7 @@ class HFScorer(Scorer):
                     )
                 self._premise_budget = budget
                 self._tokenizer = tokenizer
-            loaded: PreTrainedTokenizerBase = self._tokenizer
-            return loaded
+            return cast("PreTrainedTokenizerBase", self._tokenizer)
 
     def load(self) -> HFScorer:
         """Load tokenizer and model now (otherwise on the first :meth:`predict_support`); :class:`ModelLoadError`
@@ -193,9 +190,7 @@ class HFScorer(Scorer):
     @property
     def model(self) -> torch.nn.Module:
         """The loaded torch model (loads it on first access)."""
-        self.load()
-        model: torch.nn.Module = self._model
-        return model
+        return cast("torch.nn.Module", self.load()._model)
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -205,9 +200,7 @@ class HFScorer(Scorer):
     @property
     def device(self) -> torch.device:
         """The device the model runs on (loads the model on first access)."""
-        self.load()
-        device: torch.device = self._device
-        return device
+        return cast("torch.device", self.load()._device)
 
     # ----------------------------------------------------------------- token budget
     @property
@@ -244,16 +237,14 @@ class HFScorer(Scorer):
     def _encode(self, pairs: Sequence[tuple[str, str]]) -> list[Features]:
         """Token features of every pair, at most ``max_length`` tokens: a longer pair loses the end of its premise."""
         tokenizer = self._ensure_tokenizer()
-        truncated = 0
         with self._tokenizer_lock:
             features = self._tokenize_many(tokenizer, pairs)
-            for i, feature in enumerate(features):
-                if len(feature["input_ids"]) > self.max_length:
-                    features[i] = self._fit(tokenizer, pairs[i], feature)
-                    truncated += 1
-        if truncated:
+            long = [i for i, feature in enumerate(features) if len(feature["input_ids"]) > self.max_length]
+            for i in long:
+                features[i] = self._fit(tokenizer, pairs[i], features[i])
+        if long:
             logger.warning("%s: %d pair(s) exceeded max_length=%d tokens; their premise was cut",
-                           self.name, truncated, self.max_length)
+                           self.name, len(long), self.max_length)
         return features
 
     def _fit(self, tokenizer: PreTrainedTokenizerBase, pair: tuple[str, str], feature: Features) -> Features:

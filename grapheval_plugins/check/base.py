@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import inspect
 import math
@@ -78,12 +79,7 @@ def split_context(
 
 def _static_path(owner: Any, path: str) -> Any:
     """The value at dotted ``path`` of ``owner``, read without running a property; ``None`` if missing."""
-    value = owner
-    for part in path.split("."):
-        value = inspect.getattr_static(value, part, None)
-        if value is None:
-            return None
-    return value
+    return functools.reduce(lambda value, part: inspect.getattr_static(value, part, None), path.split("."), owner)
 
 
 def _plain(value: object) -> bool:

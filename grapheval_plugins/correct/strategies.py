@@ -420,12 +420,8 @@ class ConstrainedStrategy:
 
     async def _try_variants(self, editor: Editor, job: Round, variants: list[tuple[_V, str]]) -> list[tuple[float, _V]]:
         """Each variant's sentence scored against the context: ``(P(unsupported), variant)`` for those scored."""
-        tried: list[tuple[float, _V]] = []
-        for variant, text in variants:
-            p = await self._p_unsupported(editor, job, text)
-            if p is not None:
-                tried.append((p, variant))
-        return tried
+        scored = [(await self._p_unsupported(editor, job, text), variant) for variant, text in variants]
+        return [(p, variant) for p, variant in scored if p is not None]
 
     async def _fallback(self, editor: Editor, job: Round, after: list[Triple]) -> tuple[str, TripleChange]:
         """The Direct Prompt's rewrite held to :meth:`_problem`: its best supported changed place only."""
@@ -651,10 +647,7 @@ def _best_variant(tried: Sequence[tuple[float, _V]], before: float) -> tuple[_V 
 
 
 def _made_in(triples: list[Triple], edit: Edit) -> None:
-    for i, triple in enumerate(triples):
-        replaced = replace_value(triple, edit.old, edit.new)
-        if replaced is not None:
-            triples[i] = replaced
+    triples[:] = [replace_value(triple, edit.old, edit.new) or triple for triple in triples]
 
 
 def _like(value: str, written: str) -> str:
@@ -723,9 +716,7 @@ def _carry(old: Triple, applied: Sequence[Edit]) -> Triple | None:
 
 
 def _replace(triples: list[Triple], old: Triple, new: Triple) -> None:
-    for i, t in enumerate(triples):
-        if t == old:
-            triples[i] = new
+    triples[:] = [new if triple == old else triple for triple in triples]
 
 
 class DirectStrategy:

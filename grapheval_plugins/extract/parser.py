@@ -156,8 +156,7 @@ def parse_triples(text: str, *, pairs: bool = True) -> ParseResult:
         whole = body[start : end + 1] if end > start else ""
         value = _literal(whole) if whole else None
         if value is None and whole:
-            repaired = _TRAILING_COMMA.sub(r"\1", whole)
-            value = _literal(repaired)
+            value = _literal(_TRAILING_COMMA.sub(r"\1", whole))
             if value is not None:
                 result.issues.append("trailing comma repaired")
         if isinstance(value, (list, tuple)):
@@ -169,11 +168,8 @@ def parse_triples(text: str, *, pairs: bool = True) -> ParseResult:
                 return result
 
     # Fallback: read each inner ["a", "b", "c"] on its own (handles truncation, prose, missing outer brackets).
-    items = []
-    for match in _INNER.finditer(body):
-        value = _literal("[" + match.group(1) + "]")
-        if isinstance(value, list):
-            items.append(value)
+    found = (_literal(f"[{match.group(1)}]") for match in _INNER.finditer(body))
+    items = [value for value in found if isinstance(value, list)]
     if items:
         result.issues.append("list recovered item by item")
         _collect(items, result, pairs)

@@ -116,9 +116,8 @@ def _adapt(llm: Any) -> Any:
     label = f"ragas:{model}" if isinstance(model, str) else f"ragas:{type(llm).__name__}"
     if isinstance(llm, InstructorBaseRagasLLM):
         # Instructor's structured output fills the triples. A sync client has only generate() (agenerate raises).
-        if getattr(llm, "is_async", True):
-            return StructuredTriplesChatModel(complete=llm.generate, acomplete=llm.agenerate, label=label)
-        return StructuredTriplesChatModel(complete=llm.generate, label=label)
+        acomplete = llm.agenerate if getattr(llm, "is_async", True) else None
+        return StructuredTriplesChatModel(complete=llm.generate, acomplete=acomplete, label=label)
 
     async def agenerate(prompt: str) -> str:
         return _ragas_text(await llm.agenerate_text(StringPromptValue(text=prompt)))

@@ -420,11 +420,9 @@ def get_session(key: str, model_path: str | Path | Callable[[], Any], *, role: s
     threads = n_threads or None
     ident = (key, role, n_ctx, threads, seed)
     with _SESSIONS_LOCK:
-        session = _SESSIONS.get(ident)
-        if session is None:
-            session = LlamaSession(model_path, n_ctx=n_ctx, n_threads=threads, seed=seed)
-            _SESSIONS[ident] = session
-        return session
+        if ident not in _SESSIONS:
+            _SESSIONS[ident] = LlamaSession(model_path, n_ctx=n_ctx, n_threads=threads, seed=seed)
+        return _SESSIONS[ident]
 
 
 def clear_sessions() -> None:
