@@ -50,18 +50,13 @@ class ParseResult:
 
 
 def _candidate_body(text: str) -> tuple[str, list[str]]:
-    issues: list[str] = []
     blocks = [b for b in _TAG_BLOCK.findall(text) if "[" in b]
     if blocks:
-        if "</python>" not in text.lower():
-            issues.append("missing closing </python> tag")
-        return "\n".join(blocks), issues
-    issues.append("no <python> tags")
+        return "\n".join(blocks), [] if "</python>" in text.lower() else ["missing closing </python> tag"]
     fences = [b for b in _FENCE.findall(text) if "[" in b]
     if fences:
-        issues.append("code fence used")
-        return "\n".join(fences), issues
-    return text, issues
+        return "\n".join(fences), ["no <python> tags", "code fence used"]
+    return text, ["no <python> tags"]
 
 
 def _literal(text: str) -> Any:
@@ -78,9 +73,7 @@ def _literal(text: str) -> Any:
 
 def _as_triple(item: Any) -> Triple | None:
     """Three non-empty strings; a longer list of strings keeps its extra items as part of the object."""
-    if not isinstance(item, (list, tuple)) or len(item) < 3:
-        return None
-    if not all(isinstance(part, str) for part in item):
+    if not isinstance(item, (list, tuple)) or len(item) < 3 or not all(isinstance(part, str) for part in item):
         return None
     parts = [" ".join(part.split()) for part in item]
     if not all(parts[:3]):
