@@ -164,8 +164,7 @@ class HFScorer(Scorer):
             return cast("PreTrainedTokenizerBase", self._tokenizer)
 
     def load(self) -> HFScorer:
-        """Load tokenizer and model now (otherwise on the first :meth:`predict_support`); :class:`ModelLoadError`
-        when they cannot be found, downloaded or loaded."""
+        """Load tokenizer and model now (else on first use); :class:`ModelLoadError` if they cannot load."""
         if self._model is not None:
             return self
         with self.lock:

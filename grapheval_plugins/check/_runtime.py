@@ -55,8 +55,7 @@ def select_device(device: DeviceLike = None) -> torch.device:
 
 
 def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = True) -> torch.dtype:
-    """The weights' precision: the one given, else half precision on a GPU (``allow_fp16=False``, for T5: bfloat16
-    or float32), float32 on cpu.
+    """The weights' precision: the one given, else bfloat16 or (``allow_fp16``) float16 on a GPU, or float32.
 
     >>> import torch
     >>> resolve_dtype(None, torch.device("cpu"))

@@ -85,8 +85,7 @@ def _others_running(proc: Path = Path("/proc")) -> int:
 
 def free_cores(limit: int | None = None) -> int:
     """The cores other processes leave free now (of ``limit``, default :func:`allowed_cpus`), at least one."""
-    cores = limit or allowed_cpus()
-    return max(1, cores - _others_running())
+    return max(1, (limit or allowed_cpus()) - _others_running())
 
 
 # ---------------------------------------------------------------------- llama-cpp-python
