@@ -79,7 +79,7 @@ def split_context(
 
 def _static_path(owner: Any, path: str) -> Any:
     """The value at dotted ``path`` of ``owner``, read without running a property; ``None`` if missing."""
-    return functools.reduce(lambda value, part: inspect.getattr_static(value, part, None), path.split("."), owner)
+    return functools.reduce(lambda obj, name: inspect.getattr_static(obj, name, None), path.split("."), owner)
 
 
 def _plain(value: object) -> bool:

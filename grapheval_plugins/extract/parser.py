@@ -73,7 +73,7 @@ def _literal(text: str) -> Any:
 
 def _as_triple(item: Any) -> Triple | None:
     """Three non-empty strings; a longer list of strings keeps its extra items as part of the object."""
-    if not isinstance(item, (list, tuple)) or len(item) < 3 or not all(isinstance(part, str) for part in item):
+    if not isinstance(item, (list, tuple)) or len(item) < 3 or not all(isinstance(p, str) for p in item):
         return None
     parts = [" ".join(part.split()) for part in item]
     if not all(parts[:3]):
