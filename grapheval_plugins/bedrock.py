@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ._imports import require
 from .exceptions import InputError, ModelLoadError
@@ -182,14 +182,12 @@ def chat_bedrock(
         config = retry_config if config is None else retry_config.merge(config)
     params: dict[str, Any] = {
         "model": model_id, "temperature": settings.temperature, "top_p": settings.top_p, "max_tokens": max_tokens,
-        "region_name": region_name, "client": client, "config": config, **kwargs,
+        "region_name": region_name, "client": client, "config": config,
+        "additional_model_request_fields": fields or None, **kwargs,
     }
-    if fields:
-        params["additional_model_request_fields"] = fields
     params = {k: v for k, v in params.items() if v is not None}
     try:
-        chat: ChatBedrockConverse = aws.ChatBedrockConverse(**params)
-        return chat
+        return cast("ChatBedrockConverse", aws.ChatBedrockConverse(**params))
     except Exception as exc:  # noqa: BLE001 - botocore / pydantic errors, translated with their cause
         hint = ""
         if type(exc).__name__ == "NoRegionError" or "region" in str(exc).lower():

@@ -72,8 +72,7 @@ def _p(score: ClaimScore) -> float | None:
 
 
 class _CheckBatcher:
-    """Gathers the claims of concurrent calls and of a batch's rows into shared scorer passes (one per loop): a pass
-    starts ``max_wait_s`` after the first request or when ``max_claims`` are pending, and takes requests in order."""
+    """Gathers the claims of concurrent calls and of a batch's rows into shared scorer passes, per loop."""
 
     def __init__(self, scorer: Scorer, max_wait_s: float, max_claims: int) -> None:
         self.scorer = scorer
@@ -112,8 +111,7 @@ class _CheckBatcher:
         return batch
 
     async def _flush(self) -> None:
-        # Loops until nothing is pending: no new flush task starts while this one runs, and nothing else would
-        # serve a request submitted meanwhile.
+        # Loops until nothing is pending: no other flush task serves a request submitted meanwhile.
         while self._pending:
             if self._pending_claims < self.max_claims:
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -732,16 +730,13 @@ class GraphEval:
         rule, weights = self.decision_rule()
         whole_output: ClaimCheck | None = None
         if any(c.triple is not None for c in checks):
-            # The whole output's own claim is an input of a rule that needs it, not one of the claims that explain
-            # the verdict (a rule without that need ignores it, if an extraction stage run apart added it).
+            # The whole output's claim is a rule's input, not a claim that explains the verdict.
             whole_output = next((c for c in checks if c.triple is None), None) if rule.needs.whole_output else None
             checks = [c for c in checks if c.triple is not None]
         decision = rule.decide(checks, threshold=self.hallucination_threshold, whole_output=whole_output,
                                weights=weights)
-        hallucinated: bool | None = decision.hallucinated
         # An unjudged claim (the whole output's too) leaves the row undecided unless the judged ones flag it.
-        if unjudged and not hallucinated:
-            hallucinated = None
+        hallucinated = None if unjudged and not decision.hallucinated else decision.hallucinated
         return self._new_report(
             sample,
             extraction,

@@ -9,7 +9,7 @@ import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, cast
 
 from .._progress import progress_bar
 from .._template import fill
@@ -107,8 +107,7 @@ class HFScorer(Scorer):
         self._device: Any = None
         self._premise_budget: int | None = None
         self._premise_budget_override: int | None = None
-        # A fast tokenizer may not be called from two threads at once (it re-sets its truncation state per call);
-        # token counting for chunking runs outside the model lock, so tokenizer calls take this one.
+        # A fast tokenizer may not run in two threads at once; token counting runs outside the model lock.
         self._tokenizer_lock = threading.RLock()
 
     def fingerprint(self) -> str:
@@ -132,13 +131,11 @@ class HFScorer(Scorer):
         """A tokenizer object as is, or ``AutoTokenizer.from_pretrained(source)`` with the ``hub`` settings."""
         transformers = _transformers()
         if isinstance(source, transformers.PreTrainedTokenizerBase):
-            given: PreTrainedTokenizerBase = source
-            return given
+            return cast("PreTrainedTokenizerBase", source)
         name = os.fspath(source)
         try:
-            loaded: PreTrainedTokenizerBase = transformers.AutoTokenizer.from_pretrained(
-                name, **{**self.tokenizer_kwargs, **hub.kwargs()})
-            return loaded
+            return cast("PreTrainedTokenizerBase", transformers.AutoTokenizer.from_pretrained(
+                name, **{**self.tokenizer_kwargs, **hub.kwargs()}))
         except GraphEvalError:
             raise
         except Exception as exc:  # noqa: BLE001 - hub / IO errors translated with their cause
@@ -153,25 +150,21 @@ class HFScorer(Scorer):
                 tokenizer = self._load_tokenizer()
                 if tokenizer.pad_token_id is None:
                     raise ModelLoadError(f"the tokenizer of {self.model_name!r} has no padding token")
-                self._premise_budget = self._compute_budget(tokenizer)
+                overhead = len(self._tokenize_many(tokenizer, [("", "")])[0]["input_ids"])
+                budget = self.max_length - overhead - self.hypothesis_tokens
+                if budget < 16:
+                    raise InputError(
+                        "max_length",
+                        f"{self.max_length} leaves {budget} tokens for the premise after the template "
+                        f"({overhead}) and the hypothesis room ({self.hypothesis_tokens}); raise max_length "
+                        "or lower hypothesis_tokens",
+                    )
+                self._premise_budget = budget
                 self._tokenizer = tokenizer
-            loaded: PreTrainedTokenizerBase = self._tokenizer
-            return loaded
-
-    def _compute_budget(self, tokenizer: PreTrainedTokenizerBase) -> int:
-        overhead = len(self._tokenize_many(tokenizer, [("", "")])[0]["input_ids"])
-        budget = self.max_length - overhead - self.hypothesis_tokens
-        if budget < 16:
-            raise InputError(
-                "max_length",
-                f"{self.max_length} leaves {budget} tokens for the premise after the template ({overhead}) and "
-                f"the hypothesis room ({self.hypothesis_tokens}); raise max_length or lower hypothesis_tokens",
-            )
-        return budget
+            return cast("PreTrainedTokenizerBase", self._tokenizer)
 
     def load(self) -> HFScorer:
-        """Load tokenizer and model now (otherwise on the first :meth:`predict_support`); :class:`ModelLoadError`
-        when they cannot be found, downloaded or loaded."""
+        """Load tokenizer and model now (else on first use); :class:`ModelLoadError` if they cannot load."""
         if self._model is not None:
             return self
         with self.lock:
@@ -196,9 +189,7 @@ class HFScorer(Scorer):
     @property
     def model(self) -> torch.nn.Module:
         """The loaded torch model (loads it on first access)."""
-        self.load()
-        model: torch.nn.Module = self._model
-        return model
+        return cast("torch.nn.Module", self.load()._model)
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -208,9 +199,7 @@ class HFScorer(Scorer):
     @property
     def device(self) -> torch.device:
         """The device the model runs on (loads the model on first access)."""
-        self.load()
-        device: torch.device = self._device
-        return device
+        return cast("torch.device", self.load()._device)
 
     # ----------------------------------------------------------------- token budget
     @property
@@ -247,16 +236,14 @@ class HFScorer(Scorer):
     def _encode(self, pairs: Sequence[tuple[str, str]]) -> list[Features]:
         """Token features of every pair, at most ``max_length`` tokens: a longer pair loses the end of its premise."""
         tokenizer = self._ensure_tokenizer()
-        truncated = 0
         with self._tokenizer_lock:
             features = self._tokenize_many(tokenizer, pairs)
-            for i, feature in enumerate(features):
-                if len(feature["input_ids"]) > self.max_length:
-                    features[i] = self._fit(tokenizer, pairs[i], feature)
-                    truncated += 1
-        if truncated:
+            long = [i for i, feature in enumerate(features) if len(feature["input_ids"]) > self.max_length]
+            for i in long:
+                features[i] = self._fit(tokenizer, pairs[i], features[i])
+        if long:
             logger.warning("%s: %d pair(s) exceeded max_length=%d tokens; their premise was cut",
-                           self.name, truncated, self.max_length)
+                           self.name, len(long), self.max_length)
         return features
 
     def _fit(self, tokenizer: PreTrainedTokenizerBase, pair: tuple[str, str], feature: Features) -> Features:
@@ -282,8 +269,7 @@ class HFScorer(Scorer):
         """P(supported), shape ``(batch,)``, for one padded batch already on the model's device."""
 
     def _run_batch(self, features: Sequence[Features]) -> list[float]:
-        """P(supported) of each feature row; a batch of more than one row that runs out of memory is retried in
-        halves, off a stack once the failed attempt's tensors and traceback are released (not inside an ``except``)."""
+        """P(supported) of each feature row; a batch that runs out of memory is retried in halves."""
         scores: list[float] = []
         pending: list[Sequence[Features]] = [features]
         while pending:

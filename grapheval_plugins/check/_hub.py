@@ -139,11 +139,9 @@ def find_weights(name: str, hub: HubOptions) -> list[str]:
 
     for single, index in (("model.safetensors", "model.safetensors.index.json"),
                           ("pytorch_model.bin", "pytorch_model.bin.index.json")):
-        path = fetch(single)
-        if path:
+        if path := fetch(single):
             return [path]
-        index_path = fetch(index)
-        if index_path:
+        if index_path := fetch(index):
             shards, _ = get_checkpoint_shard_files(name, index_path, **hub.kwargs())  # type: ignore[no-untyped-call]
             return list(shards)
     raise ModelLoadError(f"model {name!r} has no weights (model.safetensors or pytorch_model.bin)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Union, cast
 
 from .._imports import require
 
@@ -55,8 +55,7 @@ def select_device(device: DeviceLike = None) -> torch.device:
 
 
 def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = True) -> torch.dtype:
-    """The weights' precision: the one given, else half precision on a GPU (``allow_fp16=False``, for T5: bfloat16
-    or float32), float32 on cpu.
+    """The weights' precision: the one given, else bfloat16 or (``allow_fp16``) float16 on a GPU, or float32.
 
     >>> import torch
     >>> resolve_dtype(None, torch.device("cpu"))
@@ -73,8 +72,7 @@ def resolve_dtype(dtype: DTypeLike, device: torch.device, *, allow_fp16: bool = 
         key = _DTYPE_NAMES.get(dtype.lower())
         if key is None:
             raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(set(_DTYPE_NAMES))} or a torch.dtype")
-        named: torch.dtype = getattr(torch, key)
-        return named
+        return cast("torch.dtype", getattr(torch, key))
     if dtype is not None and not isinstance(dtype, str):
         raise TypeError(f"dtype must be a torch.dtype, a name or None, not {type(dtype).__name__}")
     if device.type == "cuda" and torch.cuda.is_bf16_supported():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import inspect
 import math
@@ -78,12 +79,7 @@ def split_context(
 
 def _static_path(owner: Any, path: str) -> Any:
     """The value at dotted ``path`` of ``owner``, read without running a property; ``None`` if missing."""
-    value = owner
-    for part in path.split("."):
-        value = inspect.getattr_static(value, part, None)
-        if value is None:
-            return None
-    return value
+    return functools.reduce(lambda obj, name: inspect.getattr_static(obj, name, None), path.split("."), owner)
 
 
 def _plain(value: object) -> bool:
@@ -113,9 +109,7 @@ class Scorer(ABC):
     @property
     def lock(self) -> threading.RLock:
         """Serialises model access across threads (made on first use)."""
-        lock: threading.RLock | None = self.__dict__.get("_lock")
-        if lock is None:
-            lock = self.__dict__.setdefault("_lock", threading.RLock())
+        lock: threading.RLock = self.__dict__.setdefault("_lock", threading.RLock())
         return lock
 
     def count_tokens(self, text: str) -> int:

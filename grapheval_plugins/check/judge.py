@@ -142,13 +142,9 @@ def p_supported(reading: LabelReading, labels: Sequence[str] = JUDGE_LABELS,
     Raises ``ValueError`` when the reading has no usable log-probabilities and no known verdict."""
     if reading.error is not None:
         raise ValueError(reading.error)
-    if reading.logprobs is not None and any(math.isfinite(v) for v in reading.logprobs.values()):
-        try:
-            p = label_distribution(reading.logprobs, labels)[0]
-        except ValueError:
-            p = None
-        if p is not None:
-            return (calibration or JudgeCalibration()).apply(p)
+    logprobs = reading.logprobs
+    if logprobs is not None and any(math.isfinite(logprobs.get(label, -math.inf)) for label in labels):
+        return (calibration or JudgeCalibration()).apply(label_distribution(logprobs, labels)[0])
     if reading.stated is not None and 0.0 <= reading.stated <= 1.0:
         stated = float(reading.stated)
         # "contradicted 75": a figure on the other side of 1/2 from its label is the model's confidence in the label.
@@ -208,8 +204,7 @@ class JudgeScorer(Scorer):
     def _plan(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str]) -> tuple[
         list[str], dict[str, list[str]], dict[str, str], list[tuple[str, list[str]]]
     ]:
-        """Each context as one text (passages joined by a blank line), the chunks of each, the chunking errors, and
-        the calls to make: each chunk with its context's distinct claims (first-seen order)."""
+        """The contexts as texts, their chunks, the chunking errors, and each chunk's calls."""
         if len(contexts) != len(claims):
             raise ValueError("contexts and claims must have the same length")
         texts = [c if isinstance(c, str) else "\n\n".join(c) for c in contexts]
@@ -242,8 +237,7 @@ class JudgeScorer(Scorer):
 
     async def _call(self, chunk: str, claims: Sequence[str], semaphore: asyncio.Semaphore,
             sync: bool) -> list[float | str]:
-        """P(supported) or the reason there is none, per claim (per-claim errors, never the whole batch), from the
-        backend's ``alabel_logprobs`` where it has one, unless ``sync``."""
+        """P(supported) or why there is none, per claim (``alabel_logprobs`` if any, unless ``sync``)."""
         method = getattr(self.backend, "alabel_logprobs", None)
         async with semaphore:
             try:
@@ -260,8 +254,7 @@ class JudgeScorer(Scorer):
 
     async def _judge(self, contexts: Sequence[str | Sequence[str]], claims: Sequence[str], concurrency: int,
             sync: bool = False) -> list[ClaimScore]:
-        """Every claim judged against its context, ``concurrency`` backend calls in flight (1: one call after the
-        other, in order); a claim's score is its best chunk's."""
+        """Every claim judged, ``concurrency`` calls in flight; a claim's score is its best chunk's."""
         texts, chunked, failed, jobs = self._plan(contexts, claims)
         outcome: dict[tuple[str, str], float | str] = {}
         semaphore = asyncio.Semaphore(concurrency)

@@ -206,12 +206,8 @@ class ChatLabelLogits:
                 why = f" (the provider's stop reason: {stopped!r})" if stopped else ""
                 readings.append(LabelReading(error=f"{parsed.claim_problems[number]} in the answer {excerpt!r}{why}"))
                 continue
-            notes: tuple[str, ...] = ()
-            logprobs = None
-            if tokens is not None:
-                logprobs, note = label_logprobs_at(tokens, text, verdict, labels)
-                if note:
-                    notes = (note,)
+            logprobs, note = label_logprobs_at(tokens, text, verdict, labels) if tokens else (None, None)
+            notes = (note,) if note else ()
             readings.append(LabelReading(logprobs=logprobs, verdict=verdict.label, notes=notes, stated=verdict.stated))
         return readings
 

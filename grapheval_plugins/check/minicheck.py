@@ -72,8 +72,7 @@ def minicheck_chunks(text: str, size: int, count: Callable[[str], int]) -> list[
         else:
             current.append(sentence)
             used += n
-    if current:
-        chunks.append(" ".join(current))
+    chunks.append(" ".join(current))  # never empty: the loop ran at least once
     cleaned = [c.replace(" \n ", "\n").strip() for c in chunks]
     return [c for c in cleaned if c] or [text]
 

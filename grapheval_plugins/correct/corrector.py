@@ -41,15 +41,9 @@ class GraphCorrect:
         grapheval: the detector used to find what to correct and to re-check the result (default: ``GraphEval()``).
         llm: the chat model that corrects (a model or a spec for
             :func:`~grapheval_plugins.models.resolve_llm`); default: ``grapheval.llm``.
-        strategy: ``"constrained"`` (default), ``"paper"`` (``"graph"``: its old name), ``"evidence"`` or ``"direct"``.
         method: deprecated alias of ``strategy`` (warns; ``GraphEval``'s decision rule is ``rule=``).
         evidence_sentences: how many sentences of the deciding passage step 1 is shown (``"evidence"``, constrained).
         direct_fallback: a round that changed nothing ends with the Direct Prompt (default: on for ``"evidence"`` only).
-        max_rounds: correct → re-check rounds; ``1`` is the paper's procedure.
-        guard: ``"reject"`` (or ``True``) or ``"flag"`` a change that loses a supported triple; ``False``: off.
-        batch_step1: with ``strategy="paper"``, one step-1 call for all flagged triples of an output.
-        max_growth: a rewrite or corrected triple longer than this × the original (+40 characters) is refused.
-        min_similarity: a rewrite whose word similarity to the text it rewrites is below this is refused.
         max_retries: extra attempts when the chat model raises (not when it answers badly).
         prompts: the prompt set (default :data:`~grapheval_plugins.correct.prompts.CORRECTION_PROMPTS`).
         rouge: ROUGE-1/2/L (``rouge-score``): ``None`` (default) when installed, ``True`` on (or raise), ``False`` off.
@@ -228,14 +222,7 @@ class GraphCorrect:
             report = await self.grapheval.aevaluate(passages, original, id=id, config=config)
         t_detect = time.perf_counter() - t0
         rid = id if id is not None else report.id
-        common: dict[str, Any] = {
-            "original": original,
-            "method": self.strategy,
-            "detection": report,
-            "detection_llm_calls": extraction_calls(report),
-            "prompt_version": self.prompts.version,
-            "id": rid,
-        }
+        common = self._common(original, report, rid)
         if not report.hallucinated:  # detection failed (no verdict), or found nothing to correct
             ok = report.ok
             return CorrectionReport(
@@ -397,17 +384,17 @@ class GraphCorrect:
         )
         text = output.strip() if isinstance(output, str) else detection.output
         return CorrectionReport(
-            original=text,
+            **self._common(text, detection, detection.id),
             corrected=text,
-            method=self.strategy,
             status="error",
             flagged=detection.hallucinated,
-            detection=detection,
-            detection_llm_calls=extraction_calls(detection),
-            prompt_version=self.prompts.version,
             errors=list(detection.errors) + ([error] if error is not None else []),
-            id=detection.id,
         )
+
+    def _common(self, original: str, detection: Report, rid: str | None) -> dict[str, Any]:
+        """The fields of every report of a row: its output, the strategy, the detection, its calls, the id."""
+        return {"original": original, "method": self.strategy, "detection": detection, "id": rid,
+                "detection_llm_calls": extraction_calls(detection), "prompt_version": self.prompts.version}
 
     async def _recheck_in_place(
         self, passages: Sequence[str], output: str, triples: list[Triple], before: Report, rid: str | None

@@ -224,8 +224,7 @@ class GraphStrategy:
     async def _batched_step1(
         self, editor: Editor, job: Round, triples: Sequence[Triple], changes: Sequence[TripleChange]
     ) -> bool:
-        """Step 1 for all ``triples`` in one call, recorded on ``changes`` (its cost on the first); ``False`` when
-        step 1 is to run per triple (option off, one triple, or an answer without one triple per triple)."""
+        """Step 1 for all ``triples`` in one call, recorded on ``changes``; ``False``: run it per triple."""
         if not self.batch_step1 or len(triples) < 2:
             return False
         messages = editor.prompts.batch_messages(triples, job.ctx)
@@ -421,12 +420,8 @@ class ConstrainedStrategy:
 
     async def _try_variants(self, editor: Editor, job: Round, variants: list[tuple[_V, str]]) -> list[tuple[float, _V]]:
         """Each variant's sentence scored against the context: ``(P(unsupported), variant)`` for those scored."""
-        tried: list[tuple[float, _V]] = []
-        for variant, text in variants:
-            p = await self._p_unsupported(editor, job, text)
-            if p is not None:
-                tried.append((p, variant))
-        return tried
+        scored = [(await self._p_unsupported(editor, job, text), variant) for variant, text in variants]
+        return [(p, variant) for p, variant in scored if p is not None]
 
     async def _fallback(self, editor: Editor, job: Round, after: list[Triple]) -> tuple[str, TripleChange]:
         """The Direct Prompt's rewrite held to :meth:`_problem`: its best supported changed place only."""
@@ -612,8 +607,7 @@ def _edit_key(edit: Edit) -> tuple[str, str]:
 
 
 def _choices(old: Triple, evidence: str, output: str) -> tuple[Value, list[str]] | None:
-    """The first value of ``old`` (a spaCy entity of a number, an amount or a date) and the values of ``evidence``
-    of its label that ``output`` does not state (``None`` when there are none)."""
+    """The first value of ``old`` and the values of its label in ``evidence`` that ``output`` lacks."""
     for value in values(old.sentence()):
         if value.label not in VALUE_LABELS:
             continue
@@ -653,10 +647,7 @@ def _best_variant(tried: Sequence[tuple[float, _V]], before: float) -> tuple[_V 
 
 
 def _made_in(triples: list[Triple], edit: Edit) -> None:
-    for i, triple in enumerate(triples):
-        replaced = replace_value(triple, edit.old, edit.new)
-        if replaced is not None:
-            triples[i] = replaced
+    triples[:] = [replace_value(triple, edit.old, edit.new) or triple for triple in triples]
 
 
 def _like(value: str, written: str) -> str:
@@ -685,8 +676,7 @@ def _changed_sentences(before: str, after: str) -> tuple[str, str]:
 
 
 def _kind(old: Triple, new: Triple) -> tuple[bool, bool]:
-    """Whether ``new`` changes something other than values (spaCy's numbers and dates) of ``old``, and whether it
-    is a minimal pair with it (it only adds or takes out negations, or makes one change of as many words)."""
+    """Whether ``new`` changes more than values of ``old``, and whether it is a minimal pair with it."""
     edits = triple_edits(old, new)
     if not edits:
         return True, False
@@ -696,8 +686,7 @@ def _kind(old: Triple, new: Triple) -> tuple[bool, bool]:
 
 
 def _option(answer: str, options: Sequence[str]) -> str | None:
-    """The option an answer to the choice prompt names: the number it starts with (:data:`_OPTION`), else the one
-    option it quotes; ``None`` for ``0``, an unknown number or no option.
+    """The option an answer names: the number it starts with, else the one option it quotes (``None``: none).
 
     >>> _option("Option 2", ["115", "116"]), _option("2.", ["115", "116"])
     ('116', '116')
@@ -715,8 +704,7 @@ def _option(answer: str, options: Sequence[str]) -> str | None:
 
 
 def _carry(old: Triple, applied: Sequence[Edit]) -> Triple | None:
-    """``old`` with the edits already applied to the output made to it too, when one of them concerns it (its old
-    words are in the triple and not in its replacement); ``None`` when none does."""
+    """``old`` with the edits already applied to the output made to it too; ``None`` when none concerns it."""
     new = old
     for edit in applied:
         if not edit.new or edit.old.casefold() in edit.new.casefold() or not (
@@ -728,9 +716,7 @@ def _carry(old: Triple, applied: Sequence[Edit]) -> Triple | None:
 
 
 def _replace(triples: list[Triple], old: Triple, new: Triple) -> None:
-    for i, t in enumerate(triples):
-        if t == old:
-            triples[i] = new
+    triples[:] = [new if triple == old else triple for triple in triples]
 
 
 class DirectStrategy:

@@ -109,8 +109,7 @@ class TripleExtractor:
                 f"{type(last_error).__name__}: {last_error}"
             ) from last_error
         if self.cache is not None and (triples or last_error is None):
-            # A parsed graph, or (every attempt answered, none parsed) the model's answer as an empty graph, so a
-            # re-run makes no call; a run in which a call raised and nothing parsed is not cached.
+            # An answered run that parsed nothing is cached as an empty graph, so a re-run makes no call.
             value = CachedKG(triples=[t.as_list() for t in triples], raw_text=raw)
             await asyncio.to_thread(self.cache.set, self.llm_id, self.prompt_id, text, value)
         if triples:

@@ -50,18 +50,13 @@ class ParseResult:
 
 
 def _candidate_body(text: str) -> tuple[str, list[str]]:
-    issues: list[str] = []
     blocks = [b for b in _TAG_BLOCK.findall(text) if "[" in b]
     if blocks:
-        if "</python>" not in text.lower():
-            issues.append("missing closing </python> tag")
-        return "\n".join(blocks), issues
-    issues.append("no <python> tags")
+        return "\n".join(blocks), [] if "</python>" in text.lower() else ["missing closing </python> tag"]
     fences = [b for b in _FENCE.findall(text) if "[" in b]
     if fences:
-        issues.append("code fence used")
-        return "\n".join(fences), issues
-    return text, issues
+        return "\n".join(fences), ["no <python> tags", "code fence used"]
+    return text, ["no <python> tags"]
 
 
 def _literal(text: str) -> Any:
@@ -77,11 +72,8 @@ def _literal(text: str) -> Any:
 
 
 def _as_triple(item: Any) -> Triple | None:
-    """Three non-empty strings; a longer list of strings (small models write ``[s, r, o, "in 2021"]``) keeps
-    its extra items as part of the object."""
-    if not isinstance(item, (list, tuple)) or len(item) < 3:
-        return None
-    if not all(isinstance(part, str) for part in item):
+    """Three non-empty strings; a longer list of strings keeps its extra items as part of the object."""
+    if not isinstance(item, (list, tuple)) or len(item) < 3 or not all(isinstance(p, str) for p in item):
         return None
     parts = [" ".join(part.split()) for part in item]
     if not all(parts[:3]):
@@ -92,9 +84,7 @@ def _as_triple(item: Any) -> Triple | None:
 
 
 def _pair_as_triple(item: Any) -> Triple | None:
-    """A ``[subject, "predicate phrase"]`` pair (small models write these instead of triples) as the triple
-    ``[subject, first word, rest]``, so that the rendered claim is the pair's own words; a one-word predicate
-    becomes ``[subject, "is", word]``.
+    """A ``[subject, "predicate phrase"]`` pair as the triple ``[subject, first word, rest]``.
 
     >>> _pair_as_triple(["Jesper Blomqvist", "helped coach youngsters"]).as_list()
     ['Jesper Blomqvist', 'helped', 'coach youngsters']
@@ -116,8 +106,7 @@ def _flat_triples(value: list[Any]) -> list[Any]:
 
 
 def _collect(items: list[Any], result: ParseResult, pairs: bool) -> None:
-    # Pairs count only in an answer with no whole triple: a model that writes pairs writes them throughout, while a
-    # stray pair among triples is more often a fragment of one.
+    # Pairs count only in an answer with no whole triple: a stray pair among triples is a fragment of one.
     pairs = pairs and not any(_as_triple(item) is not None for item in items)
     seen = {tuple(p.casefold() for p in t.as_list()) for t in result.triples}
     dropped = 0
@@ -160,8 +149,7 @@ def parse_triples(text: str, *, pairs: bool = True) -> ParseResult:
         whole = body[start : end + 1] if end > start else ""
         value = _literal(whole) if whole else None
         if value is None and whole:
-            repaired = _TRAILING_COMMA.sub(r"\1", whole)
-            value = _literal(repaired)
+            value = _literal(_TRAILING_COMMA.sub(r"\1", whole))
             if value is not None:
                 result.issues.append("trailing comma repaired")
         if isinstance(value, (list, tuple)):
@@ -173,11 +161,8 @@ def parse_triples(text: str, *, pairs: bool = True) -> ParseResult:
                 return result
 
     # Fallback: read each inner ["a", "b", "c"] on its own (handles truncation, prose, missing outer brackets).
-    items = []
-    for match in _INNER.finditer(body):
-        value = _literal("[" + match.group(1) + "]")
-        if isinstance(value, list):
-            items.append(value)
+    found = (_literal(f"[{match.group(1)}]") for match in _INNER.finditer(body))
+    items = [value for value in found if isinstance(value, list)]
     if items:
         result.issues.append("list recovered item by item")
         _collect(items, result, pairs)

@@ -163,8 +163,7 @@ class GraphEvalMetric(BaseMetric):  # type: ignore[no-untyped-call]  # untyped i
         prices: dict[str, float] | None = None,
         method: RuleLike | None = None,
     ) -> None:
-        # DeepEval copies a metric by calling this constructor with ``vars(metric)``: every argument is stored
-        # under its own name, and the engine travels by reference.
+        # DeepEval copies a metric by calling this constructor with ``vars(metric)``: keep the names.
         min_score = 1.0 if strict_mode else check_threshold(threshold, "threshold")  # strict: the engine's own
         if context_field not in _CONTEXT_FIELDS:
             raise InputError("context_field", f"must be one of {_CONTEXT_FIELDS}, got {context_field!r}")

@@ -46,13 +46,9 @@ def render_prompt(messages: Sequence[BaseMessage]) -> str:
     <BLANKLINE>
     Fix it.
     """
-    parts: list[str] = []
-    for message in messages:
-        text = message_text(message).strip()
-        if not text:
-            continue
-        parts.append(f"Your previous answer was:\n{text}" if isinstance(message, AIMessage) else text)
-    return "\n\n".join(parts)
+    texts = [(message, message_text(message).strip()) for message in messages]
+    return "\n\n".join(f"Your previous answer was:\n{t}" if isinstance(m, AIMessage) else t
+                       for m, t in texts if t)
 
 
 class Costed(NamedTuple):
@@ -137,8 +133,7 @@ class JudgeAnswer(BaseModel):
 
 
 class _HostChatModel(BaseChatModel):
-    """A chat model over a host's ``complete`` / ``acomplete`` pair (each path falls back to the other); a
-    subclass says what the call takes (:meth:`_arguments`) and how its result reads (:meth:`_text_of`)."""
+    """A chat model over a host's ``complete`` / ``acomplete`` pair (each path falls back to the other)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 

@@ -234,8 +234,7 @@ class GraphCorrectRunnable(_RowRunnable):
         super().__init__(corrector=corrector, **kwargs)  # type: ignore[call-arg]
 
     def _max_concurrency(self) -> int:
-        limit: int = self.corrector.max_concurrency or self.corrector.grapheval.max_concurrency
-        return limit
+        return cast(int, self.corrector.max_concurrency or self.corrector.grapheval.max_concurrency)
 
     async def _arow(self, row: dict[str, Any], config: RunnableConfig) -> Any:
         context, answer, answer_key = self._read(row)

@@ -51,8 +51,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_NAME = "grapheval_faithfulness"
 
-# Every column a Ragas SingleTurnSample has: GraphEvalMetric.ascore accepts them all (a sample's model_dump() can be
-# passed as is) and reads only response, retrieved_contexts and user_input.
+# Every column a Ragas SingleTurnSample has: ascore accepts them all (a sample's model_dump() passes as is).
 _SAMPLE_FIELDS = frozenset(SingleTurnSample.model_fields)
 
 
@@ -117,9 +116,8 @@ def _adapt(llm: Any) -> Any:
     label = f"ragas:{model}" if isinstance(model, str) else f"ragas:{type(llm).__name__}"
     if isinstance(llm, InstructorBaseRagasLLM):
         # Instructor's structured output fills the triples. A sync client has only generate() (agenerate raises).
-        if getattr(llm, "is_async", True):
-            return StructuredTriplesChatModel(complete=llm.generate, acomplete=llm.agenerate, label=label)
-        return StructuredTriplesChatModel(complete=llm.generate, label=label)
+        acomplete = llm.agenerate if getattr(llm, "is_async", True) else None
+        return StructuredTriplesChatModel(complete=llm.generate, acomplete=acomplete, label=label)
 
     async def agenerate(prompt: str) -> str:
         return _ragas_text(await llm.agenerate_text(StringPromptValue(text=prompt)))

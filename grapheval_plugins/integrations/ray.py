@@ -424,11 +424,10 @@ def read_reports(path: str | Path) -> list[Report]:
     path = Path(path)
     if path.suffix.lower() in (".parquet", ".pq"):
         pq = require("pyarrow.parquet", "ray", _PURPOSE)
-        out = []
-        for data in pq.read_table(str(path)).to_pylist():
-            data["timings"] = dict(data["timings"] or [])
-            data["usage"] = dict(data.get("usage") or [])
-            out.append(Report.model_validate(data))
-        return out
+        return [
+            Report.model_validate({**row, "timings": dict(row["timings"] or []),
+                                   "usage": dict(row.get("usage") or [])})
+            for row in pq.read_table(str(path)).to_pylist()
+        ]
     with path.open(encoding="utf-8") as fh:
         return [Report.model_validate_json(line) for line in fh if line.strip()]

@@ -23,8 +23,8 @@ def message_role(message: Any) -> str:
     return _ROLES.get(str(role).lower(), "user")
 
 
-def chatml_segments(messages: Sequence[tuple[str, str]], add_generation_prompt: bool = True) -> list[tuple[str, bool]]:
-    """The segments of a ChatML prompt for ``(role, content)`` pairs.
+def chatml_segments(messages: Sequence[tuple[str, str]]) -> list[tuple[str, bool]]:
+    """The segments of a ChatML prompt for ``(role, content)`` pairs, ending with the assistant header.
 
     >>> chatml_segments([("user", "Hi")])[:3]
     [('<|im_start|>system\\n', True), ('You are Qwen, created by Alibaba Cloud. You are a helpful assistant.', False), ('<|im_end|>\\n', True)]
@@ -32,18 +32,11 @@ def chatml_segments(messages: Sequence[tuple[str, str]], add_generation_prompt: 
     pairs = list(messages)
     if not pairs or pairs[0][0] != "system":
         pairs.insert(0, ("system", DEFAULT_SYSTEM))
-    segments: list[tuple[str, bool]] = []
-    for role, content in pairs:
-        segments += [(f"<|im_start|>{role}\n", True), (content, False), ("<|im_end|>\n", True)]
-    if add_generation_prompt:
-        segments.append(("<|im_start|>assistant\n", True))
-    return segments
+    segments = [part for role, text in pairs
+                for part in ((f"<|im_start|>{role}\n", True), (text, False), ("<|im_end|>\n", True))]
+    return [*segments, ("<|im_start|>assistant\n", True)]
 
 
 def tokenize_segments(segments: Sequence[tuple[str, bool]], tokenize: Callable[[str, bool], list[int]]) -> list[int]:
     """Concatenated tokens of ``segments``; ``tokenize(text, special)`` parses control tokens when ``special``."""
-    tokens: list[int] = []
-    for text, control in segments:
-        if text:
-            tokens += tokenize(text, control)
-    return tokens
+    return [token for text, control in segments if text for token in tokenize(text, control)]

@@ -46,19 +46,17 @@ def probe_hub(*, timeout: float = PROBE_TIMEOUT_S, connect: Callable[..., Any] =
     """One TCP connection attempt to the hub endpoint (no HTTP, no retries); ``connect`` is injectable for tests."""
     if not hub_enabled(env):
         return HubProbe(False, "skipped: HF_HUB_OFFLINE / GRAPHEVAL_NO_HUB set")
-    environ = os.environ if env is None else env
     try:
         from huggingface_hub import constants
     except ImportError:
         return HubProbe(False, "skipped: huggingface_hub is not installed")
-    endpoint = environ.get("HF_ENDPOINT") or str(constants.ENDPOINT)
+    endpoint = (os.environ if env is None else env).get("HF_ENDPOINT") or str(constants.ENDPOINT)
     parsed = urlparse(endpoint)
-    host = parsed.hostname
-    if not host:
+    if not parsed.hostname:
         return HubProbe(False, f"unusable hub endpoint {endpoint!r}")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
-        conn = connect((host, port), timeout=timeout)
+        conn = connect((parsed.hostname, port), timeout=timeout)
     except (OSError, ValueError) as exc:
         return HubProbe(False, f"{endpoint} unreachable ({type(exc).__name__}: {exc})")
     close = getattr(conn, "close", None)

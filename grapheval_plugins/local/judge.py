@@ -224,13 +224,12 @@ class LocalJudgeScorer(Scorer):
                             if overflow != "record":
                                 raise error
                             out[index] = str(error)
-                            bar.update(1)
-                            continue
-                        self.session.prefill(prefix + suffix, what="claim")
-                        logits = self.session.logits()[labels].astype(np.float64)
-                        shifted = logits - logits.max()
-                        logp = shifted - math.log(float(np.exp(shifted).sum()))
-                        out[index] = (float(logp[0]), float(logp[1]), float(logp[2]))
+                        else:
+                            self.session.prefill(prefix + suffix, what="claim")
+                            logits = self.session.logits()[labels].astype(np.float64)
+                            shifted = logits - logits.max()
+                            logp = shifted - math.log(float(np.exp(shifted).sum()))
+                            out[index] = (float(logp[0]), float(logp[1]), float(logp[2]))
                         bar.update(1)
         finally:
             bar.close()

@@ -85,8 +85,7 @@ def _others_running(proc: Path = Path("/proc")) -> int:
 
 def free_cores(limit: int | None = None) -> int:
     """The cores other processes leave free now (of ``limit``, default :func:`allowed_cpus`), at least one."""
-    cores = limit or allowed_cpus()
-    return max(1, cores - _others_running())
+    return max(1, (limit or allowed_cpus()) - _others_running())
 
 
 # ---------------------------------------------------------------------- llama-cpp-python
@@ -420,11 +419,9 @@ def get_session(key: str, model_path: str | Path | Callable[[], Any], *, role: s
     threads = n_threads or None
     ident = (key, role, n_ctx, threads, seed)
     with _SESSIONS_LOCK:
-        session = _SESSIONS.get(ident)
-        if session is None:
-            session = LlamaSession(model_path, n_ctx=n_ctx, n_threads=threads, seed=seed)
-            _SESSIONS[ident] = session
-        return session
+        if ident not in _SESSIONS:
+            _SESSIONS[ident] = LlamaSession(model_path, n_ctx=n_ctx, n_threads=threads, seed=seed)
+        return _SESSIONS[ident]
 
 
 def clear_sessions() -> None:

