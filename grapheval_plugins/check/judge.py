@@ -160,7 +160,8 @@ def _error_score(message: str) -> ClaimScore:
 
 class JudgeScorer(Scorer):
     """A :class:`~grapheval_plugins.check.Scorer` over any :class:`LabelLogits` backend: one call per context
-    chunk with all its claims, ``retries`` more for the claims without a verdict, then a per-claim ``error``
+    chunk with all its claims, ``retries`` more for the claims without a verdict (one per call once an answer judged
+    some), then a per-claim ``error``
     (never one for the whole batch); a claim's score is its best chunk's. The first of ``labels`` means
     "supported"; ``calibration`` applies to log-probabilities; ``max_concurrency`` bounds :meth:`acheck`'s calls.
     """
@@ -259,12 +260,19 @@ class JudgeScorer(Scorer):
         outcome: dict[tuple[str, str], float | str] = {}
         semaphore = asyncio.Semaphore(concurrency)
 
-        async def judge(chunk: str, missing: list[str]) -> None:
-            for _ in range(1 + self.retries):  # the claims still without a verdict are asked again
+        async def ask(chunk: str, group: list[str]) -> list[str]:
+            """One call for ``group``; the claims it left without a verdict."""
+            values = await self._call(chunk, group, semaphore, sync)
+            outcome.update(((chunk, claim), value) for claim, value in zip(group, values))
+            return [claim for claim, value in zip(group, values) if isinstance(value, str)]
+
+        async def judge(chunk: str, group: list[str]) -> None:
+            missing = await ask(chunk, group)
+            alone = len(missing) < len(group)  # the answer judged some claims: ask each of the others alone
+            for _ in range(self.retries):
                 if missing:
-                    values = await self._call(chunk, missing, semaphore, sync)
-                    outcome.update(((chunk, claim), value) for claim, value in zip(missing, values))
-                    missing = [claim for claim, value in zip(missing, values) if isinstance(value, str)]
+                    missing = [c for one in missing for c in await ask(chunk, [one])] if alone else await ask(
+                        chunk, missing)
 
         if concurrency == 1:
             for chunk, group in jobs:

@@ -321,6 +321,18 @@ def test_a_missing_claim_is_asked_again_alone_and_recovered() -> None:
     assert "1. Curie won three prizes" in retry and "Curie born in Warsaw" not in retry
 
 
+def test_claims_an_answer_skipped_are_each_asked_alone() -> None:
+    # a small model that answers only the first claim of any list: a retry of the two others together would
+    # recover one of them; one call each recovers both
+    llm = ScriptedChatModel(respond=lambda messages: "1: supported 90%")
+    claims = ["Curie born in Warsaw", "Curie won two prizes", "Curie won in physics"]
+    scores = LLMJudge(llm).check([CONTEXT] * 3, claims)
+    assert [s.error for s in scores] == [None, None, None]
+    assert len(llm.calls) == 3
+    retries = [str(call[-1].content) for call in llm.calls[1:]]
+    assert [(claims[1] in r, claims[2] in r) for r in retries] == [(True, False), (False, True)]
+
+
 def test_a_claim_still_unanswered_after_one_retry_is_a_per_claim_error() -> None:
     llm = ScriptedChatModel(responses=["1: supported", "I cannot tell.", "1: supported\n2: supported"])
     engine = GraphEval(llm=extractor(), scorer=LLMJudge(llm))
