@@ -568,8 +568,10 @@ class ApiClients:
         """``langchain_openai.ChatOpenAI(base_url=...)``: GraphEval's one model."""
         from langchain_openai import ChatOpenAI
 
+        # langchain-openai sends ``max_completion_tokens``, which llama_cpp.server ignores: the cap goes in the body
         return ChatOpenAI(base_url=self.base_url, api_key="none", model=API_MODEL, temperature=0,
-                          max_tokens=self.max_tokens, timeout=self.timeout, max_retries=1,
+                          max_tokens=self.max_tokens, extra_body={"max_tokens": self.max_tokens},
+                          timeout=self.timeout, max_retries=1,
                           http_client=self._httpx("sync"), http_async_client=self._httpx("async"))
 
     def ragas_llm(self) -> Any:
