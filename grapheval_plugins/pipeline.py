@@ -490,17 +490,56 @@ class GraphEval:
         config: RunnableConfig | None = None,
     ) -> list[Report]:
         """Check many rows (mappings with ``context``/``output``/``id`` keys, or pairs), reports in order.
-        Extraction runs ``max_concurrency`` at a time, then ``check_batch_rows`` rows per scorer pass; a bad row's
-        report carries its error."""
+        Extraction runs ``max_concurrency`` at a time, then ``check_batch_rows`` rows per scorer pass; with a scorer
+        that :attr:`~grapheval_plugins.check.Scorer.overlaps_extraction` (the local judge), each row is checked alone
+        instead, in order, as soon as it is extracted, while the next rows are. A bad row's report carries its error."""
         rows = list(rows)
         show_progress = show_bars(show_progress, self.show_progress, len(rows))
+        options: dict[str, Any] = {"context_key": context_key, "output_key": output_key, "id_key": id_key,
+                                   "config": config}
+        if self.mode == "graph" and len(rows) > 1 and await self._overlaps_extraction():
+            return await self._aevaluate_overlapped(rows, options, show_progress)
         with progress_bar(len(rows), "extract", enabled=show_progress and self.mode == "graph") as bar:
-            staged = await self.aextract_rows(rows, context_key=context_key, output_key=output_key, id_key=id_key,
-                                              config=config, on_row=lambda i, result: bar.update(1))
+            staged = await self.aextract_rows(rows, **options, on_row=lambda i, result: bar.update(1))
         pending = [r for r in staged if isinstance(r, ExtractedRow)]
         with progress_bar(len(pending), "check", enabled=show_progress) as bar:
             checked = iter(await self.acheck_rows(pending, on_group=bar.update))
         return [next(checked) if isinstance(r, ExtractedRow) else r for r in staged]
+
+    async def _overlaps_extraction(self) -> bool:
+        try:
+            scorer: Scorer = await self._aget("scorer")
+        except Exception:  # noqa: BLE001 - the check stage reports it, row by row
+            return False
+        return bool(scorer.overlaps_extraction)
+
+    async def _aevaluate_overlapped(self, rows: list[Any], options: dict[str, Any], show_progress: bool) -> list[Report]:
+        """:meth:`aevaluate_many` checking each row alone, in order, while the extraction of the next goes on."""
+        ready: list[asyncio.Future[Report | ExtractedRow]] = [asyncio.get_running_loop().create_future() for _ in rows]
+        reports: list[Report] = []
+        with progress_bar(len(rows), "extract", enabled=show_progress) as extract_bar, \
+                progress_bar(len(rows), "check", enabled=show_progress) as check_bar:
+
+            def extracted(i: int, result: Report | ExtractedRow) -> None:
+                extract_bar.update(1)
+                ready[i].set_result(result)
+
+            extraction = asyncio.ensure_future(self.aextract_rows(rows, **options, on_row=extracted))
+            try:
+                for future in ready:
+                    either: list[asyncio.Future[Any]] = [future, extraction]
+                    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                    if not future.done():
+                        extraction.result()  # the error that stopped the extraction (else every row was ready)
+                    staged = future.result()
+                    reports += await self._check_group([staged]) if isinstance(staged, ExtractedRow) else [staged]
+                    check_bar.update(1)
+                await extraction
+            finally:
+                if not extraction.done():
+                    extraction.cancel()
+                    await asyncio.gather(extraction, return_exceptions=True)
+        return reports
 
     # ----------------------------------------------------------------- the two stages, one at a time
     def extract_rows(self, rows: Iterable[Any], **options: Any) -> list[Report | ExtractedRow]:

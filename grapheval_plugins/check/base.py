@@ -105,6 +105,9 @@ class Scorer(ABC):
     max_premise_tokens: int | None = None
     chunk_overlap_tokens: int = 48
     fingerprint_fields: ClassVar[tuple[str, ...]] = ()  # more settings (dotted paths) that decide the numbers
+    overlaps_extraction: bool = False
+    """Whether :meth:`GraphEval.evaluate_many <grapheval_plugins.GraphEval.evaluate_many>` checks each row while
+    the next are extracted (the local judge, which splits the cores with a local chat model)."""
 
     @property
     def lock(self) -> threading.RLock:

@@ -270,9 +270,10 @@ class JudgeScorer(Scorer):
             missing = await ask(chunk, group)
             alone = len(missing) < len(group)  # the answer judged some claims: ask each of the others alone
             for _ in range(self.retries):
-                if missing:
-                    missing = [c for one in missing for c in await ask(chunk, [one])] if alone else await ask(
-                        chunk, missing)
+                if missing and alone:  # at once, as many as the semaphore lets through
+                    missing = [c for left in await asyncio.gather(*(ask(chunk, [one]) for one in missing)) for c in left]
+                elif missing:
+                    missing = await ask(chunk, missing)
 
         if concurrency == 1:
             for chunk, group in jobs:

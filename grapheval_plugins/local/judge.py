@@ -108,6 +108,7 @@ class LocalJudgeScorer(Scorer):
     """
 
     fingerprint_fields = ("session.n_ctx",)
+    overlaps_extraction = True  # a local chat model and this judge split the cores (local/runtime.py)
 
     def __init__(self, model: str = "qwen2.5-coder-1.5b", *, n_ctx: int = 4096, n_threads: int | None = None,
             claim_budget_tokens: int = 320, prompt: JudgePrompt | None = None,
@@ -207,7 +208,7 @@ class LocalJudgeScorer(Scorer):
         out: list[tuple[float, float, float] | str | None] = [None] * len(pairs)
         bar = progress_bar(len(pairs), "judge", unit="claim", enabled=self.show_progress and len(pairs) >= 2)
         try:
-            with self.session.lock:
+            with self.session.lock, self.session.busy():  # one span: the cores stay split while a chat model decodes
                 for premise, indices in groups.items():
                     prefix = tokenize_segments(self.prompt.prefix_segments(premise), self._tokenize)
                     if len(prefix) < self.session.n_ctx:  # the context alone first: saved whole, to return to

@@ -1,5 +1,6 @@
 """Sessions: a ``llama_cpp.Llama`` that reuses its evaluated token prefix, shared process-wide (:func:`get_session`),
-one evaluation at a time (:data:`LOCK`); see docs/offline.md, "How it works".
+one evaluation at a time in each, the free cores split evenly between those evaluating at once; see docs/offline.md,
+"How it works".
 
 Saved prefixes use the public low-level binding on ``Llama.ctx`` (``Llama.save_state`` would also copy ``n_batch``
 rows of logits, some 300 MB). Weights load with ``use_extra_bufts=False`` (the AMX repack crashes on some CPUs).
@@ -7,6 +8,7 @@ rows of logits, some 300 MB). Weights load with ``use_extra_bufts=False`` (the A
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -21,15 +23,16 @@ from typing import Any
 from .._imports import require
 from ..exceptions import InputError, ModelLoadError
 
-__all__ = ["LOCK", "SNAPSHOT_MIN_TOKENS", "ContextOverflowError", "LlamaSession", "SessionStats",
+__all__ = ["SNAPSHOT_MIN_TOKENS", "ContextOverflowError", "LlamaSession", "SessionStats",
     "clear_sessions", "free_cores", "get_session", "load_llama"]
 
 logger = logging.getLogger(__name__)
 
 END_OF_TURN = ("<|im_end|>", "<|endoftext|>")
 
-LOCK = threading.RLock()
-"""Held by every use of a local model in the process: one llama.cpp evaluation at a time."""
+_BUSY: set[LlamaSession] = set()
+"""The sessions inside an evaluation now: the free cores are split evenly between them."""
+_BUSY_LOCK = threading.Lock()
 
 SNAPSHOT_MIN_TOKENS = 128
 """A prefill of at least this many new tokens is saved; a saved prefix is restored when it spares as many."""
@@ -206,8 +209,9 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 # ---------------------------------------------------------------------- sessions
 class LlamaSession:
     """One ``llama_cpp.Llama`` over a GGUF file (``model_path``, or a function returning it or a ``ResolvedWeights``,
-    called on first load), with prefix reuse, ``prefix_slots`` saved prefixes and the process-wide lock; ``n_threads``
-    ``None``: :func:`free_cores` at each call; ``factory`` builds the ``Llama`` (default :func:`load_llama`)."""
+    called on first load), with prefix reuse, ``prefix_slots`` saved prefixes and its :attr:`lock` (one evaluation at
+    a time); ``n_threads`` ``None``: :func:`free_cores` at each call, split evenly with the sessions evaluating at the
+    same time (re-split at each step); ``factory`` builds the ``Llama`` (default :func:`load_llama`)."""
 
     def __init__(self, model_path: str | Path | Callable[[], Any], *, n_ctx: int = 4096,
             n_threads: int | None = None, n_batch: int = 512, seed: int = 0,
@@ -223,7 +227,7 @@ class LlamaSession:
         self.n_batch = n_batch
         self.seed = seed
         self._factory = factory
-        self.lock: threading.RLock = lock if lock is not None else LOCK
+        self.lock: threading.RLock = lock if lock is not None else threading.RLock()
         self._llama: Any = None
         self._stop_ids: frozenset[int] = frozenset()
         self.path: Path | None = None
@@ -231,7 +235,8 @@ class LlamaSession:
         self.stats = SessionStats()
         self.prefix_slots = max(0, int(prefix_slots))
         self._snapshots: list[_Snapshot] = []  # most recently used last
-        self._depth = 0  # nested calls under way: the threads are chosen by the outermost
+        self._depth = 0  # nested calls under way: the free cores are read by the outermost
+        self._free = self.n_threads
 
     # ------------------------------------------------------------------ loading
     @property
@@ -290,14 +295,33 @@ class LlamaSession:
     def reset_stats(self) -> None:
         self.stats = SessionStats(load_seconds=self.stats.load_seconds)
 
-    def _enter(self) -> None:
-        """Start a call (under :attr:`lock`); the outermost one sets the thread count."""
-        if self._depth == 0 and not self.threads_fixed:
-            threads = free_cores(self.n_threads)
-            if threads != self.threads_now:
-                set_threads(self.llama, threads)
-                self.threads_now = threads
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """A span of evaluations (under :attr:`lock`): the outermost reads the free cores and counts this session
+        among those evaluating, whose number splits them (:meth:`share_cores`)."""
+        if self._depth == 0:
+            self._free = self.n_threads if self.threads_fixed else free_cores(self.n_threads)
+            with _BUSY_LOCK:
+                _BUSY.add(self)
         self._depth += 1
+        try:
+            self.share_cores()
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                with _BUSY_LOCK:
+                    _BUSY.discard(self)
+
+    def share_cores(self) -> None:
+        """Set this session's threads to its even part of the free cores, if that changed (``n_threads`` fixed: no)."""
+        if self.threads_fixed:
+            return
+        with _BUSY_LOCK:
+            threads = max(1, self._free // max(1, len(_BUSY)))
+        if threads != self.threads_now:
+            set_threads(self.llama, threads)
+            self.threads_now = threads
 
     # ------------------------------------------------------------------ evaluation
     def prefill(self, tokens: Sequence[int], what: str = "prompt", *, logits: bool = True) -> int:
@@ -319,16 +343,14 @@ class LlamaSession:
                 if not logits:
                     return common
                 common -= 1  # all cached: re-evaluate the last token to refresh its logits
-            self._enter()
-            started = time.perf_counter()
-            llama.n_tokens = common
-            try:
-                llama.eval(tokens[common:])  # drops the stale KV cells past `common` first
-            except Exception:
-                llama.reset()
-                raise
-            finally:
-                self._depth -= 1
+            with self.busy():
+                started = time.perf_counter()
+                llama.n_tokens = common
+                try:
+                    llama.eval(tokens[common:])  # drops the stale KV cells past `common` first
+                except Exception:
+                    llama.reset()
+                    raise
             self.stats.prefill_seconds += time.perf_counter() - started
             self.stats.calls += 1
             self.stats.prompt_tokens += len(tokens)
@@ -381,8 +403,7 @@ class LlamaSession:
     ) -> Iterator[int]:
         """Yield token ids after ``prompt`` from ``Llama.generate`` (greedy at temperature 0) until an end of turn,
         ``max_tokens`` or the end of the window; the caller holds :attr:`lock` while iterating."""
-        self._enter()
-        try:
+        with self.busy():
             self.prefill(prompt)  # the prompt's cached prefix (or a saved one) is kept; Llama.generate samples at once
             llama = self.llama
             room = min(max_tokens, self.n_ctx - len(prompt))
@@ -400,12 +421,11 @@ class LlamaSession:
                     yield int(token)
                     if produced >= room:  # the last token is not evaluated
                         break
+                    self.share_cores()  # another session may have started or ended an evaluation
                     started = time.perf_counter()
             finally:
                 tokens.close()
                 self.stats.decode_seconds += time.perf_counter() - started
-        finally:
-            self._depth -= 1
 
 
 # ---------------------------------------------------------------------- process-wide registry

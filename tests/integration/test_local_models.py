@@ -83,6 +83,36 @@ def test_grapheval_with_the_local_models_flags_a_planted_error(llm: ChatLocalLla
     assert report.llm == llm.model_label and report.scorer == judge.name
 
 
+def test_a_batch_checks_beside_the_extraction_with_the_reports_of_single_calls(
+    llm: ChatLocalLlama, judge: LocalJudgeScorer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``evaluate_many`` checks each row while the chat model extracts the next (two llama.cpp contexts evaluating
+    at once, the cores split between them), and gives the reports of ``evaluate`` called row by row."""
+    from grapheval_plugins.local import runtime
+
+    rows = [
+        {"id": "curie", "context": CURIE, "output": "Marie Curie was born in Warsaw and won a Nobel Prize in 1903."},
+        {"id": "council", "context": COUNCIL, "output": "Riverton's council voted 9 to 0 to build a library."},
+        {"id": "cost", "context": COUNCIL, "output": "The library on Elm Street will cost 12 million dollars."},
+    ]
+    engine = GraphEval(llm=llm, scorer=judge, cache=False, show_progress=False)
+    single = [engine.evaluate(r["context"], r["output"], id=r["id"]) for r in rows]
+    most = [0]
+    share = runtime.LlamaSession.share_cores
+
+    def counting(session: runtime.LlamaSession) -> None:
+        most[0] = max(most[0], len(runtime._BUSY))
+        share(session)
+
+    monkeypatch.setattr(runtime.LlamaSession, "share_cores", counting)
+    batch = engine.evaluate_many(rows)
+    assert most[0] == 2  # the judge and the chat model evaluated at once
+    assert [r.hallucinated for r in batch] == [r.hallucinated for r in single]
+    for got, want in zip(batch, single):
+        assert [c.claim for c in got.claims] == [c.claim for c in want.claims]
+        assert [c.p_unsupported for c in got.claims] == pytest.approx([c.p_unsupported for c in want.claims], abs=1e-4)
+
+
 def test_chat_and_judge_do_not_share_the_kv_cache(llm: ChatLocalLlama, judge: LocalJudgeScorer) -> None:
     chat_ctx, judge_ctx = llm.session.llama, judge.session.llama
     assert chat_ctx is not judge_ctx

@@ -30,8 +30,9 @@ from urllib.parse import unquote
 
 from grapheval_plugins.testing import keyword_support
 
-FAULTS = ("throttle", "invalid", "500", "503", "reset", "timeout", "truncated", "empty", "refusal", "blocks")
-"""The faults an emulator can inject (see :meth:`EmulatorServer.fault`)."""
+FAULTS = ("throttle", "invalid", "500", "503", "reset", "timeout", "truncated", "empty", "refusal", "blocks", "skip")
+"""The faults an emulator can inject (see :meth:`EmulatorServer.fault`); ``skip``: the answer's last line left out
+(a judge that answered all its claims but one)."""
 
 _INPUT = re.compile(r"<input>(.*?)</input>", re.S)
 _CLAIM = re.compile(r"^(\d+)\. (.*)$", re.M)
@@ -236,6 +237,8 @@ class EmulatorServer:
             handler.send_json(status, payload, headers)
             return
         answer = "" if kind == "empty" else scripted_answer(system, user)
+        if kind == "skip":
+            answer = "\n".join(answer.splitlines()[:-1])
         payload = self.answer(handler.path, body, answer, kind)
         if kind == "truncated":
             handler.send_truncated(payload)

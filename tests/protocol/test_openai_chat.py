@@ -4,6 +4,8 @@ against an emulator on 127.0.0.1: the faults. The real model behind an OpenAI-co
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from protocol_servers import OpenAIChatServer
 from test_bedrock_converse import EXPECTED, QUICK, ROWS
@@ -84,3 +86,25 @@ def test_an_unusable_answer_ends_in_a_row_error(openai_server: OpenAIChatServer,
     if fault == "refusal":
         assert any("'refusal'" in e.message for e in by_id["tower"].errors), by_id["tower"].errors
     assert len(openai_server.calls("Rome")) <= 2 + 2
+
+
+def _claims(prompt: str) -> list[str]:
+    """The numbered claims of a judge prompt."""
+    listed = prompt.split("Claims:\n", 1)[1].split("\n\n", 1)[0]
+    return re.findall(r"^\d+\. (.*)$", listed, re.M)
+
+
+def test_a_claim_the_judge_left_out_is_asked_again_alone(openai_server: OpenAIChatServer) -> None:
+    """The judge answers every claim of the row but the last: that claim, and only it, is asked again on its own,
+    and the row gets the verdict it would have had."""
+    context, output = ROWS[1]["context"], "The Eiffel Tower stands in Rome. It opened in 1889."
+    expected = GraphEval(llm=_chat(openai_server)).evaluate(context, output)
+    openai_server.clear()
+    openai_server.fault("skip", times=1, when="Claims:\n")
+    report = GraphEval(llm=_chat(openai_server)).evaluate(context, output)
+
+    first, again, *more = openai_server.calls("Claims:\n")
+    assert first.fault == "skip" and again.fault is None and more == []
+    assert len(_claims(first.prompt)) >= 2 and _claims(again.prompt) == _claims(first.prompt)[-1:]
+    assert report.ok and report.hallucinated is expected.hallucinated is True
+    assert [(c.claim, c.p_unsupported) for c in report.claims] == [(c.claim, c.p_unsupported) for c in expected.claims]

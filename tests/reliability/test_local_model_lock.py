@@ -1,6 +1,7 @@
 """A llama.cpp context is never entered by two calls at once, from any number of threads and tasks: the chat model
-and the judge over one GGUF file have a context each (their own KV caches) and share the process-wide lock, so one
-evaluation runs at a time, with the results of sequential calls.
+and the judge over one GGUF file have a context each (their own KV caches) and a lock each, so each context runs one
+evaluation at a time, the two may run together (splitting the free cores), and every result is that of sequential
+calls.
 
 The model is a stand-in for ``llama_cpp.Llama`` (byte tokens, logits computed from the evaluated tokens) that
 records every entry into each context: tokenizing, evaluating, detokenizing. Nothing is downloaded or loaded.
@@ -143,13 +144,13 @@ def models(path: Path, max_tokens: int = 24) -> tuple[ChatLocalLlama, LocalJudge
     return chat, judge
 
 
-def test_chat_and_judge_have_a_context_each_and_share_the_process_lock(
+def test_chat_and_judge_have_a_context_each_and_a_lock_each(
     weights: tuple[Weights, Path, list[RecordingContext]],
 ) -> None:
     _, path, made = weights
     chat, judge = models(path)
     assert chat.session is not judge.session  # separate contexts (KV caches) …
-    assert chat.session.lock is judge.session.lock is runtime.LOCK  # … one evaluation at a time in the process
+    assert chat.session.lock is not judge.session.lock  # … each entered by one call at a time
     chat.invoke("warm up")
     judge.load()
     assert len(made) == 2
@@ -186,8 +187,8 @@ def test_threads_and_tasks_never_enter_a_context_at_once(
 
     assert shared.entries - before > 500, "the calls did not run"
     assert shared.overlaps == [] and shared.most == 1, f"entered at once by {shared.most} calls: {shared.overlaps[:5]}"
-    assert shared.most_contexts == 1  # one evaluation at a time in the process
-    # Serialised, each context kept its own KV cache intact: the answers are those of sequential calls.
+    assert shared.most_contexts <= 2  # the chat model's context and the judge's may evaluate at once
+    # Serialised per context, each kept its own KV cache intact: the answers are those of sequential calls.
     assert dict(thread_answers) == expected_answers
     assert [m.content for m in async_answers] == [expected_answers[q] for q in QUESTIONS]
     assert all(s == pytest.approx(expected_scores) for s in thread_scores)
@@ -284,5 +285,5 @@ def test_a_batch_gives_the_reports_of_row_by_row_calls(
     runtime.clear_sessions()
     shared.most_contexts = 0
     batch = engine()
-    assert [verdict(r) for r in batch.evaluate_many(rows)] == expected
-    assert shared.most_contexts == 1 and shared.most == 1
+    assert [verdict(r) for r in batch.evaluate_many(rows)] == expected  # each row checked beside the next's extraction
+    assert shared.most == 1 and shared.most_contexts <= 2

@@ -333,6 +333,42 @@ def test_claims_an_answer_skipped_are_each_asked_alone() -> None:
     assert [(claims[1] in r, claims[2] in r) for r in retries] == [(True, False), (False, True)]
 
 
+class _SlowFirstOnly(BaseChatModel):
+    """Answers only the first claim of any list, after a pause; counts the calls in flight at once."""
+
+    _now: int = PrivateAttr(default=0)
+    most: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "slow-first-only"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        raise NotImplementedError("async only")
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                         **kwargs: Any) -> ChatResult:
+        import asyncio
+
+        self._now += 1
+        self.most = max(self.most, self._now)
+        await asyncio.sleep(0.05)
+        self._now -= 1
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("1: supported 90%"))])
+
+
+def test_claims_asked_alone_are_asked_at_once_under_acheck() -> None:
+    """Under ``acheck`` the claims an answer skipped are asked alone all at once (up to ``max_concurrency``)."""
+    import asyncio
+
+    llm = _SlowFirstOnly()
+    claims = ["Curie born in Warsaw", "Curie won two prizes", "Curie won in physics", "Curie won in chemistry"]
+    scores = asyncio.run(LLMJudge(llm, max_concurrency=4).acheck([CONTEXT] * 4, claims))
+    assert [s.error for s in scores] == [None] * 4
+    assert llm.most == 3  # the three skipped claims in flight together
+
+
 def test_a_claim_still_unanswered_after_one_retry_is_a_per_claim_error() -> None:
     llm = ScriptedChatModel(responses=["1: supported", "I cannot tell.", "1: supported\n2: supported"])
     engine = GraphEval(llm=extractor(), scorer=LLMJudge(llm))

@@ -60,16 +60,57 @@ def test_a_session_takes_the_free_cores_at_each_call_and_an_explicit_count_wins(
     assert set_to == [1] and fixed.threads_now == 2
 
 
-def test_sessions_share_one_lock_and_get_session_keeps_counts_apart() -> None:
+def test_sessions_have_a_lock_each_and_get_session_keeps_counts_apart() -> None:
     clear_sessions()
     try:
         auto = get_session("m", "fake.gguf", role="chat")
         judge = get_session("m", "fake.gguf", role="judge")
         explicit = get_session("m", "fake.gguf", role="chat", n_threads=1)
         assert auto is not explicit and not auto.threads_fixed and explicit.threads_fixed
-        assert auto.lock is judge.lock is runtime.LOCK  # one llama.cpp evaluation at a time in the process
+        assert auto is get_session("m", "fake.gguf", role="chat")
+        assert auto.lock is not judge.lock  # one evaluation at a time in each context; the two may run together
     finally:
         clear_sessions()
+
+
+def test_sessions_evaluating_at_once_split_the_free_cores_and_a_decoder_takes_them_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chat model decoding shrinks to its half when the judge starts an evaluation, and grows back at its next
+    step once the judge is done; a session with a fixed thread count keeps it."""
+    set_to: list[tuple[str, int]] = []
+    monkeypatch.setattr(runtime, "_others_running", lambda: 0)
+    monkeypatch.setattr(runtime, "allowed_cpus", lambda: 4)
+    monkeypatch.setattr(runtime, "set_threads", lambda llama, n: set_to.append((llama.name, n)))
+
+    def factory(name: str) -> Any:
+        def make(**params: Any) -> FakeLlama:
+            llama = FakeLlama(lambda seq: one_hot(ord("a") + 4 + len(seq) % 3), **params)
+            llama.name = name
+            return llama
+        return make
+
+    chat = LlamaSession("fake.gguf", factory=factory("chat"))
+    judge = LlamaSession("fake.gguf", factory=factory("judge"))
+    fixed = LlamaSession("fake.gguf", factory=factory("fixed"), n_threads=3)
+    steps = chat.generate(byte_tokens("tell"), max_tokens=6)
+    next(steps)  # the chat model alone: all four cores, as loaded
+    assert chat.threads_now == 4 and set_to == []
+    with judge.busy():
+        judge.prefill(byte_tokens("context"))
+        assert judge.threads_now == 2  # two sessions evaluating: two cores each
+        next(steps)
+        assert chat.threads_now == 2
+        with fixed.busy():
+            fixed.prefill(byte_tokens("own"))
+            next(steps)
+            assert fixed.threads_now == 3 and chat.threads_now == 1  # four cores among three sessions
+    next(steps)
+    next(steps)
+    assert chat.threads_now == 4  # alone again: every free core at its next step
+    steps.close()
+    assert set_to == [("judge", 2), ("chat", 2), ("chat", 1), ("chat", 4)]
+    assert not runtime._BUSY  # every span ended
 
 
 def test_a_model_whose_template_is_not_chatml_is_refused() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -97,10 +98,50 @@ def _logged_engine(log: list[str], scorer: Any = None) -> GraphEval:
                      show_progress=False)
 
 
-def test_an_error_that_ends_the_extraction_ends_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+class _OverlappingScorer(_LoggedKeywordScorer):
+    """A scorer that asks to be run beside the extraction, as the local judge does; ``first_check`` is set once it
+    has checked something."""
+
+    overlaps_extraction = True
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(log)
+        self.first_check = threading.Event()
+
+    def predict_support(self, pairs: Any) -> list[float]:
+        try:
+            return super().predict_support(pairs)
+        finally:
+            self.first_check.set()
+
+
+def test_a_scorer_beside_the_extraction_checks_each_row_while_the_next_are_extracted() -> None:
+    """With a scorer that ``overlaps_extraction``, the first row is checked while the last is still being extracted
+    (its extraction waits for that check: run one stage after the other, it would time out), and the reports are
+    those of the two stages."""
+    log: list[str] = []
+    scorer = _OverlappingScorer(log)
+    seen: list[bool] = []
+    last = ROWS[-1]["output"]
+
+    def respond(messages: list[Any]) -> str:
+        if last in str(messages[-1].content):
+            seen.append(scorer.first_check.wait(10))
+        log.append("extract")
+        return _respond(messages)
+
+    engine = GraphEval(llm=ScriptedChatModel(respond=respond, model_label="fake"), scorer=scorer, max_retries=1,
+                       max_concurrency=1, show_progress=False)
+    reports = engine.evaluate_many(ROWS)
+    assert seen == [True] and log.index("check") < len(log) - 1 - log[::-1].index("extract")
+    assert [_strip(r) for r in reports] == [_strip(r) for r in _engine().evaluate_many(ROWS)]
+
+
+@pytest.mark.parametrize("overlapped", [False, True])
+def test_an_error_that_ends_the_extraction_ends_the_batch(monkeypatch: pytest.MonkeyPatch, overlapped: bool) -> None:
     """An error the batch cannot report per row (here a configuration error from the extraction stage) is raised
     by ``evaluate_many`` instead of leaving it waiting for rows that never come."""
-    engine = _logged_engine([])
+    engine = _logged_engine([], scorer=_OverlappingScorer([]) if overlapped else None)
     extract = engine._extract_claims
 
     async def failing(sample: Any, config: Any) -> Any:
