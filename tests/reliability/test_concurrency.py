@@ -310,9 +310,9 @@ def test_tasks_cancelled_at_random_points_leave_the_engine_answering(seed: int) 
         tasks = [asyncio.ensure_future(engine.aevaluate(r["context"], r["output"], id=r["id"])) for r in batch]
         tasks.append(asyncio.ensure_future(engine.aevaluate_many(rows(20, f"many{seed}"))))
         doomed = rng.sample(tasks, k=len(tasks) // 2)
-        for task in doomed:  # at random points: during extraction, in the batcher's wait, during a scorer pass
-            await asyncio.sleep(rng.uniform(0.0, 0.004))
+        for task in doomed:  # at random points: before it starts, in extraction, the batcher's wait, a scorer pass
             task.cancel()
+            await asyncio.sleep(rng.uniform(0.0, 0.004))
         settled = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), WAIT_S)
         answers = await asyncio.wait_for(
             asyncio.gather(*(engine.aevaluate(r["context"], r["output"], id=r["id"]) for r in after)), WAIT_S
@@ -345,9 +345,13 @@ def test_calls_cancelled_on_the_background_loop_while_threads_use_it(seed: int) 
     def canceller() -> int:
         futures = [asyncio.run_coroutine_threadsafe(engine.aevaluate(r["context"], r["output"], id=r["id"]), loop)
                    for r in doomed_rows]
+        cancelled = 0
         for future in rng.sample(futures, k=len(futures) // 2):
+            # cancel first, then wait: the first cancel lands right after the submissions, so at least one call is
+            # cancelled however fast the machine finishes the rest
+            cancelled += future.cancel()
             time.sleep(rng.uniform(0.0, 0.004))
-            future.cancel()
+        assert cancelled > 0
         done = 0
         for future in futures:
             try:
@@ -355,6 +359,7 @@ def test_calls_cancelled_on_the_background_loop_while_threads_use_it(seed: int) 
                 done += 1
             except (asyncio.CancelledError, concurrent.futures.CancelledError):
                 pass
+        assert done == len(futures) - cancelled
         return done
 
     def sync_calls(part: list[dict[str, str]]) -> Callable[[], list[Report]]:
