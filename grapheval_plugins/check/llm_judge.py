@@ -12,6 +12,7 @@ Example (any chat model; here a fake that always answers the same)::
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -33,7 +34,7 @@ from .judge import (
 from .verdicts import label_logprobs_at, parse_verdicts
 
 __all__ = ["AUTO_TOP_LOGPROBS", "CHAT_JUDGE_PROMPT", "ChatJudgePrompt", "ChatLabelLogits", "ChatOptions", "LLMJudge",
-           "is_chat_model", "takes_logprobs"]
+           "is_chat_model", "takes_logprobs", "takes_temperature"]
 
 AUTO_TOP_LOGPROBS = 5
 
@@ -109,6 +110,16 @@ def takes_logprobs(llm: Any) -> bool:
     return "logprobs" in (getattr(type(_unbound(llm)), "model_fields", None) or {})
 
 
+def takes_temperature(llm: Any) -> bool:
+    """True when the chat model's client declares a ``temperature`` option (the provider clients do).
+
+    >>> from grapheval_plugins.testing import ScriptedChatModel
+    >>> takes_temperature(ScriptedChatModel())
+    False
+    """
+    return "temperature" in (getattr(type(_unbound(llm)), "model_fields", None) or {})
+
+
 class ChatLabelLogits:
     """The :class:`~grapheval_plugins.check.judge.LabelLogits` backend over a LangChain chat model (or a bound one).
 
@@ -117,11 +128,14 @@ class ChatLabelLogits:
             comes back without them or the call with them fails (:attr:`logprobs_returned` remembers); an integer
             ``k``: always ask (``top_logprobs=k`` if ``k > 0``); ``None``: never ask.
         max_context_tokens: chunk contexts longer than this (in :meth:`count_tokens` units); ``None``: whole.
+        samples: when an answer comes back without log-probabilities, ask the same prompt this many times in all
+            (the others at ``sample_temperature``, where :func:`takes_temperature`) and average each claim's
+            P(supported) over the answers, so that the score still ranks outputs; ``1``: one answer.
     """
 
     def __init__(self, llm: Any, *, prompt: ChatJudgePrompt = CHAT_JUDGE_PROMPT,
             request_logprobs: int | str | None = "auto", max_context_tokens: int | None = None,
-            name: str | None = None) -> None:
+            samples: int = 5, sample_temperature: float = 1.0, name: str | None = None) -> None:
         if not (hasattr(llm, "invoke") and hasattr(llm, "ainvoke")):
             raise InputError("llm", f"{type(llm).__name__} is not a LangChain chat model")
         if request_logprobs != "auto" and request_logprobs is not None and (
@@ -130,7 +144,11 @@ class ChatLabelLogits:
         if max_context_tokens is not None and (isinstance(max_context_tokens, bool)
                                                or not isinstance(max_context_tokens, int) or max_context_tokens < 8):
             raise InputError("max_context_tokens", f"must be None or an integer >= 8, got {max_context_tokens!r}")
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise InputError("samples", f"must be an integer >= 1, got {samples!r}")
         self.llm = llm
+        self.samples = samples
+        self._sampler: Any = llm.bind(temperature=sample_temperature) if samples > 1 and takes_temperature(llm) else None
         self.prompt = prompt
         self.request_logprobs = request_logprobs
         self.max_context_tokens = max_context_tokens
@@ -179,17 +197,65 @@ class ChatLabelLogits:
         self.logprobs_returned = False
         return message
 
+    def _more_samples(self, message: Any, n_claims: int, labels: Sequence[str]) -> int:
+        """How many more answers to sample: none after log-probabilities, or after an answer that judged nothing
+        (the scorer's retry asks again)."""
+        if self._sampler is None or _logprob_tokens(message) is not None:
+            return 0
+        return self.samples - 1 if any(r.ok for r in self.read(message, n_claims, labels)) else 0
+
     def label_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
         if not claims:
             return []
-        message = self._ask(self.prompt.messages(context, claims, labels))
-        return self.read(message, len(claims), labels)
+        messages = self.prompt.messages(context, claims, labels)
+        message = self._ask(messages)
+        more: list[Any] = []
+        for _ in range(self._more_samples(message, len(claims), labels)):
+            try:
+                more.append(self._sampler.invoke(messages))
+            except Exception as exc:  # noqa: BLE001 - a failed extra answer is left out, and said
+                more.append(exc)
+        return self.read_samples([message, *more], len(claims), labels)
 
     async def alabel_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
         if not claims:
             return []
-        message = await self._aask(self.prompt.messages(context, claims, labels))
-        return self.read(message, len(claims), labels)
+        messages = self.prompt.messages(context, claims, labels)
+        message = await self._aask(messages)
+        extra = self._more_samples(message, len(claims), labels)
+        more = await asyncio.gather(*(self._sampler.ainvoke(messages) for _ in range(extra)), return_exceptions=True)
+        return self.read_samples([message, *more], len(claims), labels)
+
+    @classmethod
+    def read_samples(cls, answers: Sequence[Any], n_claims: int, labels: Sequence[str]) -> list[LabelReading]:
+        """The readings of the first answer, or, over several, per claim the answers that judged it (``samples``)
+        with the most frequent verdict; an answer that is an exception is left out and said in ``notes``.
+
+        >>> from langchain_core.messages import AIMessage
+        >>> [r] = ChatLabelLogits.read_samples([AIMessage("1: supported 90"), AIMessage("1: unknown 30"),
+        ...                                     RuntimeError("503")], 1, ["supported", "unknown"])
+        >>> r.verdict, len(r.samples), r.notes
+        ('supported', 2, ('1 of 3 answers failed: RuntimeError: 503',))
+        """
+        failed = [a for a in answers if isinstance(a, BaseException)]
+        for answer in failed:
+            if not isinstance(answer, Exception):  # a cancellation or an exit, never swallowed
+                raise answer
+        readings = [cls.read(a, n_claims, labels) for a in answers if not isinstance(a, BaseException)]
+        if len(answers) == 1:
+            return readings[0]
+        notes = (f"{len(failed)} of {len(answers)} answers failed: {type(failed[0]).__name__}: {failed[0]}",) \
+            if failed else ()
+        combined: list[LabelReading] = []
+        for per_answer in zip(*readings):
+            judged = [r for r in per_answer if r.ok]
+            if not judged:
+                combined.append(per_answer[0])
+                continue
+            verdicts = [r.verdict for r in judged]
+            combined.append(LabelReading(verdict=max(verdicts, key=verdicts.count), samples=tuple(judged),
+                                         notes=notes))
+        return combined
 
     @staticmethod
     def read(message: Any, n_claims: int, labels: Sequence[str]) -> list[LabelReading]:
@@ -243,6 +309,8 @@ class ChatOptions(TypedDict, total=False):
     prompt: ChatJudgePrompt
     request_logprobs: int | str | None
     max_context_tokens: int | None
+    samples: int
+    sample_temperature: float
     name: str | None
 
 
