@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import cpu_model, load_dataset, stratified_sample  # noqa: E402
 
+from grapheval_plugins._async import run_sync  # noqa: E402
 from grapheval_plugins.check.judge import JUDGE_LABELS, LabelReading, p_supported  # noqa: E402
 from grapheval_plugins.check.llm_judge import CHAT_JUDGE_PROMPT, ChatLabelLogits  # noqa: E402
 
@@ -95,7 +96,7 @@ def judge_row(backend: ChatLabelLogits, row: dict[str, Any], max_claims: int) ->
             break
         asked = [claims[i] for i in todo]
         started = time.perf_counter()
-        message = backend._ask(CHAT_JUDGE_PROMPT.messages(row["context"], asked, JUDGE_LABELS))
+        message = run_sync(backend._aask(CHAT_JUDGE_PROMPT.messages(row["context"], asked, JUDGE_LABELS)))
         seconds = time.perf_counter() - started
         with_lp = ChatLabelLogits.read(message, len(asked), JUDGE_LABELS)
         without = ChatLabelLogits.read(AIMessage(content=message.content), len(asked), JUDGE_LABELS)

@@ -20,6 +20,7 @@ from typing import Any, TypedDict
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from typing_extensions import Unpack
 
+from .._async import run_sync
 from .._template import fill
 from ..exceptions import InputError
 from ..messages import describe_llm, message_text, stop_reason
@@ -34,7 +35,7 @@ from .judge import (
 from .verdicts import label_logprobs_at, parse_verdicts
 
 __all__ = ["AUTO_TOP_LOGPROBS", "CHAT_JUDGE_PROMPT", "ChatJudgePrompt", "ChatLabelLogits", "ChatOptions", "LLMJudge",
-           "is_chat_model", "takes_logprobs", "takes_temperature"]
+           "is_chat_model", "takes_option"]
 
 AUTO_TOP_LOGPROBS = 5
 
@@ -99,37 +100,27 @@ def _unbound(llm: Any) -> Any:
     return llm.bound if isinstance(llm, RunnableBinding) else llm
 
 
-def takes_logprobs(llm: Any) -> bool:
-    """True when the chat model's client declares the ``logprobs`` option (``ChatOpenAI`` and the clients built
-    on it); whether the provider honours it is read from its answers.
+def takes_option(llm: Any, option: str) -> bool:
+    """True when the chat model's client declares ``option`` (``"logprobs"``: ``ChatOpenAI`` and the clients built
+    on it, whether the provider honours it is read from its answers; ``"temperature"``: the provider clients).
 
     >>> from grapheval_plugins.testing import ScriptedChatModel
-    >>> takes_logprobs(ScriptedChatModel())
-    False
+    >>> takes_option(ScriptedChatModel(), "logprobs"), takes_option(ScriptedChatModel(), "temperature")
+    (False, False)
     """
-    return "logprobs" in (getattr(type(_unbound(llm)), "model_fields", None) or {})
-
-
-def takes_temperature(llm: Any) -> bool:
-    """True when the chat model's client declares a ``temperature`` option (the provider clients do).
-
-    >>> from grapheval_plugins.testing import ScriptedChatModel
-    >>> takes_temperature(ScriptedChatModel())
-    False
-    """
-    return "temperature" in (getattr(type(_unbound(llm)), "model_fields", None) or {})
+    return option in (getattr(type(_unbound(llm)), "model_fields", None) or {})
 
 
 class ChatLabelLogits:
     """The :class:`~grapheval_plugins.check.judge.LabelLogits` backend over a LangChain chat model (or a bound one).
 
     Args:
-        request_logprobs: ``"auto"``: where :func:`takes_logprobs`, ask for ``top_logprobs=5`` until an answer
+        request_logprobs: ``"auto"``: where the client takes the option, ask for ``top_logprobs=5`` until an answer
             comes back without them or the call with them fails (:attr:`logprobs_returned` remembers); an integer
             ``k``: always ask (``top_logprobs=k`` if ``k > 0``); ``None``: never ask.
         max_context_tokens: chunk contexts longer than this (in :meth:`count_tokens` units); ``None``: whole.
         samples: when an answer comes back without log-probabilities, ask the same prompt this many times in all
-            (the others at ``sample_temperature``, where :func:`takes_temperature`) and average each claim's
+            (the others at ``sample_temperature``, where the client takes one) and average each claim's
             P(supported) over the answers, so that the score still ranks outputs; ``1``: one answer.
     """
 
@@ -148,7 +139,7 @@ class ChatLabelLogits:
             raise InputError("samples", f"must be an integer >= 1, got {samples!r}")
         self.llm = llm
         self.samples = samples
-        self._sampler: Any = llm.bind(temperature=sample_temperature) if samples > 1 and takes_temperature(llm) else None
+        self._sampler: Any = llm.bind(temperature=sample_temperature) if samples > 1 and takes_option(llm, "temperature") else None
         self.prompt = prompt
         self.request_logprobs = request_logprobs
         self.max_context_tokens = max_context_tokens
@@ -156,7 +147,7 @@ class ChatLabelLogits:
         self.logprobs_returned: bool | None = None  # None until the first answer
         self._bound: Any = None
         if request_logprobs == "auto":
-            if takes_logprobs(llm):
+            if takes_option(llm, "logprobs"):
                 self._bound = llm.bind(logprobs=True, top_logprobs=AUTO_TOP_LOGPROBS)
         elif isinstance(request_logprobs, int):
             self._bound = llm.bind(logprobs=True, **({"top_logprobs": request_logprobs} if request_logprobs else {}))
@@ -175,17 +166,6 @@ class ChatLabelLogits:
     def _probing(self) -> bool:
         return self.request_logprobs == "auto" and self._bound is not None and self.logprobs_returned is None
 
-    def _ask(self, messages: list[BaseMessage]) -> Any:
-        runnable = self._runnable
-        try:
-            return self._learn(runnable.invoke(messages))
-        except Exception:
-            if runnable is not self._bound or not self._probing():
-                raise
-        message = self.llm.invoke(messages)  # the provider refused the options: ask without them, and remember
-        self.logprobs_returned = False
-        return message
-
     async def _aask(self, messages: list[BaseMessage]) -> Any:
         runnable = self._runnable
         try:
@@ -197,64 +177,44 @@ class ChatLabelLogits:
         self.logprobs_returned = False
         return message
 
-    def _more_samples(self, message: Any, n_claims: int, labels: Sequence[str]) -> int:
-        """How many more answers to sample: none after log-probabilities, or after an answer that judged nothing
-        (the scorer's retry asks again)."""
-        if self._sampler is None or _logprob_tokens(message) is not None:
-            return 0
-        return self.samples - 1 if any(r.ok for r in self.read(message, n_claims, labels)) else 0
-
     def label_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
-        if not claims:
-            return []
-        messages = self.prompt.messages(context, claims, labels)
-        message = self._ask(messages)
-        more: list[Any] = []
-        for _ in range(self._more_samples(message, len(claims), labels)):
-            try:
-                more.append(self._sampler.invoke(messages))
-            except Exception as exc:  # noqa: BLE001 - a failed extra answer is left out, and said
-                more.append(exc)
-        return self.read_samples([message, *more], len(claims), labels)
+        return run_sync(self.alabel_logprobs(context, claims, labels))
 
     async def alabel_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
         if not claims:
             return []
         messages = self.prompt.messages(context, claims, labels)
         message = await self._aask(messages)
-        extra = self._more_samples(message, len(claims), labels)
-        more = await asyncio.gather(*(self._sampler.ainvoke(messages) for _ in range(extra)), return_exceptions=True)
-        return self.read_samples([message, *more], len(claims), labels)
+        first = self.read(message, len(claims), labels)
+        if self._sampler is None or _logprob_tokens(message) is not None or not any(r.ok for r in first):
+            return first  # log-probabilities grade it, or it judged nothing (the scorer's retry asks again)
+        more = await asyncio.gather(*(self._sampler.ainvoke(messages) for _ in range(self.samples - 1)),
+                                    return_exceptions=True)
+        return self.read_samples([first], more, len(claims), labels)
 
     @classmethod
-    def read_samples(cls, answers: Sequence[Any], n_claims: int, labels: Sequence[str]) -> list[LabelReading]:
-        """The readings of the first answer, or, over several, per claim the answers that judged it (``samples``)
-        with the most frequent verdict; an answer that is an exception is left out and said in ``notes``.
+    def read_samples(cls, readings: list[list[LabelReading]], more: Sequence[Any], n_claims: int,
+            labels: Sequence[str]) -> list[LabelReading]:
+        """Per claim, the readings of the answers that judged it (``samples``, averaged by
+        :func:`~grapheval_plugins.check.judge.p_supported`) and their most frequent verdict: those already read,
+        then the answers in ``more``, of which a failed call (an exception) is left out.
 
         >>> from langchain_core.messages import AIMessage
-        >>> [r] = ChatLabelLogits.read_samples([AIMessage("1: supported 90"), AIMessage("1: unknown 30"),
-        ...                                     RuntimeError("503")], 1, ["supported", "unknown"])
-        >>> r.verdict, len(r.samples), r.notes
-        ('supported', 2, ('1 of 3 answers failed: RuntimeError: 503',))
+        >>> [r] = ChatLabelLogits.read_samples([], [AIMessage("1: supported 90"), AIMessage("1: unknown 30"),
+        ...                                         RuntimeError("503")], 1, ["supported", "unknown"])
+        >>> r.verdict, [s.stated for s in r.samples]
+        ('supported', [0.9, 0.3])
         """
-        failed = [a for a in answers if isinstance(a, BaseException)]
-        for answer in failed:
-            if not isinstance(answer, Exception):  # a cancellation or an exit, never swallowed
-                raise answer
-        readings = [cls.read(a, n_claims, labels) for a in answers if not isinstance(a, BaseException)]
-        if len(answers) == 1:
-            return readings[0]
-        notes = (f"{len(failed)} of {len(answers)} answers failed: {type(failed[0]).__name__}: {failed[0]}",) \
-            if failed else ()
+        for answer in more:
+            if isinstance(answer, BaseException) and not isinstance(answer, Exception):
+                raise answer  # a cancellation or an exit is never swallowed
+        readings = readings + [cls.read(a, n_claims, labels) for a in more if not isinstance(a, BaseException)]
         combined: list[LabelReading] = []
         for per_answer in zip(*readings):
             judged = [r for r in per_answer if r.ok]
-            if not judged:
-                combined.append(per_answer[0])
-                continue
             verdicts = [r.verdict for r in judged]
-            combined.append(LabelReading(verdict=max(verdicts, key=verdicts.count), samples=tuple(judged),
-                                         notes=notes))
+            combined.append(LabelReading(verdict=max(verdicts, key=verdicts.count), samples=tuple(judged))
+                            if judged else per_answer[0])
         return combined
 
     @staticmethod

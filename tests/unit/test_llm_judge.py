@@ -267,9 +267,10 @@ def test_a_client_without_the_option_is_never_sent_it() -> None:
     seen: list[dict[str, Any]] = []
 
     class Plain(ScriptedChatModel):
-        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None,
+                             **kwargs: Any) -> ChatResult:
             seen.append(dict(kwargs))
-            return super()._generate(messages, stop, run_manager)
+            return await super()._agenerate(messages, stop, run_manager)
 
     judge = LLMJudge(Plain(responses=["1: supported 65\n2: contradicted 2"]))
     scores = judge.check([CONTEXT] * 2, ["a", "b"])
