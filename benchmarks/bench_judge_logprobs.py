@@ -32,12 +32,14 @@ A row's score is its largest P(unsupported) over its claims (the paper's rule); 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import platform
 import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import cpu_model, load_dataset, stratified_sample  # noqa: E402
 
+from grapheval_plugins._async import run_sync  # noqa: E402
 from grapheval_plugins.check.judge import JUDGE_LABELS, LabelReading, p_supported  # noqa: E402
 from grapheval_plugins.check.llm_judge import CHAT_JUDGE_PROMPT, ChatLabelLogits  # noqa: E402
 
@@ -93,7 +96,7 @@ def judge_row(backend: ChatLabelLogits, row: dict[str, Any], max_claims: int) ->
             break
         asked = [claims[i] for i in todo]
         started = time.perf_counter()
-        message = backend._ask(CHAT_JUDGE_PROMPT.messages(row["context"], asked, JUDGE_LABELS))
+        message = run_sync(backend._aask(CHAT_JUDGE_PROMPT.messages(row["context"], asked, JUDGE_LABELS)))
         seconds = time.perf_counter() - started
         with_lp = ChatLabelLogits.read(message, len(asked), JUDGE_LABELS)
         without = ChatLabelLogits.read(AIMessage(content=message.content), len(asked), JUDGE_LABELS)
@@ -148,6 +151,61 @@ def run(args: argparse.Namespace) -> None:
         print(row["id"], record["label"], record["score_logprobs"], record["score_stated"], flush=True)
 
 
+def sample(args: argparse.Namespace) -> None:
+    """Ask each committed row's claims ``--samples`` more times at temperature 1.0, without log-probabilities (what
+    :class:`~grapheval_plugins.check.llm_judge.ChatLabelLogits` adds where a provider returns none); resumable."""
+    from langchain_openai import ChatOpenAI
+
+    committed = [json.loads(line) for line in Path(args.out).read_text(encoding="utf-8").splitlines() if line.strip()]
+    out = Path(args.samples_out)
+    done = {json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines() if line.strip()} \
+        if out.exists() else set()
+    llm = ChatOpenAI(base_url=f"http://127.0.0.1:{args.port}/v1", api_key="none", model=MODEL, temperature=1.0,
+                     max_tokens=96, timeout=600, max_retries=1)
+    todo = [r for r in committed if r["id"] not in done]
+    print(f"{len(done)} rows done, {len(todo)} to go", flush=True)
+    by_id = {r["id"]: r for r in rows_to_judge(args.seed)}
+    for row in todo:
+        claims = [c["claim"] for c in row["claims"]]
+        messages = CHAT_JUDGE_PROMPT.messages(by_id[row["id"]]["context"], claims, JUDGE_LABELS)
+        answers = []
+        for _ in range(args.samples):
+            started = time.perf_counter()
+            message = llm.invoke(messages)  # no logprobs asked for
+            readings = ChatLabelLogits.read(message, len(claims), JUDGE_LABELS)
+            answers.append({"seconds": round(time.perf_counter() - started, 3), "answer": message.content,
+                            "claims": [None if r.error else {"verdict": r.verdict, "stated": r.stated}
+                                       for r in readings]})
+        with out.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"id": row["id"], "label": row["label"], "samples": answers}, ensure_ascii=False)
+                     + "\n")
+        print(row["id"], row["label"], [a["answer"].replace("\n", " | ") for a in answers[:2]], flush=True)
+
+
+def _mean_p_unsupported(readings: list[dict[str, Any] | None]) -> float | None:
+    values = [_p_unsupported(LabelReading(verdict=r["verdict"], stated=r["stated"])) for r in readings if r]
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def sampled_scores(row: dict[str, Any], sampled: dict[str, Any], k: int, with_first: bool,
+                   chosen: Sequence[int] | None = None) -> float | None:
+    """A row's score from ``k`` answers: the committed temperature-0 answer and ``k - 1`` sampled ones
+    (``with_first``), or ``k`` sampled ones (the first ones, or those at the indices ``chosen``); a claim's
+    P(unsupported) is the mean over its answers."""
+    per_claim = []
+    for index, claim in enumerate(row["claims"]):
+        first = None if "error" in claim else {"verdict": claim["verdict"], "stated": claim["stated"]}
+        answers = [a["claims"][index] for a in sampled["samples"]]
+        if chosen is not None:
+            answers = [answers[i] for i in chosen]
+        readings = ([first] + answers[: k - 1]) if with_first else answers[:k]
+        p = _mean_p_unsupported(readings)
+        if p is not None:
+            per_claim.append(p)
+    return max(per_claim) if per_claim else None
+
+
 def roc_auc(labels: list[int], scores: list[float]) -> float:
     """ROC AUC as the Mann-Whitney statistic (ties count one half)."""
     pos = [s for y, s in zip(labels, scores) if y == 1]
@@ -191,6 +249,33 @@ def report(args: argparse.Namespace) -> None:
             "balanced_accuracy_at_0.5": round(balanced_accuracy(labels, scores), 4),
             "distinct_scores": len({round(s, 6) for s in scores}),
         }
+    samples_path = Path(args.samples_out)
+    if samples_path.exists():
+        sampled = {json.loads(line)["id"]: json.loads(line)
+                   for line in samples_path.read_text(encoding="utf-8").splitlines() if line.strip()}
+        both = [r for r in usable if r["id"] in sampled]
+        n_samples = min((len(sampled[r["id"]]["samples"]) for r in both), default=0)
+        base = [int(r["label"]) for r in both]
+        summary["sampled"] = {"rows": len(both), "samples_per_row": n_samples,
+                              "logprobs_roc_auc_on_these_rows": round(roc_auc(base, [float(r["score_logprobs"])
+                                                                                   for r in both]), 4),
+                              "first_plus_sampled": {}, "sampled_only": {}}
+        for with_first, key in ((True, "first_plus_sampled"), (False, "sampled_only")):
+            for k in range(1, n_samples + (2 if with_first else 1)):
+                scores = [sampled_scores(r, sampled[r["id"]], k, with_first) for r in both]
+                kept = [(y, s) for y, s in zip(base, scores) if s is not None]
+                ys, ss = [y for y, _ in kept], [s for _, s in kept]
+                # the same k over every choice of the sampled answers: less noise than the first ones alone
+                drawn = k - 1 if with_first else k
+                aucs = [roc_auc(base, [sampled_scores(r, sampled[r["id"]], k, with_first, chosen) or 0.0
+                                       for r in both])
+                        for chosen in itertools.combinations(range(n_samples), drawn)]
+                summary["sampled"][key][str(k)] = {
+                    "rows_scored": len(kept), "roc_auc": round(roc_auc(ys, ss), 4),
+                    "balanced_accuracy_at_0.5": round(balanced_accuracy(ys, ss), 4),
+                    "distinct_scores": len({round(s, 6) for s in ss}),
+                    "roc_auc_mean_over_choices": round(sum(aucs) / len(aucs), 4), "choices": len(aucs),
+                }
     text = json.dumps(summary, indent=2)
     (Path(args.out).parent / "summary.json").write_text(text + "\n", encoding="utf-8")
     print(text)
@@ -220,11 +305,18 @@ def main() -> None:
     one.add_argument("--out", default=str(OUT / "rows.jsonl"))
     two = sub.add_parser("report")
     two.add_argument("--out", default=str(OUT / "rows.jsonl"))
+    two.add_argument("--samples-out", default=str(OUT / "samples.jsonl"))
+    four = sub.add_parser("sample")
+    four.add_argument("--port", type=int, default=8765)
+    four.add_argument("--seed", type=int, default=0)
+    four.add_argument("--samples", type=int, default=6)
+    four.add_argument("--out", default=str(OUT / "rows.jsonl"))
+    four.add_argument("--samples-out", default=str(OUT / "samples.jsonl"))
     three = sub.add_parser("serve")
     three.add_argument("--port", type=int, default=8765)
     three.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    {"run": run, "report": report, "serve": serve}[args.command](args)
+    {"run": run, "report": report, "serve": serve, "sample": sample}[args.command](args)
 
 
 if __name__ == "__main__":

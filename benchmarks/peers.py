@@ -898,6 +898,12 @@ def api_table_text(out: Path = API_OUT, rows_file: Path = API_ROWS) -> str:
             level = f"{'yes' if mine['auc'] >= best else 'no'} ({_fmt(100 * mine['auc'])} vs {_fmt(100 * best)})"
         lines.append(f"\nGoal on these {len(common)} rows: fewer tokens per row than every peer: "
                      f"{'yes' if fewer else 'no'}; ROC AUC at least level with the best peer: {level}.")
+        scored = [p for p in common if all(not one[m][p["id"]].get("error") for m in compared)]
+        if scored:  # a failed row often ended early: the cost of a score is read on the rows every method scored
+            cost = {m: _mean([float(one[m][p["id"]]["prompt_tokens"] + one[m][p["id"]]["completion_tokens"])
+                              for p in scored]) for m in compared}
+            lines.append(f"On the {len(scored)} rows every method scored, total tokens per row: "
+                         + ", ".join(f"{API_LABELS[m]} {_fmt(cost[m], 0)}" for m in compared) + ".")
         lines.append("\nP(hallucination) per row at concurrency 1 (— : the method failed on the row):\n")
         lines.append("| row | label | " + " | ".join(API_LABELS[m] for m in API_METHODS) + " |")
         lines.append("|---|---|" + "---|" * len(API_METHODS))

@@ -65,7 +65,7 @@ def scorer_for(llm: Any = None, scorer: Any = None) -> Any:
         return DEFAULT_SCORER
     if isinstance(llm, str):
         return f"judge:{llm.strip()}"
-    for_judging = getattr(llm, "for_judging", None)  # a model that answers through a fixed schema (Instructor)
+    for_judging = getattr(llm, "for_judging", None)  # a fixed-schema model (Instructor), a local llama.cpp model
     return for_judging() if callable(for_judging) else llm
 
 

@@ -479,16 +479,8 @@ class GraphEval:
         """Check many rows. See :meth:`aevaluate_many`."""
         return run_sync(self.aevaluate_many(rows, **options))
 
-    async def aevaluate_many(
-        self,
-        rows: Iterable[Any],
-        *,
-        context_key: str = "context",
-        output_key: str = "output",
-        id_key: str = "id",
-        show_progress: bool | None = None,
-        config: RunnableConfig | None = None,
-    ) -> list[Report]:
+    async def aevaluate_many(self, rows: Iterable[Any], *, context_key: str = "context", output_key: str = "output",
+            id_key: str = "id", show_progress: bool | None = None, config: RunnableConfig | None = None) -> list[Report]:
         """Check many rows (mappings with ``context``/``output``/``id`` keys, or pairs), reports in order.
         Extraction runs ``max_concurrency`` at a time, then ``check_batch_rows`` rows per scorer pass; with a scorer
         that :attr:`~grapheval_plugins.check.Scorer.overlaps_extraction` (the local judge), each row is checked alone

@@ -83,18 +83,21 @@ class JudgeCalibration:
 @dataclass(frozen=True)
 class LabelReading:
     """What a judge backend read for one claim: label log-probabilities (a missing label: probability 0), the
-    verdict, the P(supported) the model ``stated``, what the reader could not use (``notes``), or an ``error``."""
+    verdict, the P(supported) the model ``stated``, what the reader could not use (``notes``), or an ``error``;
+    or the readings of several sampled answers (``samples``: their P(supported) is averaged)."""
 
     logprobs: Mapping[str, float] | None = None
     verdict: str | None = None
     error: str | None = None
     notes: tuple[str, ...] = field(default=())
     stated: float | None = None
+    samples: tuple[LabelReading, ...] = field(default=())
 
     @property
     def ok(self) -> bool:
         usable = self.logprobs is not None and any(math.isfinite(v) for v in self.logprobs.values())
-        return self.error is None and (usable or self.stated is not None or self.verdict is not None)
+        return self.error is None and (usable or self.stated is not None or self.verdict is not None
+                                       or any(s.ok for s in self.samples))
 
 
 @runtime_checkable
@@ -128,7 +131,7 @@ def p_supported(reading: LabelReading, labels: Sequence[str] = JUDGE_LABELS,
         verdict_p_unsupported: Mapping[str, float] = VERDICT_P_UNSUPPORTED) -> float:
     """P(supported) of one reading: the (calibrated) softmax over the label log-probabilities; else the stated
     probability (above 1/2 beside a label other than the first: the confidence in that label); else the verdict's
-    fixed probability.
+    fixed probability; for sampled answers, the mean of theirs.
 
     >>> p_supported(LabelReading(logprobs={"supported": 0.0, "contradicted": -math.inf, "unknown": -math.inf}))
     1.0
@@ -138,10 +141,16 @@ def p_supported(reading: LabelReading, labels: Sequence[str] = JUDGE_LABELS,
     0.25
     >>> p_supported(LabelReading(verdict="unknown"))
     0.19999999999999996
+    >>> p_supported(LabelReading(samples=(LabelReading(verdict="supported", stated=0.9),
+    ...                                   LabelReading(verdict="unknown", stated=0.3))))
+    0.6
 
     Raises ``ValueError`` when the reading has no usable log-probabilities and no known verdict."""
     if reading.error is not None:
         raise ValueError(reading.error)
+    usable = [s for s in reading.samples if s.ok]
+    if usable:
+        return sum(p_supported(s, labels, calibration, verdict_p_unsupported) for s in usable) / len(usable)
     logprobs = reading.logprobs
     if logprobs is not None and any(math.isfinite(logprobs.get(label, -math.inf)) for label in labels):
         return (calibration or JudgeCalibration()).apply(label_distribution(logprobs, labels)[0])

@@ -12,6 +12,7 @@ Example (any chat model; here a fake that always answers the same)::
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -19,6 +20,7 @@ from typing import Any, TypedDict
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from typing_extensions import Unpack
 
+from .._async import run_sync
 from .._template import fill
 from ..exceptions import InputError
 from ..messages import describe_llm, message_text, stop_reason
@@ -33,7 +35,7 @@ from .judge import (
 from .verdicts import label_logprobs_at, parse_verdicts
 
 __all__ = ["AUTO_TOP_LOGPROBS", "CHAT_JUDGE_PROMPT", "ChatJudgePrompt", "ChatLabelLogits", "ChatOptions", "LLMJudge",
-           "is_chat_model", "takes_logprobs"]
+           "is_chat_model", "takes_option"]
 
 AUTO_TOP_LOGPROBS = 5
 
@@ -98,30 +100,33 @@ def _unbound(llm: Any) -> Any:
     return llm.bound if isinstance(llm, RunnableBinding) else llm
 
 
-def takes_logprobs(llm: Any) -> bool:
-    """True when the chat model's client declares the ``logprobs`` option (``ChatOpenAI`` and the clients built
-    on it); whether the provider honours it is read from its answers.
+def takes_option(llm: Any, option: str) -> bool:
+    """True when the chat model's client declares ``option`` (``"logprobs"``: ``ChatOpenAI`` and the clients built
+    on it, whether the provider honours it is read from its answers; ``"temperature"``: the provider clients).
 
     >>> from grapheval_plugins.testing import ScriptedChatModel
-    >>> takes_logprobs(ScriptedChatModel())
-    False
+    >>> takes_option(ScriptedChatModel(), "logprobs"), takes_option(ScriptedChatModel(), "temperature")
+    (False, False)
     """
-    return "logprobs" in (getattr(type(_unbound(llm)), "model_fields", None) or {})
+    return option in (getattr(type(_unbound(llm)), "model_fields", None) or {})
 
 
 class ChatLabelLogits:
     """The :class:`~grapheval_plugins.check.judge.LabelLogits` backend over a LangChain chat model (or a bound one).
 
     Args:
-        request_logprobs: ``"auto"``: where :func:`takes_logprobs`, ask for ``top_logprobs=5`` until an answer
+        request_logprobs: ``"auto"``: where the client takes the option, ask for ``top_logprobs=5`` until an answer
             comes back without them or the call with them fails (:attr:`logprobs_returned` remembers); an integer
             ``k``: always ask (``top_logprobs=k`` if ``k > 0``); ``None``: never ask.
         max_context_tokens: chunk contexts longer than this (in :meth:`count_tokens` units); ``None``: whole.
+        samples: when an answer comes back without log-probabilities, ask the same prompt this many times in all
+            (the others at ``sample_temperature``, where the client takes one) and average each claim's
+            P(supported) over the answers, so that the score still ranks outputs; ``1``: one answer.
     """
 
     def __init__(self, llm: Any, *, prompt: ChatJudgePrompt = CHAT_JUDGE_PROMPT,
             request_logprobs: int | str | None = "auto", max_context_tokens: int | None = None,
-            name: str | None = None) -> None:
+            samples: int = 5, sample_temperature: float = 1.0, name: str | None = None) -> None:
         if not (hasattr(llm, "invoke") and hasattr(llm, "ainvoke")):
             raise InputError("llm", f"{type(llm).__name__} is not a LangChain chat model")
         if request_logprobs != "auto" and request_logprobs is not None and (
@@ -130,7 +135,11 @@ class ChatLabelLogits:
         if max_context_tokens is not None and (isinstance(max_context_tokens, bool)
                                                or not isinstance(max_context_tokens, int) or max_context_tokens < 8):
             raise InputError("max_context_tokens", f"must be None or an integer >= 8, got {max_context_tokens!r}")
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise InputError("samples", f"must be an integer >= 1, got {samples!r}")
         self.llm = llm
+        self.samples = samples
+        self._sampler: Any = llm.bind(temperature=sample_temperature) if samples > 1 and takes_option(llm, "temperature") else None
         self.prompt = prompt
         self.request_logprobs = request_logprobs
         self.max_context_tokens = max_context_tokens
@@ -138,7 +147,7 @@ class ChatLabelLogits:
         self.logprobs_returned: bool | None = None  # None until the first answer
         self._bound: Any = None
         if request_logprobs == "auto":
-            if takes_logprobs(llm):
+            if takes_option(llm, "logprobs"):
                 self._bound = llm.bind(logprobs=True, top_logprobs=AUTO_TOP_LOGPROBS)
         elif isinstance(request_logprobs, int):
             self._bound = llm.bind(logprobs=True, **({"top_logprobs": request_logprobs} if request_logprobs else {}))
@@ -157,17 +166,6 @@ class ChatLabelLogits:
     def _probing(self) -> bool:
         return self.request_logprobs == "auto" and self._bound is not None and self.logprobs_returned is None
 
-    def _ask(self, messages: list[BaseMessage]) -> Any:
-        runnable = self._runnable
-        try:
-            return self._learn(runnable.invoke(messages))
-        except Exception:
-            if runnable is not self._bound or not self._probing():
-                raise
-        message = self.llm.invoke(messages)  # the provider refused the options: ask without them, and remember
-        self.logprobs_returned = False
-        return message
-
     async def _aask(self, messages: list[BaseMessage]) -> Any:
         runnable = self._runnable
         try:
@@ -180,16 +178,44 @@ class ChatLabelLogits:
         return message
 
     def label_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
-        if not claims:
-            return []
-        message = self._ask(self.prompt.messages(context, claims, labels))
-        return self.read(message, len(claims), labels)
+        return run_sync(self.alabel_logprobs(context, claims, labels))
 
     async def alabel_logprobs(self, context: str, claims: Sequence[str], labels: Sequence[str]) -> list[LabelReading]:
         if not claims:
             return []
-        message = await self._aask(self.prompt.messages(context, claims, labels))
-        return self.read(message, len(claims), labels)
+        messages = self.prompt.messages(context, claims, labels)
+        message = await self._aask(messages)
+        first = self.read(message, len(claims), labels)
+        if self._sampler is None or _logprob_tokens(message) is not None or not any(r.ok for r in first):
+            return first  # log-probabilities grade it, or it judged nothing (the scorer's retry asks again)
+        more = await asyncio.gather(*(self._sampler.ainvoke(messages) for _ in range(self.samples - 1)),
+                                    return_exceptions=True)
+        return self.read_samples([first], more, len(claims), labels)
+
+    @classmethod
+    def read_samples(cls, readings: list[list[LabelReading]], more: Sequence[Any], n_claims: int,
+            labels: Sequence[str]) -> list[LabelReading]:
+        """Per claim, the readings of the answers that judged it (``samples``, averaged by
+        :func:`~grapheval_plugins.check.judge.p_supported`) and their most frequent verdict: those already read,
+        then the answers in ``more``, of which a failed call (an exception) is left out.
+
+        >>> from langchain_core.messages import AIMessage
+        >>> [r] = ChatLabelLogits.read_samples([], [AIMessage("1: supported 90"), AIMessage("1: unknown 30"),
+        ...                                         RuntimeError("503")], 1, ["supported", "unknown"])
+        >>> r.verdict, [s.stated for s in r.samples]
+        ('supported', [0.9, 0.3])
+        """
+        for answer in more:
+            if isinstance(answer, BaseException) and not isinstance(answer, Exception):
+                raise answer  # a cancellation or an exit is never swallowed
+        readings = readings + [cls.read(a, n_claims, labels) for a in more if not isinstance(a, BaseException)]
+        combined: list[LabelReading] = []
+        for per_answer in zip(*readings):
+            judged = [r for r in per_answer if r.ok]
+            verdicts = [r.verdict for r in judged]
+            combined.append(LabelReading(verdict=max(verdicts, key=verdicts.count), samples=tuple(judged))
+                            if judged else per_answer[0])
+        return combined
 
     @staticmethod
     def read(message: Any, n_claims: int, labels: Sequence[str]) -> list[LabelReading]:
@@ -243,6 +269,8 @@ class ChatOptions(TypedDict, total=False):
     prompt: ChatJudgePrompt
     request_logprobs: int | str | None
     max_context_tokens: int | None
+    samples: int
+    sample_temperature: float
     name: str | None
 
 

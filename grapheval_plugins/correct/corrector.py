@@ -161,27 +161,13 @@ class GraphCorrect:
         return f"{self.strategy} by {self.llm_id}; checked by {self.grapheval.describe()}"
 
     # ----------------------------------------------------------------- public API
-    def correct(
-        self,
-        context: Any,
-        output: Any,
-        *,
-        report: Report | None = None,
-        id: str | None = None,
-        config: RunnableConfig | None = None,
-    ) -> CorrectionReport:
+    def correct(self, context: Any, output: Any, *, report: Report | None = None, id: str | None = None,
+            config: RunnableConfig | None = None) -> CorrectionReport:
         """Correct one output. See :meth:`acorrect`."""
         return run_sync(self.acorrect(context, output, report=report, id=id, config=config))
 
-    async def acorrect(
-        self,
-        context: Any,
-        output: Any,
-        *,
-        report: Report | None = None,
-        id: str | None = None,
-        config: RunnableConfig | None = None,
-    ) -> CorrectionReport:
+    async def acorrect(self, context: Any, output: Any, *, report: Report | None = None, id: str | None = None,
+            config: RunnableConfig | None = None) -> CorrectionReport:
         """Detect, correct and re-check one output.
 
         Args:
@@ -326,16 +312,9 @@ class GraphCorrect:
         """Correct many rows. See :meth:`acorrect_many`."""
         return run_sync(self.acorrect_many(rows, **options))
 
-    async def acorrect_many(
-        self,
-        rows: Iterable[Any],
-        *,
-        context_key: str = "context",
-        output_key: str = "output",
-        id_key: str = "id",
-        show_progress: bool | None = None,
-        config: RunnableConfig | None = None,
-    ) -> list[CorrectionReport]:
+    async def acorrect_many(self, rows: Iterable[Any], *, context_key: str = "context", output_key: str = "output",
+            id_key: str = "id", show_progress: bool | None = None,
+            config: RunnableConfig | None = None) -> list[CorrectionReport]:
         """Detect, correct and re-check many rows: mappings with ``context``/``output`` (and ``id``) keys, or pairs.
 
         A failing row never stops the batch: its report has ``status="error"`` and the error in ``errors``.

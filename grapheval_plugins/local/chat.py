@@ -72,6 +72,18 @@ class ChatLocalLlama(BaseChatModel):
             self.model_label = f"local:{canonical_name(self.model) or self.model}"
         return self
 
+    def for_judging(self) -> Any:
+        """The judge of an engine given this model alone: the local judge over the same weights, which reads the
+        labels' log-probabilities (this model's answers are seeded, so sampled answers would all be alike).
+
+        >>> ChatLocalLlama(model="qwen2.5-coder-0.5b", hub=False).for_judging().name
+        'judge:local:qwen2.5-coder-0.5b'
+        """
+        from .judge import LocalJudgeScorer
+
+        return LocalJudgeScorer(self.model, n_ctx=self.n_ctx, n_threads=self.n_threads, hub=self.hub,
+                                cache_dir=self.cache_dir)
+
     @classmethod
     def from_session(cls, session: LlamaSession, **kwargs: Any) -> ChatLocalLlama:
         """A chat model over an existing :class:`~grapheval_plugins.local.runtime.LlamaSession` (tests, benchmarks)."""

@@ -35,6 +35,22 @@ def test_a_chat_model_extracts_and_judges(anthropic_server: AnthropicMessagesSer
     assert first.headers.get("anthropic-version")
 
 
+def test_without_log_probabilities_the_judge_averages_sampled_answers(anthropic_server: AnthropicMessagesServer) -> None:
+    """Anthropic returns no token log-probabilities: the judge asks each prompt five times in all, the four more at
+    temperature 1.0, and the verdicts stay those of one answer (the emulator answers alike)."""
+    chat = _chat(anthropic_server, temperature=0.0)
+    reports = GraphEval(llm=chat).evaluate_many(ROWS, id_key="id", show_progress=False)
+
+    assert {r.id: r.hallucinated for r in reports} == EXPECTED
+    judged = anthropic_server.calls("Claims:\n")
+    prompts: dict[str, list[float]] = {}
+    for call in judged:
+        prompts.setdefault(call.prompt, []).append(call.body.get("temperature"))
+    assert prompts and all(sorted(t) == [0.0, 1.0, 1.0, 1.0, 1.0] for t in prompts.values()), prompts
+    # every answer is in the row's cost
+    assert sum(r.usage["check"].calls for r in reports if "check" in r.usage) == len(judged), [r.usage for r in reports]
+
+
 def test_the_provider_spec_reaches_the_server(anthropic_server: AnthropicMessagesServer,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """``anthropic:<model>`` (``init_chat_model``), with the endpoint and key from the environment."""

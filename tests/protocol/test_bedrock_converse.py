@@ -51,7 +51,12 @@ def test_paper_preset_by_spec_runs_end_to_end(bedrock: BedrockConverseServer) ->
     assert first.body["inferenceConfig"] == {"maxTokens": 2048, "temperature": 0.0}
     assert first.body["system"] and first.body["messages"][-1]["role"] == "user"
     assert "Credential=test/" in first.headers["authorization"] and "/us-east-1/bedrock/" in first.headers["authorization"]
-    assert len(bedrock.calls("Claims:\n")) >= 1  # the judge's calls went to the same endpoint
+    # the judge's calls went to the same endpoint; Converse gives no log-probabilities, so each prompt is asked five
+    # times in all, the four more sampled at temperature 1.0
+    temperatures: dict[str, list[float]] = {}
+    for call in bedrock.calls("Claims:\n"):
+        temperatures.setdefault(call.prompt, []).append(call.body["inferenceConfig"]["temperature"])
+    assert temperatures and all(sorted(t) == [0.0, 1.0, 1.0, 1.0, 1.0] for t in temperatures.values()), temperatures
 
 
 def test_paper_sampling_reaches_the_service(bedrock: BedrockConverseServer) -> None:

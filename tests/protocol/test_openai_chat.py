@@ -96,12 +96,18 @@ def _claims(prompt: str) -> list[str]:
 
 def test_a_claim_the_judge_left_out_is_asked_again_alone(openai_server: OpenAIChatServer) -> None:
     """The judge answers every claim of the row but the last: that claim, and only it, is asked again on its own,
-    and the row gets the verdict it would have had."""
+    and the row gets the verdict it would have had (one answer per call: no sampled answers judge it instead)."""
+    from grapheval_plugins.check.llm_judge import LLMJudge
+
+    def engine() -> GraphEval:
+        chat = _chat(openai_server)
+        return GraphEval(llm=chat, scorer=LLMJudge(chat, samples=1))
+
     context, output = ROWS[1]["context"], "The Eiffel Tower stands in Rome. It opened in 1889."
-    expected = GraphEval(llm=_chat(openai_server)).evaluate(context, output)
+    expected = engine().evaluate(context, output)
     openai_server.clear()
     openai_server.fault("skip", times=1, when="Claims:\n")
-    report = GraphEval(llm=_chat(openai_server)).evaluate(context, output)
+    report = engine().evaluate(context, output)
 
     first, again, *more = openai_server.calls("Claims:\n")
     assert first.fault == "skip" and again.fault is None and more == []

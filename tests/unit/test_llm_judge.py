@@ -30,6 +30,7 @@ from grapheval_plugins.check.judge import (
 )
 from grapheval_plugins.check.llm_judge import CHAT_JUDGE_PROMPT, ChatLabelLogits, LLMJudge
 from grapheval_plugins.check.verdicts import label_logprobs_at, parse_verdicts
+from grapheval_plugins.exceptions import InputError
 from grapheval_plugins.models import load_judge
 from grapheval_plugins.testing import ScriptedChatModel
 
@@ -266,9 +267,10 @@ def test_a_client_without_the_option_is_never_sent_it() -> None:
     seen: list[dict[str, Any]] = []
 
     class Plain(ScriptedChatModel):
-        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None,
+                             **kwargs: Any) -> ChatResult:
             seen.append(dict(kwargs))
-            return super()._generate(messages, stop, run_manager)
+            return await super()._agenerate(messages, stop, run_manager)
 
     judge = LLMJudge(Plain(responses=["1: supported 65\n2: contradicted 2"]))
     scores = judge.check([CONTEXT] * 2, ["a", "b"])
@@ -511,3 +513,57 @@ def test_negated_or_longer_words_are_no_verdict(word: str) -> None:
 def test_numbers_out_of_range_and_decimals_are_not_verdicts() -> None:
     parsed = parse_verdicts("0: supported\n7: unknown\n2.1: supported\nthe 1.5 version", 2, JUDGE_LABELS)
     assert parsed.verdicts == {} and len(parsed.problems) == 2
+
+
+class SamplingChatModel(ScriptedChatModel):
+    """A scripted chat model with a ``temperature`` option, as provider clients have; records each call's."""
+
+    temperature: float = 0.0
+    _temperatures: list[Any] = PrivateAttr(default_factory=list)
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        self._temperatures.append(kwargs.get("temperature", self.temperature))
+        return super()._generate(messages, stop, run_manager)
+
+    async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        self._temperatures.append(kwargs.get("temperature", self.temperature))
+        return await super()._agenerate(messages, stop, run_manager)
+
+
+ANSWERS = ["1: supported 90\n2: supported 80", "1: unknown 30\n2: supported 100", "1: supported 60",
+           RuntimeError("503 from the provider"), "1: supported 100\n2: supported 100"]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_without_log_probabilities_sampled_answers_are_averaged(use_async: bool) -> None:
+    chat = SamplingChatModel(responses=ANSWERS)
+    judge = LLMJudge(chat, retries=0)
+    claims = ["Curie born in Warsaw", "Curie won prizes"]
+    scores = await judge.acheck([CONTEXT] * 2, claims) if use_async else judge.check([CONTEXT] * 2, claims)
+    assert sorted(chat._temperatures) == [0.0, 1.0, 1.0, 1.0, 1.0]  # the first at the model's own, 4 more sampled
+    # claim 1: 0.9, 0.3, 0.6, 1.0 (the failed answer left out); claim 2: 0.8, 1.0, 1.0 (one answer skipped it)
+    assert [s.p_unsupported for s in scores] == pytest.approx([1 - 0.7, 1 - 2.8 / 3])
+    assert all(s.error is None for s in scores)
+
+
+def test_one_answer_when_sampling_is_off_or_the_answer_judged_nothing() -> None:
+    off = SamplingChatModel(responses=["1: supported 90"])
+    assert LLMJudge(off, samples=1).check([CONTEXT], ["a"])[0].p_unsupported == pytest.approx(0.1)
+    assert off._temperatures == [0.0]
+    blank = SamplingChatModel(responses=["I cannot help with that."])
+    score = LLMJudge(blank, retries=0).check([CONTEXT], ["a"])[0]
+    assert score.error is not None and blank._temperatures == [0.0]  # no sampled answers after an unusable one
+    with pytest.raises(InputError):
+        LLMJudge(off, samples=0)
+
+
+class OpenAIStyleWithTemperature(OpenAIStyleChatModel):
+    temperature: float = 0.0
+
+
+@pytest.mark.parametrize(("serves", "calls"), [(True, 1), (False, 5)])
+def test_log_probabilities_make_sampling_needless(serves: bool, calls: int) -> None:
+    chat = OpenAIStyleWithTemperature(answer="1: supported 80\n2: unknown 30", alternatives=ALTS,
+                                      serves_logprobs=serves)
+    LLMJudge(chat).check([CONTEXT] * 2, ["Curie born in Warsaw", "Curie born in Paris"])
+    assert len(chat._options) == calls

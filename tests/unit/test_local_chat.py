@@ -238,3 +238,16 @@ def test_bad_settings_are_input_errors() -> None:
         ChatLocalLlama(model="qwen2.5-coder-0.5b", temperature=-1)
     with pytest.raises(ValueError, match="loop_repeats"):
         ChatLocalLlama(model="qwen2.5-coder-0.5b", loop_repeats=1)
+
+
+def test_an_engine_given_a_local_chat_model_alone_judges_with_the_local_judge_over_its_weights() -> None:
+    """Its answers are seeded, so an LLM judge over it could not sample: the local judge reads log-probabilities."""
+    from grapheval_plugins import GraphEval
+    from grapheval_plugins.local.judge import LocalJudgeScorer
+
+    llm = ChatLocalLlama(model="qwen2.5-coder-0.5b", n_ctx=2048, n_threads=1, hub=False, cache_dir="/tmp/weights")
+    judge = GraphEval(llm=llm).scorer
+    assert isinstance(judge, LocalJudgeScorer) and judge.name == "judge:local:qwen2.5-coder-0.5b"
+    assert (judge.session.n_ctx, judge.session.n_threads) == (2048, 1)
+    weights = judge.session._model_path  # resolved on first use, with the chat model's hub and cache options
+    assert (weights.keywords["hub"], weights.keywords["cache"]) == (False, "/tmp/weights")
