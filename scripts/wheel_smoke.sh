@@ -191,9 +191,10 @@ try:
     loaded = [m for m in ("llama_cpp", "torch", "transformers") if m in sys.modules]
     assert not loaded, loaded
     usage = total_usage([report.usage])
-    assert len(counted) == 4, counted  # extraction and judge, for each host
+    # for each host: extraction, then the judge's five answers (this endpoint gives no log-probabilities)
+    assert len(counted) == 12, counted
     assert (usage.calls, usage.input_tokens, usage.output_tokens) == (
-        2, sum(p for p, _ in counted[2:]), sum(c for _, c in counted[2:])), (report.usage, counted)
+        6, sum(p for p, _ in counted[6:]), sum(c for _, c in counted[6:])), (report.usage, counted)
     print(f"API install: DeepEval and LangChain scored through a fake OpenAI endpoint; cost {metric.evaluation_cost:.2e}"
           f" USD; the Runnable's row: {usage.calls} calls, {usage.input_tokens} prompt tokens")
 finally:
