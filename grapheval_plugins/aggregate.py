@@ -19,32 +19,10 @@ from typing_extensions import deprecated
 from .exceptions import InputError, renamed
 from .types import ClaimCheck, Decision
 
-__all__ = [
-    "FIDELITY_THRESHOLD",
-    "FITTED_WEIGHTS",
-    "HYBRID",
-    "PAPER",
-    "RULES",
-    "DecisionRule",
-    "Fidelity",
-    "FidelityOption",
-    "HybridRule",
-    "HybridWeights",
-    "Needs",
-    "PaperRule",
-    "RuleLike",
-    "check_threshold",
-    "faithful_to_output",
-    "fidelity_to_check",
-    "fitted_weights",
-    "get_rule",
-    "hybrid_weights",
-    "logit",
-    "register_rule",
-    "rule_argument",
-    "sigmoid",
-    "threshold_for_min_score",
-]
+__all__ = ["FIDELITY_THRESHOLD", "FITTED_WEIGHTS", "HYBRID", "PAPER", "RULES", "DecisionRule", "Fidelity",
+    "FidelityOption", "HybridRule", "HybridWeights", "Needs", "PaperRule", "RuleLike", "check_threshold",
+    "faithful_to_output", "fidelity_to_check", "fitted_weights", "get_rule", "hybrid_weights", "logit",
+    "register_rule", "rule_argument", "sigmoid", "threshold_for_min_score"]
 
 DEFAULT_THRESHOLD = 0.5
 """The paper's hallucination threshold."""

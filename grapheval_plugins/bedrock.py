@@ -29,15 +29,8 @@ from .exceptions import InputError, ModelLoadError
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_aws import ChatBedrockConverse
 
-__all__ = [
-    "DEFAULT_MAX_ATTEMPTS",
-    "DEFAULT_MAX_TOKENS",
-    "PAPER_SAMPLING",
-    "REPEATABLE_SAMPLING",
-    "Sampling",
-    "chat_bedrock",
-    "top_k_request_fields",
-]
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "DEFAULT_MAX_TOKENS", "PAPER_SAMPLING", "REPEATABLE_SAMPLING", "Sampling",
+    "chat_bedrock", "top_k_request_fields"]
 
 DEFAULT_MAX_TOKENS = 2048
 """Room for a long list of triples, within every Bedrock text model's output limit."""

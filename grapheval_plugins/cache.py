@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
-__all__ = [
-    "LRU", "CachedKG", "KGCache", "MemoryKGCache", "SQLiteKGCache", "SQLiteStore", "cache_key", "open_store",
-]
+__all__ = ["LRU", "CachedKG", "KGCache", "MemoryKGCache", "SQLiteKGCache", "SQLiteStore", "cache_key",
+    "open_store"]
 
 T = TypeVar("T")
 V = TypeVar("V")

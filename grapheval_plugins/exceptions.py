@@ -19,17 +19,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-__all__ = [
-    "INPUT_ERROR_REASONS",
-    "CorrectionError",
-    "ExtractionError",
-    "GraphEvalError",
-    "InputError",
-    "MissingDependencyError",
-    "ModelLoadError",
-    "ScoringError",
-    "WeightsIntegrityError",
-]
+__all__ = ["INPUT_ERROR_REASONS", "CorrectionError", "ExtractionError", "GraphEvalError", "InputError",
+    "MissingDependencyError", "ModelLoadError", "ScoringError", "WeightsIntegrityError"]
 
 
 class GraphEvalError(Exception):

@@ -22,15 +22,8 @@ from typing import Protocol, runtime_checkable
 from .cache import LRU, SQLiteStore, cache_key, open_store
 from .check.base import ClaimScore, Scorer
 
-__all__ = [
-    "CachedScorer",
-    "MemoryScoreCache",
-    "SQLiteScoreCache",
-    "ScoreCache",
-    "ScoreKey",
-    "make_score_cache",
-    "premise_hash",
-]
+__all__ = ["CachedScorer", "MemoryScoreCache", "SQLiteScoreCache", "ScoreCache", "ScoreKey",
+    "make_score_cache", "premise_hash"]
 
 
 def premise_hash(premise: str | Sequence[str]) -> str:

@@ -26,12 +26,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from .check.base import Scorer
 from .messages import NamedChatModel
 
-__all__ = [
-    "FunctionScorer",
-    "KeywordScorer",
-    "ScriptedChatModel",
-    "naive_triples_chat_model",
-]
+__all__ = ["FunctionScorer", "KeywordScorer", "ScriptedChatModel", "naive_triples_chat_model"]
 
 Responder = Callable[[list[BaseMessage]], str]
 

@@ -9,23 +9,8 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, computed_field
 from typing_extensions import deprecated
 
-__all__ = [
-    "Case",
-    "ClaimCheck",
-    "Decision",
-    "ExtractedRow",
-    "Explanation",
-    "Extraction",
-    "Mode",
-    "Report",
-    "StageError",
-    "StageUsage",
-    "Triple",
-    "render_html",
-    "set_html_renderer",
-    "total_usage",
-    "usage_cost",
-]
+__all__ = ["Case", "ClaimCheck", "Decision", "ExtractedRow", "Explanation", "Extraction", "Mode", "Report",
+    "StageError", "StageUsage", "Triple", "render_html", "set_html_renderer", "total_usage", "usage_cost"]
 
 Mode = Literal["graph", "raw"]
 """``"graph"``: check each extracted triple (GraphEval). ``"raw"``: check the whole output as one claim (baseline)."""

@@ -6,10 +6,8 @@ from typing import Any
 
 from .base import ClaimScore, Scorer, split_context
 
-__all__ = [
-    "ClaimScore", "CrossEncoderNLIScorer", "HHEMScorer", "JudgeScorer", "LLMJudge", "LabelLogits", "LabelReading",
-    "Scorer", "T5NLIScorer", "split_context",
-]
+__all__ = ["ClaimScore", "CrossEncoderNLIScorer", "HHEMScorer", "JudgeScorer", "LLMJudge", "LabelLogits",
+    "LabelReading", "Scorer", "T5NLIScorer", "split_context"]
 
 _LAZY = {
     "HHEMScorer": ".hf", "T5NLIScorer": ".hf", "CrossEncoderNLIScorer": ".hf",

@@ -29,25 +29,7 @@ from .types import (
     TripleChange,
 )
 
-__all__ = [
-    "BATCH_TRIPLE_CORRECTION_PROMPT",
-    "CORRECTION_PROMPTS",
-    "DIRECT_PROMPT",
-    "SUBSTITUTION_PROMPT",
-    "TRIPLE_CORRECTION_PROMPT",
-    "CorrectionMethod",
-    "CorrectionPrompts",
-    "CorrectionReport",
-    "CorrectionRound",
-    "CorrectionStatus",
-    "GraphCorrect",
-    "GuardMode",
-    "RougeScores",
-    "TextPrompt",
-    "TripleChange",
-    "check_rewrite",
-    "clean_rewrite",
-    "rouge_scores",
-    "similarity",
-    "word_diff",
-]
+__all__ = ["BATCH_TRIPLE_CORRECTION_PROMPT", "CORRECTION_PROMPTS", "DIRECT_PROMPT", "SUBSTITUTION_PROMPT",
+    "TRIPLE_CORRECTION_PROMPT", "CorrectionMethod", "CorrectionPrompts", "CorrectionReport",
+    "CorrectionRound", "CorrectionStatus", "GraphCorrect", "GuardMode", "RougeScores", "TextPrompt",
+    "TripleChange", "check_rewrite", "clean_rewrite", "rouge_scores", "similarity", "word_diff"]

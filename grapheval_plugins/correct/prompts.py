@@ -17,19 +17,9 @@ from .._template import fields as template_fields
 from .._template import fill
 from ..types import Triple
 
-__all__ = [
-    "BATCH_TRIPLE_CORRECTION_PROMPT",
-    "CORRECTION_PROMPTS",
-    "DIRECT_PROMPT",
-    "EVIDENCE_TRIPLE_CORRECTION_PROMPT",
-    "CHOICE_PROMPT",
-    "FOLLOW_UP_PROMPT",
-    "SUBSTITUTION_PROMPT",
-    "TRIPLE_CORRECTION_PROMPT",
-    "CorrectionPrompts",
-    "TextPrompt",
-    "render_triple_list",
-]
+__all__ = ["BATCH_TRIPLE_CORRECTION_PROMPT", "CORRECTION_PROMPTS", "DIRECT_PROMPT",
+    "EVIDENCE_TRIPLE_CORRECTION_PROMPT", "CHOICE_PROMPT", "FOLLOW_UP_PROMPT", "SUBSTITUTION_PROMPT",
+    "TRIPLE_CORRECTION_PROMPT", "CorrectionPrompts", "TextPrompt", "render_triple_list"]
 
 def render_triple_list(triple: Triple) -> str:
     """A triple as the paper's prompts show it: ``["entity 1", "relation 1-2", "entity 2"]``.

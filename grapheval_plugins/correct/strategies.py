@@ -40,18 +40,8 @@ from .spans import (
 from .text import check_rewrite, clean_rewrite
 from .types import CorrectionMethod, TripleChange
 
-__all__ = [
-    "ConstrainedStrategy",
-    "CorrectionStrategy",
-    "DirectStrategy",
-    "Editor",
-    "EvidenceStrategy",
-    "GraphStrategy",
-    "MINIMAL_PAIR_MARGIN",
-    "RESTATE_OPTIONS",
-    "Round",
-    "strategy_for",
-]
+__all__ = ["ConstrainedStrategy", "CorrectionStrategy", "DirectStrategy", "Editor", "EvidenceStrategy",
+    "GraphStrategy", "MINIMAL_PAIR_MARGIN", "RESTATE_OPTIONS", "Round", "strategy_for"]
 
 RESTATE_OPTIONS = 5
 """How many of the context's values ``strategy="constrained"`` tries in place of an output value it does not state."""

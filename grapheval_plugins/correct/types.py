@@ -8,14 +8,8 @@ from pydantic import BaseModel, Field, computed_field
 
 from ..types import Report, StageError, StageUsage, Triple, render_html
 
-__all__ = [
-    "CorrectionMethod",
-    "CorrectionReport",
-    "CorrectionRound",
-    "CorrectionStatus",
-    "RougeScores",
-    "TripleChange",
-]
+__all__ = ["CorrectionMethod", "CorrectionReport", "CorrectionRound", "CorrectionStatus", "RougeScores",
+    "TripleChange"]
 
 CorrectionMethod = Literal["paper", "graph", "evidence", "direct", "constrained"]
 """A correction strategy (``docs/guides/correct.md``); ``"graph"`` is the old name of ``"paper"``, which reports

@@ -24,7 +24,7 @@ from ..report import JSON_MARKER
 from ..report.view import snippet
 from ..types import Mode, claim_text, usage_cost
 from ..usage import metered
-from .host_models import Costed, PromptChatModel
+from .host_models import Costed, LogprobsPromptChatModel
 
 try:
     from deepeval.errors import MissingTestCaseParamsError
@@ -80,7 +80,7 @@ def _costed(answer: Any) -> Costed:
     return Costed(answer, None if cost is None or isinstance(cost, bool) else float(cost))
 
 
-def _adapt(model: Any) -> PromptChatModel:
+def _adapt(model: Any) -> LogprobsPromptChatModel:
     resolved = [] if isinstance(model, str) else [model]
     lock = threading.Lock()
 
@@ -98,11 +98,15 @@ def _adapt(model: Any) -> PromptChatModel:
     async def agenerate(prompt: str) -> Costed:
         return _costed(await get().a_generate(prompt))
 
+    async def agenerate_raw(prompt: str, top_logprobs: int) -> Costed:  # as G-Eval: AttributeError if the model has none
+        return Costed(*await get().a_generate_raw_response(prompt, top_logprobs=top_logprobs))
+
     name = model if isinstance(model, str) else model.get_model_name()  # abstract in DeepEvalBaseLLM
-    return PromptChatModel(complete=generate, acomplete=agenerate, label=f"deepeval:{name}")
+    return LogprobsPromptChatModel(complete=generate, acomplete=agenerate, acomplete_raw=agenerate_raw,
+                                   label=f"deepeval:{name}")
 
 
-def deepeval_chat_model(model: Any) -> PromptChatModel:
+def deepeval_chat_model(model: Any) -> LogprobsPromptChatModel:
     """A ``DeepEvalBaseLLM`` or a model name DeepEval resolves as the chat model GraphEval's extractor calls.
 
     Raises:

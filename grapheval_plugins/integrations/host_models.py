@@ -29,7 +29,7 @@ from ..messages import describe_llm, message_text
 from ..usage import COST_KEY
 
 __all__ = ["ClaimVerdict", "Costed", "JudgeAnswer", "ExtractedTriple", "KnowledgeGraphAnswer",
-    "PromptChatModel", "StructuredTriplesChatModel", "render_prompt"]
+    "LogprobsPromptChatModel", "PromptChatModel", "StructuredTriplesChatModel", "render_prompt"]
 
 
 def render_prompt(messages: Sequence[BaseMessage]) -> str:
@@ -164,8 +164,17 @@ class _HostChatModel(BaseChatModel):
         metadata: dict[str, Any] = {}
         if isinstance(result, Costed):  # the dollars the host's model reported go where usage metering reads them
             result, metadata = result.answer, ({} if result.cost is None else {COST_KEY: result.cost})
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(self._text_of(result),
-                                                                        response_metadata=metadata))])
+        counts = None
+        if hasattr(result, "choices"):  # an OpenAI ChatCompletion: its text, log-probabilities and token counts
+            choice, usage = result.choices[0], result.usage
+            logprobs: Any = getattr(choice, "logprobs", None)  # an SDK object, or a dict (LiteLLM)
+            metadata.update(finish_reason=choice.finish_reason,
+                            logprobs=logprobs.model_dump() if hasattr(logprobs, "model_dump") else logprobs)
+            counts = usage and {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
+                                "total_tokens": usage.total_tokens}
+            result = choice.message.content or ""
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(
+            self._text_of(result), response_metadata=metadata, usage_metadata=counts))])
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
             run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
@@ -188,6 +197,22 @@ class PromptChatModel(_HostChatModel):
 
     complete: Callable[[str], str | Costed] | None = None
     acomplete: Callable[[str], Awaitable[str | Costed]] | None = None
+
+
+class LogprobsPromptChatModel(PromptChatModel):
+    """A :class:`PromptChatModel` that, bound with ``logprobs=True`` (as the LLM judge binds a model declaring the
+    option), answers through ``acomplete_raw(prompt, top_logprobs)``: an OpenAI ``ChatCompletion`` with the token
+    log-probabilities, and its cost (DeepEval's ``a_generate_raw_response``, which G-Eval reads too)."""
+
+    logprobs: bool | None = None  # declared: the judge asks for them and reads from the answer whether they came
+    top_logprobs: int | None = None
+    acomplete_raw: Callable[[str, int], Awaitable[Costed]] | None = None
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+            run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        if not kwargs.get("logprobs") or self.acomplete_raw is None:
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+        return self._answer(await self.acomplete_raw(render_prompt(messages), kwargs.get("top_logprobs") or 1))
 
 
 class StructuredTriplesChatModel(_HostChatModel):

@@ -30,13 +30,7 @@ from langchain_core.runnables.config import get_config_list, patch_config
 from pydantic import ConfigDict
 from typing_extensions import Self
 
-from .. import (
-    GraphCorrect,
-    GraphEval,
-    InputError,
-    Report,
-    registry,
-)
+from .. import GraphCorrect, GraphEval, InputError, Report, registry
 from .._async import run_sync
 from ..aggregate import RuleLike, rule_argument
 from ..inputs import normalize_output, normalize_passages

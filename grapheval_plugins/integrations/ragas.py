@@ -10,13 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
-from .. import (
-    GraphEval,
-    InputError,
-    MissingDependencyError,
-    Report,
-    registry,
-)
+from .. import GraphEval, InputError, MissingDependencyError, Report, registry
 from ..aggregate import RuleLike, rule_argument
 from ..exceptions import renamed
 from ..inputs import normalize_output, normalize_passages
@@ -36,16 +30,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("ragas", "ragas", "the Ragas metrics") from exc
 
-__all__ = [
-    "GraphEvalFaithfulness",
-    "GraphEvalFaithfulnessWithLLM",
-    "GraphEvalRagasMetric",
-    "cost",
-    "ragas_chat_model",
-    "reasons",
-    "report_value",
-    "usage",
-]
+__all__ = ["GraphEvalFaithfulness", "GraphEvalFaithfulnessWithLLM", "GraphEvalRagasMetric", "cost",
+    "ragas_chat_model", "reasons", "report_value", "usage"]
 
 logger = logging.getLogger(__name__)
 

@@ -31,17 +31,8 @@ from ..extract.prompts import KG_PROMPT, KGPrompt
 from ..pipeline import GraphEval
 from ..types import ExtractedRow, Mode, Report, StageUsage, Triple, total_usage
 
-__all__ = [
-    "EngineSpec",
-    "RayEvalSummary",
-    "build_dataset",
-    "evaluate_dataset",
-    "evaluate_to_file",
-    "iter_report_json",
-    "read_reports",
-    "report_record",
-    "report_schema",
-]
+__all__ = ["EngineSpec", "RayEvalSummary", "build_dataset", "evaluate_dataset", "evaluate_to_file",
+    "iter_report_json", "read_reports", "report_record", "report_schema"]
 
 _PURPOSE = "to run GraphEval on Ray"
 _POSITION = "__grapheval_position__"

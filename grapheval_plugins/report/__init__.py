@@ -20,12 +20,7 @@ from typing import Any
 
 from ..types import Report
 from .load import LoadedRow, load_inputs, load_rows
-from .render import (
-    DEFAULT_INLINE_ROWS,
-    render_correction_run_page,
-    render_run_page,
-    render_single_page,
-)
+from .render import DEFAULT_INLINE_ROWS, render_correction_run_page, render_run_page, render_single_page
 from .view import (
     CorrectionRunView,
     CorrectionView,
@@ -38,21 +33,9 @@ from .view import (
     run_view,
 )
 
-__all__ = [
-    "DEFAULT_INLINE_ROWS",
-    "JSON_MARKER",
-    "CorrectionRunView",
-    "LoadedRow",
-    "RunView",
-    "load_inputs",
-    "correction_run_html",
-    "load_rows",
-    "render_json",
-    "report_from_json",
-    "report_html",
-    "run_html",
-    "write_run_report",
-]
+__all__ = ["DEFAULT_INLINE_ROWS", "JSON_MARKER", "CorrectionRunView", "LoadedRow", "RunView", "load_inputs",
+    "correction_run_html", "load_rows", "render_json", "report_from_json", "report_html", "run_html",
+    "write_run_report"]
 
 JSON_MARKER = "GraphEval report JSON:"
 """The line prefix under which DeepEval's ``verbose_logs`` carry the report (one JSON object after it)."""

@@ -26,22 +26,9 @@ from .layout import layout
 if TYPE_CHECKING:
     from ..correct.types import CorrectionReport, TripleChange
 
-__all__ = [
-    "ClaimView",
-    "ContextPiece",
-    "CorrectionRunView",
-    "CorrectionView",
-    "GraphView",
-    "Passage",
-    "RowView",
-    "RunView",
-    "Segment",
-    "correction_run_view",
-    "correction_view",
-    "diff_excerpt",
-    "row_view",
-    "run_view",
-]
+__all__ = ["ClaimView", "ContextPiece", "CorrectionRunView", "CorrectionView", "GraphView", "Passage",
+    "RowView", "RunView", "Segment", "correction_run_view", "correction_view", "diff_excerpt", "row_view",
+    "run_view"]
 
 Verdict = Literal["unsupported", "supported"]
 Status = Literal["hallucinated", "faithful", "error", "unreadable"]

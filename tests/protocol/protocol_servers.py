@@ -55,8 +55,8 @@ def scripted_answer(system: str, user: str) -> str:
             if len(words) >= 4:
                 triples.append([" ".join(words[:2]), words[2], " ".join(words[3:])])
         return "<python>" + json.dumps(triples) + "</python>"
-    if "Claims:\n" in user and user.startswith("Context:\n"):
-        context, _, rest = user[len("Context:\n"):].partition("\n\nClaims:\n")
+    if "Claims:\n" in user and "Context:\n" in user:  # after the rubric, where a host model sends one text
+        context, _, rest = user.split("Context:\n", 1)[1].partition("\n\nClaims:\n")
         claims = _CLAIM.findall(rest.split("\n\n")[0])
         return "\n".join(
             f"{n}: {'supported' if keyword_support(context, claim) == 1.0 else 'unknown'}" for n, claim in claims
@@ -259,6 +259,26 @@ class EmulatorServer:
         raise NotImplementedError
 
 
+_LABEL_RIVALS = {"supported": (-0.3, {" unknown": -1.5, " contradicted": -4.0}),
+                 "unknown": (-0.4, {" supported": -1.2, " contradicted": -3.0})}
+
+
+def openai_logprobs(text: str) -> dict[str, Any]:
+    """OpenAI's ``logprobs`` of an answer: one token per word (with its leading space) or other character; a judge
+    label at a fixed log-probability, beside its rivals in ``top_logprobs``, every other token at -0.01.
+
+    >>> [(t["token"], t["logprob"]) for t in openai_logprobs("1: unknown")["content"]]
+    [('1', -0.01), (':', -0.01), (' unknown', -0.4)]
+    """
+    content = []
+    for token in re.findall(r" ?\w+|.", text, re.S):
+        logprob, rivals = _LABEL_RIVALS.get(token.strip(), (-0.01, {}))
+        top = [{"token": token, "logprob": logprob, "bytes": None}]
+        top += [{"token": t, "logprob": lp, "bytes": None} for t, lp in rivals.items()]
+        content.append({"token": token, "logprob": logprob, "bytes": None, "top_logprobs": top})
+    return {"content": content, "refusal": None}
+
+
 def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
@@ -398,7 +418,8 @@ class OpenAIChatServer(EmulatorServer):
             "object": "chat.completion",
             "created": 0,
             "model": body.get("model", "model"),
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish,
+                         "logprobs": openai_logprobs(text) if body.get("logprobs") and kind != "refusal" else None}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": _tokens(text),
                       "total_tokens": prompt_tokens + _tokens(text)},
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "YES")
 os.environ.setdefault("DEEPEVAL_NO_INSPECT_PROMPT", "1")
@@ -26,7 +27,7 @@ from test_usage import MeteredChatModel  # noqa: E402
 from grapheval_plugins import registry  # noqa: E402
 from grapheval_plugins.exceptions import InputError  # noqa: E402
 from grapheval_plugins.integrations.deepeval import GraphEvalMetric  # noqa: E402
-from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel  # noqa: E402
+from grapheval_plugins.testing import KeywordScorer, ScriptedChatModel, keyword_support  # noqa: E402
 
 FACTS = "Marie Curie was born in Warsaw. She won two Nobel Prizes."
 GOOD = "Marie Curie was born in Warsaw."
@@ -130,3 +131,36 @@ def test_the_cost_is_none_when_neither_a_cost_nor_token_counts_are_known(llm: st
 def test_prices_are_checked() -> None:
     with pytest.raises(InputError, match="prices"):
         GraphEvalMetric(scorer=KeywordScorer(), prices={"input": 1.0})
+
+
+class RawRefusingModel(NativeModel):
+    """Has DeepEval's ``generate_raw_response`` but refuses it (as ``GPTModel`` does for a model without
+    log-probabilities, or a model class without the method: ``AttributeError``); judges by keywords."""
+
+    def __init__(self) -> None:
+        self.raw_calls = 0
+        super().__init__()
+
+    def generate(self, prompt: str, *args: Any, **kwargs: Any) -> Any:
+        if "\nClaims:\n" not in prompt:
+            return super().generate(prompt)
+        self.prompts.append(prompt)
+        claims = re.findall(r"^(\d+)\. (.*)$", prompt.split("\nClaims:\n")[1].split("\n\n")[0], re.M)
+        return "\n".join(f"{n}: {'supported 90' if keyword_support(FACTS, c) == 1.0 else 'unknown 20'}"
+                         for n, c in claims), CALL_COST
+
+    def generate_raw_response(self, prompt: str, top_logprobs: int = 5) -> Any:
+        self.raw_calls += 1
+        raise AttributeError("log_probs unsupported.")
+
+    async def a_generate_raw_response(self, prompt: str, top_logprobs: int = 5) -> Any:
+        return self.generate_raw_response(prompt, top_logprobs)
+
+
+def test_a_deepeval_model_refusing_log_probabilities_judges_with_its_stated_probability() -> None:
+    """The one model extracts and judges; its refused ``generate_raw_response`` is tried once, then plain answers."""
+    model = RawRefusingModel()
+    metric = GraphEvalMetric(model=model, rule="paper")
+    assert metric.measure(case(BAD), _show_indicator=False) == pytest.approx(0.2)  # "unknown 20": P(supported)
+    assert metric.measure(case(GOOD, "good"), _show_indicator=False) == pytest.approx(0.9)
+    assert model.raw_calls == 1 and sum("\nClaims:\n" in p for p in model.prompts) == 2
