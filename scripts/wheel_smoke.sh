@@ -11,7 +11,8 @@
 # In the "offline" venv the installed `grapheval` runs `--help`, `doctor` (exit 0 required; in the core venv it must
 # exit 1 and name llama-cpp-python) and `demo --fast` with the model hub off; the other full venvs import what their extra provides and
 # run `pip check`. The "deepeval,openai" venv (the API install: no native build) must hold neither llama-cpp-python nor
-# torch; a DeepEval metric (by "openai:<model>" spec) and a LangChain Runnable (ChatOpenAI) score a row through a fake
+# torch; DeepEval metrics (by "openai:<model>" spec, and by DeepEval's own model name) and a LangChain Runnable
+# (ChatOpenAI) score a row through a fake
 # OpenAI-compatible endpoint on 127.0.0.1, with the tokens it counted in the reports' usage; and the other API
 # installs ([ragas,openai], [anthropic], [aws]) are resolved in that venv and must plan neither. torch is always
 # installed first, pinned (TORCH_VERSION, default 2.13.0): a bare torch requirement
@@ -145,12 +146,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 native = [m for m in ("llama_cpp", "torch", "transformers") if importlib.util.find_spec(m) is not None]
 assert not native, f"the API install holds {native}"
-counted = []  # (prompt tokens, completion tokens) of every request
+counted, logprobs = [], []  # (prompt tokens, completion tokens) of every request; whether it asked for logprobs
 
 class FakeOpenAI(BaseHTTPRequestHandler):  # POST /v1/chat/completions, as OpenAI-compatible servers answer it
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        user = str(body["messages"][-1]["content"])
+        content = body["messages"][-1]["content"]  # a string, or text parts (DeepEval's GPTModel)
+        user = content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+        logprobs.append(bool(body.get("logprobs")))
         if "Claims:" in user:
             text = "\n".join(f"{n}: supported" for n in re.findall(r"^(\d+)\. ", user, flags=re.M))
         else:
@@ -195,6 +198,11 @@ try:
     assert len(counted) == 12, counted
     assert (usage.calls, usage.input_tokens, usage.output_tokens) == (
         6, sum(p for p, _ in counted[6:]), sum(c for _, c in counted[6:])), (report.usage, counted)
+    # DeepEval's own way: a model name; it extracts, then judges asking for log-probabilities (G-Eval's call)
+    named = GraphEvalMetric(model="gpt-4o-mini")
+    named.measure(LLMTestCase(input="Where is Paris?", actual_output=out, retrieval_context=[ctx]),
+                  _show_indicator=False)
+    assert named.success and named.evaluation_cost and logprobs[12:] == [False, True], (named.reason, logprobs)
     print(f"API install: DeepEval and LangChain scored through a fake OpenAI endpoint; cost {metric.evaluation_cost:.2e}"
           f" USD; the Runnable's row: {usage.calls} calls, {usage.input_tokens} prompt tokens")
 finally:
