@@ -98,8 +98,24 @@ def _adapt(model: Any) -> LogprobsPromptChatModel:
     async def agenerate(prompt: str) -> Costed:
         return _costed(await get().a_generate(prompt))
 
-    async def agenerate_raw(prompt: str, top_logprobs: int) -> Costed:  # as G-Eval: AttributeError if the model has none
-        return Costed(*await get().a_generate_raw_response(prompt, top_logprobs=top_logprobs))
+    async def agenerate_raw(prompt: str, top_logprobs: int) -> Costed:
+        """G-Eval's call; for DeepEval's other OpenAI-client models (``LocalModel``: vLLM, llama.cpp, Ollama) its
+        request through their own client; else ``AttributeError`` (asked plainly from then on, as in G-Eval)."""
+        found = get()
+        if hasattr(found, "a_generate_raw_response"):
+            return Costed(*await found.a_generate_raw_response(prompt, top_logprobs=top_logprobs))
+        import openai  # DeepEval's own dependency
+
+        own = getattr(type(found).load_model, "__module__", "").startswith("deepeval.")  # not a custom loader
+        client = found.load_model(async_mode=True) if own else None
+        if not isinstance(client, openai.AsyncOpenAI):
+            raise AttributeError(f"{type(found).__name__} answers without log-probabilities")
+        completion = await client.with_options(max_retries=2).chat.completions.create(
+            model=found.name, messages=[{"role": "user", "content": prompt}], logprobs=True,
+            top_logprobs=top_logprobs, temperature=getattr(found, "temperature", 0.0),
+            **(getattr(found, "generation_kwargs", None) or {}))
+        usage, price = completion.usage, getattr(found, "calculate_cost", None)  # LocalModel's own cost is 0
+        return Costed(completion, price(usage.prompt_tokens, usage.completion_tokens) if price and usage else 0.0)
 
     name = model if isinstance(model, str) else model.get_model_name()  # abstract in DeepEvalBaseLLM
     return LogprobsPromptChatModel(complete=generate, acomplete=agenerate, acomplete_raw=agenerate_raw,

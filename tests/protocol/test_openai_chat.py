@@ -117,22 +117,25 @@ def test_a_claim_the_judge_left_out_is_asked_again_alone(openai_server: OpenAICh
     assert [(c.claim, c.p_unsupported) for c in report.claims] == [(c.claim, c.p_unsupported) for c in expected.claims]
 
 
-@pytest.mark.parametrize("given", ["name", "GPTModel"])
+@pytest.mark.parametrize("given", ["name", "GPTModel", "LocalModel"])
 def test_a_deepeval_openai_model_judges_with_log_probabilities(openai_server: OpenAIChatServer, given: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``GraphEvalMetric(model="gpt-4o-mini")`` (DeepEval resolves the name, its endpoint and key from the
-    environment) or ``model=GPTModel(...)``: the one model extracts and judges; the judge's call goes through
-    DeepEval's ``generate_raw_response`` with ``logprobs`` and ``top_logprobs=5``, so the score is read from the
-    labels' log-probabilities (graded), not from a verdict's fixed value, in one call; its dollars are counted."""
-    from deepeval.models import GPTModel
+    environment), ``model=GPTModel(...)`` or ``model=LocalModel(base_url=...)``: the one model extracts and judges;
+    the judge's call asks for ``logprobs`` and ``top_logprobs=5`` (DeepEval's ``generate_raw_response``, or
+    ``LocalModel``'s own client), so the score is read from the labels' log-probabilities (graded), not from a
+    verdict's fixed value, in one call; its dollars are counted (``LocalModel``'s: 0)."""
+    from deepeval.models import GPTModel, LocalModel
     from deepeval.test_case import LLMTestCase
 
     from grapheval_plugins.integrations.deepeval import GraphEvalMetric
 
     monkeypatch.setenv("OPENAI_BASE_URL", f"{openai_server.url}/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "test")
-    model = MODEL if given == "name" else GPTModel(model=MODEL, base_url=f"{openai_server.url}/v1", api_key="test")
-    metric = GraphEvalMetric(model=model, rule="paper")
+    url = f"{openai_server.url}/v1"
+    model = {"name": MODEL, "GPTModel": lambda: GPTModel(model=MODEL, base_url=url, api_key="test"),
+             "LocalModel": lambda: LocalModel(model=MODEL, base_url=url, api_key="test")}[given]
+    metric = GraphEvalMetric(model=model if isinstance(model, str) else model(), rule="paper")
     case = LLMTestCase(input="Where is it?", actual_output="The Eiffel Tower stands in Rome.",
                        retrieval_context=[ROWS[1]["context"]])
     score = metric.measure(case)
@@ -143,4 +146,4 @@ def test_a_deepeval_openai_model_judges_with_log_probabilities(openai_server: Op
     # "unknown" at log-probability -0.4 beside "supported" -1.2 and "contradicted" -3.0 (protocol_servers.py)
     p_supported = math.exp(-1.2) / (math.exp(-0.4) + math.exp(-1.2) + math.exp(-3.0))
     assert score == pytest.approx(p_supported) and not metric.success
-    assert metric.evaluation_cost is not None and metric.evaluation_cost > 0
+    assert metric.evaluation_cost == 0.0 if given == "LocalModel" else metric.evaluation_cost > 0

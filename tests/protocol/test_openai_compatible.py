@@ -115,7 +115,7 @@ def test_langchain_openai_extracts_judges_with_logprobs_and_corrects(chat) -> No
 
 
 def test_deepeval_local_model(openai_server: str, chat) -> None:  # type: ignore[no-untyped-def]
-    """DeepEval's own OpenAI-compatible model class extracts (its ``(text, cost)`` answers are read)."""
+    """DeepEval's own OpenAI-compatible model class extracts (its ``(text, cost)`` answers are read) and judges."""
     from deepeval.models import LocalModel
     from deepeval.test_case import LLMTestCase
 
@@ -129,6 +129,9 @@ def test_deepeval_local_model(openai_server: str, chat) -> None:  # type: ignore
 
     assert metric.error is None, metric.error
     assert 0.0 <= score <= 1.0 and metric.reason
+    # the one model also judged, with the server's token log-probabilities (through LocalModel's own client)
+    assert metric.engine.scorer.logprobs_returned is True
+    assert metric.evaluation_cost == 0.0  # LocalModel's own price
 
 
 def test_ragas_llm_factory(openai_server: str, chat) -> None:  # type: ignore[no-untyped-def]
