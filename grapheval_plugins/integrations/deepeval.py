@@ -24,7 +24,7 @@ from ..report import JSON_MARKER
 from ..report.view import snippet
 from ..types import Mode, claim_text, usage_cost
 from ..usage import metered
-from .host_models import Costed, LogprobsPromptChatModel
+from .host_models import Costed, PromptChatModel, openai_client, openai_completion
 
 try:
     from deepeval.errors import MissingTestCaseParamsError
@@ -80,7 +80,7 @@ def _costed(answer: Any) -> Costed:
     return Costed(answer, None if cost is None or isinstance(cost, bool) else float(cost))
 
 
-def _adapt(model: Any) -> LogprobsPromptChatModel:
+def _adapt(model: Any) -> PromptChatModel:
     resolved = [] if isinstance(model, str) else [model]
     lock = threading.Lock()
 
@@ -104,25 +104,21 @@ def _adapt(model: Any) -> LogprobsPromptChatModel:
         found = get()
         if hasattr(found, "a_generate_raw_response"):
             return Costed(*await found.a_generate_raw_response(prompt, top_logprobs=top_logprobs))
-        import openai  # DeepEval's own dependency
-
         own = getattr(type(found).load_model, "__module__", "").startswith("deepeval.")  # not a custom loader
-        client = found.load_model(async_mode=True) if own else None
-        if not isinstance(client, openai.AsyncOpenAI):
+        client = openai_client(found.load_model(async_mode=True)) if own else None
+        if client is None:
             raise AttributeError(f"{type(found).__name__} answers without log-probabilities")
-        completion = await client.with_options(max_retries=2).chat.completions.create(
-            model=found.name, messages=[{"role": "user", "content": prompt}], logprobs=True,
-            top_logprobs=top_logprobs, temperature=getattr(found, "temperature", 0.0),
-            **(getattr(found, "generation_kwargs", None) or {}))
+        completion = await openai_completion(client, found.name, prompt, top_logprobs,
+            temperature=getattr(found, "temperature", 0.0), **(getattr(found, "generation_kwargs", None) or {}))
         usage, price = completion.usage, getattr(found, "calculate_cost", None)  # LocalModel's own cost is 0
         return Costed(completion, price(usage.prompt_tokens, usage.completion_tokens) if price and usage else 0.0)
 
     name = model if isinstance(model, str) else model.get_model_name()  # abstract in DeepEvalBaseLLM
-    return LogprobsPromptChatModel(complete=generate, acomplete=agenerate, acomplete_raw=agenerate_raw,
-                                   label=f"deepeval:{name}")
+    return PromptChatModel(complete=generate, acomplete=agenerate, acomplete_raw=agenerate_raw,
+                           label=f"deepeval:{name}")
 
 
-def deepeval_chat_model(model: Any) -> LogprobsPromptChatModel:
+def deepeval_chat_model(model: Any) -> PromptChatModel:
     """A ``DeepEvalBaseLLM`` or a model name DeepEval resolves as the chat model GraphEval's extractor calls.
 
     Raises:

@@ -15,6 +15,8 @@ over the functions the host adapter passes (text in and out, or a structured ans
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple
@@ -29,7 +31,7 @@ from ..messages import describe_llm, message_text
 from ..usage import COST_KEY
 
 __all__ = ["ClaimVerdict", "Costed", "JudgeAnswer", "ExtractedTriple", "KnowledgeGraphAnswer",
-    "LogprobsPromptChatModel", "PromptChatModel", "StructuredTriplesChatModel", "render_prompt"]
+    "PromptChatModel", "StructuredTriplesChatModel", "openai_client", "openai_completion", "render_prompt"]
 
 
 def render_prompt(messages: Sequence[BaseMessage]) -> str:
@@ -49,6 +51,27 @@ def render_prompt(messages: Sequence[BaseMessage]) -> str:
     texts = [(message, message_text(message).strip()) for message in messages]
     return "\n\n".join(f"Your previous answer was:\n{t}" if isinstance(m, AIMessage) else t
                        for m, t in texts if t)
+
+
+def openai_client(obj: Any) -> Any:
+    """``obj`` if it is an ``openai`` SDK client (sync or async), else ``None``."""
+    try:
+        import openai
+    except ImportError:
+        return None
+    return obj if isinstance(obj, (openai.OpenAI, openai.AsyncOpenAI)) else None
+
+
+async def openai_completion(client: Any, model: str, prompt: str, top_logprobs: int, system: str | None = None,
+        **options: Any) -> Any:
+    """The ``ChatCompletion`` of ``prompt`` as one user message (after ``system`` where given) through an ``openai``
+    client (a sync one in a worker thread), with the token log-probabilities, the SDK retrying twice."""
+    import openai
+
+    messages = [{"role": "system", "content": system}] if system else []
+    call = functools.partial(client.with_options(max_retries=2).chat.completions.create, model=model,
+        messages=[*messages, {"role": "user", "content": prompt}], logprobs=True, top_logprobs=top_logprobs, **options)
+    return await call() if isinstance(client, openai.AsyncOpenAI) else await asyncio.to_thread(call)
 
 
 class Costed(NamedTuple):
@@ -133,13 +156,18 @@ class JudgeAnswer(BaseModel):
 
 
 class _HostChatModel(BaseChatModel):
-    """A chat model over a host's ``complete`` / ``acomplete`` pair (each path falls back to the other)."""
+    """A chat model over a host's ``complete`` / ``acomplete`` pair (each path falls back to the other); bound with
+    ``logprobs=True`` (as the LLM judge binds a model declaring the option), over ``acomplete_raw(prompt,
+    top_logprobs)`` where given: an OpenAI ``ChatCompletion`` with the token log-probabilities (and its cost)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     label: str = "host-model"  # the name in reports and cache keys
     complete: Callable[..., Any] | None = None
     acomplete: Callable[..., Awaitable[Any]] | None = None
+    acomplete_raw: Callable[[str, int], Awaitable[Costed]] | None = None
+    logprobs: bool | None = None  # declared: the judge asks, and reads from the answer whether they came
+    top_logprobs: int | None = None
 
     @property
     def model_label(self) -> str:
@@ -172,21 +200,25 @@ class _HostChatModel(BaseChatModel):
                             logprobs=logprobs.model_dump() if hasattr(logprobs, "model_dump") else logprobs)
             counts = usage and {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
                                 "total_tokens": usage.total_tokens}
-            result = choice.message.content or ""
+            text = choice.message.content or ""
+        else:
+            text = self._text_of(result)
         return ChatResult(generations=[ChatGeneration(message=AIMessage(
-            self._text_of(result), response_metadata=metadata, usage_metadata=counts))])
+            text, response_metadata=metadata, usage_metadata=counts))])
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
             run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        if self.complete is None:
+        if self.complete is None or (kwargs.get("logprobs") and self.acomplete_raw is not None):
             from .._async import run_sync
 
-            assert self.acomplete is not None
+            assert self.complete is not None or self.acomplete is not None
             return run_sync(self._agenerate(messages, stop, **kwargs))
         return self._answer(self.complete(*self._arguments(render_prompt(messages))))
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
             run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        if kwargs.get("logprobs") and self.acomplete_raw is not None:
+            return self._answer(await self.acomplete_raw(render_prompt(messages), kwargs.get("top_logprobs") or 1))
         if self.acomplete is None:  # LangChain's own: _generate in a worker thread
             return await super()._agenerate(messages, stop, run_manager, **kwargs)
         return self._answer(await self.acomplete(*self._arguments(render_prompt(messages))))
@@ -197,22 +229,6 @@ class PromptChatModel(_HostChatModel):
 
     complete: Callable[[str], str | Costed] | None = None
     acomplete: Callable[[str], Awaitable[str | Costed]] | None = None
-
-
-class LogprobsPromptChatModel(PromptChatModel):
-    """A :class:`PromptChatModel` that, bound with ``logprobs=True`` (as the LLM judge binds a model declaring the
-    option), answers through ``acomplete_raw(prompt, top_logprobs)``: an OpenAI ``ChatCompletion`` with the token
-    log-probabilities, and its cost (DeepEval's ``a_generate_raw_response``, which G-Eval reads too)."""
-
-    logprobs: bool | None = None  # declared: the judge asks for them and reads from the answer whether they came
-    top_logprobs: int | None = None
-    acomplete_raw: Callable[[str, int], Awaitable[Costed]] | None = None
-
-    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-            run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        if not kwargs.get("logprobs") or self.acomplete_raw is None:
-            return await super()._agenerate(messages, stop, run_manager, **kwargs)
-        return self._answer(await self.acomplete_raw(render_prompt(messages), kwargs.get("top_logprobs") or 1))
 
 
 class StructuredTriplesChatModel(_HostChatModel):

@@ -15,7 +15,7 @@ from ..aggregate import RuleLike, rule_argument
 from ..exceptions import renamed
 from ..inputs import normalize_output, normalize_passages
 from ..types import Mode, StageUsage, total_usage
-from .host_models import PromptChatModel, StructuredTriplesChatModel
+from .host_models import Costed, PromptChatModel, StructuredTriplesChatModel, openai_client, openai_completion
 
 try:
     from langchain_core.callbacks import Callbacks
@@ -103,7 +103,15 @@ def _adapt(llm: Any) -> Any:
     if isinstance(llm, InstructorBaseRagasLLM):
         # Instructor's structured output fills the triples. A sync client has only generate() (agenerate raises).
         acomplete = llm.agenerate if getattr(llm, "is_async", True) else None
-        return StructuredTriplesChatModel(complete=llm.generate, acomplete=acomplete, label=label)
+        client = openai_client(getattr(getattr(llm, "client", None), "client", None))  # Instructor keeps the SDK's
+
+        async def araw(prompt: str, top_logprobs: int) -> Costed:  # the judge's call, with log-probabilities
+            options = {k: v for k, v in (getattr(llm, "model_args", None) or {}).items() if v is not None}
+            return Costed(await openai_completion(client, str(model), prompt, top_logprobs,
+                                                  getattr(llm, "system_prompt", None), **options), None)
+
+        return StructuredTriplesChatModel(complete=llm.generate, acomplete=acomplete, label=label,
+                                          acomplete_raw=araw if client is not None and isinstance(model, str) else None)
 
     async def agenerate(prompt: str) -> str:
         return _ragas_text(await llm.agenerate_text(StringPromptValue(text=prompt)))

@@ -135,7 +135,7 @@ def test_deepeval_local_model(openai_server: str, chat) -> None:  # type: ignore
 
 
 def test_ragas_llm_factory(openai_server: str, chat) -> None:  # type: ignore[no-untyped-def]
-    """Ragas's ``llm_factory`` over an ``openai`` client (Instructor, JSON mode) fills the triples."""
+    """Ragas's ``llm_factory`` over an ``openai`` client (Instructor, JSON mode) fills the triples and judges."""
     import openai
     from ragas.dataset_schema import SingleTurnSample
     from ragas.llms import llm_factory
@@ -149,6 +149,8 @@ def test_ragas_llm_factory(openai_server: str, chat) -> None:  # type: ignore[no
     score = metric.single_turn_score(sample)
 
     assert 0.0 <= score <= 1.0
+    # the one model also judged, with the server's token log-probabilities (through the client Instructor wraps)
+    assert metric._held.scorer.logprobs_returned is True
 
 
 def test_langchain_runnable(chat) -> None:  # type: ignore[no-untyped-def]

@@ -280,3 +280,44 @@ def test_another_ragas_llm_answers_in_text() -> None:
     assert metric.score(response=BAD, retrieved_contexts=[FACTS]).value == pytest.approx(BAD_SCORE)
     assert len(llm.prompts) == 1 and re.search("Marie Curie won three Nobel Prizes", llm.prompts[0])
     assert ragas_chat_model(llm) is ragas_chat_model(llm)  # one adapter per LLM object
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_a_host_model_answers_a_logprobs_request_through_its_openai_client(sync: bool) -> None:
+    """Bound with ``logprobs=True`` (as the LLM judge binds it), a host model with ``acomplete_raw`` asks its
+    ``openai`` client (async, or sync in a worker thread) for the token log-probabilities; the answer carries them,
+    its token counts and its cost; unbound, the host's own call answers."""
+    import httpx
+    import openai
+
+    from grapheval_plugins.integrations.host_models import Costed, openai_client, openai_completion
+
+    sent: list[dict[str, Any]] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        token = {"token": "supported", "logprob": -0.1, "bytes": None, "top_logprobs": []}
+        return httpx.Response(200, json={
+            "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "supported"},
+                         "logprobs": {"content": [token], "refusal": None}}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 1, "total_tokens": 12}})
+
+    kind, http = (openai.OpenAI, httpx.Client) if sync else (openai.AsyncOpenAI, httpx.AsyncClient)
+    client = openai_client(kind(api_key="k", base_url="http://127.0.0.1:9/v1",
+                                http_client=http(transport=httpx.MockTransport(handle))))
+    assert client is not None and openai_client("not a client") is None
+
+    async def raw(prompt: str, top_logprobs: int) -> Costed:
+        return Costed(await openai_completion(client, "m", prompt, top_logprobs, "Be strict.", temperature=0), 0.002)
+
+    llm = PromptChatModel(complete=lambda prompt: "plain", acomplete_raw=raw, label="host")
+    answer = llm.bind(logprobs=True, top_logprobs=5).invoke([HumanMessage("Is it supported?")])
+
+    assert answer.content == "supported" and answer.response_metadata["logprobs"]["content"][0]["logprob"] == -0.1
+    assert answer.usage_metadata == {"input_tokens": 11, "output_tokens": 1, "total_tokens": 12}
+    assert answer.response_metadata["cost_usd"] == 0.002
+    assert sent == [{"model": "m", "messages": [{"role": "system", "content": "Be strict."},
+                                                {"role": "user", "content": "Is it supported?"}],
+                     "logprobs": True, "top_logprobs": 5, "temperature": 0}]
+    assert llm.invoke([HumanMessage("Is it supported?")]).content == "plain" and len(sent) == 1
