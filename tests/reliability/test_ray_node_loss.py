@@ -45,16 +45,25 @@ def _env() -> dict[str, str]:
             "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def _free_ports(n: int) -> list[int]:
+    """``n`` free ports of 127.0.0.1, none handed out before in this process (the OS may give a closed port again:
+    two components on one port stop a node)."""
     from pytest_socket import disable_socket, enable_socket
 
     enable_socket()  # the reliability suite disables sockets in this process; the cluster binds 127.0.0.1 only
     try:
         with contextlib.ExitStack() as stack:
-            socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-            for s in socks:
+            ports: list[int] = []
+            while len(ports) < n:
+                s = stack.enter_context(socket.socket())
                 s.bind(("127.0.0.1", 0))
-            return [s.getsockname()[1] for s in socks]
+                if s.getsockname()[1] not in _HANDED_OUT:
+                    ports.append(s.getsockname()[1])
+            _HANDED_OUT.update(ports)
+            return ports
     finally:
         disable_socket(allow_unix_socket=True)
 
