@@ -12,10 +12,9 @@
 # exit 1 and name llama-cpp-python) and `demo --fast` with the model hub off; the other full venvs import what their extra provides and
 # run `pip check`. The "deepeval,openai" venv (the API install: no native build) must hold neither llama-cpp-python nor
 # torch; DeepEval metrics (by "openai:<model>" spec, and by DeepEval's own model name) and a LangChain Runnable
-# (ChatOpenAI) score a row through a fake
-# OpenAI-compatible endpoint on 127.0.0.1, with the tokens it counted in the reports' usage; and the other API
-# installs ([ragas,openai], [anthropic], [aws]) are resolved in that venv and must plan neither. torch is always
-# installed first, pinned (TORCH_VERSION, default 2.13.0): a bare torch requirement
+# (ChatOpenAI) score a row through a fake OpenAI-compatible endpoint on 127.0.0.1, with the tokens it counted in the
+# reports' usage; and the other API installs ([ragas,openai], [anthropic], [aws]) are resolved in that venv and must
+# plan neither. torch is always installed first, pinned (TORCH_VERSION, default 2.13.0): a bare torch requirement
 # resolves to a multi-GB CUDA build.
 # Measured 2026-12-01 on the 2-core machine shared with other jobs (load 13-30), every extra in full
 # (SMOKE_FULL="core offline hf deepeval ragas" SMOKE_DRY=aws): 37 min wall, 7.2 CPU-minutes; build + twine + contents
